@@ -1,0 +1,288 @@
+#include "bus/bus_impl.h"
+
+#include <spdlog/spdlog.h>
+
+#include <thread>
+
+#include "bus/envelope.h"
+#include "storage/keys.h"
+
+namespace walbus {
+
+Status Bus::Open(const Options& options, std::unique_ptr<Bus>* bus) {
+  return internal::BusImpl::Open(options, bus);
+}
+
+namespace internal {
+namespace {
+
+Status ValidateOptions(const Options& o) {
+  if (o.dir.empty()) return Status::InvalidArgument("Options::dir is empty");
+  if (o.worker_threads < 1 || o.worker_threads > 256)
+    return Status::InvalidArgument("Options::worker_threads must be 1..256");
+  if (o.max_in_flight_per_subscriber < 16 || o.max_in_flight_per_subscriber > (1u << 22))
+    return Status::InvalidArgument("Options::max_in_flight_per_subscriber must be 16..4194304");
+  if (o.tail_cache_events < 16 || o.tail_cache_events > (1u << 24))
+    return Status::InvalidArgument("Options::tail_cache_events must be 16..16777216");
+  if (o.max_payload_bytes > (64u << 20)) return Status::InvalidArgument("Options::max_payload_bytes must be <= 64 MiB");
+  if (o.max_group_commits < 1) return Status::InvalidArgument("Options::max_group_commits must be >= 1");
+  if (o.source.empty() || o.source.size() > kMaxSourceBytes)
+    return Status::InvalidArgument("Options::source must be 1..256 bytes");
+  return Status::OK();
+}
+
+Status ValidateSubscriberName(const std::string& name) {
+  if (name.empty() || name.size() > 128) return Status::InvalidArgument("subscriber name must be 1..128 bytes");
+  for (char c : name) {
+    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+              c == '_' || c == '-';
+    if (!ok) return Status::InvalidArgument("subscriber name '" + name + "' has a character outside [A-Za-z0-9._-]");
+  }
+  return Status::OK();
+}
+
+// Reads an 8-byte big-endian record; absent reads as `otherwise`.
+Status ReadBe64(const storage::Db& db, storage::CfHandle* cf, std::string_view key, uint64_t otherwise,
+                uint64_t* out) {
+  std::string v;
+  bool found = false;
+  Status s = db.Get(cf, key, &v, &found);
+  if (!s.ok()) return s;
+  if (!found) {
+    *out = otherwise;
+    return Status::OK();
+  }
+  if (v.size() != 8) return Status::Corruption("record '" + std::string(key.substr(0, 32)) + "' has a bad size");
+  *out = storage::GetBe64(v);
+  return Status::OK();
+}
+
+Status ReadCounter(const storage::Db& db, uint32_t id, storage::CheckpointField field, uint64_t* out) {
+  std::string v;
+  bool found = false;
+  Status s = db.Get(db.cf(storage::Cf::kCheckpoints), storage::CheckpointKey(id, field), &v, &found);
+  if (!s.ok()) return s;
+  *out = 0;
+  if (found && !storage::DecodeCounter(v, out)) return Status::Corruption("subscriber counter has a bad size");
+  return Status::OK();
+}
+
+}  // namespace
+
+Status BusImpl::Open(const Options& options, std::unique_ptr<Bus>* out) {
+  out->reset();
+  if (Status s = ValidateOptions(options); !s.ok()) return s;
+  std::unique_ptr<BusImpl> bus(new BusImpl(options));
+  storage::OpenOptions so;
+  so.dir = options.dir;
+  so.create_if_missing = options.create_if_missing;
+  so.app_column_families = options.column_families;
+  if (Status s = storage::Db::Open(so, &bus->db_); !s.ok()) return s;
+  uint64_t last_seq = 0, trimmed_below = 0;
+  if (Status s = bus->Recover(&last_seq, &trimmed_below); !s.ok()) return s;
+  bus->tail_ = std::make_unique<TailCache>(options.tail_cache_events);
+  bus->committer_ = std::make_unique<Committer>(
+      bus->db_.get(), CommitLimits{options.max_group_commits, options.max_group_bytes}, last_seq, bus.get());
+  DispatcherConfig dc;
+  dc.worker_threads = options.worker_threads;
+  dc.max_in_flight_per_subscriber = options.max_in_flight_per_subscriber;
+  dc.max_payload_bytes = options.max_payload_bytes;
+  dc.trim_every_events = options.trim_every_events;
+  dc.trim_interval = options.trim_interval;
+  dc.checkpoint_interval = options.checkpoint_interval;
+  dc.recovered_last_seq = last_seq;
+  dc.trimmed_below = trimmed_below;
+  dc.sync_follow_ups = options.durability == Durability::kSync;
+  bus->dispatcher_ = std::make_unique<Dispatcher>(bus.get(), bus->db_.get(), bus->committer_.get(),
+                                                  bus->tail_.get(), &bus->registry_, dc);
+  *out = std::move(bus);
+  return Status::OK();
+}
+
+Status BusImpl::Recover(uint64_t* last_seq, uint64_t* trimmed_below) {
+  const storage::Db& db = *db_;
+  storage::CfHandle* meta = db.cf(storage::Cf::kMeta);
+  if (Status s = ReadBe64(db, meta, storage::kMetaLastSeq, 0, last_seq); !s.ok()) return s;
+  uint64_t outbox_last = 0;
+  if (Status s = db.LastOutboxSeq(&outbox_last); !s.ok()) return s;
+  if (outbox_last > *last_seq) {
+    return Status::Corruption("outbox holds seq " + std::to_string(outbox_last) + " above the recorded last seq " +
+                              std::to_string(*last_seq));
+  }
+  if (Status s = ReadBe64(db, meta, storage::kMetaTrimmedBelow, 0, trimmed_below); !s.ok()) return s;
+
+  Status bad;
+  Status scan = db.ScanMeta(storage::kSubscriberMetaPrefix, [&](std::string_view key, std::string_view value) {
+    if (value.size() != 12) {
+      bad = Status::Corruption("subscriber record '" + std::string(key) + "' has a bad size");
+      return;
+    }
+    Registry::Entry e;
+    e.id = storage::GetBe32(value);
+    registry_.by_name[std::string(key.substr(storage::kSubscriberMetaPrefix.size()))] = e;
+    registry_.next_id = std::max(registry_.next_id, e.id + 1);
+  });
+  if (!scan.ok()) return scan;
+  if (!bad.ok()) return bad;
+  for (auto& [name, e] : registry_.by_name) {
+    storage::CfHandle* cp = db.cf(storage::Cf::kCheckpoints);
+    Status s = ReadBe64(db, cp, storage::CheckpointKey(e.id, storage::CheckpointField::kWatermark), 0,
+                        &e.durable.checkpoint);
+    if (s.ok()) s = ReadCounter(db, e.id, storage::CheckpointField::kHandled, &e.durable.handled);
+    if (s.ok()) s = ReadCounter(db, e.id, storage::CheckpointField::kDuplicates, &e.durable.duplicates);
+    if (s.ok()) s = ReadCounter(db, e.id, storage::CheckpointField::kRejected, &e.durable.rejected);
+    if (!s.ok()) return s;
+    if (e.durable.checkpoint > *last_seq) {
+      return Status::Corruption("subscriber " + name + " checkpoint is above the last seq");
+    }
+  }
+  return Status::OK();
+}
+
+BusImpl::~BusImpl() {
+  Close().IgnoreError();
+  dispatcher_.reset();  // before the registry and committer it points into
+}
+
+Transaction BusImpl::Begin() { return ScopeAccess::NewTransaction(std::make_unique<ScopeRep>(this)); }
+
+Result<Receipt> BusImpl::CommitTransaction(ScopeRep* scope) {
+  if (scope->committed) return Status::InvalidArgument("transaction already committed");
+  scope->committed = true;
+  if (!scope->error.ok()) return scope->error;
+  Receipt receipt;
+  if (scope->ops.empty() && scope->expects.empty() && scope->events.empty()) return receipt;
+  // Count ourselves in before looking at closed_, so Close() either sees us
+  // and waits, or we see it and refuse.
+  active_commits_.fetch_add(1);
+  if (closed_.load()) {
+    active_commits_.fetch_sub(1);
+    return Status::Closed("the bus is closed");
+  }
+  CommitRequest request;
+  request.scope = scope;
+  request.sync = options_.durability == Durability::kSync;
+  CommitRequest* requests[] = {&request};
+  committer_->Commit(requests);
+  active_commits_.fetch_sub(1);
+  if (!request.status.ok()) return request.status;
+  receipt.first_seq = request.first_seq;
+  receipt.event_ids.reserve(scope->events.size());
+  for (const auto& e : scope->events) receipt.event_ids.push_back(e->id);
+  return receipt;
+}
+
+void BusImpl::OnCommitted(std::vector<std::shared_ptr<const Event>>& events) {
+  tail_->Append(events);
+  dispatcher_->NotifyCommitted();
+}
+
+Status BusImpl::Register(const std::string& name, Registry::Entry* entry) {
+  // REQUIRES: registry_.mu held.
+  entry->id = registry_.next_id;
+  entry->durable = DurableCounters{};
+  entry->durable.checkpoint = committer_->last_seq();
+  ScopeRep scope(this);
+  std::string record, next_id, watermark;
+  storage::PutBe32(&record, entry->id);
+  storage::PutBe64(&record, entry->durable.checkpoint);
+  storage::PutBe32(&next_id, entry->id + 1);
+  storage::PutBe64(&watermark, entry->durable.checkpoint);
+  storage::CfHandle* meta = db_->cf(storage::Cf::kMeta);
+  scope.AddOp(Op{Op::Kind::kPut, meta, storage::SubscriberMetaKey(name), record});
+  scope.AddOp(Op{Op::Kind::kPut, meta, std::string(storage::kMetaNextSubscriberId), next_id});
+  scope.AddOp(Op{Op::Kind::kPut, db_->cf(storage::Cf::kCheckpoints),
+                 storage::CheckpointKey(entry->id, storage::CheckpointField::kWatermark), watermark});
+  CommitRequest request;
+  request.scope = &scope;
+  request.sync = true;
+  CommitRequest* requests[] = {&request};
+  committer_->Commit(requests);
+  if (!request.status.ok()) return request.status;
+  ++registry_.next_id;
+  return Status::OK();
+}
+
+Status BusImpl::Subscribe(SubscriberOptions subscriber) {
+  if (Status s = ValidateSubscriberName(subscriber.name); !s.ok()) return s;
+  if (!subscriber.handler) return Status::InvalidArgument("subscriber " + subscriber.name + " has no handler");
+  for (const auto& t : subscriber.types) {
+    if (Status s = ValidateEventType(t); !s.ok()) return s;
+  }
+  if (closed_.load()) return Status::Closed("the bus is closed");
+  std::shared_ptr<Subscriber> active;
+  {
+    std::lock_guard<std::mutex> lock(registry_.mu);
+    auto it = registry_.by_name.find(subscriber.name);
+    if (it != registry_.by_name.end() && it->second.active != nullptr) {
+      return Status::Busy("subscriber " + subscriber.name + " is already active in this process");
+    }
+    if (it == registry_.by_name.end()) {
+      Registry::Entry entry;
+      if (Status s = Register(subscriber.name, &entry); !s.ok()) return s;
+      it = registry_.by_name.emplace(subscriber.name, entry).first;
+    }
+    const uint32_t id = it->second.id;
+    active = std::make_shared<Subscriber>(std::move(subscriber), id, it->second.durable);
+    it->second.active = active;
+  }
+  dispatcher_->Add(std::move(active));
+  return Status::OK();
+}
+
+Status BusImpl::Start() {
+  std::lock_guard<std::mutex> lock(lifecycle_mu_);
+  if (closed_.load()) return Status::Closed("the bus is closed");
+  if (!dispatcher_->started()) dispatcher_->Start();
+  return Status::OK();
+}
+
+Status BusImpl::WaitIdle(std::chrono::milliseconds timeout) {
+  if (closed_.load()) return Status::Closed("the bus is closed");
+  return dispatcher_->WaitFor(committer_->last_seq(), timeout);
+}
+
+BusStats BusImpl::Stats() {
+  BusStats stats;
+  stats.last_seq = committer_->last_seq();
+  stats.commits = committer_->commits();
+  stats.commit_groups = committer_->groups();
+  std::lock_guard<std::mutex> lock(registry_.mu);
+  for (const auto& [name, e] : registry_.by_name) {
+    SubscriberStats s;
+    s.name = name;
+    if (e.active != nullptr) {
+      s.checkpoint = e.active->watermark.load();
+      s.handled = e.active->handled.load();
+      s.duplicates = e.active->duplicates.load();
+      s.retries = e.active->retries.load();
+      s.rejected = e.active->rejected.load();
+      s.in_flight = e.active->in_flight.load();
+    } else {
+      s.checkpoint = e.durable.checkpoint;
+      s.handled = e.durable.handled;
+      s.duplicates = e.durable.duplicates;
+      s.rejected = e.durable.rejected;
+    }
+    stats.subscribers.push_back(std::move(s));
+  }
+  return stats;
+}
+
+Status BusImpl::Close() {
+  std::lock_guard<std::mutex> lock(lifecycle_mu_);
+  if (db_ == nullptr) return Status::OK();
+  if (dispatcher_->OnWorkerThread()) {
+    return Status::InvalidArgument("Close() was called from a handler; call it from an application thread");
+  }
+  closed_.store(true);
+  while (active_commits_.load() != 0) std::this_thread::sleep_for(std::chrono::microseconds(200));
+  dispatcher_->Stop();
+  // The committer, dispatcher and registry stay (stopped) until destruction
+  // so that a Stats() or WaitIdle() racing with Close() reads valid state.
+  db_.reset();
+  return Status::OK();
+}
+
+}  // namespace internal
+}  // namespace walbus

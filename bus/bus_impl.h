@@ -1,0 +1,60 @@
+// BusImpl: the Bus behind walbus::Bus::Open. Owns storage, the committer,
+// the tail cache, the registry and the dispatcher, and their lifecycle.
+#ifndef WALBUS_BUS_BUS_IMPL_H_
+#define WALBUS_BUS_BUS_IMPL_H_
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+
+#include "bus/committer.h"
+#include "bus/dispatcher.h"
+#include "bus/scope.h"
+#include "bus/subscriber.h"
+#include "bus/tail_cache.h"
+#include "storage/db.h"
+#include "walbus/bus.h"
+
+namespace walbus::internal {
+
+class BusImpl final : public Bus, public CommitListener {
+ public:
+  static Status Open(const Options& options, std::unique_ptr<Bus>* bus);
+  ~BusImpl() override;
+
+  Transaction Begin() override;
+  Status Subscribe(SubscriberOptions subscriber) override;
+  Status Start() override;
+  Status WaitIdle(std::chrono::milliseconds timeout) override;
+  BusStats Stats() override;
+  Status Close() override;
+
+  // CommitListener: the leader hands over each group's events.
+  void OnCommitted(std::vector<std::shared_ptr<const Event>>& events) override;
+
+  // For WriteScope.
+  storage::Db* db() const { return db_.get(); }
+  const Options& options() const { return options_; }
+  Result<Receipt> CommitTransaction(ScopeRep* scope);
+
+ private:
+  explicit BusImpl(const Options& options) : options_(options) {}
+  Status Recover(uint64_t* last_seq, uint64_t* trimmed_below);
+  Status Register(const std::string& name, Registry::Entry* entry);
+
+  const Options options_;
+  std::unique_ptr<storage::Db> db_;
+  std::unique_ptr<TailCache> tail_;
+  std::unique_ptr<Committer> committer_;
+  Registry registry_;
+  std::unique_ptr<Dispatcher> dispatcher_;
+
+  std::mutex lifecycle_mu_;  // serializes Start and Close
+  std::atomic<bool> closed_{false};
+  // Producer commits in progress; Close waits for them to drain.
+  std::atomic<int> active_commits_{0};
+};
+
+}  // namespace walbus::internal
+
+#endif  // WALBUS_BUS_BUS_IMPL_H_

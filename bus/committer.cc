@@ -1,0 +1,138 @@
+#include "bus/committer.h"
+
+#include <cassert>
+
+#include "storage/keys.h"
+
+namespace walbus::internal {
+
+Committer::Committer(storage::Db* db, CommitLimits limits, uint64_t last_seq,
+                     CommitListener* listener)
+    : db_(db), limits_(limits), listener_(listener), last_seq_(last_seq) {
+  assert(db_ != nullptr && listener_ != nullptr);
+  assert(limits_.max_group_commits >= 1);
+}
+
+void Committer::Commit(std::span<CommitRequest* const> requests) {
+  std::unique_lock<std::mutex> lock(mu_);
+  for (CommitRequest* r : requests) {
+    assert(r->scope != nullptr && !r->done);
+    queue_.push_back(r);
+  }
+  // Our requests are contiguous in the queue, so the first one not done is
+  // either at the front (we lead) or behind someone else's.
+  for (CommitRequest* r : requests) {
+    while (!r->done) {
+      if (queue_.front() == r) {
+        LeadGroup(lock);
+      } else {
+        r->cv.wait(lock);
+      }
+    }
+  }
+}
+
+void Committer::LeadGroup(std::unique_lock<std::mutex>& lock) {
+  std::vector<CommitRequest*> group;
+  size_t bytes = 0;
+  for (CommitRequest* r : queue_) {
+    if (!group.empty() &&
+        (group.size() >= limits_.max_group_commits || bytes + r->scope->bytes > limits_.max_group_bytes)) {
+      break;
+    }
+    group.push_back(r);
+    bytes += r->scope->bytes;
+  }
+  lock.unlock();
+  WriteGroup(group);
+  lock.lock();
+  for (CommitRequest* r : group) {
+    assert(queue_.front() == r);
+    queue_.pop_front();
+    r->done = true;
+    r->cv.notify_one();
+  }
+  if (!queue_.empty()) queue_.front()->cv.notify_one();
+}
+
+Status Committer::CheckExpectations(const ScopeRep& scope) {
+  for (const Expectation& e : scope.expects) {
+    uint64_t current = 0;
+    auto it = group_versions_.find(e.version_key);
+    if (it != group_versions_.end()) {
+      current = it->second;
+    } else {
+      std::string value;
+      bool found = false;
+      Status s = db_->Get(db_->cf(storage::Cf::kVersions), e.version_key, &value, &found);
+      if (!s.ok()) return s;
+      if (found) {
+        if (value.size() != 8) return Status::Corruption("version record of " + e.description);
+        current = storage::GetBe64(value);
+      }
+    }
+    if (current != e.version) {
+      return Status::Conflict(e.description + " expected version " + std::to_string(e.version) +
+                              ", found " + std::to_string(current));
+    }
+  }
+  return Status::OK();
+}
+
+void Committer::WriteGroup(const std::vector<CommitRequest*>& group) {
+  batch_.Clear();
+  group_versions_.clear();
+  group_events_.clear();
+  const uint64_t first = last_seq_.load(std::memory_order_relaxed) + 1;
+  uint64_t next = first;
+  bool sync = false;
+  size_t accepted = 0;
+  for (CommitRequest* r : group) {
+    ScopeRep& scope = *r->scope;
+    r->status = CheckExpectations(scope);
+    if (!r->status.ok()) continue;
+    ++accepted;
+    for (const Op& op : scope.ops) {
+      switch (op.kind) {
+        case Op::Kind::kPut: batch_.Put(op.cf, op.key, op.value); break;
+        case Op::Kind::kDelete: batch_.Delete(op.cf, op.key); break;
+        case Op::Kind::kAddCounter: batch_.AddCounter(op.cf, op.key, op.delta); break;
+        case Op::Kind::kDeleteRange: batch_.DeleteRange(op.cf, op.key, op.value); break;
+      }
+    }
+    for (const Expectation& e : scope.expects) {
+      std::string v;
+      storage::PutBe64(&v, e.version + 1);
+      batch_.Put(db_->cf(storage::Cf::kVersions), e.version_key, v);
+      group_versions_[e.version_key] = e.version + 1;
+    }
+    r->first_seq = scope.events.empty() ? 0 : next;
+    for (size_t i = 0; i < scope.events.size(); ++i) {
+      scope.events[i]->seq = next;
+      batch_.Put(db_->cf(storage::Cf::kOutbox), storage::OutboxKey(next), scope.envelopes[i]);
+      group_events_.push_back(scope.events[i]);
+      ++next;
+    }
+    sync |= r->sync;
+  }
+  if (accepted == 0) return;
+  if (next != first) {
+    std::string v;
+    storage::PutBe64(&v, next - 1);
+    batch_.Put(db_->cf(storage::Cf::kMeta), storage::kMetaLastSeq, v);
+  }
+  Status written = batch_.Commit(db_, sync);
+  if (!written.ok()) {
+    for (CommitRequest* r : group)
+      if (r->status.ok()) r->status = written;
+    return;
+  }
+  commits_.fetch_add(accepted, std::memory_order_relaxed);
+  groups_.fetch_add(1, std::memory_order_relaxed);
+  if (next != first) {
+    last_seq_.store(next - 1, std::memory_order_release);
+    listener_->OnCommitted(group_events_);
+  }
+}
+
+}  // namespace walbus::internal

@@ -1,0 +1,101 @@
+// Committer: the single writer. Every write of a running bus (producer
+// commits, handler completions, checkpoints, trims) passes through it.
+//
+// Group commit in the manner of LevelDB's DBImpl::Write: callers queue
+// their requests; the caller at the front of the queue becomes the leader,
+// takes the requests behind it (up to the group bounds), checks their
+// preconditions, assigns sequence numbers in queue order, writes one batch
+// (one fsync for the group when any request needs it), then wakes the
+// others. Only one leader exists at a time, so sequence order is durable
+// commit order, and a lone producer pays no thread hand-off.
+//
+// Threading: Commit() is thread-safe and blocks. The queue is bounded by
+// the number of threads blocked in Commit() (each waits for its own
+// requests), so it needs no overflow policy of its own.
+#ifndef WALBUS_BUS_COMMITTER_H_
+#define WALBUS_BUS_COMMITTER_H_
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "bus/scope.h"
+#include "storage/db.h"
+
+namespace walbus::internal {
+
+struct CommitRequest {
+  ScopeRep* scope = nullptr;
+  // Needs fsync before completing (kSync producer commits, follow-ups).
+  bool sync = false;
+  // Results, valid once Commit() returned.
+  Status status;
+  uint64_t first_seq = 0;
+
+  // Private to the committer.
+  bool done = false;
+  std::condition_variable cv;
+};
+
+// Receives the events of each successful group, in sequence order, before
+// the next group is written. Called by the leader; must not block on
+// anything a committer waits for.
+class CommitListener {
+ public:
+  virtual ~CommitListener() = default;
+  virtual void OnCommitted(std::vector<std::shared_ptr<const Event>>& events) = 0;
+};
+
+struct CommitLimits {
+  size_t max_group_commits;
+  size_t max_group_bytes;
+};
+
+class Committer {
+ public:
+  // REQUIRES: db outlives the committer. last_seq: the newest committed seq.
+  Committer(storage::Db* db, CommitLimits limits, uint64_t last_seq, CommitListener* listener);
+  Committer(const Committer&) = delete;
+  Committer& operator=(const Committer&) = delete;
+
+  // Writes each request atomically (requests are independent: one failing
+  // its precondition does not fail the others). Returns when all are done.
+  // REQUIRES: the requests are not in any other Commit() call.
+  void Commit(std::span<CommitRequest* const> requests);
+
+  uint64_t last_seq() const { return last_seq_.load(std::memory_order_acquire); }
+  uint64_t commits() const { return commits_.load(std::memory_order_relaxed); }
+  uint64_t groups() const { return groups_.load(std::memory_order_relaxed); }
+
+ private:
+  // Takes the group at the queue's front; called by its leader.
+  void LeadGroup(std::unique_lock<std::mutex>& lock);
+  void WriteGroup(const std::vector<CommitRequest*>& group);
+  Status CheckExpectations(const ScopeRep& scope);
+
+  storage::Db* const db_;
+  const CommitLimits limits_;
+  CommitListener* const listener_;
+  std::atomic<uint64_t> last_seq_;
+  std::atomic<uint64_t> commits_{0};
+  std::atomic<uint64_t> groups_{0};
+
+  std::mutex mu_;
+  std::deque<CommitRequest*> queue_;  // GUARDED_BY(mu_)
+
+  // Leader-only state: touched by one leader at a time.
+  storage::Batch batch_;
+  std::unordered_map<std::string, uint64_t> group_versions_;
+  std::vector<std::shared_ptr<const Event>> group_events_;
+};
+
+}  // namespace walbus::internal
+
+#endif  // WALBUS_BUS_COMMITTER_H_

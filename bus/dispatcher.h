@@ -1,0 +1,157 @@
+// Dispatcher: moves committed events to handlers, per subscriber and per
+// subject in commit order, and records their completion.
+//
+//   committer --(tail cache / outbox)--> dispatcher thread
+//        per subscriber: Progress window, per-subject KeyQueues, timers
+//   dispatcher --(work queue)--> worker pool --(handler, commit)--> messages
+//   messages --> dispatcher: complete, retry after a delay, rerun
+//
+// One dispatcher thread owns all per-subscriber state, so it needs no locks;
+// workers and the committer talk to it through one message queue. Memory is
+// bounded: a subscriber holds at most Options::max_in_flight_per_subscriber
+// fetched events; what lies beyond stays in the outbox and is read back in
+// order (catch-up). The work and message queues hold at most one entry per
+// in-flight event, so they are bounded by the same windows.
+//
+// Threading: public methods are thread-safe unless noted.
+#ifndef WALBUS_BUS_DISPATCHER_H_
+#define WALBUS_BUS_DISPATCHER_H_
+
+#include <concurrentqueue/blockingconcurrentqueue.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <queue>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "bus/committer.h"
+#include "bus/subscriber.h"
+#include "bus/tail_cache.h"
+#include "storage/db.h"
+
+namespace walbus::internal {
+
+class BusImpl;
+
+struct DispatcherConfig {
+  size_t worker_threads;
+  size_t max_in_flight_per_subscriber;
+  size_t max_payload_bytes;
+  uint64_t trim_every_events;
+  std::chrono::milliseconds trim_interval;
+  std::chrono::milliseconds checkpoint_interval;
+  // Events at or below it may have been handled before this process
+  // started, so their inbox record is checked before the handler runs.
+  uint64_t recovered_last_seq;
+  // The outbox holds nothing below this seq.
+  uint64_t trimmed_below;
+  // Handler completions that publish follow-up events fsync (kSync).
+  bool sync_follow_ups;
+};
+
+class Dispatcher {
+ public:
+  Dispatcher(BusImpl* bus, storage::Db* db, Committer* committer, TailCache* tail,
+             Registry* registry, DispatcherConfig config);
+  // Stops if running.
+  ~Dispatcher();
+  Dispatcher(const Dispatcher&) = delete;
+  Dispatcher& operator=(const Dispatcher&) = delete;
+
+  // Starts the dispatcher thread and the workers. REQUIRES: not started.
+  void Start();
+  // Lets running handlers finish and commit, drops queued work (it is
+  // redelivered on the next open), writes checkpoints, joins the threads.
+  // REQUIRES: not called from a worker thread. Idempotent.
+  void Stop();
+  bool started() const { return started_; }
+
+  // Hands an active subscriber to the dispatcher. Before Start() it waits.
+  void Add(std::shared_ptr<Subscriber> subscriber);
+  // New events were committed. Cheap; never blocks.
+  void NotifyCommitted();
+  // Blocks until every added subscriber's watermark reaches `target`.
+  Status WaitFor(uint64_t target, std::chrono::milliseconds timeout);
+  bool OnWorkerThread() const;
+
+ private:
+  struct WorkItem {
+    Subscriber* sub = nullptr;
+    std::shared_ptr<const Event> event;
+    uint32_t attempt = 1;
+    bool check_inbox = false;
+  };
+  struct Message {
+    enum class Kind : uint8_t { kWake, kAdd, kDone, kRejected, kDuplicate, kRetry, kRerun };
+    Kind kind = Kind::kWake;
+    Subscriber* sub = nullptr;
+    std::shared_ptr<const Event> event;
+    std::chrono::milliseconds delay{0};
+    std::shared_ptr<Subscriber> added;
+  };
+  struct Timer {
+    std::chrono::steady_clock::time_point due;
+    Subscriber* sub;
+    std::string subject;
+    bool operator>(const Timer& o) const { return due > o.due; }
+  };
+  using Clock = std::chrono::steady_clock;
+
+  // Dispatcher thread.
+  void Loop();
+  void Handle(Message& m);
+  void Complete(Subscriber* sub, const Event& event);
+  void Fetch(Subscriber* sub);
+  void ReadFromOutbox(Subscriber* sub, uint64_t from, size_t limit,
+                      std::vector<std::shared_ptr<const Event>>* out);
+  void Route(Subscriber* sub, std::shared_ptr<const Event> event);
+  void Submit(Subscriber* sub, KeyQueue& key);
+  void FireTimers(Clock::time_point now);
+  void Checkpoint(bool force);
+  void Trim(bool force);
+  void PublishProgress();
+
+  // Worker threads.
+  void WorkerLoop();
+  void RunBatch(std::vector<WorkItem>& items, size_t n);
+  std::chrono::milliseconds Backoff(const Subscriber& sub, uint32_t attempt) const;
+  void Send(Message m);
+
+  BusImpl* const bus_;
+  storage::Db* const db_;
+  Committer* const committer_;
+  TailCache* const tail_;
+  Registry* const registry_;
+  const DispatcherConfig config_;
+
+  moodycamel::BlockingConcurrentQueue<Message> messages_;
+  moodycamel::BlockingConcurrentQueue<WorkItem> work_;
+  std::atomic<bool> wake_pending_{false};
+  std::atomic<bool> stopping_workers_{false};
+  std::atomic<bool> stopping_{false};
+  bool started_ = false;
+  bool stopped_ = false;
+  std::thread dispatcher_thread_;
+  std::vector<std::thread> workers_;
+
+  // Dispatcher-thread state.
+  std::vector<std::shared_ptr<Subscriber>> subs_;
+  std::priority_queue<Timer, std::vector<Timer>, std::greater<Timer>> timers_;
+  Clock::time_point next_checkpoint_;
+  Clock::time_point next_trim_;
+  uint64_t trimmed_below_;
+
+  // For WaitFor: the subscribers added so far, and a signal on progress.
+  std::mutex progress_mu_;
+  std::condition_variable progress_cv_;
+  std::vector<std::shared_ptr<Subscriber>> added_;  // GUARDED_BY(progress_mu_)
+};
+
+}  // namespace walbus::internal
+
+#endif  // WALBUS_BUS_DISPATCHER_H_

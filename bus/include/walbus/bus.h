@@ -1,0 +1,256 @@
+// walbus: an embedded event bus with a write-ahead log.
+//
+//   walbus::Options opt;
+//   opt.dir = "/var/lib/app/bus";
+//   opt.column_families = {"orders", "invoices"};
+//   std::unique_ptr<walbus::Bus> bus;
+//   walbus::Status s = walbus::Bus::Open(opt, &bus);
+//   s = bus->Subscribe({.name = "invoicing",
+//                       .types = {"orders.order-approved.v1"},
+//                       .handler = [](const walbus::Event& e, walbus::HandlerContext& ctx) {
+//                         if (auto st = ctx.Put("invoices", e.subject, "..."); !st.ok())
+//                           return walbus::Outcome::RetryAfter(std::chrono::milliseconds(50));
+//                         return walbus::Outcome::Done();
+//                       }});
+//   s = bus->Start();
+//   walbus::Transaction tx = bus->Begin();
+//   s = tx.Put("orders", "order-42", bytes);
+//   auto id = tx.Publish({.type = "orders.order-approved.v1", .subject = "order-42"});
+//   walbus::Result<walbus::Receipt> r = tx.Commit();
+//
+// Guarantees (docs/concepts.md): a commit's domain writes and events land
+// atomically; every subscriber sees every committed event it subscribes to
+// at least once, and its handler's effects (written through HandlerContext)
+// commit exactly once, atomically with the inbox record; for one subscriber
+// and one subject, events are handled in commit order, one at a time.
+#ifndef WALBUS_BUS_H_
+#define WALBUS_BUS_H_
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "walbus/event.h"
+#include "walbus/options.h"
+#include "walbus/status.h"
+
+namespace walbus {
+
+namespace internal {
+struct ScopeRep;
+struct ScopeAccess;
+}  // namespace internal
+
+// Reads and buffered writes on the application's column families, and
+// events to publish; the part a Transaction and a HandlerContext share.
+// Nothing is written until the owner commits. The first failed call makes
+// the whole unit fail at commit with that error, so a write that was refused
+// can never be half-applied.
+//
+// Threading: not thread-safe; one thread uses a scope at a time.
+class WriteScope {
+ public:
+  WriteScope(const WriteScope&) = delete;
+  WriteScope& operator=(const WriteScope&) = delete;
+
+  // Buffers a write. InvalidArgument for an unknown column family or an
+  // empty key.
+  Status Put(std::string_view column_family, std::string_view key, std::string_view value);
+  Status Delete(std::string_view column_family, std::string_view key);
+
+  // Reads this scope's own buffered write first, then committed state.
+  // A missing key is an OK result holding nullopt.
+  Result<std::optional<std::string>> Get(std::string_view column_family, std::string_view key);
+
+  // The committed version of a key: 0 when no commit ever asserted one.
+  // Versions advance only through ExpectVersion.
+  Result<uint64_t> GetVersion(std::string_view column_family, std::string_view key);
+
+  // Optimistic precondition: the commit succeeds only while the key's
+  // committed version equals `version`, and then sets it to version + 1.
+  // Otherwise the commit returns Conflict and writes nothing. Every writer
+  // of a key that must not lose updates asserts its version.
+  Status ExpectVersion(std::string_view column_family, std::string_view key, uint64_t version);
+
+  // Validates and buffers an event; its id is assigned now and never
+  // changes. InvalidArgument (and the scope fails) on a bad type, an empty
+  // subject or an oversized payload.
+  Result<EventId> Publish(const EventSpec& event);
+
+ protected:
+  explicit WriteScope(std::unique_ptr<internal::ScopeRep> rep);
+  WriteScope(WriteScope&&) noexcept;
+  WriteScope& operator=(WriteScope&&) noexcept;
+  ~WriteScope();
+  std::unique_ptr<internal::ScopeRep> rep_;
+  friend struct internal::ScopeAccess;
+};
+
+// A unit of domain writes and events that commits atomically.
+// Destroying a Transaction without Commit() leaves nothing behind.
+//
+// Threading: not thread-safe; many threads may each run their own.
+class Transaction : public WriteScope {
+ public:
+  Transaction(Transaction&&) noexcept;
+  Transaction& operator=(Transaction&&) noexcept;
+  ~Transaction();
+
+  // Writes everything buffered in one atomic batch, durable per
+  // Options::durability when it returns OK. Conflict when an ExpectVersion
+  // failed; the first error of an earlier call; Closed after Bus::Close().
+  // Blocks while the write is in progress (shared with concurrent commits).
+  // REQUIRES: not committed before.
+  Result<Receipt> Commit();
+
+ private:
+  using WriteScope::WriteScope;
+  friend struct internal::ScopeAccess;
+};
+
+// What a handler sees besides its event: the application's column families
+// (reads see committed state; writes commit atomically with the inbox record
+// of this event), follow-up events, and a stable key for external effects.
+//
+// Threading: valid only inside the handler call, on the handler's thread.
+class HandlerContext : public WriteScope {
+ public:
+  ~HandlerContext();
+
+  // "<subscriber>/<event id>": the same on every redelivery of this event
+  // to this subscriber. Pass it to external systems that deduplicate.
+  const std::string& IdempotencyKey() const;
+  // The name of the subscriber running the handler.
+  const std::string& SubscriberName() const;
+  // 1 on the first attempt in this process, then 2, 3, ...
+  uint32_t Attempt() const;
+
+ private:
+  using WriteScope::WriteScope;
+  friend struct internal::ScopeAccess;
+};
+
+// A handler's verdict on one event.
+class Outcome {
+ public:
+  enum class Kind : uint8_t { kDone, kRetry, kReject };
+
+  // Handled: the context's writes commit with the inbox record.
+  static Outcome Done() { return Outcome(Kind::kDone, {}, {}); }
+  // Transient failure: writes are dropped and the event is handled again
+  // after `delay`. Only this subject waits; other subjects keep flowing.
+  static Outcome RetryAfter(std::chrono::milliseconds delay) {
+    return Outcome(Kind::kRetry, delay, {});
+  }
+  // Permanent failure: writes are dropped, the event goes to the dead-letter
+  // store with `reason`, and the subject moves on.
+  static Outcome Reject(std::string reason) { return Outcome(Kind::kReject, {}, std::move(reason)); }
+
+  Kind kind() const { return kind_; }
+  std::chrono::milliseconds delay() const { return delay_; }
+  const std::string& reason() const { return reason_; }
+
+ private:
+  Outcome(Kind k, std::chrono::milliseconds d, std::string r)
+      : kind_(k), delay_(d), reason_(std::move(r)) {}
+  Kind kind_;
+  std::chrono::milliseconds delay_;
+  std::string reason_;
+};
+
+// Runs on a worker thread, never concurrently for one subscriber and one
+// subject. A handler that throws is treated as RetryAfter with backoff.
+using Handler = std::function<Outcome(const Event&, HandlerContext&)>;
+
+// Backoff for handlers that throw or ask to retry without a delay:
+// base * 2^(attempt-1), capped, with full jitter.
+struct RetryPolicy {
+  std::chrono::milliseconds base{10};
+  std::chrono::milliseconds cap{5000};
+};
+
+struct SubscriberOptions {
+  // Durable identity: 1..128 bytes of [A-Za-z0-9._-]. The checkpoint and
+  // inbox live under it across restarts.
+  std::string name;
+  // Event types delivered to the handler; empty means every type.
+  std::vector<std::string> types;
+  Handler handler;
+  RetryPolicy retry;
+};
+
+// Progress of one subscriber, as held by this process.
+struct SubscriberStats {
+  std::string name;
+  uint64_t checkpoint = 0;  // Every event at or below it is handled or skipped.
+  uint64_t handled = 0;     // Events whose effects committed (durable count).
+  uint64_t duplicates = 0;  // Redeliveries the inbox recognised and skipped.
+  uint64_t retries = 0;     // Handler attempts that asked to retry or threw.
+  uint64_t rejected = 0;    // Events sent to the dead-letter store.
+  uint64_t in_flight = 0;   // Events fetched into memory, not yet completed.
+};
+
+struct BusStats {
+  uint64_t last_seq = 0;  // Sequence number of the newest committed event.
+  uint64_t commits = 0;   // Successful commits in this process.
+  uint64_t commit_groups = 0;  // Writes to storage (commits share writes).
+  std::vector<SubscriberStats> subscribers;
+};
+
+// The bus. Open one per directory per process; the directory is locked
+// against other processes.
+//
+// Threading: every method is thread-safe.
+class Bus {
+ public:
+  // Opens (or creates) the database in options.dir and recovers: the last
+  // sequence number, registered subscribers and their checkpoints.
+  // Busy when another process holds the directory; InvalidArgument for a
+  // directory that is not a walbus database or bad options; NotSupported
+  // for a newer on-disk format.
+  [[nodiscard]] static Status Open(const Options& options, std::unique_ptr<Bus>* bus);
+
+  Bus() = default;
+  Bus(const Bus&) = delete;
+  Bus& operator=(const Bus&) = delete;
+  // Calls Close() and ignores its status.
+  virtual ~Bus() = default;
+
+  // A new transaction. Cheap; no I/O.
+  virtual Transaction Begin() = 0;
+
+  // Registers a subscriber (persisted on first use). A new subscriber sees
+  // the events committed after its registration; a known one resumes after
+  // its checkpoint. Before Start() it waits; after Start() it runs at once.
+  // InvalidArgument for a bad name or no handler; Busy when a subscriber of
+  // that name is already active in this process.
+  [[nodiscard]] virtual Status Subscribe(SubscriberOptions subscriber) = 0;
+
+  // Starts the dispatcher and the worker pool. Idempotent.
+  [[nodiscard]] virtual Status Start() = 0;
+
+  // Blocks until every active subscriber has completed every event
+  // committed before the call (handled, skipped or rejected), or timeout.
+  [[nodiscard]] virtual Status WaitIdle(std::chrono::milliseconds timeout) = 0;
+
+  virtual BusStats Stats() = 0;
+
+  // Stops accepting commits, waits for commits in progress, lets running
+  // handlers finish (their effects commit), writes checkpoints, stops the
+  // threads and closes storage, releasing the directory lock. Events not
+  // yet handled stay in the outbox for the next Open. Afterwards Commit(),
+  // Subscribe(), Start() and WaitIdle() return Closed and Stats() the last
+  // figures. Idempotent. InvalidArgument when called from a handler.
+  // REQUIRES: no Transaction or HandlerContext read (Get, GetVersion) runs
+  // concurrently with Close().
+  [[nodiscard]] virtual Status Close() = 0;
+};
+
+}  // namespace walbus
+
+#endif  // WALBUS_BUS_H_

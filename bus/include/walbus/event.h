@@ -1,0 +1,92 @@
+// Events: what a producer publishes (EventSpec), what a handler receives
+// (Event), and what a commit returns (Receipt).
+//
+// Threading: plain values; see Status.
+#ifndef WALBUS_EVENT_H_
+#define WALBUS_EVENT_H_
+
+#include <array>
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace walbus {
+
+// A UUIDv7: 48 bits of Unix milliseconds, then randomness. Time-ordered,
+// generated once when the event is published and stable across every
+// redelivery, replay and relay of that event.
+struct EventId {
+  std::array<uint8_t, 16> bytes{};
+
+  // A fresh UUIDv7. Thread-safe. Never allocates.
+  static EventId Generate();
+  // Parses the canonical 36-character form; nullopt when malformed.
+  static std::optional<EventId> Parse(std::string_view text);
+  // The canonical form, e.g. "0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b".
+  std::string ToString() const;
+  bool IsNil() const;
+  // Milliseconds since the Unix epoch encoded in the id.
+  uint64_t UnixMillis() const;
+
+  friend bool operator==(const EventId&, const EventId&) = default;
+  friend auto operator<=>(const EventId&, const EventId&) = default;
+};
+
+// What a producer (or a handler) publishes.
+//
+// Rules checked at Publish, each refused with InvalidArgument before
+// anything is written:
+//   type: lowercase dotted words of [a-z0-9-], at least two words, ending in
+//         ".v<N>", N >= 1, at most 200 bytes, e.g. "orders.order-approved.v1".
+//         Name events as facts, in the past tense.
+//   subject: 1..512 bytes, no NUL. The ordering key: events of one subject
+//         are handled in commit order by each subscriber.
+//   data: at most Options::max_payload_bytes.
+struct EventSpec {
+  std::string type;
+  std::string subject;
+  // The entity version this event produced; 0 when unused.
+  uint64_t subject_version = 0;
+  std::string data;
+  // Media type of data, e.g. "application/x-flatbuffers". Optional.
+  std::string content_type;
+  // Overrides Options::source when non-empty.
+  std::string source;
+  // Groups events of one business flow. A handler's follow-ups inherit the
+  // handled event's correlation id (or its id when it has none).
+  std::optional<EventId> correlation_id;
+  // W3C trace context, "00-<trace>-<span>-<flags>". Optional.
+  std::string traceparent;
+};
+
+// A committed event as a handler sees it.
+struct Event {
+  uint64_t seq = 0;  // Position in the outbox; commit order.
+  EventId id;
+  std::string type;
+  std::string source;
+  std::string subject;
+  uint64_t subject_version = 0;
+  std::chrono::system_clock::time_point time;
+  std::string content_type;
+  std::optional<EventId> correlation_id;
+  std::optional<EventId> causation_id;
+  std::string traceparent;
+  std::string data;
+};
+
+// What Commit() returns: the events of the transaction, in publish order,
+// with consecutive sequence numbers starting at first_seq.
+struct Receipt {
+  // Sequence number of the first event; 0 when the commit had no events.
+  uint64_t first_seq = 0;
+  std::vector<EventId> event_ids;
+  uint64_t last_seq() const { return event_ids.empty() ? 0 : first_seq + event_ids.size() - 1; }
+};
+
+}  // namespace walbus
+
+#endif  // WALBUS_EVENT_H_

@@ -1,0 +1,88 @@
+// Options: fixed when a Bus is opened.
+//
+// Every field says its default and what it costs. Threading: a plain value,
+// copied by Bus::Open; changing it afterwards has no effect.
+#ifndef WALBUS_OPTIONS_H_
+#define WALBUS_OPTIONS_H_
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace walbus {
+
+enum class Durability : uint8_t {
+  // A commit that returned survives power loss: the write-ahead log is
+  // fsynced before Commit() returns. Concurrent committers share one fsync
+  // (group commit), so throughput grows with the number of producers.
+  kSync,
+  // A commit that returned survives a crash of the process (kill -9) but may
+  // be lost on power loss or a kernel crash. Atomicity holds either way: a
+  // commit is all there or not there at all.
+  kBuffered,
+};
+
+struct Options {
+  // Directory of the database; created when missing and create_if_missing.
+  std::string dir;
+
+  // Create the directory and an empty database when none exists.
+  // Default: true.
+  bool create_if_missing = true;
+
+  // Default kSync. See Durability.
+  Durability durability = Durability::kSync;
+
+  // Application column families the bus opens or creates. Transactions and
+  // handlers write only to these. Names must be non-empty, must not start
+  // with "walbus." and must not be "default".
+  std::vector<std::string> column_families;
+
+  // The CloudEvents `source` stamped on events that do not set their own,
+  // e.g. "device-17/orders". Default "walbus".
+  std::string source = "walbus";
+
+  // Threads that run handlers, shared by all subscribers. Default 2.
+  // REQUIRES: 1 <= worker_threads <= 256.
+  size_t worker_threads = 2;
+
+  // Events per subscriber held in memory between fetch and completion. A
+  // larger backlog stays on disk and is read in order when room frees up
+  // (catch-up). Bounds memory per subscriber. Default 8192.
+  // REQUIRES: 16 <= max_in_flight_per_subscriber <= 1 << 22.
+  size_t max_in_flight_per_subscriber = 8192;
+
+  // Recently committed events kept in memory so that subscribers that keep
+  // up never read the outbox back from disk. When subscribers fall further
+  // behind, the oldest entries are overwritten (overflow policy: overwrite
+  // oldest; the events are on disk). Default 65536.
+  // REQUIRES: 16 <= tail_cache_events <= 1 << 24.
+  size_t tail_cache_events = 65536;
+
+  // Largest accepted event payload (`data`); larger publishes are refused
+  // with InvalidArgument. Default 1 MiB. REQUIRES: <= 64 MiB.
+  size_t max_payload_bytes = 1 << 20;
+
+  // Group commit bounds: one write carries at most this many transactions
+  // and about this many bytes. Default 1024 and 8 MiB.
+  size_t max_group_commits = 1024;
+  size_t max_group_bytes = 8 << 20;
+
+  // The outbox below every subscriber's checkpoint is deleted with one
+  // range deletion once it has grown by this many events, or after
+  // trim_interval. Coarse on purpose: every range tombstone costs readers.
+  // Default 10000 events, 2 s.
+  uint64_t trim_every_events = 10000;
+  std::chrono::milliseconds trim_interval{2000};
+
+  // How often subscriber checkpoints are written when they moved.
+  // A larger value writes less and redelivers more after a crash (the inbox
+  // skips the redelivered events). Default 20 ms.
+  std::chrono::milliseconds checkpoint_interval{20};
+};
+
+}  // namespace walbus
+
+#endif  // WALBUS_OPTIONS_H_

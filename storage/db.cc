@@ -1,0 +1,341 @@
+#include "storage/db.h"
+
+#include <rocksdb/db.h>
+#include <rocksdb/filter_policy.h>
+#include <rocksdb/merge_operator.h>
+#include <rocksdb/table.h>
+#include <rocksdb/write_batch.h>
+
+#include <cassert>
+#include <filesystem>
+#include <system_error>
+
+#include "storage/keys.h"
+
+namespace walbus::storage {
+namespace {
+
+constexpr const char* kCfNames[] = {
+    "walbus.meta",         "walbus.outbox",     "walbus.inbox",
+    "walbus.checkpoints",  "walbus.retries",    "walbus.dead_letters",
+    "walbus.quarantine",   "walbus.replays",    "walbus.versions",
+};
+static_assert(std::size(kCfNames) == static_cast<size_t>(Cf::kCount));
+
+// Adds 8-byte little-endian counters. A malformed operand (which only a
+// corrupted file could hold) counts as zero rather than failing reads.
+class CounterAddOperator : public rocksdb::AssociativeMergeOperator {
+ public:
+  bool Merge(const rocksdb::Slice&, const rocksdb::Slice* existing, const rocksdb::Slice& value,
+             std::string* new_value, rocksdb::Logger*) const override {
+    uint64_t a = 0, b = 0;
+    if (existing != nullptr && !DecodeCounter(std::string_view(existing->data(), existing->size()), &a))
+      a = 0;
+    if (!DecodeCounter(std::string_view(value.data(), value.size()), &b)) b = 0;
+    *new_value = EncodeCounter(a + b);
+    return true;
+  }
+  const char* Name() const override { return "walbus.CounterAdd"; }
+};
+
+rocksdb::ColumnFamilyOptions OptionsFor(std::string_view name) {
+  rocksdb::ColumnFamilyOptions cf;
+  if (name == CfName(Cf::kCheckpoints)) {
+    cf.merge_operator = std::make_shared<CounterAddOperator>();
+  }
+  if (name == CfName(Cf::kInbox) || name == CfName(Cf::kVersions)) {
+    // Point lookups that mostly miss: a Bloom filter keeps them off disk.
+    rocksdb::BlockBasedTableOptions table;
+    table.filter_policy.reset(rocksdb::NewBloomFilterPolicy(10));
+    cf.table_factory.reset(rocksdb::NewBlockBasedTableFactory(table));
+  }
+  return cf;
+}
+
+rocksdb::Slice ToSlice(std::string_view s) { return rocksdb::Slice(s.data(), s.size()); }
+
+// Converts a RocksDB status, prefixing `what` ("write", "open /dir").
+Status FromRocks(const rocksdb::Status& s, std::string_view what) {
+  if (s.ok()) return Status::OK();
+  std::string msg(what);
+  msg += ": ";
+  msg += s.ToString();
+  if (s.IsNotFound()) return Status::NotFound(msg);
+  if (s.IsCorruption()) return Status::Corruption(msg);
+  if (s.IsInvalidArgument()) return Status::InvalidArgument(msg);
+  if (s.IsNotSupported()) return Status::NotSupported(msg);
+  if (s.IsBusy() || s.IsTryAgain()) return Status::Busy(msg);
+  if (s.IsNoSpace()) return Status::ResourceExhausted(msg);
+  return Status::IOError(msg);
+}
+
+bool IsLockError(const rocksdb::Status& s) {
+  const std::string text = s.ToString();
+  return s.IsIOError() && (text.find("lock") != std::string::npos || text.find("LOCK") != std::string::npos);
+}
+
+}  // namespace
+
+const char* CfName(Cf cf) { return kCfNames[static_cast<size_t>(cf)]; }
+
+bool IsReservedCfName(std::string_view name) {
+  return name == rocksdb::kDefaultColumnFamilyName || name.starts_with("walbus.");
+}
+
+Status Db::Open(const OpenOptions& options, std::unique_ptr<Db>* out) {
+  namespace fs = std::filesystem;
+  out->reset();
+  if (options.dir.empty()) return Status::InvalidArgument("no database directory given");
+  const bool primary = options.mode == OpenOptions::Mode::kPrimary;
+  std::error_code ec;
+  const bool exists = fs::exists(options.dir, ec);
+  const bool has_current = fs::exists(fs::path(options.dir) / "CURRENT", ec);
+  if (!exists && !(primary && options.create_if_missing)) {
+    return Status::NotFound("no database at " + options.dir);
+  }
+  if (exists && !fs::is_directory(options.dir, ec)) {
+    return Status::InvalidArgument(options.dir + " is not a directory");
+  }
+  if (exists && !has_current) {
+    bool empty = fs::is_empty(options.dir, ec);
+    if (!empty || !primary || !options.create_if_missing) {
+      return Status::InvalidArgument(options.dir +
+                                     " is not a walbus database (no RocksDB CURRENT file)");
+    }
+  }
+  for (const std::string& name : options.app_column_families) {
+    if (name.empty() || IsReservedCfName(name)) {
+      return Status::InvalidArgument("column family name '" + name +
+                                     "' is empty or reserved ('default', 'walbus.*')");
+    }
+  }
+
+  rocksdb::DBOptions dbo;
+  dbo.create_if_missing = primary && options.create_if_missing;
+  dbo.create_missing_column_families = primary;
+  dbo.max_background_jobs = 2;
+  dbo.keep_log_file_num = 4;
+  if (options.env != nullptr) dbo.env = options.env;
+
+  std::vector<std::string> existing;
+  if (has_current) {
+    rocksdb::Status s = rocksdb::DB::ListColumnFamilies(dbo, options.dir, &existing);
+    if (!s.ok()) return FromRocks(s, "list column families of " + options.dir);
+    bool has_meta = false;
+    for (const auto& n : existing) has_meta |= n == CfName(Cf::kMeta);
+    if (!has_meta) {
+      return Status::InvalidArgument(options.dir +
+                                     " is a RocksDB database but not a walbus one (no walbus.meta)");
+    }
+  }
+
+  // Every existing column family must be opened; add ours and the app's.
+  std::vector<std::string> names = existing;
+  auto add = [&names](const std::string& n) {
+    for (const auto& e : names)
+      if (e == n) return;
+    names.push_back(n);
+  };
+  if (primary) {
+    add(rocksdb::kDefaultColumnFamilyName);
+    for (const char* n : kCfNames) add(n);
+    for (const auto& n : options.app_column_families) add(n);
+  } else if (existing.empty()) {
+    return Status::NotFound("no database at " + options.dir);
+  }
+  std::vector<rocksdb::ColumnFamilyDescriptor> descriptors;
+  for (const auto& n : names) descriptors.emplace_back(n, OptionsFor(n));
+
+  std::unique_ptr<Db> db(new Db());
+  db->options_ = options;
+  rocksdb::DB* raw = nullptr;
+  rocksdb::Status s;
+  if (primary) {
+    s = rocksdb::DB::Open(dbo, options.dir, descriptors, &db->all_handles_, &raw);
+  } else {
+    dbo.max_open_files = -1;  // required by secondary instances
+    if (options.secondary_dir.empty()) return Status::InvalidArgument("secondary_dir is required");
+    s = rocksdb::DB::OpenAsSecondary(dbo, options.dir, options.secondary_dir, descriptors,
+                                     &db->all_handles_, &raw);
+  }
+  if (!s.ok()) {
+    if (IsLockError(s)) {
+      return Status::Busy("database " + options.dir +
+                          " is in use: another process (or another Bus in this process) holds " +
+                          options.dir + "/LOCK");
+    }
+    if (s.IsIOError() && s.ToString().find("ermission") != std::string::npos) {
+      return Status::IOError("cannot open " + options.dir + " for writing: " + s.ToString());
+    }
+    return FromRocks(s, "open " + options.dir);
+  }
+  db->db_.reset(raw);
+  for (size_t i = 0; i < names.size(); ++i) {
+    bool ours = false;
+    for (size_t c = 0; c < std::size(kCfNames); ++c) {
+      if (names[i] == kCfNames[c]) {
+        db->handles_[c] = db->all_handles_[i];
+        ours = true;
+      }
+    }
+    if (!ours && names[i] != rocksdb::kDefaultColumnFamilyName) {
+      db->app_names_.push_back(names[i]);
+      db->app_handles_.push_back(db->all_handles_[i]);
+    }
+  }
+  for (size_t c = 0; c < std::size(kCfNames); ++c) {
+    if (db->handles_[c] == nullptr) {
+      return Status::Corruption(options.dir + " lacks column family " + kCfNames[c]);
+    }
+  }
+  Status fmt = db->CheckFormat(!has_current);
+  if (!fmt.ok()) return fmt;
+  *out = std::move(db);
+  return Status::OK();
+}
+
+Status Db::CheckFormat(bool fresh) {
+  std::string value;
+  bool found = false;
+  Status s = Get(cf(Cf::kMeta), kMetaFormatVersion, &value, &found);
+  if (!s.ok()) return s;
+  if (!found) {
+    if (!fresh && options_.mode == OpenOptions::Mode::kSecondary) {
+      return Status::InvalidArgument(options_.dir + " is not a walbus database (no format version)");
+    }
+    if (options_.mode == OpenOptions::Mode::kSecondary) return Status::OK();
+    std::string v;
+    PutBe32(&v, kFormatVersion);
+    Batch batch;
+    batch.Put(cf(Cf::kMeta), kMetaFormatVersion, v);
+    return batch.Commit(this, true);
+  }
+  if (value.size() != 4) return Status::Corruption("format version record has a bad size");
+  uint32_t version = GetBe32(value);
+  if (version > kFormatVersion) {
+    return Status::NotSupported(options_.dir + " has on-disk format " + std::to_string(version) +
+                                "; this build reads up to " + std::to_string(kFormatVersion));
+  }
+  return Status::OK();
+}
+
+Db::~Db() {
+  if (db_ == nullptr) {
+    return;
+  }
+  for (auto* h : all_handles_) db_->DestroyColumnFamilyHandle(h).PermitUncheckedError();
+  if (options_.mode == OpenOptions::Mode::kPrimary) db_->Close().PermitUncheckedError();
+}
+
+rocksdb::ColumnFamilyHandle* Db::AppCf(std::string_view name) const {
+  for (size_t i = 0; i < app_names_.size(); ++i)
+    if (app_names_[i] == name) return app_handles_[i];
+  return nullptr;
+}
+
+uint32_t Db::CfId(CfHandle* cf) { return cf->GetID(); }
+
+Status Db::Get(rocksdb::ColumnFamilyHandle* handle, std::string_view key, std::string* value,
+               bool* found) const {
+  rocksdb::PinnableSlice slice;
+  rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), handle, ToSlice(key), &slice);
+  if (s.IsNotFound()) {
+    *found = false;
+    return Status::OK();
+  }
+  if (!s.ok()) return FromRocks(s, "read");
+  *found = true;
+  value->assign(slice.data(), slice.size());
+  return Status::OK();
+}
+
+Status Db::ScanOutbox(uint64_t from_seq, size_t limit,
+                      const std::function<bool(uint64_t, std::string_view)>& visit) const {
+  const std::string lower = OutboxKey(from_seq);
+  rocksdb::Slice lower_slice = ToSlice(lower);
+  rocksdb::ReadOptions ro;
+  ro.iterate_lower_bound = &lower_slice;
+  ro.fill_cache = false;
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(ro, cf(Cf::kOutbox)));
+  size_t n = 0;
+  for (it->Seek(lower_slice); it->Valid() && n < limit; it->Next(), ++n) {
+    uint64_t seq = 0;
+    rocksdb::Slice k = it->key();
+    if (!ParseOutboxKey(std::string_view(k.data(), k.size()), &seq)) {
+      return Status::Corruption("outbox key of " + std::to_string(k.size()) + " bytes");
+    }
+    rocksdb::Slice v = it->value();
+    if (!visit(seq, std::string_view(v.data(), v.size()))) break;
+  }
+  return FromRocks(it->status(), "scan outbox");
+}
+
+Status Db::LastOutboxSeq(uint64_t* seq) const {
+  *seq = 0;
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions(), cf(Cf::kOutbox)));
+  it->SeekToLast();
+  if (it->Valid()) {
+    rocksdb::Slice k = it->key();
+    if (!ParseOutboxKey(std::string_view(k.data(), k.size()), seq)) {
+      return Status::Corruption("outbox key of " + std::to_string(k.size()) + " bytes");
+    }
+  }
+  return FromRocks(it->status(), "read last outbox entry");
+}
+
+Status Db::ScanMeta(std::string_view prefix,
+                    const std::function<void(std::string_view, std::string_view)>& visit) const {
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions(), cf(Cf::kMeta)));
+  for (it->Seek(ToSlice(prefix)); it->Valid() && it->key().starts_with(ToSlice(prefix)); it->Next()) {
+    visit(std::string_view(it->key().data(), it->key().size()),
+          std::string_view(it->value().data(), it->value().size()));
+  }
+  return FromRocks(it->status(), "scan meta");
+}
+
+Batch::Batch() : rep_(std::make_unique<rocksdb::WriteBatch>()) {}
+Batch::~Batch() = default;
+
+// WriteBatch only fails on a column family without a handle or a size over
+// 4 GiB; both are programming errors here.
+void Batch::Put(CfHandle* cf, std::string_view key, std::string_view value) {
+  rocksdb::Status s = rep_->Put(cf, ToSlice(key), ToSlice(value));
+  assert(s.ok());
+  s.PermitUncheckedError();
+}
+void Batch::Delete(CfHandle* cf, std::string_view key) {
+  rocksdb::Status s = rep_->Delete(cf, ToSlice(key));
+  assert(s.ok());
+  s.PermitUncheckedError();
+}
+void Batch::AddCounter(CfHandle* cf, std::string_view key, uint64_t delta) {
+  rocksdb::Status s = rep_->Merge(cf, ToSlice(key), EncodeCounter(delta));
+  assert(s.ok());
+  s.PermitUncheckedError();
+}
+void Batch::DeleteRange(CfHandle* cf, std::string_view begin, std::string_view end) {
+  rocksdb::Status s = rep_->DeleteRange(cf, ToSlice(begin), ToSlice(end));
+  assert(s.ok());
+  s.PermitUncheckedError();
+}
+void Batch::SetSavePoint() { rep_->SetSavePoint(); }
+void Batch::RollbackToSavePoint() {
+  rocksdb::Status s = rep_->RollbackToSavePoint();
+  assert(s.ok());
+  s.PermitUncheckedError();
+}
+size_t Batch::bytes() const { return rep_->GetDataSize(); }
+size_t Batch::count() const { return rep_->Count(); }
+void Batch::Clear() { rep_->Clear(); }
+
+Status Batch::Commit(Db* db, bool sync) {
+  rocksdb::WriteOptions wo;
+  wo.sync = sync;
+  return FromRocks(db->db_->Write(wo, rep_.get()), "write");
+}
+
+Status Db::CatchUpWithPrimary() {
+  return FromRocks(db_->TryCatchUpWithPrimary(), "catch up with primary");
+}
+
+}  // namespace walbus::storage

@@ -1,0 +1,154 @@
+// Db: the RocksDB instance behind a bus, with walbus's column families.
+//
+// storage/ is the only folder that includes RocksDB headers; bus/ uses the
+// handles it hands out but never opens, configures or interprets RocksDB
+// itself.
+//
+// Threading: a Db is thread-safe as RocksDB is; Open/destruction are not
+// concurrent with any other call.
+#ifndef WALBUS_STORAGE_DB_H_
+#define WALBUS_STORAGE_DB_H_
+
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "walbus/status.h"
+
+namespace rocksdb {
+class DB;
+class ColumnFamilyHandle;
+class Env;
+class WriteBatch;
+}  // namespace rocksdb
+
+namespace walbus::storage {
+
+// An opened column family; opaque outside storage/.
+using CfHandle = rocksdb::ColumnFamilyHandle;
+
+// Bumped on any incompatible change of the on-disk layout.
+inline constexpr uint32_t kFormatVersion = 1;
+
+// walbus's own column families. Their names start with "walbus." so they
+// cannot collide with the application's.
+enum class Cf : uint8_t {
+  kMeta,
+  kOutbox,
+  kInbox,
+  kCheckpoints,
+  kRetries,
+  kDeadLetters,
+  kQuarantine,
+  kReplays,
+  kVersions,
+  kCount,
+};
+const char* CfName(Cf cf);
+// True for names reserved to walbus ("default" and "walbus.*").
+bool IsReservedCfName(std::string_view name);
+
+struct OpenOptions {
+  enum class Mode : uint8_t {
+    kPrimary,    // Read-write; takes the directory lock.
+    kSecondary,  // Read-only view that may follow a live primary.
+  };
+  std::string dir;
+  Mode mode = Mode::kPrimary;
+  bool create_if_missing = true;
+  // Application column families to open or create (primary only). A
+  // secondary opens every column family that exists.
+  std::vector<std::string> app_column_families;
+  // Where a secondary keeps its own info log; must differ from dir.
+  std::string secondary_dir;
+  // Optional: an Env to use instead of the default (fault injection).
+  rocksdb::Env* env = nullptr;
+};
+
+class Db {
+ public:
+  // Opens or creates a walbus database. Errors name what is wrong:
+  // Busy for a directory locked by another process; InvalidArgument for a
+  // directory that is not a walbus database; NotSupported for a newer
+  // format; NotFound when it does not exist and may not be created.
+  static Status Open(const OpenOptions& options, std::unique_ptr<Db>* db);
+
+  ~Db();
+  Db(const Db&) = delete;
+  Db& operator=(const Db&) = delete;
+
+  rocksdb::DB* raw() const { return db_.get(); }
+  CfHandle* cf(Cf which) const { return handles_[static_cast<size_t>(which)]; }
+  // nullptr when the application column family is unknown.
+  CfHandle* AppCf(std::string_view name) const;
+  // A stable numeric id of a column family (for version keys).
+  static uint32_t CfId(CfHandle* cf);
+  const std::vector<std::string>& app_cf_names() const { return app_names_; }
+
+  // Point read; *found is false for a missing key.
+  Status Get(CfHandle* cf, std::string_view key, std::string* value, bool* found) const;
+
+  // Visits outbox entries with from_seq <= seq, in order, at most `limit`,
+  // stopping early when visit returns false. Reads with a lower bound so the
+  // range tombstones below from_seq are never scanned.
+  Status ScanOutbox(uint64_t from_seq, size_t limit,
+                    const std::function<bool(uint64_t seq, std::string_view envelope)>& visit) const;
+  // The highest outbox seq, or 0 when the outbox is empty.
+  Status LastOutboxSeq(uint64_t* seq) const;
+  // Subscriber registry records: visit(name, value) for every "sub/" key.
+  Status ScanMeta(std::string_view prefix,
+                  const std::function<void(std::string_view key, std::string_view value)>& visit) const;
+
+  // Secondary only: reads the primary's newer writes.
+  Status CatchUpWithPrimary();
+
+ private:
+  Db() = default;
+  Status CheckFormat(bool fresh);
+
+  OpenOptions options_;
+  std::unique_ptr<rocksdb::DB> db_;
+  std::array<CfHandle*, static_cast<size_t>(Cf::kCount)> handles_{};
+  std::vector<std::string> app_names_;
+  std::vector<CfHandle*> app_handles_;
+  std::vector<CfHandle*> all_handles_;  // owned; destroyed before db_
+  friend class Batch;
+};
+
+// One atomic write under construction.
+//
+// Threading: not thread-safe.
+class Batch {
+ public:
+  Batch();
+  ~Batch();
+  Batch(const Batch&) = delete;
+  Batch& operator=(const Batch&) = delete;
+
+  void Put(CfHandle* cf, std::string_view key, std::string_view value);
+  void Delete(CfHandle* cf, std::string_view key);
+  // Adds `delta` to an 8-byte counter (checkpoints column family only).
+  void AddCounter(CfHandle* cf, std::string_view key, uint64_t delta);
+  // Removes [begin, end).
+  void DeleteRange(CfHandle* cf, std::string_view begin, std::string_view end);
+  // Drops everything since the last SetSavePoint.
+  void SetSavePoint();
+  void RollbackToSavePoint();
+  size_t bytes() const;
+  size_t count() const;
+  void Clear();
+
+  // Writes atomically; `sync` fsyncs the WAL before returning.
+  Status Commit(Db* db, bool sync);
+
+ private:
+  std::unique_ptr<rocksdb::WriteBatch> rep_;
+};
+
+}  // namespace walbus::storage
+
+#endif  // WALBUS_STORAGE_DB_H_

@@ -1,0 +1,104 @@
+#include "storage/keys.h"
+
+#include <cassert>
+#include <cstring>
+
+namespace walbus::storage {
+
+void PutBe32(std::string* out, uint32_t v) {
+  for (int shift = 24; shift >= 0; shift -= 8) out->push_back(static_cast<char>(v >> shift));
+}
+
+void PutBe64(std::string* out, uint64_t v) {
+  for (int shift = 56; shift >= 0; shift -= 8) out->push_back(static_cast<char>(v >> shift));
+}
+
+uint32_t GetBe32(std::string_view in) {
+  assert(in.size() >= 4);
+  uint32_t v = 0;
+  for (int i = 0; i < 4; ++i) v = v << 8 | static_cast<uint8_t>(in[i]);
+  return v;
+}
+
+uint64_t GetBe64(std::string_view in) {
+  assert(in.size() >= 8);
+  uint64_t v = 0;
+  for (int i = 0; i < 8; ++i) v = v << 8 | static_cast<uint8_t>(in[i]);
+  return v;
+}
+
+std::string OutboxKey(uint64_t seq) {
+  std::string k;
+  k.reserve(8);
+  PutBe64(&k, seq);
+  return k;
+}
+
+bool ParseOutboxKey(std::string_view key, uint64_t* seq) {
+  if (key.size() != 8) return false;
+  *seq = GetBe64(key);
+  return true;
+}
+
+std::string InboxKey(uint32_t subscriber_id, std::string_view event_id16) {
+  assert(event_id16.size() == 16);
+  std::string k;
+  k.reserve(20);
+  PutBe32(&k, subscriber_id);
+  k.append(event_id16);
+  return k;
+}
+
+std::string InboxValue(uint64_t seq, uint64_t handled_unix_ms) {
+  std::string v;
+  v.reserve(16);
+  PutBe64(&v, seq);
+  PutBe64(&v, handled_unix_ms);
+  return v;
+}
+
+std::string VersionKey(uint32_t cf_id, std::string_view key) {
+  std::string k;
+  k.reserve(4 + key.size());
+  PutBe32(&k, cf_id);
+  k.append(key);
+  return k;
+}
+
+std::string CheckpointKey(uint32_t subscriber_id, CheckpointField field) {
+  std::string k;
+  k.reserve(5);
+  PutBe32(&k, subscriber_id);
+  k.push_back(static_cast<char>(field));
+  return k;
+}
+
+std::string DeadLetterKey(uint32_t subscriber_id, uint64_t seq) {
+  std::string k;
+  k.reserve(12);
+  PutBe32(&k, subscriber_id);
+  PutBe64(&k, seq);
+  return k;
+}
+
+std::string SubscriberMetaKey(std::string_view name) {
+  std::string k(kSubscriberMetaPrefix);
+  k.append(name);
+  return k;
+}
+
+std::string EncodeCounter(uint64_t v) {
+  std::string out(8, '\0');
+  for (int i = 0; i < 8; ++i) out[i] = static_cast<char>(v >> (8 * i));
+  return out;
+}
+
+bool DecodeCounter(std::string_view in, uint64_t* v) {
+  if (in.size() != 8) return false;
+  uint64_t r = 0;
+  for (int i = 7; i >= 0; --i) r = r << 8 | static_cast<uint8_t>(in[i]);
+  *v = r;
+  return true;
+}
+
+}  // namespace walbus::storage

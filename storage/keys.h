@@ -1,0 +1,62 @@
+// Key and value encodings of the walbus column families (docs/design.md,
+// "On-disk layout"). Keys are fixed-width big-endian so that lexical order
+// is numeric order.
+//
+// Decoders take bytes read back from disk, which may be corrupt: they check
+// sizes and return false instead of reading out of bounds.
+#ifndef WALBUS_STORAGE_KEYS_H_
+#define WALBUS_STORAGE_KEYS_H_
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace walbus::storage {
+
+void PutBe32(std::string* out, uint32_t v);
+void PutBe64(std::string* out, uint64_t v);
+// REQUIRES: in.size() >= 4 / 8.
+uint32_t GetBe32(std::string_view in);
+uint64_t GetBe64(std::string_view in);
+
+// outbox: be64(seq).
+std::string OutboxKey(uint64_t seq);
+bool ParseOutboxKey(std::string_view key, uint64_t* seq);
+
+// inbox: be32(subscriber id) + 16-byte event id.
+// REQUIRES: event_id16.size() == 16.
+std::string InboxKey(uint32_t subscriber_id, std::string_view event_id16);
+// Inbox value: be64(seq) + be64(handled at, unix ms).
+std::string InboxValue(uint64_t seq, uint64_t handled_unix_ms);
+
+// versions: be32(column family id) + user key -> be64(version).
+std::string VersionKey(uint32_t cf_id, std::string_view key);
+
+// checkpoints: be32(subscriber id) + one field byte.
+enum class CheckpointField : uint8_t {
+  kWatermark = 'w',   // be64: every seq <= it is completed.
+  kHandled = 'h',     // uint64 counter, merged (little-endian add).
+  kDuplicates = 'd',  // uint64 counter, merged.
+  kRejected = 'r',    // uint64 counter, merged.
+};
+std::string CheckpointKey(uint32_t subscriber_id, CheckpointField field);
+
+// dead_letters: be32(subscriber id) + be64(seq).
+std::string DeadLetterKey(uint32_t subscriber_id, uint64_t seq);
+
+// meta: fixed names.
+inline constexpr std::string_view kMetaFormatVersion = "format_version";  // be32
+inline constexpr std::string_view kMetaLastSeq = "last_seq";              // be64
+inline constexpr std::string_view kMetaTrimmedBelow = "trimmed_below";    // be64
+inline constexpr std::string_view kMetaNextSubscriberId = "next_subscriber_id";  // be32
+// "sub/<name>" -> be32(id) + be64(registered at seq).
+std::string SubscriberMetaKey(std::string_view name);
+inline constexpr std::string_view kSubscriberMetaPrefix = "sub/";
+
+// Counters stored through the merge operator: 8 bytes little-endian.
+std::string EncodeCounter(uint64_t v);
+bool DecodeCounter(std::string_view in, uint64_t* v);
+
+}  // namespace walbus::storage
+
+#endif  // WALBUS_STORAGE_KEYS_H_

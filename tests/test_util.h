@@ -1,0 +1,34 @@
+// Helpers shared by the tests: temporary directories and small waits.
+#ifndef WALBUS_TESTS_TEST_UTIL_H_
+#define WALBUS_TESTS_TEST_UTIL_H_
+
+#include <chrono>
+#include <functional>
+#include <string>
+
+namespace walbus::testing {
+
+// A fresh directory under $TMPDIR, removed with everything in it on
+// destruction. path() itself does not exist yet: it is where a database
+// goes.
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::string& path() const { return db_; }
+  const std::string& root() const { return root_; }
+
+ private:
+  std::string root_;
+  std::string db_;
+};
+
+// Polls `done` until it returns true or `timeout` passes.
+bool Eventually(const std::function<bool()>& done,
+                std::chrono::milliseconds timeout = std::chrono::seconds(30));
+
+}  // namespace walbus::testing
+
+#endif  // WALBUS_TESTS_TEST_UTIL_H_

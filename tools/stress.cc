@@ -1,0 +1,477 @@
+// walbus-stress: a load generator that is also a checker.
+//
+// Producer threads commit "state change + event" transactions on random
+// subjects, guarded by optimistic versions; subscribers record, per subject,
+// the last version they applied and count every effect. After the load the
+// bus is closed, reopened without running any handler, and the database is
+// checked through the public API:
+//
+//   exactly_once       every committed event has its effect counter at 1
+//   per_subject_order  no handler saw a subject version out of sequence
+//   all_delivered      every subscriber applied every subject's last version
+//                      and its checkpoint reached the newest sequence number
+//
+// Prints one JSON object on stdout. Exit status: 0 when every check passed,
+// 1 when a check failed, 2 on bad usage or an error from the bus.
+#include <CLI/CLI.hpp>
+
+#include <algorithm>
+#include <atomic>
+#include <charconv>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <iostream>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <random>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <thread>
+#include <vector>
+
+#include "walbus/bus.h"
+#include "walbus/event.h"
+#include "walbus/options.h"
+#include "walbus/status.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using walbus::Status;
+
+constexpr std::string_view kEventType = "stress.item-recorded.v1";
+constexpr std::string_view kStateCf = "state";
+constexpr std::string_view kEffectsCf = "effects";
+constexpr std::string_view kOrderCf = "order";
+constexpr std::chrono::minutes kIdleTimeout{10};
+constexpr std::chrono::milliseconds kHandlerRetry{10};
+
+constexpr int kExitPassed = 0;
+constexpr int kExitCheckFailed = 1;
+constexpr int kExitError = 2;
+
+struct Config {
+  size_t producers = 4;
+  size_t subscribers = 2;
+  size_t subjects = 100;
+  uint64_t events = 100000;
+  size_t payload_bytes = 100;
+  std::string durability = "buffered";
+  uint64_t seed = 0;
+  std::string dir;
+  bool keep = false;
+  size_t workers = 2;
+  bool dir_is_ours = false;  // Created by this run under /tmp.
+};
+
+// One committed event, as its Receipt described it.
+struct Committed {
+  uint64_t seq = 0;
+  walbus::EventId id;
+};
+
+struct ProducerResult {
+  std::vector<Committed> committed;
+  uint64_t conflicts = 0;
+};
+
+struct Checks {
+  bool exactly_once = true;
+  bool per_subject_order = true;
+  bool all_delivered = true;
+  bool passed() const { return exactly_once && per_subject_order && all_delivered; }
+};
+
+// The first error any thread met; later ones are dropped.
+class FirstError {
+ public:
+  void Set(Status s) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (status_.ok()) status_ = std::move(s);
+    failed_.store(true, std::memory_order_release);
+  }
+  bool failed() const { return failed_.load(std::memory_order_acquire); }
+  Status Get() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return status_;
+  }
+
+ private:
+  std::mutex mu_;
+  Status status_;
+  std::atomic<bool> failed_{false};
+};
+
+// ---- names and encodings ----
+
+std::string SubscriberName(size_t i) { return "sub-" + std::to_string(i); }
+std::string SubjectName(size_t k) { return "s-" + std::to_string(k); }
+std::string OrderKey(std::string_view sub, std::string_view subject) {
+  return std::string(sub) + "/" + std::string(subject);
+}
+std::string ViolationKey(std::string_view sub, uint64_t seq) {
+  return std::string(sub) + "/violations/" + std::to_string(seq);
+}
+std::string EffectKey(std::string_view sub, const walbus::EventId& id) {
+  return std::string(sub) + "/" + id.ToString();
+}
+
+// Counters and versions are stored as decimal text; a missing key is 0.
+walbus::Result<uint64_t> ReadCounter(walbus::WriteScope& scope, std::string_view cf,
+                                     std::string_view key) {
+  walbus::Result<std::optional<std::string>> got = scope.Get(cf, key);
+  if (!got.ok()) return got.status();
+  if (!got->has_value()) return uint64_t{0};
+  const std::string& text = **got;
+  uint64_t value = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc() || end != text.data() + text.size()) {
+    return Status::Corruption(std::string(cf) + "/" + std::string(key) + ": not a counter");
+  }
+  return value;
+}
+
+std::string RandomPayload(std::mt19937_64& rng, size_t bytes) {
+  std::uniform_int_distribution<int> letter('a', 'z');
+  std::string s(bytes, '\0');
+  for (char& c : s) c = static_cast<char>(letter(rng));
+  return s;
+}
+
+// ---- command line and directory ----
+
+// Returns an exit code when the program should stop now.
+std::optional<int> ParseArgs(int argc, char** argv, Config* cfg) {
+  CLI::App app{"walbus-stress: concurrent load with exactly-once and order checks"};
+  app.add_option("--producers", cfg->producers, "Producer threads")
+      ->capture_default_str()->check(CLI::Range(size_t{1}, size_t{1024}));
+  app.add_option("--subscribers", cfg->subscribers, "Subscribers")
+      ->capture_default_str()->check(CLI::Range(size_t{0}, size_t{1024}));
+  app.add_option("--subjects", cfg->subjects, "Distinct subjects")
+      ->capture_default_str()->check(CLI::Range(size_t{1}, size_t{100000000}));
+  app.add_option("--events", cfg->events, "Events in total (one per transaction)")
+      ->capture_default_str();
+  app.add_option("--payload-bytes", cfg->payload_bytes, "Bytes of state and event data")
+      ->capture_default_str()->check(CLI::Range(size_t{0}, size_t{64} << 20));
+  app.add_option("--durability", cfg->durability, "sync or buffered")
+      ->capture_default_str()->check(CLI::IsMember({"sync", "buffered"}));
+  CLI::Option* seed = app.add_option("--seed", cfg->seed, "PRNG seed (default: from time)");
+  app.add_option("--dir", cfg->dir, "Database directory, missing or empty (default: fresh under /tmp)");
+  app.add_flag("--keep", cfg->keep, "Keep the directory created under /tmp");
+  app.add_option("--workers", cfg->workers, "Handler worker threads")
+      ->capture_default_str()->check(CLI::Range(size_t{1}, size_t{256}));
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? kExitPassed : kExitError;
+  }
+  if (seed->count() == 0) {
+    cfg->seed = static_cast<uint64_t>(
+        std::chrono::system_clock::now().time_since_epoch().count());
+  }
+  return std::nullopt;
+}
+
+// The bus gets a path that does not exist yet, inside the chosen directory
+// when it was made here, so that it creates its own database.
+Status PrepareDir(Config* cfg) {
+  std::error_code ec;
+  if (cfg->dir.empty()) {
+    std::string tmpl = (fs::temp_directory_path(ec) / "walbus-stress-XXXXXX").string();
+    if (ec || ::mkdtemp(tmpl.data()) == nullptr) {
+      return Status::IOError("cannot create a directory under " + fs::temp_directory_path(ec).string());
+    }
+    cfg->dir = (fs::path(tmpl) / "db").string();
+    cfg->dir_is_ours = true;
+    return Status::OK();
+  }
+  if (fs::exists(cfg->dir, ec) && !fs::is_empty(cfg->dir, ec)) {
+    return Status::InvalidArgument("--dir " + cfg->dir + " is not empty; the checks need a fresh database");
+  }
+  return Status::OK();
+}
+
+void CleanUp(const Config& cfg, bool passed) {
+  if (!cfg.dir_is_ours) return;
+  fs::path root = fs::path(cfg.dir).parent_path();
+  if (cfg.keep || !passed) {
+    std::cerr << "walbus-stress: database kept in " << cfg.dir << "\n";
+    return;
+  }
+  std::error_code ec;
+  fs::remove_all(root, ec);
+}
+
+// ---- the bus ----
+
+Status OpenBus(const Config& cfg, std::unique_ptr<walbus::Bus>* bus) {
+  walbus::Options opt;
+  opt.dir = cfg.dir;
+  opt.durability = cfg.durability == "sync" ? walbus::Durability::kSync : walbus::Durability::kBuffered;
+  opt.column_families = {std::string(kStateCf), std::string(kEffectsCf), std::string(kOrderCf)};
+  opt.worker_threads = cfg.workers;
+  opt.source = "walbus-stress";
+  return walbus::Bus::Open(opt, bus);
+}
+
+// Applies one event for the running subscriber: checks the subject's
+// version follows the last one applied, records it, counts the effect.
+walbus::Outcome HandleItem(const walbus::Event& e, walbus::HandlerContext& ctx) {
+  const std::string& sub = ctx.SubscriberName();
+  const std::string order_key = OrderKey(sub, e.subject);
+  const std::string effect_key = EffectKey(sub, e.id);
+  walbus::Result<uint64_t> last = ReadCounter(ctx, kOrderCf, order_key);
+  walbus::Result<uint64_t> applied = ReadCounter(ctx, kEffectsCf, effect_key);
+  if (!last.ok() || !applied.ok()) return walbus::Outcome::RetryAfter(kHandlerRetry);
+
+  Status s;
+  if (e.subject_version != *last + 1) {
+    s = ctx.Put(kOrderCf, ViolationKey(sub, e.seq),
+                "expected " + std::to_string(*last + 1) + " got " + std::to_string(e.subject_version));
+  }
+  if (s.ok()) s = ctx.Put(kOrderCf, order_key, std::to_string(e.subject_version));
+  if (s.ok()) s = ctx.Put(kEffectsCf, effect_key, std::to_string(*applied + 1));
+  return s.ok() ? walbus::Outcome::Done() : walbus::Outcome::RetryAfter(kHandlerRetry);
+}
+
+// Registers the subscribers. `handler` is what each of them runs.
+Status SubscribeAll(walbus::Bus& bus, size_t count, const walbus::Handler& handler) {
+  for (size_t i = 0; i < count; ++i) {
+    Status s = bus.Subscribe({.name = SubscriberName(i),
+                              .types = {std::string(kEventType)},
+                              .handler = handler,
+                              .retry = {}});
+    if (!s.ok()) return s;
+  }
+  return Status::OK();
+}
+
+// ---- producers ----
+
+// One attempt: read the subject's version, assert it, write the state and
+// publish the event. Conflict when another producer got there first.
+Status CommitItem(walbus::Bus& bus, const std::string& subject, const std::string& payload,
+                  Committed* out) {
+  walbus::Transaction tx = bus.Begin();
+  walbus::Result<uint64_t> version = tx.GetVersion(kStateCf, subject);
+  if (!version.ok()) return version.status();
+  if (Status s = tx.ExpectVersion(kStateCf, subject, *version); !s.ok()) return s;
+  if (Status s = tx.Put(kStateCf, subject, payload); !s.ok()) return s;
+  walbus::EventSpec event;
+  event.type = kEventType;
+  event.subject = subject;
+  event.subject_version = *version + 1;
+  event.data = payload;
+  walbus::Result<walbus::EventId> id = tx.Publish(event);
+  if (!id.ok()) return id.status();
+  walbus::Result<walbus::Receipt> receipt = tx.Commit();
+  if (!receipt.ok()) return receipt.status();
+  if (receipt->event_ids.size() != 1 || receipt->event_ids[0] != *id) {
+    return Status::Corruption("receipt does not list the published event");
+  }
+  *out = {.seq = receipt->first_seq, .id = *id};
+  return Status::OK();
+}
+
+void RunProducer(walbus::Bus& bus, const Config& cfg, size_t index, uint64_t count,
+                 ProducerResult* result, FirstError* error) {
+  std::seed_seq seq{cfg.seed, static_cast<uint64_t>(index)};
+  std::mt19937_64 rng(seq);
+  std::uniform_int_distribution<size_t> pick(0, cfg.subjects - 1);
+  result->committed.reserve(count);
+  for (uint64_t n = 0; n < count && !error->failed(); ++n) {
+    const std::string subject = SubjectName(pick(rng));
+    const std::string payload = RandomPayload(rng, cfg.payload_bytes);
+    Committed c;
+    Status s;
+    while ((s = CommitItem(bus, subject, payload, &c)).IsConflict()) ++result->conflicts;
+    if (!s.ok()) {
+      error->Set(std::move(s));
+      return;
+    }
+    result->committed.push_back(c);
+  }
+}
+
+uint64_t ShareOf(uint64_t total, size_t parts, size_t index) {
+  return total / parts + (index < total % parts ? 1 : 0);
+}
+
+Status RunProducers(walbus::Bus& bus, const Config& cfg, std::vector<ProducerResult>* results) {
+  results->assign(cfg.producers, ProducerResult{});
+  FirstError error;
+  std::vector<std::thread> threads;
+  threads.reserve(cfg.producers);
+  for (size_t i = 0; i < cfg.producers; ++i) {
+    threads.emplace_back(RunProducer, std::ref(bus), std::cref(cfg), i,
+                         ShareOf(cfg.events, cfg.producers, i), &(*results)[i], &error);
+  }
+  for (std::thread& t : threads) t.join();
+  return error.Get();
+}
+
+// Runs the load and closes the bus; `seconds` covers publish and handling.
+Status RunLoad(const Config& cfg, std::vector<ProducerResult>* results, double* seconds) {
+  std::unique_ptr<walbus::Bus> bus;
+  if (Status s = OpenBus(cfg, &bus); !s.ok()) return s;
+  Status s = SubscribeAll(*bus, cfg.subscribers, HandleItem);
+  if (s.ok()) s = bus->Start();
+  const auto start = std::chrono::steady_clock::now();
+  if (s.ok()) s = RunProducers(*bus, cfg, results);
+  if (s.ok()) s = bus->WaitIdle(kIdleTimeout);
+  *seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  Status closed = bus->Close();
+  return s.ok() ? closed : s;
+}
+
+// ---- verification, on a reopened bus whose handlers never run ----
+
+walbus::Outcome NeverHandle(const walbus::Event&, walbus::HandlerContext&) {
+  return walbus::Outcome::RetryAfter(kIdleTimeout);
+}
+
+void Report(std::string_view check, const std::string& what) {
+  std::cerr << "walbus-stress: " << check << " failed: " << what << "\n";
+}
+
+Status CheckEffectsAndOrder(walbus::Transaction& tx, const std::string& sub,
+                            const std::vector<ProducerResult>& results, Checks* checks) {
+  for (const ProducerResult& r : results) {
+    for (const Committed& c : r.committed) {
+      walbus::Result<uint64_t> count = ReadCounter(tx, kEffectsCf, EffectKey(sub, c.id));
+      if (!count.ok()) return count.status();
+      if (*count != 1) {
+        checks->exactly_once = false;
+        Report("exactly_once", sub + " seq " + std::to_string(c.seq) + " effect count " +
+                                   std::to_string(*count));
+      }
+      walbus::Result<std::optional<std::string>> violation = tx.Get(kOrderCf, ViolationKey(sub, c.seq));
+      if (!violation.ok()) return violation.status();
+      if (violation->has_value()) {
+        checks->per_subject_order = false;
+        Report("per_subject_order", sub + " seq " + std::to_string(c.seq) + ": " + **violation);
+      }
+    }
+  }
+  return Status::OK();
+}
+
+Status CheckLastVersions(walbus::Transaction& tx, const std::string& sub, size_t subjects,
+                         Checks* checks) {
+  for (size_t k = 0; k < subjects; ++k) {
+    const std::string subject = SubjectName(k);
+    walbus::Result<uint64_t> final_version = tx.GetVersion(kStateCf, subject);
+    if (!final_version.ok()) return final_version.status();
+    walbus::Result<uint64_t> applied = ReadCounter(tx, kOrderCf, OrderKey(sub, subject));
+    if (!applied.ok()) return applied.status();
+    if (*applied != *final_version) {
+      checks->all_delivered = false;
+      Report("all_delivered", sub + " " + subject + " applied version " + std::to_string(*applied) +
+                                  ", state version " + std::to_string(*final_version));
+    }
+  }
+  return Status::OK();
+}
+
+uint64_t NewestSeq(const std::vector<ProducerResult>& results) {
+  uint64_t newest = 0;
+  for (const ProducerResult& r : results) {
+    for (const Committed& c : r.committed) newest = std::max(newest, c.seq);
+  }
+  return newest;
+}
+
+void CheckCheckpoints(walbus::Bus& bus, const Config& cfg, const std::vector<ProducerResult>& results,
+                      Checks* checks) {
+  walbus::BusStats stats = bus.Stats();
+  if (stats.last_seq != NewestSeq(results)) {
+    checks->all_delivered = false;
+    Report("all_delivered", "last_seq " + std::to_string(stats.last_seq) + ", newest receipt " +
+                                std::to_string(NewestSeq(results)));
+  }
+  for (size_t i = 0; i < cfg.subscribers; ++i) {
+    const std::string sub = SubscriberName(i);
+    auto it = std::find_if(stats.subscribers.begin(), stats.subscribers.end(),
+                           [&](const walbus::SubscriberStats& st) { return st.name == sub; });
+    if (it == stats.subscribers.end()) {
+      checks->all_delivered = false;
+      Report("all_delivered", sub + " missing from Stats()");
+    } else if (it->checkpoint != stats.last_seq) {
+      checks->all_delivered = false;
+      Report("all_delivered", sub + " checkpoint " + std::to_string(it->checkpoint) + ", last_seq " +
+                                  std::to_string(stats.last_seq));
+    }
+  }
+}
+
+Status Verify(const Config& cfg, const std::vector<ProducerResult>& results, Checks* checks) {
+  std::unique_ptr<walbus::Bus> bus;
+  if (Status s = OpenBus(cfg, &bus); !s.ok()) return s;
+  // Registered so Stats() reports them; Start() is never called.
+  Status s = SubscribeAll(*bus, cfg.subscribers, NeverHandle);
+  if (s.ok()) CheckCheckpoints(*bus, cfg, results, checks);
+  walbus::Transaction tx = bus->Begin();  // Read only; never committed.
+  for (size_t i = 0; s.ok() && i < cfg.subscribers; ++i) {
+    const std::string sub = SubscriberName(i);
+    s = CheckEffectsAndOrder(tx, sub, results, checks);
+    if (s.ok()) s = CheckLastVersions(tx, sub, cfg.subjects, checks);
+  }
+  Status closed = bus->Close();
+  return s.ok() ? closed : s;
+}
+
+// ---- output ----
+
+void PrintJson(const Config& cfg, const std::vector<ProducerResult>& results, double seconds,
+               const Checks& checks) {
+  uint64_t events = 0;
+  uint64_t conflicts = 0;
+  for (const ProducerResult& r : results) {
+    events += r.committed.size();
+    conflicts += r.conflicts;
+  }
+  const double rate = seconds > 0 ? static_cast<double>(events) / seconds : 0.0;
+  auto b = [](bool v) { return v ? "true" : "false"; };
+  std::printf(
+      "{\"seed\":%llu,\"producers\":%zu,\"subscribers\":%zu,\"subjects\":%zu,\"events\":%llu,"
+      "\"conflicts\":%llu,\"seconds\":%.3f,\"events_per_second\":%.1f,"
+      "\"checks\":{\"exactly_once\":%s,\"per_subject_order\":%s,\"all_delivered\":%s},"
+      "\"passed\":%s}\n",
+      static_cast<unsigned long long>(cfg.seed), cfg.producers, cfg.subscribers, cfg.subjects,
+      static_cast<unsigned long long>(events), static_cast<unsigned long long>(conflicts), seconds,
+      rate, b(checks.exactly_once), b(checks.per_subject_order), b(checks.all_delivered),
+      b(checks.passed()));
+}
+
+int Fail(const Config& cfg, const Status& s) {
+  std::cerr << "walbus-stress: " << s.ToString() << "\n";
+  CleanUp(cfg, /*passed=*/false);
+  return kExitError;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Config cfg;
+  if (std::optional<int> rc = ParseArgs(argc, argv, &cfg)) return *rc;
+  std::cerr << "walbus-stress: seed " << cfg.seed << "\n";
+  if (Status s = PrepareDir(&cfg); !s.ok()) {
+    std::cerr << "walbus-stress: " << s.ToString() << "\n";
+    return kExitError;
+  }
+
+  std::vector<ProducerResult> results;
+  double seconds = 0;
+  if (Status s = RunLoad(cfg, &results, &seconds); !s.ok()) return Fail(cfg, s);
+  Checks checks;
+  if (Status s = Verify(cfg, results, &checks); !s.ok()) return Fail(cfg, s);
+
+  PrintJson(cfg, results, seconds, checks);
+  CleanUp(cfg, checks.passed());
+  return checks.passed() ? kExitPassed : kExitCheckFailed;
+}

@@ -235,6 +235,17 @@ void Dispatcher::Fetch(Subscriber* sub) {
     const size_t room = config_.max_in_flight_per_subscriber - sub->progress.window();
     const size_t limit = static_cast<size_t>(std::min<uint64_t>({room, last - from + 1, kFetchChunk}));
     batch.clear();
+    if (from < trimmed_below_) {
+      // Only a checkpoint moved back by hand lands here: the range was
+      // removed after every subscriber had passed it.
+      const uint64_t end = std::min<uint64_t>(trimmed_below_, from + limit);
+      spdlog::warn("walbus: {} resumes below the trimmed outbox; seq {}..{} are gone", sub->name, from, end - 1);
+      for (uint64_t seq = from; seq < end; ++seq) {
+        sub->progress.Fetched(seq);
+        sub->progress.Complete(seq);
+      }
+      continue;
+    }
     if (tail_->Read(from, limit, &batch) == 0) ReadFromOutbox(sub, from, limit, &batch);
     if (batch.empty()) break;
     for (auto& e : batch) Route(sub, std::move(e));

@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "bus/envelope.h"
+#include "bus/recovery.h"
 #include "storage/keys.h"
 
 namespace walbus {
@@ -41,32 +42,6 @@ Status ValidateSubscriberName(const std::string& name) {
   return Status::OK();
 }
 
-// Reads an 8-byte big-endian record; absent reads as `otherwise`.
-Status ReadBe64(const storage::Db& db, storage::CfHandle* cf, std::string_view key, uint64_t otherwise,
-                uint64_t* out) {
-  std::string v;
-  bool found = false;
-  Status s = db.Get(cf, key, &v, &found);
-  if (!s.ok()) return s;
-  if (!found) {
-    *out = otherwise;
-    return Status::OK();
-  }
-  if (v.size() != 8) return Status::Corruption("record '" + std::string(key.substr(0, 32)) + "' has a bad size");
-  *out = storage::GetBe64(v);
-  return Status::OK();
-}
-
-Status ReadCounter(const storage::Db& db, uint32_t id, storage::CheckpointField field, uint64_t* out) {
-  std::string v;
-  bool found = false;
-  Status s = db.Get(db.cf(storage::Cf::kCheckpoints), storage::CheckpointKey(id, field), &v, &found);
-  if (!s.ok()) return s;
-  *out = 0;
-  if (found && !storage::DecodeCounter(v, out)) return Status::Corruption("subscriber counter has a bad size");
-  return Status::OK();
-}
-
 }  // namespace
 
 Status BusImpl::Open(const Options& options, std::unique_ptr<Bus>* out) {
@@ -100,42 +75,13 @@ Status BusImpl::Open(const Options& options, std::unique_ptr<Bus>* out) {
 }
 
 Status BusImpl::Recover(uint64_t* last_seq, uint64_t* trimmed_below) {
-  const storage::Db& db = *db_;
-  storage::CfHandle* meta = db.cf(storage::Cf::kMeta);
-  if (Status s = ReadBe64(db, meta, storage::kMetaLastSeq, 0, last_seq); !s.ok()) return s;
-  uint64_t outbox_last = 0;
-  if (Status s = db.LastOutboxSeq(&outbox_last); !s.ok()) return s;
-  if (outbox_last > *last_seq) {
-    return Status::Corruption("outbox holds seq " + std::to_string(outbox_last) + " above the recorded last seq " +
-                              std::to_string(*last_seq));
-  }
-  if (Status s = ReadBe64(db, meta, storage::kMetaTrimmedBelow, 0, trimmed_below); !s.ok()) return s;
-
-  Status bad;
-  Status scan = db.ScanMeta(storage::kSubscriberMetaPrefix, [&](std::string_view key, std::string_view value) {
-    if (value.size() != 12) {
-      bad = Status::Corruption("subscriber record '" + std::string(key) + "' has a bad size");
-      return;
-    }
-    Registry::Entry e;
-    e.id = storage::GetBe32(value);
-    registry_.by_name[std::string(key.substr(storage::kSubscriberMetaPrefix.size()))] = e;
-    registry_.next_id = std::max(registry_.next_id, e.id + 1);
-  });
-  if (!scan.ok()) return scan;
-  if (!bad.ok()) return bad;
-  for (auto& [name, e] : registry_.by_name) {
-    storage::CfHandle* cp = db.cf(storage::Cf::kCheckpoints);
-    Status s = ReadBe64(db, cp, storage::CheckpointKey(e.id, storage::CheckpointField::kWatermark), 0,
-                        &e.durable.checkpoint);
-    if (s.ok()) s = ReadCounter(db, e.id, storage::CheckpointField::kHandled, &e.durable.handled);
-    if (s.ok()) s = ReadCounter(db, e.id, storage::CheckpointField::kDuplicates, &e.durable.duplicates);
-    if (s.ok()) s = ReadCounter(db, e.id, storage::CheckpointField::kRejected, &e.durable.rejected);
-    if (!s.ok()) return s;
-    if (e.durable.checkpoint > *last_seq) {
-      return Status::Corruption("subscriber " + name + " checkpoint is above the last seq");
-    }
-  }
+  RecoveredState state;
+  if (Status s = ReadRecoveredState(*db_, &state); !s.ok()) return s;
+  *last_seq = state.last_seq;
+  *trimmed_below = state.trimmed_below;
+  std::lock_guard<std::mutex> lock(registry_.mu);
+  registry_.by_name = std::move(state.subscribers);
+  registry_.next_id = state.next_subscriber_id;
   return Status::OK();
 }
 
@@ -183,14 +129,11 @@ Status BusImpl::Register(const std::string& name, Registry::Entry* entry) {
   entry->durable = DurableCounters{};
   entry->durable.checkpoint = committer_->last_seq();
   ScopeRep scope(this);
-  std::string record, next_id, watermark;
+  std::string record, watermark;
   storage::PutBe32(&record, entry->id);
   storage::PutBe64(&record, entry->durable.checkpoint);
-  storage::PutBe32(&next_id, entry->id + 1);
   storage::PutBe64(&watermark, entry->durable.checkpoint);
-  storage::CfHandle* meta = db_->cf(storage::Cf::kMeta);
-  scope.AddOp(Op{Op::Kind::kPut, meta, storage::SubscriberMetaKey(name), record});
-  scope.AddOp(Op{Op::Kind::kPut, meta, std::string(storage::kMetaNextSubscriberId), next_id});
+  scope.AddOp(Op{Op::Kind::kPut, db_->cf(storage::Cf::kMeta), storage::SubscriberMetaKey(name), record});
   scope.AddOp(Op{Op::Kind::kPut, db_->cf(storage::Cf::kCheckpoints),
                  storage::CheckpointKey(entry->id, storage::CheckpointField::kWatermark), watermark});
   CommitRequest request;

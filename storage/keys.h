@@ -48,8 +48,8 @@ std::string DeadLetterKey(uint32_t subscriber_id, uint64_t seq);
 inline constexpr std::string_view kMetaFormatVersion = "format_version";  // be32
 inline constexpr std::string_view kMetaLastSeq = "last_seq";              // be64
 inline constexpr std::string_view kMetaTrimmedBelow = "trimmed_below";    // be64
-inline constexpr std::string_view kMetaNextSubscriberId = "next_subscriber_id";  // be32
-// "sub/<name>" -> be32(id) + be64(registered at seq).
+// "sub/<name>" -> be32(id) + be64(registered at seq). Ids are never reused:
+// the next one is one above the highest registered.
 std::string SubscriberMetaKey(std::string_view name);
 inline constexpr std::string_view kSubscriberMetaPrefix = "sub/";
 

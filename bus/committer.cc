@@ -116,11 +116,6 @@ void Committer::WriteGroup(const std::vector<CommitRequest*>& group) {
     sync |= r->sync;
   }
   if (accepted == 0) return;
-  if (next != first) {
-    std::string v;
-    storage::PutBe64(&v, next - 1);
-    batch_.Put(db_->cf(storage::Cf::kMeta), storage::kMetaLastSeq, v);
-  }
   Status written = batch_.Commit(db_, sync);
   if (!written.ok()) {
     for (CommitRequest* r : group)

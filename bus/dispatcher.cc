@@ -89,6 +89,7 @@ void Dispatcher::Add(std::shared_ptr<Subscriber> subscriber) {
     std::lock_guard<std::mutex> lock(progress_mu_);
     added_.push_back(subscriber);
   }
+  has_subscribers_.store(true, std::memory_order_release);
   Message m;
   m.kind = Message::Kind::kAdd;
   m.added = std::move(subscriber);
@@ -96,6 +97,8 @@ void Dispatcher::Add(std::shared_ptr<Subscriber> subscriber) {
 }
 
 void Dispatcher::NotifyCommitted() {
+  // Without subscribers there is nothing to dispatch: spare the wake-up.
+  if (!has_subscribers_.load(std::memory_order_acquire)) return;
   if (!wake_pending_.exchange(true, std::memory_order_acq_rel)) Send(Message{});
 }
 
@@ -141,6 +144,7 @@ void Dispatcher::Loop() {
     wake_pending_.store(false, std::memory_order_release);
     FireTimers(Clock::now());
     for (auto& sub : subs_) Fetch(sub.get());
+    FlushReady();
     PublishProgress();
     Checkpoint(false);
     Trim(false);
@@ -213,9 +217,17 @@ void Dispatcher::Submit(Subscriber* sub, KeyQueue& key) {
   item.event = key.events.front();
   item.attempt = key.attempts + 1;
   item.check_inbox = key.check_inbox || item.event->seq <= config_.recovered_last_seq;
-  bool queued = work_.enqueue(std::move(item));
+  ready_.push_back(std::move(item));
+}
+
+void Dispatcher::FlushReady() {
+  if (ready_.empty()) return;
+  // One bulk enqueue wakes the workers once for everything this iteration
+  // made ready, so they take it in large batches and commit it together.
+  bool queued = work_.enqueue_bulk(std::make_move_iterator(ready_.begin()), ready_.size());
   assert(queued);
   (void)queued;
+  ready_.clear();
 }
 
 void Dispatcher::FireTimers(Clock::time_point now) {
@@ -387,13 +399,9 @@ std::chrono::milliseconds Dispatcher::Backoff(const Subscriber& sub, uint32_t at
 }
 
 void Dispatcher::RunBatch(std::vector<WorkItem>& items, size_t n) {
-  struct Run {
-    WorkItem* item = nullptr;
-    std::unique_ptr<HandlerContext> ctx;
-    CommitRequest request;
-    bool rejected = false;
-  };
   std::deque<Run> runs;  // CommitRequest is not movable
+  std::vector<Message> replies;
+  replies.reserve(n);
   const uint64_t now_ms = NowUnixMillis();
   for (size_t i = 0; i < n; ++i) {
     WorkItem& item = items[i];
@@ -406,11 +414,11 @@ void Dispatcher::RunBatch(std::vector<WorkItem>& items, size_t n) {
       Status s = db_->Get(db_->cf(storage::Cf::kInbox), inbox_key, &ignored, &found);
       if (!s.ok()) {
         spdlog::warn("walbus: inbox read for {} seq={} failed: {}", sub.name, event.seq, s.ToString());
-        Send(Message{Message::Kind::kRetry, &sub, item.event, Backoff(sub, item.attempt), nullptr});
+        replies.push_back(Message{Message::Kind::kRetry, &sub, item.event, Backoff(sub, item.attempt), nullptr});
         continue;
       }
       if (found) {
-        Send(Message{Message::Kind::kDuplicate, &sub, item.event, {}, nullptr});
+        replies.push_back(Message{Message::Kind::kDuplicate, &sub, item.event, {}, nullptr});
         continue;
       }
     }
@@ -435,7 +443,7 @@ void Dispatcher::RunBatch(std::vector<WorkItem>& items, size_t n) {
     }
     if (outcome.kind() == Outcome::Kind::kRetry) {
       auto delay = outcome.delay().count() > 0 ? outcome.delay() : Backoff(sub, item.attempt);
-      Send(Message{Message::Kind::kRetry, &sub, item.event, delay, nullptr});
+      replies.push_back(Message{Message::Kind::kRetry, &sub, item.event, delay, nullptr});
       continue;
     }
     const bool rejected = outcome.kind() == Outcome::Kind::kReject;
@@ -448,7 +456,7 @@ void Dispatcher::RunBatch(std::vector<WorkItem>& items, size_t n) {
     } else if (!scope->error.ok()) {
       spdlog::warn("walbus: handler {} returned Done after a failed call on event {}: {}; retrying",
                    sub.name, event.id.ToString(), scope->error.ToString());
-      Send(Message{Message::Kind::kRetry, &sub, item.event, Backoff(sub, item.attempt), nullptr});
+      replies.push_back(Message{Message::Kind::kRetry, &sub, item.event, Backoff(sub, item.attempt), nullptr});
       continue;
     }
     scope->AddOp(Op{Op::Kind::kPut, db_->cf(storage::Cf::kInbox), inbox_key,
@@ -467,7 +475,13 @@ void Dispatcher::RunBatch(std::vector<WorkItem>& items, size_t n) {
     // and is then redelivered (the effects went with it).
     run.request.sync = config_.sync_follow_ups && !scope->events.empty();
   }
-  if (runs.empty()) return;
+  if (!runs.empty()) CommitRuns(runs, &replies);
+  bool queued = messages_.enqueue_bulk(std::make_move_iterator(replies.begin()), replies.size());
+  assert(queued);
+  (void)queued;
+}
+
+void Dispatcher::CommitRuns(std::deque<Run>& runs, std::vector<Message>* replies) {
   std::vector<CommitRequest*> requests;
   requests.reserve(runs.size());
   for (Run& r : runs) requests.push_back(&r.request);
@@ -476,13 +490,13 @@ void Dispatcher::RunBatch(std::vector<WorkItem>& items, size_t n) {
     Subscriber& sub = *r.item->sub;
     const Status& s = r.request.status;
     if (s.ok()) {
-      Send(Message{r.rejected ? Message::Kind::kRejected : Message::Kind::kDone, &sub, r.item->event, {}, nullptr});
+      replies->push_back(Message{r.rejected ? Message::Kind::kRejected : Message::Kind::kDone, &sub, r.item->event, {}, nullptr});
     } else if (s.IsConflict()) {
-      Send(Message{Message::Kind::kRerun, &sub, r.item->event, {}, nullptr});
+      replies->push_back(Message{Message::Kind::kRerun, &sub, r.item->event, {}, nullptr});
     } else {
       spdlog::warn("walbus: committing {}'s effects for seq={} failed: {}", sub.name, r.item->event->seq,
                    s.ToString());
-      Send(Message{Message::Kind::kRetry, &sub, r.item->event, Backoff(sub, r.item->attempt), nullptr});
+      replies->push_back(Message{Message::Kind::kRetry, &sub, r.item->event, Backoff(sub, r.item->attempt), nullptr});
     }
   }
 }

@@ -22,6 +22,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <queue>
@@ -37,6 +38,13 @@
 namespace walbus::internal {
 
 class BusImpl;
+
+// Short spins before sleeping: with more threads than cores (producers,
+// dispatcher, workers on two cores), a long spin steals the core from the
+// very thread that would fill the queue.
+struct QueueTraits : moodycamel::ConcurrentQueueDefaultTraits {
+  static const int MAX_SEMA_SPINS = 64;
+};
 
 struct DispatcherConfig {
   size_t worker_threads;
@@ -94,6 +102,13 @@ class Dispatcher {
     std::chrono::milliseconds delay{0};
     std::shared_ptr<Subscriber> added;
   };
+  // One handler run whose writes await their commit.
+  struct Run {
+    WorkItem* item = nullptr;
+    std::unique_ptr<HandlerContext> ctx;
+    CommitRequest request;
+    bool rejected = false;
+  };
   struct Timer {
     std::chrono::steady_clock::time_point due;
     Subscriber* sub;
@@ -110,7 +125,9 @@ class Dispatcher {
   void ReadFromOutbox(Subscriber* sub, uint64_t from, size_t limit,
                       std::vector<std::shared_ptr<const Event>>* out);
   void Route(Subscriber* sub, std::shared_ptr<const Event> event);
+  // Queues the key's front event for a worker (sent by FlushReady).
   void Submit(Subscriber* sub, KeyQueue& key);
+  void FlushReady();
   void FireTimers(Clock::time_point now);
   void Checkpoint(bool force);
   void Trim(bool force);
@@ -119,6 +136,7 @@ class Dispatcher {
   // Worker threads.
   void WorkerLoop();
   void RunBatch(std::vector<WorkItem>& items, size_t n);
+  void CommitRuns(std::deque<Run>& runs, std::vector<Message>* replies);
   std::chrono::milliseconds Backoff(const Subscriber& sub, uint32_t attempt) const;
   void Send(Message m);
 
@@ -129,9 +147,10 @@ class Dispatcher {
   Registry* const registry_;
   const DispatcherConfig config_;
 
-  moodycamel::BlockingConcurrentQueue<Message> messages_;
-  moodycamel::BlockingConcurrentQueue<WorkItem> work_;
+  moodycamel::BlockingConcurrentQueue<Message, QueueTraits> messages_;
+  moodycamel::BlockingConcurrentQueue<WorkItem, QueueTraits> work_;
   std::atomic<bool> wake_pending_{false};
+  std::atomic<bool> has_subscribers_{false};
   std::atomic<bool> stopping_workers_{false};
   std::atomic<bool> stopping_{false};
   bool started_ = false;
@@ -141,6 +160,7 @@ class Dispatcher {
 
   // Dispatcher-thread state.
   std::vector<std::shared_ptr<Subscriber>> subs_;
+  std::vector<WorkItem> ready_;  // made ready this iteration
   std::priority_queue<Timer, std::vector<Timer>, std::greater<Timer>> timers_;
   Clock::time_point next_checkpoint_;
   Clock::time_point next_trim_;

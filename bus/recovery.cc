@@ -45,14 +45,13 @@ Status ReadProgress(const storage::Db& db, uint32_t id, DurableCounters* d) {
 Status ReadRecoveredState(const storage::Db& db, RecoveredState* state) {
   *state = RecoveredState{};
   storage::CfHandle* meta = db.cf(storage::Cf::kMeta);
-  if (Status s = ReadBe64(db, meta, storage::kMetaLastSeq, 0, &state->last_seq); !s.ok()) return s;
+  // The last seq is not written on every commit: it is the newest outbox
+  // entry, or, when trimming emptied the outbox, the one below the trimmed
+  // point (trimming never passes the last seq).
+  if (Status s = ReadBe64(db, meta, storage::kMetaTrimmedBelow, 0, &state->trimmed_below); !s.ok()) return s;
   uint64_t outbox_last = 0;
   if (Status s = db.LastOutboxSeq(&outbox_last); !s.ok()) return s;
-  if (outbox_last > state->last_seq) {
-    return Status::Corruption("outbox holds seq " + std::to_string(outbox_last) + " above the recorded last seq " +
-                              std::to_string(state->last_seq));
-  }
-  if (Status s = ReadBe64(db, meta, storage::kMetaTrimmedBelow, 0, &state->trimmed_below); !s.ok()) return s;
+  state->last_seq = std::max(outbox_last, state->trimmed_below > 0 ? state->trimmed_below - 1 : 0);
 
   Status bad;
   Status scan = db.ScanMeta(storage::kSubscriberMetaPrefix, [&](std::string_view key, std::string_view value) {

@@ -46,8 +46,8 @@ std::string DeadLetterKey(uint32_t subscriber_id, uint64_t seq);
 
 // meta: fixed names.
 inline constexpr std::string_view kMetaFormatVersion = "format_version";  // be32
-inline constexpr std::string_view kMetaLastSeq = "last_seq";              // be64
-inline constexpr std::string_view kMetaTrimmedBelow = "trimmed_below";    // be64
+// be64: the outbox holds nothing below it (DeleteRange up to it ran).
+inline constexpr std::string_view kMetaTrimmedBelow = "trimmed_below";
 // "sub/<name>" -> be32(id) + be64(registered at seq). Ids are never reused:
 // the next one is one above the highest registered.
 std::string SubscriberMetaKey(std::string_view name);

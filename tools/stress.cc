@@ -4,12 +4,13 @@
 // subjects, guarded by optimistic versions; subscribers record, per subject,
 // the last version they applied and count every effect. After the load the
 // bus is closed, reopened without running any handler, and the database is
-// checked through the public API:
+// checked through the public API (the outbox directly in storage):
 //
 //   exactly_once       every committed event has its effect counter at 1
 //   per_subject_order  no handler saw a subject version out of sequence
 //   all_delivered      every subscriber applied every subject's last version
 //                      and its checkpoint reached the newest sequence number
+//   outbox_drained     nothing is left in the outbox once all have passed
 //
 // Prints one JSON object on stdout. Exit status: 0 when every check passed,
 // 1 when a check failed, 2 on bad usage or an error from the bus.
@@ -34,6 +35,7 @@
 #include <thread>
 #include <vector>
 
+#include "storage/db.h"
 #include "walbus/bus.h"
 #include "walbus/event.h"
 #include "walbus/options.h"
@@ -84,7 +86,8 @@ struct Checks {
   bool exactly_once = true;
   bool per_subject_order = true;
   bool all_delivered = true;
-  bool passed() const { return exactly_once && per_subject_order && all_delivered; }
+  bool outbox_drained = true;
+  bool passed() const { return exactly_once && per_subject_order && all_delivered && outbox_drained; }
 };
 
 // The first error any thread met; later ones are dropped.
@@ -409,6 +412,26 @@ void CheckCheckpoints(walbus::Bus& bus, const Config& cfg, const std::vector<Pro
   }
 }
 
+// Every subscriber passed every event, so the outbox must have been removed
+// (by range) when the load's bus closed. Reads storage directly.
+Status CheckOutboxDrained(const Config& cfg, Checks* checks) {
+  walbus::storage::OpenOptions so;
+  so.dir = cfg.dir;
+  so.create_if_missing = false;
+  std::unique_ptr<walbus::storage::Db> db;
+  if (Status s = walbus::storage::Db::Open(so, &db); !s.ok()) return s;
+  size_t left = 0;
+  Status s = db->ScanOutbox(0, SIZE_MAX, [&left](uint64_t, std::string_view) {
+    ++left;
+    return true;
+  });
+  if (s.ok() && left > 0) {
+    checks->outbox_drained = false;
+    Report("outbox_drained", std::to_string(left) + " outbox entries left");
+  }
+  return s;
+}
+
 Status Verify(const Config& cfg, const std::vector<ProducerResult>& results, Checks* checks) {
   std::unique_ptr<walbus::Bus> bus;
   if (Status s = OpenBus(cfg, &bus); !s.ok()) return s;
@@ -422,7 +445,9 @@ Status Verify(const Config& cfg, const std::vector<ProducerResult>& results, Che
     if (s.ok()) s = CheckLastVersions(tx, sub, cfg.subjects, checks);
   }
   Status closed = bus->Close();
-  return s.ok() ? closed : s;
+  if (s.ok()) s = closed;
+  if (s.ok()) s = CheckOutboxDrained(cfg, checks);
+  return s;
 }
 
 // ---- output ----
@@ -440,12 +465,13 @@ void PrintJson(const Config& cfg, const std::vector<ProducerResult>& results, do
   std::printf(
       "{\"seed\":%llu,\"producers\":%zu,\"subscribers\":%zu,\"subjects\":%zu,\"events\":%llu,"
       "\"conflicts\":%llu,\"seconds\":%.3f,\"events_per_second\":%.1f,"
-      "\"checks\":{\"exactly_once\":%s,\"per_subject_order\":%s,\"all_delivered\":%s},"
+      "\"checks\":{\"exactly_once\":%s,\"per_subject_order\":%s,\"all_delivered\":%s,"
+      "\"outbox_drained\":%s},"
       "\"passed\":%s}\n",
       static_cast<unsigned long long>(cfg.seed), cfg.producers, cfg.subscribers, cfg.subjects,
       static_cast<unsigned long long>(events), static_cast<unsigned long long>(conflicts), seconds,
       rate, b(checks.exactly_once), b(checks.per_subject_order), b(checks.all_delivered),
-      b(checks.passed()));
+      b(checks.outbox_drained), b(checks.passed()));
 }
 
 int Fail(const Config& cfg, const Status& s) {

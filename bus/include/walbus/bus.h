@@ -18,7 +18,7 @@
 //   auto id = tx.Publish({.type = "orders.order-approved.v1", .subject = "order-42"});
 //   walbus::Result<walbus::Receipt> r = tx.Commit();
 //
-// Guarantees (docs/concepts.md): a commit's domain writes and events land
+// Guarantees (docs/design.md): a commit's domain writes and events land
 // atomically; every subscriber sees every committed event it subscribes to
 // at least once, and its handler's effects (written through HandlerContext)
 // commit exactly once, atomically with the inbox record; for one subscriber

@@ -45,6 +45,10 @@ Status ValidateSubscriberName(const std::string& name) {
 }  // namespace
 
 Status BusImpl::Open(const Options& options, std::unique_ptr<Bus>* out) {
+  return OpenWithEnv(options, nullptr, out);
+}
+
+Status BusImpl::OpenWithEnv(const Options& options, rocksdb::Env* env, std::unique_ptr<Bus>* out) {
   out->reset();
   if (Status s = ValidateOptions(options); !s.ok()) return s;
   std::unique_ptr<BusImpl> bus(new BusImpl(options));
@@ -52,6 +56,7 @@ Status BusImpl::Open(const Options& options, std::unique_ptr<Bus>* out) {
   so.dir = options.dir;
   so.create_if_missing = options.create_if_missing;
   so.app_column_families = options.column_families;
+  so.env = env;
   if (Status s = storage::Db::Open(so, &bus->db_); !s.ok()) return s;
   uint64_t last_seq = 0, trimmed_below = 0;
   if (Status s = bus->Recover(&last_seq, &trimmed_below); !s.ok()) return s;

@@ -20,6 +20,9 @@ namespace walbus::internal {
 class BusImpl final : public Bus, public CommitListener {
  public:
   static Status Open(const Options& options, std::unique_ptr<Bus>* bus);
+  // Test seam: opens storage through `env` (fault injection), which must
+  // outlive the bus. Not part of the public API.
+  static Status OpenWithEnv(const Options& options, rocksdb::Env* env, std::unique_ptr<Bus>* bus);
   ~BusImpl() override;
 
   Transaction Begin() override;

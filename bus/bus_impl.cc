@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "bus/envelope.h"
+#include "bus/fault_point.h"
 #include "bus/recovery.h"
 #include "storage/keys.h"
 
@@ -60,6 +61,7 @@ Status BusImpl::OpenWithEnv(const Options& options, rocksdb::Env* env, std::uniq
   if (Status s = storage::Db::Open(so, &bus->db_); !s.ok()) return s;
   uint64_t last_seq = 0, trimmed_below = 0;
   if (Status s = bus->Recover(&last_seq, &trimmed_below); !s.ok()) return s;
+  WALBUS_FAULT_POINT("recovery.after_open");
   bus->tail_ = std::make_unique<TailCache>(options.tail_cache_events);
   bus->committer_ = std::make_unique<Committer>(
       bus->db_.get(), CommitLimits{options.max_group_commits, options.max_group_bytes}, last_seq, bus.get());

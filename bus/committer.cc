@@ -2,6 +2,7 @@
 
 #include <cassert>
 
+#include "bus/fault_point.h"
 #include "storage/keys.h"
 
 namespace walbus::internal {
@@ -116,7 +117,9 @@ void Committer::WriteGroup(const std::vector<CommitRequest*>& group) {
     sync |= r->sync;
   }
   if (accepted == 0) return;
+  WALBUS_FAULT_POINT("commit.before_write");
   Status written = batch_.Commit(db_, sync);
+  WALBUS_FAULT_POINT("commit.after_write");
   if (!written.ok()) {
     for (CommitRequest* r : group)
       if (r->status.ok()) r->status = written;

@@ -8,6 +8,7 @@
 #include <random>
 
 #include "bus/envelope.h"
+#include "bus/fault_point.h"
 #include "bus/scope.h"
 #include "storage/keys.h"
 
@@ -334,6 +335,7 @@ void Dispatcher::Checkpoint(bool force) {
     }
   }
   if (scope.ops.empty()) return;
+  WALBUS_FAULT_POINT("checkpoint.before_write");
   CommitRequest req;
   req.scope = &scope;
   CommitRequest* reqs[] = {&req};
@@ -372,6 +374,7 @@ void Dispatcher::Trim(bool force) {
     spdlog::warn("walbus: outbox trim failed (retried later): {}", req.status.ToString());
     return;
   }
+  WALBUS_FAULT_POINT("trim.after_write");
   trimmed_below_ = keep_from;
 }
 
@@ -485,7 +488,9 @@ void Dispatcher::CommitRuns(std::deque<Run>& runs, std::vector<Message>* replies
   std::vector<CommitRequest*> requests;
   requests.reserve(runs.size());
   for (Run& r : runs) requests.push_back(&r.request);
+  WALBUS_FAULT_POINT("handler.before_commit");
   committer_->Commit(requests);
+  WALBUS_FAULT_POINT("handler.after_commit");
   for (Run& r : runs) {
     Subscriber& sub = *r.item->sub;
     const Status& s = r.request.status;

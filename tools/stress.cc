@@ -1,19 +1,13 @@
 // walbus-stress: a load generator that is also a checker.
 //
-// Producer threads commit "state change + event" transactions on random
-// subjects, guarded by optimistic versions; subscribers record, per subject,
-// the last version they applied and count every effect. After the load the
-// bus is closed, reopened without running any handler, and the database is
-// checked through the public API (the outbox directly in storage):
-//
-//   exactly_once       every committed event has its effect counter at 1
-//   per_subject_order  no handler saw a subject version out of sequence
-//   all_delivered      every subscriber applied every subject's last version
-//                      and its checkpoint reached the newest sequence number
-//   outbox_drained     nothing is left in the outbox once all have passed
+// Runs the workload of tools/workload.h (producer threads, subscribers,
+// optimistic versions), waits until every subscriber has caught up, closes
+// the bus, reopens it without running any handler and checks from the
+// database: exactly_once, per_subject_order, all_delivered (see
+// workload.h), plus outbox_drained (nothing left in the outbox).
 //
 // Prints one JSON object on stdout. Exit status: 0 when every check passed,
-// 1 when a check failed, 2 on bad usage or an error from the bus.
+// 1 when a check failed, 2 on bad usage or an error.
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
@@ -35,7 +29,7 @@
 #include <thread>
 #include <vector>
 
-#include "storage/db.h"
+#include "tools/workload.h"
 #include "walbus/bus.h"
 #include "walbus/event.h"
 #include "walbus/options.h"
@@ -46,12 +40,8 @@ namespace {
 namespace fs = std::filesystem;
 using walbus::Status;
 
-constexpr std::string_view kEventType = "stress.item-recorded.v1";
-constexpr std::string_view kStateCf = "state";
-constexpr std::string_view kEffectsCf = "effects";
-constexpr std::string_view kOrderCf = "order";
+using namespace walbus::workload;
 constexpr std::chrono::minutes kIdleTimeout{10};
-constexpr std::chrono::milliseconds kHandlerRetry{10};
 
 constexpr int kExitPassed = 0;
 constexpr int kExitCheckFailed = 1;
@@ -109,35 +99,6 @@ class FirstError {
   Status status_;
   std::atomic<bool> failed_{false};
 };
-
-// ---- names and encodings ----
-
-std::string SubscriberName(size_t i) { return "sub-" + std::to_string(i); }
-std::string SubjectName(size_t k) { return "s-" + std::to_string(k); }
-std::string OrderKey(std::string_view sub, std::string_view subject) {
-  return std::string(sub) + "/" + std::string(subject);
-}
-std::string ViolationKey(std::string_view sub, uint64_t seq) {
-  return std::string(sub) + "/violations/" + std::to_string(seq);
-}
-std::string EffectKey(std::string_view sub, const walbus::EventId& id) {
-  return std::string(sub) + "/" + id.ToString();
-}
-
-// Counters and versions are stored as decimal text; a missing key is 0.
-walbus::Result<uint64_t> ReadCounter(walbus::WriteScope& scope, std::string_view cf,
-                                     std::string_view key) {
-  walbus::Result<std::optional<std::string>> got = scope.Get(cf, key);
-  if (!got.ok()) return got.status();
-  if (!got->has_value()) return uint64_t{0};
-  const std::string& text = **got;
-  uint64_t value = 0;
-  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (ec != std::errc() || end != text.data() + text.size()) {
-    return Status::Corruption(std::string(cf) + "/" + std::string(key) + ": not a counter");
-  }
-  return value;
-}
 
 std::string RandomPayload(std::mt19937_64& rng, size_t bytes) {
   std::uniform_int_distribution<int> letter('a', 'z');
@@ -210,75 +171,13 @@ void CleanUp(const Config& cfg, bool passed) {
   fs::remove_all(root, ec);
 }
 
-// ---- the bus ----
+// ---- the load ----
 
 Status OpenBus(const Config& cfg, std::unique_ptr<walbus::Bus>* bus) {
-  walbus::Options opt;
-  opt.dir = cfg.dir;
-  opt.durability = cfg.durability == "sync" ? walbus::Durability::kSync : walbus::Durability::kBuffered;
-  opt.column_families = {std::string(kStateCf), std::string(kEffectsCf), std::string(kOrderCf)};
-  opt.worker_threads = cfg.workers;
-  opt.source = "walbus-stress";
-  return walbus::Bus::Open(opt, bus);
-}
-
-// Applies one event for the running subscriber: checks the subject's
-// version follows the last one applied, records it, counts the effect.
-walbus::Outcome HandleItem(const walbus::Event& e, walbus::HandlerContext& ctx) {
-  const std::string& sub = ctx.SubscriberName();
-  const std::string order_key = OrderKey(sub, e.subject);
-  const std::string effect_key = EffectKey(sub, e.id);
-  walbus::Result<uint64_t> last = ReadCounter(ctx, kOrderCf, order_key);
-  walbus::Result<uint64_t> applied = ReadCounter(ctx, kEffectsCf, effect_key);
-  if (!last.ok() || !applied.ok()) return walbus::Outcome::RetryAfter(kHandlerRetry);
-
-  Status s;
-  if (e.subject_version != *last + 1) {
-    s = ctx.Put(kOrderCf, ViolationKey(sub, e.seq),
-                "expected " + std::to_string(*last + 1) + " got " + std::to_string(e.subject_version));
-  }
-  if (s.ok()) s = ctx.Put(kOrderCf, order_key, std::to_string(e.subject_version));
-  if (s.ok()) s = ctx.Put(kEffectsCf, effect_key, std::to_string(*applied + 1));
-  return s.ok() ? walbus::Outcome::Done() : walbus::Outcome::RetryAfter(kHandlerRetry);
-}
-
-// Registers the subscribers. `handler` is what each of them runs.
-Status SubscribeAll(walbus::Bus& bus, size_t count, const walbus::Handler& handler) {
-  for (size_t i = 0; i < count; ++i) {
-    Status s = bus.Subscribe({.name = SubscriberName(i),
-                              .types = {std::string(kEventType)},
-                              .handler = handler,
-                              .retry = {}});
-    if (!s.ok()) return s;
-  }
-  return Status::OK();
-}
-
-// ---- producers ----
-
-// One attempt: read the subject's version, assert it, write the state and
-// publish the event. Conflict when another producer got there first.
-Status CommitItem(walbus::Bus& bus, const std::string& subject, const std::string& payload,
-                  Committed* out) {
-  walbus::Transaction tx = bus.Begin();
-  walbus::Result<uint64_t> version = tx.GetVersion(kStateCf, subject);
-  if (!version.ok()) return version.status();
-  if (Status s = tx.ExpectVersion(kStateCf, subject, *version); !s.ok()) return s;
-  if (Status s = tx.Put(kStateCf, subject, payload); !s.ok()) return s;
-  walbus::EventSpec event;
-  event.type = kEventType;
-  event.subject = subject;
-  event.subject_version = *version + 1;
-  event.data = payload;
-  walbus::Result<walbus::EventId> id = tx.Publish(event);
-  if (!id.ok()) return id.status();
-  walbus::Result<walbus::Receipt> receipt = tx.Commit();
-  if (!receipt.ok()) return receipt.status();
-  if (receipt->event_ids.size() != 1 || receipt->event_ids[0] != *id) {
-    return Status::Corruption("receipt does not list the published event");
-  }
-  *out = {.seq = receipt->first_seq, .id = *id};
-  return Status::OK();
+  return walbus::Bus::Open(
+      BusOptions(cfg.dir, cfg.durability == "sync" ? walbus::Durability::kSync : walbus::Durability::kBuffered,
+                 cfg.workers),
+      bus);
 }
 
 void RunProducer(walbus::Bus& bus, const Config& cfg, size_t index, uint64_t count,
@@ -290,14 +189,15 @@ void RunProducer(walbus::Bus& bus, const Config& cfg, size_t index, uint64_t cou
   for (uint64_t n = 0; n < count && !error->failed(); ++n) {
     const std::string subject = SubjectName(pick(rng));
     const std::string payload = RandomPayload(rng, cfg.payload_bytes);
-    Committed c;
+    uint64_t version = 0;
+    walbus::Receipt receipt;
     Status s;
-    while ((s = CommitItem(bus, subject, payload, &c)).IsConflict()) ++result->conflicts;
+    while ((s = CommitItem(bus, subject, payload, &version, &receipt)).IsConflict()) ++result->conflicts;
     if (!s.ok()) {
       error->Set(std::move(s));
       return;
     }
-    result->committed.push_back(c);
+    result->committed.push_back({.seq = receipt.first_seq, .id = receipt.event_ids[0]});
   }
 }
 
@@ -342,45 +242,6 @@ void Report(std::string_view check, const std::string& what) {
   std::cerr << "walbus-stress: " << check << " failed: " << what << "\n";
 }
 
-Status CheckEffectsAndOrder(walbus::Transaction& tx, const std::string& sub,
-                            const std::vector<ProducerResult>& results, Checks* checks) {
-  for (const ProducerResult& r : results) {
-    for (const Committed& c : r.committed) {
-      walbus::Result<uint64_t> count = ReadCounter(tx, kEffectsCf, EffectKey(sub, c.id));
-      if (!count.ok()) return count.status();
-      if (*count != 1) {
-        checks->exactly_once = false;
-        Report("exactly_once", sub + " seq " + std::to_string(c.seq) + " effect count " +
-                                   std::to_string(*count));
-      }
-      walbus::Result<std::optional<std::string>> violation = tx.Get(kOrderCf, ViolationKey(sub, c.seq));
-      if (!violation.ok()) return violation.status();
-      if (violation->has_value()) {
-        checks->per_subject_order = false;
-        Report("per_subject_order", sub + " seq " + std::to_string(c.seq) + ": " + **violation);
-      }
-    }
-  }
-  return Status::OK();
-}
-
-Status CheckLastVersions(walbus::Transaction& tx, const std::string& sub, size_t subjects,
-                         Checks* checks) {
-  for (size_t k = 0; k < subjects; ++k) {
-    const std::string subject = SubjectName(k);
-    walbus::Result<uint64_t> final_version = tx.GetVersion(kStateCf, subject);
-    if (!final_version.ok()) return final_version.status();
-    walbus::Result<uint64_t> applied = ReadCounter(tx, kOrderCf, OrderKey(sub, subject));
-    if (!applied.ok()) return applied.status();
-    if (*applied != *final_version) {
-      checks->all_delivered = false;
-      Report("all_delivered", sub + " " + subject + " applied version " + std::to_string(*applied) +
-                                  ", state version " + std::to_string(*final_version));
-    }
-  }
-  return Status::OK();
-}
-
 uint64_t NewestSeq(const std::vector<ProducerResult>& results) {
   uint64_t newest = 0;
   for (const ProducerResult& r : results) {
@@ -413,18 +274,10 @@ void CheckCheckpoints(walbus::Bus& bus, const Config& cfg, const std::vector<Pro
 }
 
 // Every subscriber passed every event, so the outbox must have been removed
-// (by range) when the load's bus closed. Reads storage directly.
+// (by range) when the load's bus closed.
 Status CheckOutboxDrained(const Config& cfg, Checks* checks) {
-  walbus::storage::OpenOptions so;
-  so.dir = cfg.dir;
-  so.create_if_missing = false;
-  std::unique_ptr<walbus::storage::Db> db;
-  if (Status s = walbus::storage::Db::Open(so, &db); !s.ok()) return s;
   size_t left = 0;
-  Status s = db->ScanOutbox(0, SIZE_MAX, [&left](uint64_t, std::string_view) {
-    ++left;
-    return true;
-  });
+  Status s = CountOutbox(cfg.dir, &left);
   if (s.ok() && left > 0) {
     checks->outbox_drained = false;
     Report("outbox_drained", std::to_string(left) + " outbox entries left");
@@ -439,11 +292,12 @@ Status Verify(const Config& cfg, const std::vector<ProducerResult>& results, Che
   Status s = SubscribeAll(*bus, cfg.subscribers, NeverHandle);
   if (s.ok()) CheckCheckpoints(*bus, cfg, results, checks);
   walbus::Transaction tx = bus->Begin();  // Read only; never committed.
-  for (size_t i = 0; s.ok() && i < cfg.subscribers; ++i) {
-    const std::string sub = SubscriberName(i);
-    s = CheckEffectsAndOrder(tx, sub, results, checks);
-    if (s.ok()) s = CheckLastVersions(tx, sub, cfg.subjects, checks);
-  }
+  CheckResult subjects;
+  if (s.ok()) s = CheckSubjects(tx, cfg.subscribers, cfg.subjects, &subjects);
+  for (const std::string& f : subjects.failures) Report("subjects", f);
+  checks->exactly_once &= subjects.exactly_once;
+  checks->per_subject_order &= subjects.per_subject_order;
+  checks->all_delivered &= subjects.all_delivered;
   Status closed = bus->Close();
   if (s.ok()) s = closed;
   if (s.ok()) s = CheckOutboxDrained(cfg, checks);

@@ -1,0 +1,64 @@
+// The workload shared by walbus-stress and walbus-crash: producers commit
+// "state change + event" transactions on subjects guarded by optimistic
+// versions, so every subject's events carry versions 1, 2, 3, ... in commit
+// order; subscribers record, per subject, the last version they applied and
+// count one effect per (subject, version). That makes every guarantee
+// checkable from the database alone, whatever crashed in between:
+//
+//   exactly_once       each (subscriber, subject, version) effect counts 1
+//   per_subject_order  no handler saw a version out of sequence
+//   all_delivered      each subscriber applied each subject's last version
+//   no half commits    a version exists in state iff its event was handled
+#ifndef WALBUS_TOOLS_WORKLOAD_H_
+#define WALBUS_TOOLS_WORKLOAD_H_
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "walbus/bus.h"
+
+namespace walbus::workload {
+
+inline constexpr std::string_view kEventType = "stress.item-recorded.v1";
+inline constexpr std::string_view kStateCf = "state";
+inline constexpr std::string_view kEffectsCf = "effects";
+inline constexpr std::string_view kOrderCf = "order";
+
+std::string SubscriberName(size_t i);
+std::string SubjectName(size_t k);
+
+// Options for the workload's database in `dir`.
+Options BusOptions(const std::string& dir, Durability durability, size_t workers);
+
+// Applies one event for the running subscriber (see the top of the file).
+Outcome HandleItem(const Event& e, HandlerContext& ctx);
+
+// Registers subscribers "sub-0".."sub-<count-1>", each running `handler`.
+Status SubscribeAll(Bus& bus, size_t count, const Handler& handler);
+
+// One attempt to advance `subject`: read its version v, assert it, write the
+// state, publish version v + 1. Conflict when another producer got there
+// first. On success *version is the new version and *receipt the commit's.
+Status CommitItem(Bus& bus, const std::string& subject, const std::string& payload, uint64_t* version,
+                  Receipt* receipt);
+
+struct CheckResult {
+  bool exactly_once = true;
+  bool per_subject_order = true;
+  bool all_delivered = true;
+  std::vector<std::string> failures;  // one line each, for the operator
+  bool passed() const { return exactly_once && per_subject_order && all_delivered; }
+};
+
+// Checks every subject's versions for every subscriber, reading through
+// `tx` (never committed). Non-OK only when a read fails.
+Status CheckSubjects(Transaction& tx, size_t subscribers, size_t subjects, CheckResult* result);
+
+// Entries left in the outbox of the closed database in `dir`.
+Status CountOutbox(const std::string& dir, size_t* entries);
+
+}  // namespace walbus::workload
+
+#endif  // WALBUS_TOOLS_WORKLOAD_H_

@@ -112,14 +112,9 @@ Result<Receipt> BusImpl::CommitTransaction(ScopeRep* scope) {
     active_commits_.fetch_sub(1);
     return Status::Closed("the bus is closed");
   }
-  CommitRequest request;
-  request.scope = scope;
-  request.sync = options_.durability == Durability::kSync;
-  CommitRequest* requests[] = {&request};
-  committer_->Commit(requests);
+  Status s = committer_->CommitOne(scope, options_.durability == Durability::kSync, &receipt.first_seq);
   active_commits_.fetch_sub(1);
-  if (!request.status.ok()) return request.status;
-  receipt.first_seq = request.first_seq;
+  if (!s.ok()) return s;
   receipt.event_ids.reserve(scope->events.size());
   for (const auto& e : scope->events) receipt.event_ids.push_back(e->id);
   return receipt;
@@ -143,12 +138,7 @@ Status BusImpl::Register(const std::string& name, Registry::Entry* entry) {
   scope.AddOp(Op{Op::Kind::kPut, db_->cf(storage::Cf::kMeta), storage::SubscriberMetaKey(name), record});
   scope.AddOp(Op{Op::Kind::kPut, db_->cf(storage::Cf::kCheckpoints),
                  storage::CheckpointKey(entry->id, storage::CheckpointField::kWatermark), watermark});
-  CommitRequest request;
-  request.scope = &scope;
-  request.sync = true;
-  CommitRequest* requests[] = {&request};
-  committer_->Commit(requests);
-  if (!request.status.ok()) return request.status;
+  if (Status s = committer_->CommitOne(&scope, /*sync=*/true); !s.ok()) return s;
   ++registry_.next_id;
   return Status::OK();
 }

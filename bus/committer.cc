@@ -33,6 +33,16 @@ void Committer::Commit(std::span<CommitRequest* const> requests) {
   }
 }
 
+Status Committer::CommitOne(ScopeRep* scope, bool sync, uint64_t* first_seq) {
+  CommitRequest request;
+  request.scope = scope;
+  request.sync = sync;
+  CommitRequest* requests[] = {&request};
+  Commit(requests);
+  if (first_seq != nullptr) *first_seq = request.first_seq;
+  return request.status;
+}
+
 void Committer::LeadGroup(std::unique_lock<std::mutex>& lock) {
   std::vector<CommitRequest*> group;
   size_t bytes = 0;

@@ -70,6 +70,10 @@ class Committer {
   // REQUIRES: the requests are not in any other Commit() call.
   void Commit(std::span<CommitRequest* const> requests);
 
+  // Commit() of one request. Returns its status; *first_seq (optional) gets
+  // the seq of its first event.
+  Status CommitOne(ScopeRep* scope, bool sync, uint64_t* first_seq = nullptr);
+
   uint64_t last_seq() const { return last_seq_.load(std::memory_order_acquire); }
   uint64_t commits() const { return commits_.load(std::memory_order_relaxed); }
   uint64_t groups() const { return groups_.load(std::memory_order_relaxed); }

@@ -336,12 +336,8 @@ void Dispatcher::Checkpoint(bool force) {
   }
   if (scope.ops.empty()) return;
   WALBUS_FAULT_POINT("checkpoint.before_write");
-  CommitRequest req;
-  req.scope = &scope;
-  CommitRequest* reqs[] = {&req};
-  committer_->Commit(reqs);
-  if (!req.status.ok()) {
-    spdlog::warn("walbus: checkpoint write failed (retried later): {}", req.status.ToString());
+  if (Status s = committer_->CommitOne(&scope, /*sync=*/false); !s.ok()) {
+    spdlog::warn("walbus: checkpoint write failed (retried later): {}", s.ToString());
     return;
   }
   std::lock_guard<std::mutex> lock(registry_->mu);
@@ -366,12 +362,8 @@ void Dispatcher::Trim(bool force) {
   std::string v;
   storage::PutBe64(&v, keep_from);
   scope.AddOp(Op{Op::Kind::kPut, db_->cf(storage::Cf::kMeta), std::string(storage::kMetaTrimmedBelow), v});
-  CommitRequest req;
-  req.scope = &scope;
-  CommitRequest* reqs[] = {&req};
-  committer_->Commit(reqs);
-  if (!req.status.ok()) {
-    spdlog::warn("walbus: outbox trim failed (retried later): {}", req.status.ToString());
+  if (Status s = committer_->CommitOne(&scope, /*sync=*/false); !s.ok()) {
+    spdlog::warn("walbus: outbox trim failed (retried later): {}", s.ToString());
     return;
   }
   WALBUS_FAULT_POINT("trim.after_write");

@@ -78,7 +78,10 @@ Status ValidateEvent(const Event& e, size_t max_payload_bytes) {
 }
 
 std::string EncodeEnvelope(const Event& e) {
-  flatbuffers::FlatBufferBuilder b(256 + e.data.size());
+  // One builder per thread, reused: its buffer grows to the largest
+  // envelope seen and is not allocated again per event.
+  thread_local flatbuffers::FlatBufferBuilder b(1024);
+  b.Clear();
   auto id = b.CreateVector(e.id.bytes.data(), e.id.bytes.size());
   auto type = b.CreateString(e.type);
   auto source = b.CreateString(e.source);

@@ -28,6 +28,7 @@ Status ValidateOptions(const Options& o) {
     return Status::InvalidArgument("Options::tail_cache_events must be 16..16777216");
   if (o.max_payload_bytes > (64u << 20)) return Status::InvalidArgument("Options::max_payload_bytes must be <= 64 MiB");
   if (o.max_group_commits < 1) return Status::InvalidArgument("Options::max_group_commits must be >= 1");
+  if (o.trim_every_events < 1) return Status::InvalidArgument("Options::trim_every_events must be >= 1");
   if (o.source.empty() || o.source.size() > kMaxSourceBytes)
     return Status::InvalidArgument("Options::source must be 1..256 bytes");
   return Status::OK();
@@ -75,6 +76,7 @@ Status BusImpl::OpenWithEnv(const Options& options, rocksdb::Env* env, std::uniq
   dc.recovered_last_seq = last_seq;
   dc.trimmed_below = trimmed_below;
   dc.sync_follow_ups = options.durability == Durability::kSync;
+  dc.clock = bus->options_.clock.get();
   bus->dispatcher_ = std::make_unique<Dispatcher>(bus.get(), bus->db_.get(), bus->committer_.get(),
                                                   bus->tail_.get(), &bus->registry_, dc);
   *out = std::move(bus);
@@ -146,6 +148,9 @@ Status BusImpl::Register(const std::string& name, Registry::Entry* entry) {
 Status BusImpl::Subscribe(SubscriberOptions subscriber) {
   if (Status s = ValidateSubscriberName(subscriber.name); !s.ok()) return s;
   if (!subscriber.handler) return Status::InvalidArgument("subscriber " + subscriber.name + " has no handler");
+  if (subscriber.retry.max_attempts < 1) {
+    return Status::InvalidArgument("subscriber " + subscriber.name + ": RetryPolicy::max_attempts must be >= 1");
+  }
   for (const auto& t : subscriber.types) {
     if (Status s = ValidateEventType(t); !s.ok()) return s;
   }
@@ -196,13 +201,15 @@ BusStats BusImpl::Stats() {
       s.handled = e.active->handled.load();
       s.duplicates = e.active->duplicates.load();
       s.retries = e.active->retries.load();
-      s.rejected = e.active->rejected.load();
+      s.dead_lettered = e.active->dead_lettered.load();
+      s.stale_skipped = e.active->stale_skipped.load();
       s.in_flight = e.active->in_flight.load();
     } else {
       s.checkpoint = e.durable.checkpoint;
       s.handled = e.durable.handled;
       s.duplicates = e.durable.duplicates;
-      s.rejected = e.durable.rejected;
+      s.dead_lettered = e.durable.dead_lettered;
+      s.stale_skipped = e.durable.stale_skipped;
     }
     stats.subscribers.push_back(std::move(s));
   }

@@ -41,11 +41,13 @@ class BusImpl final : public Bus, public CommitListener {
   Result<Receipt> CommitTransaction(ScopeRep* scope);
 
  private:
-  explicit BusImpl(const Options& options) : options_(options) {}
+  explicit BusImpl(const Options& options) : options_(options) {
+    if (options_.clock == nullptr) options_.clock = Clock::System();
+  }
   Status Recover(uint64_t* last_seq, uint64_t* trimmed_below);
   Status Register(const std::string& name, Registry::Entry* entry);
 
-  const Options options_;
+  Options options_;  // as given, with the clock resolved; not changed after Open
   std::unique_ptr<storage::Db> db_;
   std::unique_ptr<TailCache> tail_;
   std::unique_ptr<Committer> committer_;

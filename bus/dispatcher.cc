@@ -15,31 +15,8 @@
 namespace walbus::internal {
 namespace {
 
-constexpr size_t kWorkerBulk = 64;       // events one worker runs per commit
 constexpr size_t kFetchChunk = 1024;     // events read per outbox scan
 constexpr auto kIdleWait = std::chrono::milliseconds(50);
-
-uint64_t NowUnixMillis() {
-  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
-                                   std::chrono::system_clock::now().time_since_epoch())
-                                   .count());
-}
-
-std::string_view IdBytes(const EventId& id) {
-  return std::string_view(reinterpret_cast<const char*>(id.bytes.data()), id.bytes.size());
-}
-
-// Dead letter value: be64(unix ms) + be32(attempts) + be32(len) + reason +
-// envelope. The failure-handling work gives it a richer record.
-std::string DeadLetterValue(const Event& event, uint32_t attempts, std::string_view reason) {
-  std::string v;
-  storage::PutBe64(&v, NowUnixMillis());
-  storage::PutBe32(&v, attempts);
-  storage::PutBe32(&v, static_cast<uint32_t>(reason.size()));
-  v.append(reason);
-  v.append(EncodeEnvelope(event));
-  return v;
-}
 
 }  // namespace
 
@@ -60,8 +37,8 @@ Dispatcher::~Dispatcher() { Stop(); }
 void Dispatcher::Start() {
   assert(!started_);
   started_ = true;
-  next_checkpoint_ = Clock::now() + config_.checkpoint_interval;
-  next_trim_ = Clock::now() + config_.trim_interval;
+  next_checkpoint_ = config_.clock->Now() + config_.checkpoint_interval;
+  next_trim_ = config_.clock->Now() + config_.trim_interval;
   dispatcher_thread_ = std::thread([this] { Loop(); });
   for (size_t i = 0; i < config_.worker_threads; ++i) workers_.emplace_back([this] { WorkerLoop(); });
 }
@@ -112,17 +89,18 @@ void Dispatcher::Send(Message m) {
 }
 
 Status Dispatcher::WaitFor(uint64_t target, std::chrono::milliseconds timeout) {
-  const auto deadline = Clock::now() + timeout;
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
   std::unique_lock<std::mutex> lock(progress_mu_);
   while (true) {
     bool reached = std::all_of(added_.begin(), added_.end(), [target](const auto& s) {
       return s->watermark.load(std::memory_order_acquire) >= target;
     });
     if (reached) return Status::OK();
-    if (Clock::now() >= deadline) {
+    const auto now = std::chrono::steady_clock::now();
+    if (now >= deadline) {
       return Status::TimedOut("subscribers did not reach seq " + std::to_string(target) + " in time");
     }
-    progress_cv_.wait_until(lock, std::min(deadline, Clock::now() + std::chrono::milliseconds(10)));
+    progress_cv_.wait_until(lock, std::min(deadline, now + std::chrono::milliseconds(10)));
   }
 }
 
@@ -134,7 +112,7 @@ void Dispatcher::Loop() {
   while (true) {
     auto wait = kIdleWait;
     if (!timers_.empty()) {
-      auto until = std::chrono::duration_cast<std::chrono::milliseconds>(timers_.top().due - Clock::now());
+      auto until = std::chrono::duration_cast<std::chrono::milliseconds>(timers_.top().due - config_.clock->Now());
       wait = std::clamp(until, std::chrono::milliseconds(0), wait);
     }
     if (messages_.wait_dequeue_timed(m, std::chrono::duration_cast<std::chrono::microseconds>(wait))) {
@@ -143,7 +121,7 @@ void Dispatcher::Loop() {
     }
     if (stopping_.load()) break;
     wake_pending_.store(false, std::memory_order_release);
-    FireTimers(Clock::now());
+    FireTimers(config_.clock->Now());
     for (auto& sub : subs_) Fetch(sub.get());
     FlushReady();
     PublishProgress();
@@ -166,8 +144,9 @@ void Dispatcher::Handle(Message& m) {
       m.sub->handled.fetch_add(1, std::memory_order_relaxed);
       Complete(m.sub, *m.event);
       break;
-    case Message::Kind::kRejected:
-      m.sub->rejected.fetch_add(1, std::memory_order_relaxed);
+    case Message::Kind::kDeadLettered:
+      m.sub->dead_lettered.fetch_add(1, std::memory_order_relaxed);
+      if (m.sub->on_poison == PoisonPolicy::kParkKey) m.sub->parked[m.event->subject] = m.event->seq;
       Complete(m.sub, *m.event);
       break;
     case Message::Kind::kDuplicate:
@@ -175,17 +154,23 @@ void Dispatcher::Handle(Message& m) {
       ++m.sub->duplicates_to_persist;
       Complete(m.sub, *m.event);
       break;
+    case Message::Kind::kStale:
+      m.sub->stale_skipped.fetch_add(1, std::memory_order_relaxed);
+      Complete(m.sub, *m.event);
+      break;
     case Message::Kind::kRetry: {
       m.sub->retries.fetch_add(1, std::memory_order_relaxed);
       KeyQueue& key = m.sub->keys.at(m.event->subject);
-      ++key.attempts;
-      key.check_inbox = true;
-      timers_.push(Timer{Clock::now() + m.delay, m.sub, m.event->subject});
+      key.attempts = std::max(key.attempts, m.attempt);
+      key.conflict_reruns = 0;
+      if (key.first_failure_ms == 0) key.first_failure_ms = m.first_failure_ms;
+      key.check_stored |= m.check_stored;
+      timers_.push(Timer{config_.clock->Now() + m.delay, m.sub, m.event->subject});
       break;
     }
     case Message::Kind::kRerun: {
       KeyQueue& key = m.sub->keys.at(m.event->subject);
-      ++key.attempts;
+      key.conflict_reruns = m.attempt;
       Submit(m.sub, key);
       break;
     }
@@ -199,9 +184,7 @@ void Dispatcher::Complete(Subscriber* sub, const Event& event) {
   KeyQueue& key = it->second;
   assert(key.events.front()->seq == event.seq);
   key.events.pop_front();
-  key.head_busy = false;
-  key.attempts = 0;
-  key.check_inbox = false;
+  key = KeyQueue{std::move(key.events)};
   sub->progress.Complete(event.seq);
   if (key.events.empty()) {
     sub->keys.erase(it);
@@ -217,12 +200,46 @@ void Dispatcher::Submit(Subscriber* sub, KeyQueue& key) {
   item.sub = sub;
   item.event = key.events.front();
   item.attempt = key.attempts + 1;
-  item.check_inbox = key.check_inbox || item.event->seq <= config_.recovered_last_seq;
+  item.conflict_reruns = key.conflict_reruns;
+  item.first_failure_ms = key.first_failure_ms;
+  item.check_stored = key.check_stored || item.event->seq <= config_.recovered_last_seq;
+  if (auto parked = sub->parked.find(item.event->subject); parked != sub->parked.end()) {
+    item.parked_behind = parked->second;
+  }
   ready_.push_back(std::move(item));
 }
 
+bool Dispatcher::AdvanceHorizons() {
+  // Write-ahead for crash-loop protection: before a seq reaches a handler,
+  // the horizon on disk covers it, so after a crash every event that might
+  // have been running is known (Subscriber::MayHaveBeenRunning). One small
+  // write per max_in_flight events.
+  ScopeRep scope(bus_);
+  std::vector<std::pair<Subscriber*, uint64_t>> raised;
+  for (const WorkItem& item : ready_) {
+    Subscriber* sub = item.sub;
+    if (item.event->seq <= sub->durable_horizon) continue;
+    bool seen = false;
+    for (auto& [s, h] : raised) seen |= s == sub;
+    if (seen) continue;
+    const uint64_t horizon = sub->progress.next() + config_.max_in_flight_per_subscriber;
+    std::string v;
+    storage::PutBe64(&v, horizon);
+    scope.AddOp(Op{Op::Kind::kPut, db_->cf(storage::Cf::kCheckpoints),
+                   storage::CheckpointKey(sub->id, storage::CheckpointField::kHorizon), std::move(v)});
+    raised.emplace_back(sub, horizon);
+  }
+  if (raised.empty()) return true;
+  if (Status s = committer_->CommitOne(&scope, /*sync=*/false); !s.ok()) {
+    spdlog::warn("walbus: writing the dispatch horizon failed (retried): {}", s.ToString());
+    return false;
+  }
+  for (auto& [sub, horizon] : raised) sub->durable_horizon = horizon;
+  return true;
+}
+
 void Dispatcher::FlushReady() {
-  if (ready_.empty()) return;
+  if (ready_.empty() || !AdvanceHorizons()) return;
   // One bulk enqueue wakes the workers once for everything this iteration
   // made ready, so they take it in large batches and commit it together.
   bool queued = work_.enqueue_bulk(std::make_move_iterator(ready_.begin()), ready_.size());
@@ -231,7 +248,7 @@ void Dispatcher::FlushReady() {
   ready_.clear();
 }
 
-void Dispatcher::FireTimers(Clock::time_point now) {
+void Dispatcher::FireTimers(SteadyTime now) {
   while (!timers_.empty() && timers_.top().due <= now) {
     Timer t = timers_.top();
     timers_.pop();
@@ -301,6 +318,8 @@ void Dispatcher::Route(Subscriber* sub, std::shared_ptr<const Event> event) {
   KeyQueue& key = sub->keys[event->subject];
   key.events.push_back(std::move(event));
   if (!key.head_busy) Submit(sub, key);
+  // (A parked subject's events still run: the worker stores them behind
+  // the dead letter that holds the subject, in order.)
 }
 
 void Dispatcher::PublishProgress() {
@@ -317,7 +336,7 @@ void Dispatcher::PublishProgress() {
 }
 
 void Dispatcher::Checkpoint(bool force) {
-  const auto now = Clock::now();
+  const auto now = config_.clock->Now();
   if (!force && now < next_checkpoint_) return;
   next_checkpoint_ = now + config_.checkpoint_interval;
   ScopeRep scope(bus_);
@@ -349,7 +368,7 @@ void Dispatcher::Checkpoint(bool force) {
 }
 
 void Dispatcher::Trim(bool force) {
-  const auto now = Clock::now();
+  const auto now = config_.clock->Now();
   std::lock_guard<std::mutex> lock(registry_->mu);
   const uint64_t keep_from = registry_->MinCheckpoint(committer_->last_seq()) + 1;
   if (keep_from <= trimmed_below_) return;
@@ -368,134 +387,6 @@ void Dispatcher::Trim(bool force) {
   }
   WALBUS_FAULT_POINT("trim.after_write");
   trimmed_below_ = keep_from;
-}
-
-// ---------------------------------------------------------------------------
-// Worker threads.
-
-void Dispatcher::WorkerLoop() {
-  std::vector<WorkItem> items(kWorkerBulk);
-  while (true) {
-    size_t n = work_.wait_dequeue_bulk_timed(items.begin(), kWorkerBulk,
-                                             std::chrono::duration_cast<std::chrono::microseconds>(kIdleWait));
-    if (stopping_workers_.load()) break;  // queued work is redelivered on the next open
-    if (n > 0) RunBatch(items, n);
-  }
-}
-
-std::chrono::milliseconds Dispatcher::Backoff(const Subscriber& sub, uint32_t attempt) const {
-  thread_local std::mt19937_64 rng{std::random_device{}()};
-  const int64_t base = std::max<int64_t>(1, sub.retry.base.count());
-  const int64_t cap = std::max<int64_t>(base, sub.retry.cap.count());
-  const uint32_t shift = std::min<uint32_t>(attempt > 0 ? attempt - 1 : 0, 30);
-  const int64_t ceiling = std::min<int64_t>(cap, base << shift);
-  // Full jitter, with a floor of 1 ms so that a failing key never spins.
-  return std::chrono::milliseconds(std::uniform_int_distribution<int64_t>(1, ceiling)(rng));
-}
-
-void Dispatcher::RunBatch(std::vector<WorkItem>& items, size_t n) {
-  std::deque<Run> runs;  // CommitRequest is not movable
-  std::vector<Message> replies;
-  replies.reserve(n);
-  const uint64_t now_ms = NowUnixMillis();
-  for (size_t i = 0; i < n; ++i) {
-    WorkItem& item = items[i];
-    Subscriber& sub = *item.sub;
-    const Event& event = *item.event;
-    const std::string inbox_key = storage::InboxKey(sub.id, IdBytes(event.id));
-    if (item.check_inbox) {
-      std::string ignored;
-      bool found = false;
-      Status s = db_->Get(db_->cf(storage::Cf::kInbox), inbox_key, &ignored, &found);
-      if (!s.ok()) {
-        spdlog::warn("walbus: inbox read for {} seq={} failed: {}", sub.name, event.seq, s.ToString());
-        replies.push_back(Message{Message::Kind::kRetry, &sub, item.event, Backoff(sub, item.attempt), nullptr});
-        continue;
-      }
-      if (found) {
-        replies.push_back(Message{Message::Kind::kDuplicate, &sub, item.event, {}, nullptr});
-        continue;
-      }
-    }
-    auto rep = std::make_unique<ScopeRep>(bus_);
-    rep->parent = &event;
-    rep->subscriber_name = sub.name;
-    rep->idempotency_key = sub.name + "/" + event.id.ToString();
-    rep->attempt = item.attempt;
-    ScopeRep* scope = rep.get();
-    std::unique_ptr<HandlerContext> ctx = ScopeAccess::NewContext(std::move(rep));
-    Outcome outcome = Outcome::Done();
-    try {
-      outcome = sub.handler(event, *ctx);
-    } catch (const std::exception& e) {
-      spdlog::warn("walbus: handler {} threw on event {} (seq={}, attempt {}): {}", sub.name,
-                   event.id.ToString(), event.seq, item.attempt, e.what());
-      outcome = Outcome::RetryAfter(Backoff(sub, item.attempt));
-    } catch (...) {
-      spdlog::warn("walbus: handler {} threw a non-exception on event {} (seq={}, attempt {})", sub.name,
-                   event.id.ToString(), event.seq, item.attempt);
-      outcome = Outcome::RetryAfter(Backoff(sub, item.attempt));
-    }
-    if (outcome.kind() == Outcome::Kind::kRetry) {
-      auto delay = outcome.delay().count() > 0 ? outcome.delay() : Backoff(sub, item.attempt);
-      replies.push_back(Message{Message::Kind::kRetry, &sub, item.event, delay, nullptr});
-      continue;
-    }
-    const bool rejected = outcome.kind() == Outcome::Kind::kReject;
-    if (rejected) {
-      // The handler's writes are dropped; only the verdict is recorded.
-      *scope = ScopeRep(bus_);
-      scope->AddOp(Op{Op::Kind::kPut, db_->cf(storage::Cf::kDeadLetters),
-                      storage::DeadLetterKey(sub.id, event.seq),
-                      DeadLetterValue(event, item.attempt, outcome.reason())});
-    } else if (!scope->error.ok()) {
-      spdlog::warn("walbus: handler {} returned Done after a failed call on event {}: {}; retrying",
-                   sub.name, event.id.ToString(), scope->error.ToString());
-      replies.push_back(Message{Message::Kind::kRetry, &sub, item.event, Backoff(sub, item.attempt), nullptr});
-      continue;
-    }
-    scope->AddOp(Op{Op::Kind::kPut, db_->cf(storage::Cf::kInbox), inbox_key,
-                    storage::InboxValue(event.seq, now_ms)});
-    scope->AddOp(Op{Op::Kind::kAddCounter, db_->cf(storage::Cf::kCheckpoints),
-                    storage::CheckpointKey(sub.id, rejected ? storage::CheckpointField::kRejected
-                                                            : storage::CheckpointField::kHandled),
-                    {}, 1});
-    Run& run = runs.emplace_back();
-    run.item = &item;
-    run.ctx = std::move(ctx);
-    run.rejected = rejected;
-    run.request.scope = scope;
-    // Follow-up events are dispatched once committed, so they must be as
-    // durable as a producer's; a completion alone may be lost on power loss
-    // and is then redelivered (the effects went with it).
-    run.request.sync = config_.sync_follow_ups && !scope->events.empty();
-  }
-  if (!runs.empty()) CommitRuns(runs, &replies);
-  bool queued = messages_.enqueue_bulk(std::make_move_iterator(replies.begin()), replies.size());
-  assert(queued);
-  (void)queued;
-}
-
-void Dispatcher::CommitRuns(std::deque<Run>& runs, std::vector<Message>* replies) {
-  std::vector<CommitRequest*> requests;
-  requests.reserve(runs.size());
-  for (Run& r : runs) requests.push_back(&r.request);
-  WALBUS_FAULT_POINT("handler.before_commit");
-  committer_->Commit(requests);
-  WALBUS_FAULT_POINT("handler.after_commit");
-  for (Run& r : runs) {
-    Subscriber& sub = *r.item->sub;
-    const Status& s = r.request.status;
-    if (s.ok()) {
-      replies->push_back(Message{r.rejected ? Message::Kind::kRejected : Message::Kind::kDone, &sub, r.item->event, {}, nullptr});
-    } else if (s.IsConflict()) {
-      replies->push_back(Message{Message::Kind::kRerun, &sub, r.item->event, {}, nullptr});
-    } else {
-      spdlog::warn("walbus: committing {}'s effects for seq={} failed: {}", sub.name, r.item->event->seq,
-                   s.ToString());
-      replies->push_back(Message{Message::Kind::kRetry, &sub, r.item->event, Backoff(sub, r.item->attempt), nullptr});
-    }
-  }
 }
 
 }  // namespace walbus::internal

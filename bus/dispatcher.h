@@ -34,6 +34,7 @@
 #include "bus/subscriber.h"
 #include "bus/tail_cache.h"
 #include "storage/db.h"
+#include "walbus/clock.h"
 
 namespace walbus::internal {
 
@@ -60,6 +61,7 @@ struct DispatcherConfig {
   uint64_t trimmed_below;
   // Handler completions that publish follow-up events fsync (kSync).
   bool sync_follow_ups;
+  const Clock* clock;
 };
 
 class Dispatcher {
@@ -91,15 +93,30 @@ class Dispatcher {
   struct WorkItem {
     Subscriber* sub = nullptr;
     std::shared_ptr<const Event> event;
-    uint32_t attempt = 1;
-    bool check_inbox = false;
+    uint32_t attempt = 1;          // this run's number, as far as memory knows
+    uint32_t conflict_reruns = 0;
+    uint64_t first_failure_ms = 0;
+    bool check_stored = false;     // look for an inbox and a retry record first
+    uint64_t parked_behind = 0;    // kParkKey: seq of the dead letter holding the subject
   };
   struct Message {
-    enum class Kind : uint8_t { kWake, kAdd, kDone, kRejected, kDuplicate, kRetry, kRerun };
+    enum class Kind : uint8_t {
+      kWake,
+      kAdd,
+      kDone,          // handled: effects committed
+      kDeadLettered,  // given up: the dead letter committed
+      kDuplicate,     // the inbox already had it
+      kStale,         // skipped by skip_stale
+      kRetry,         // failed; run again after `delay`
+      kRerun,         // effects conflicted; run again now
+    };
     Kind kind = Kind::kWake;
     Subscriber* sub = nullptr;
     std::shared_ptr<const Event> event;
     std::chrono::milliseconds delay{0};
+    uint32_t attempt = 0;           // kRetry: runs made; kRerun: conflicts so far
+    uint64_t first_failure_ms = 0;  // kRetry
+    bool check_stored = false;      // kRetry: the commit failed, state unknown
     std::shared_ptr<Subscriber> added;
   };
   // One handler run whose writes await their commit.
@@ -107,7 +124,9 @@ class Dispatcher {
     WorkItem* item = nullptr;
     std::unique_ptr<HandlerContext> ctx;
     CommitRequest request;
-    bool rejected = false;
+    Message::Kind on_success = Message::Kind::kDone;
+    std::string error;                    // why the attempt failed, if it did
+    std::chrono::milliseconds delay{0};  // kRetry: before the next attempt
   };
   struct Timer {
     std::chrono::steady_clock::time_point due;
@@ -115,7 +134,7 @@ class Dispatcher {
     std::string subject;
     bool operator>(const Timer& o) const { return due > o.due; }
   };
-  using Clock = std::chrono::steady_clock;
+  using SteadyTime = std::chrono::steady_clock::time_point;
 
   // Dispatcher thread.
   void Loop();
@@ -128,16 +147,31 @@ class Dispatcher {
   // Queues the key's front event for a worker (sent by FlushReady).
   void Submit(Subscriber* sub, KeyQueue& key);
   void FlushReady();
-  void FireTimers(Clock::time_point now);
+  // Persists a horizon above every seq about to be handed to workers.
+  bool AdvanceHorizons();
+  void FireTimers(SteadyTime now);
   void Checkpoint(bool force);
   void Trim(bool force);
   void PublishProgress();
 
-  // Worker threads.
+  // Worker threads (bus/worker.cc).
   void WorkerLoop();
   void RunBatch(std::vector<WorkItem>& items, size_t n);
+  // Reads the inbox and retry record of items that may have them; answers
+  // duplicates and exhausted budgets; returns false when the item must not
+  // run now (it was answered or its reads failed).
+  bool PrepareItem(WorkItem& item, std::deque<Run>* runs, std::vector<Message>* replies,
+                   ScopeRep* pre_run);
+  // Runs the handler; fills the run's scope with its completion writes.
+  void RunHandler(Run& run);
+  // Turns a failed attempt into a retry record (and kRetry) or, once the
+  // budget is spent, a dead letter.
+  void FailAttempt(Run& run, std::string error, std::chrono::milliseconds delay, bool permanent);
+  void AddDeadLetter(ScopeRep* scope, const WorkItem& item, uint32_t attempts, uint64_t first_failure_ms,
+                     std::string_view error);
   void CommitRuns(std::deque<Run>& runs, std::vector<Message>* replies);
   std::chrono::milliseconds Backoff(const Subscriber& sub, uint32_t attempt) const;
+  uint64_t WallMillis() const;
   void Send(Message m);
 
   BusImpl* const bus_;
@@ -162,8 +196,8 @@ class Dispatcher {
   std::vector<std::shared_ptr<Subscriber>> subs_;
   std::vector<WorkItem> ready_;  // made ready this iteration
   std::priority_queue<Timer, std::vector<Timer>, std::greater<Timer>> timers_;
-  Clock::time_point next_checkpoint_;
-  Clock::time_point next_trim_;
+  SteadyTime next_checkpoint_;
+  SteadyTime next_trim_;
   uint64_t trimmed_below_;
 
   // For WaitFor: the subscribers added so far, and a signal on progress.

@@ -1,18 +1,25 @@
 #include "bus/inspect.h"
 
 #include <stdlib.h>
+#include <time.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <filesystem>
+#include <map>
 #include <sstream>
 
 #include "bus/envelope.h"
 #include "bus/recovery.h"
 #include "storage/db.h"
+#include "storage/keys.h"
 
 namespace walbus::internal {
 namespace {
+
+// Envelopes read back are decoded with this payload cap.
+constexpr size_t kMaxInspectPayloadBytes = 64u << 20;
 
 // A secondary instance keeps its own info log; it lives in a private
 // temporary directory for the duration of one inspection.
@@ -32,21 +39,316 @@ class ScratchDir {
   std::string path_;
 };
 
+// A read-only view of a database: a secondary instance and its scratch
+// directory, the instance closed before the directory is removed.
+struct SecondaryView {
+  ScratchDir scratch;
+  std::unique_ptr<storage::Db> db;  // declared last: destroyed first
+};
+
+Status OpenSecondary(const std::string& dir, SecondaryView* view) {
+  if (view->scratch.path().empty()) return Status::IOError("cannot create a temporary directory");
+  storage::OpenOptions so;
+  so.dir = dir;
+  so.mode = storage::OpenOptions::Mode::kSecondary;
+  so.secondary_dir = view->scratch.path();
+  return storage::Db::Open(so, &view->db);
+}
+
+// The length of the well-formed UTF-8 sequence at s[i] (1..4) and its code
+// point, or 0 when the bytes there are not one (overlong forms, surrogates
+// and code points above U+10FFFF included).
+size_t Utf8At(std::string_view s, size_t i, uint32_t* cp) {
+  const auto b = [&](size_t k) { return static_cast<unsigned char>(s[i + k]); };
+  const unsigned char c = b(0);
+  if (c < 0x80) {
+    *cp = c;
+    return 1;
+  }
+  size_t n = 0;
+  uint32_t v = 0, min = 0;
+  if ((c & 0xe0) == 0xc0) {
+    n = 2, v = c & 0x1f, min = 0x80;
+  } else if ((c & 0xf0) == 0xe0) {
+    n = 3, v = c & 0x0f, min = 0x800;
+  } else if ((c & 0xf8) == 0xf0) {
+    n = 4, v = c & 0x07, min = 0x10000;
+  } else {
+    return 0;
+  }
+  if (s.size() - i < n) return 0;
+  for (size_t k = 1; k < n; ++k) {
+    if ((b(k) & 0xc0) != 0x80) return 0;
+    v = (v << 6) | (b(k) & 0x3f);
+  }
+  if (v < min || v > 0x10ffff || (v >= 0xd800 && v <= 0xdfff)) return 0;
+  *cp = v;
+  return n;
+}
+
+bool IsControl(uint32_t cp) { return cp < 0x20 || (cp >= 0x7f && cp <= 0x9f); }
+
+// A JSON string literal. Invalid UTF-8 (an error message cut at its byte
+// cap, a corrupt record) becomes U+FFFD so the output stays valid JSON.
 std::string JsonString(std::string_view s) {
   std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      char buf[8];
-      snprintf(buf, sizeof(buf), "\\u%04x", c);
-      out += buf;
-    } else {
-      out += c;
+  for (size_t i = 0; i < s.size();) {
+    uint32_t cp = 0;
+    const size_t n = Utf8At(s, i, &cp);
+    if (n == 0) {
+      out += "\\ufffd";
+      ++i;
+      continue;
     }
+    switch (cp) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\r': out += "\\r"; break;
+      case '\t': out += "\\t"; break;
+      default:
+        if (cp < 0x20) {
+          char buf[8];
+          snprintf(buf, sizeof(buf), "\\u%04x", static_cast<unsigned>(cp));
+          out += buf;
+        } else {
+          out.append(s.substr(i, n));
+        }
+    }
+    i += n;
   }
   return out + "\"";
+}
+
+// Untrusted bytes made safe for a terminal line: backslash, control
+// characters and invalid UTF-8 are escaped (\\, \n, \t, \r, \xNN), the rest
+// is kept as is.
+std::string TextSafe(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  char buf[8];
+  for (size_t i = 0; i < s.size();) {
+    uint32_t cp = 0;
+    const size_t n = Utf8At(s, i, &cp);
+    if (n == 0 || IsControl(cp)) {
+      const size_t bad = n == 0 ? 1 : n;
+      for (size_t k = 0; k < bad; ++k) {
+        const unsigned char c = static_cast<unsigned char>(s[i + k]);
+        if (c == '\n') {
+          out += "\\n";
+        } else if (c == '\t') {
+          out += "\\t";
+        } else if (c == '\r') {
+          out += "\\r";
+        } else {
+          snprintf(buf, sizeof(buf), "\\x%02x", c);
+          out += buf;
+        }
+      }
+      i += bad;
+      continue;
+    }
+    if (cp == '\\') {
+      out += "\\\\";
+    } else {
+      out.append(s.substr(i, n));
+    }
+    i += n;
+  }
+  return out;
+}
+
+// Display width of TextSafe output: one column per code point.
+size_t Columns(std::string_view s) {
+  size_t n = 0;
+  for (char c : s) n += (static_cast<unsigned char>(c) & 0xc0) != 0x80;
+  return n;
+}
+
+bool IsValidTextWithoutControls(std::string_view s) {
+  for (size_t i = 0; i < s.size();) {
+    uint32_t cp = 0;
+    const size_t n = Utf8At(s, i, &cp);
+    if (n == 0 || IsControl(cp)) return false;
+    i += n;
+  }
+  return true;
+}
+
+// "application/json", in any case, with or without parameters.
+bool IsJsonContentType(std::string_view ct) {
+  ct = ct.substr(0, ct.find(';'));
+  while (!ct.empty() && (ct.back() == ' ' || ct.back() == '\t')) ct.remove_suffix(1);
+  constexpr std::string_view kJson = "application/json";
+  if (ct.size() != kJson.size()) return false;
+  for (size_t i = 0; i < ct.size(); ++i) {
+    char c = ct[i];
+    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+    if (c != kJson[i]) return false;
+  }
+  return true;
+}
+
+std::string Hex(std::string_view s, size_t max_bytes) {
+  static constexpr char kDigits[] = "0123456789abcdef";
+  const size_t n = std::min(s.size(), max_bytes);
+  std::string out;
+  out.reserve(2 * n);
+  for (size_t i = 0; i < n; ++i) {
+    const unsigned char c = static_cast<unsigned char>(s[i]);
+    out += kDigits[c >> 4];
+    out += kDigits[c & 0xf];
+  }
+  return out;
+}
+
+// "2024-05-01T12:34:56.789Z"; the bare number when out of gmtime's range.
+std::string IsoTimeMs(int64_t unix_ms) {
+  const int64_t secs = unix_ms >= 0 ? unix_ms / 1000 : -((-unix_ms + 999) / 1000);
+  const int64_t ms = unix_ms - secs * 1000;
+  const time_t t = static_cast<time_t>(secs);
+  struct tm tm {};
+  if (static_cast<int64_t>(t) != secs || gmtime_r(&t, &tm) == nullptr || tm.tm_year + 1900 > 9999 ||
+      tm.tm_year + 1900 < 0) {
+    return std::to_string(unix_ms) + " ms";
+  }
+  char buf[40];
+  snprintf(buf, sizeof(buf), "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
+           tm.tm_hour, tm.tm_min, tm.tm_sec, static_cast<int>(ms));
+  return buf;
+}
+
+std::string IsoTime(std::chrono::system_clock::time_point t) {
+  return IsoTimeMs(std::chrono::floor<std::chrono::milliseconds>(t).time_since_epoch().count());
+}
+
+// Failure times are unset (0) only in a record written by hand.
+std::string FailureTimeText(uint64_t ms) { return ms == 0 ? "-" : IsoTimeMs(static_cast<int64_t>(ms)); }
+std::string FailureTimeJson(uint64_t ms) {
+  return ms == 0 ? "null" : JsonString(IsoTimeMs(static_cast<int64_t>(ms)));
+}
+
+// Left-aligned columns; the last column is not padded. Widths are capped
+// so that one long value does not push every row off the screen.
+std::string Table(const std::vector<std::vector<std::string>>& rows) {
+  constexpr size_t kMaxWidth = 40;
+  std::vector<size_t> widths;
+  for (const auto& row : rows) {
+    if (widths.size() < row.size()) widths.resize(row.size(), 0);
+    for (size_t c = 0; c < row.size(); ++c) widths[c] = std::max(widths[c], std::min(Columns(row[c]), kMaxWidth));
+  }
+  std::string out;
+  for (const auto& row : rows) {
+    for (size_t c = 0; c < row.size(); ++c) {
+      out += row[c];
+      if (c + 1 == row.size()) break;
+      const size_t w = Columns(row[c]);
+      out.append(w < widths[c] ? widths[c] - w + 2 : 2, ' ');
+    }
+    out += '\n';
+  }
+  return out;
+}
+
+// One "label  value" line of a detail view.
+void Field(std::ostringstream& o, std::string_view label, std::string_view value) {
+  constexpr size_t kLabelWidth = 17;
+  o << label;
+  for (size_t i = label.size(); i < kLabelWidth; ++i) o << ' ';
+  o << value << "\n";
+}
+
+std::string HexSummary(std::string_view bytes) {
+  std::string out = std::to_string(bytes.size()) + " bytes, hex";
+  if (bytes.size() > kPayloadHexBytes) out += " (first " + std::to_string(kPayloadHexBytes) + ")";
+  out += ": ";
+  out += Hex(bytes, kPayloadHexBytes);
+  return out;
+}
+
+// Subscriber ids to names, from the registry.
+std::map<uint32_t, std::string> SubscriberNames(const RecoveredState& state) {
+  std::map<uint32_t, std::string> names;
+  for (const auto& [name, e] : state.subscribers) names[e.id] = name;
+  return names;
+}
+
+// The key prefix of one subscriber's entries, or the empty prefix (every
+// entry) for an empty name.
+Status SubscriberPrefix(const RecoveredState& state, const std::string& subscriber, std::string* prefix) {
+  prefix->clear();
+  if (subscriber.empty()) return Status::OK();
+  auto it = state.subscribers.find(subscriber);
+  if (it == state.subscribers.end()) return Status::InvalidArgument("no subscriber named " + subscriber);
+  storage::PutBe32(prefix, it->second.id);
+  return Status::OK();
+}
+
+DeadLetterEntry MakeDeadLetterEntry(std::string_view key, std::string_view value,
+                                    const std::map<uint32_t, std::string>& names) {
+  DeadLetterEntry e;
+  uint32_t id = 0;
+  if (!storage::ParseSubscriberSeqKey(key, &id, &e.seq)) {
+    e.subscriber = "?";
+    e.event_error = "malformed dead-letter key of " + std::to_string(key.size()) + " bytes";
+    return e;
+  }
+  auto name = names.find(id);
+  e.subscriber = name != names.end() ? name->second : "#" + std::to_string(id);
+  if (!storage::DecodeDeadLetter(value, &e.record)) {
+    e.record = storage::DeadLetterRecord{};
+    e.event_error = "malformed dead-letter record of " + std::to_string(value.size()) + " bytes";
+    return e;
+  }
+  e.record_ok = true;
+  Status s = DecodeEnvelope(e.record.envelope, kMaxInspectPayloadBytes, &e.event);
+  if (!s.ok()) {
+    e.event = Event{};
+    e.event_error = s.message();
+    return e;
+  }
+  e.event.seq = e.seq;
+  e.event_ok = true;
+  return e;
+}
+
+QuarantineEntry MakeQuarantineEntry(std::string_view key, std::string_view value) {
+  QuarantineEntry e;
+  const bool key_ok = storage::ParseQuarantineKey(key, &e.arrival);
+  if (key_ok && storage::DecodeQuarantine(value, &e.record)) {
+    e.record_ok = true;
+    return e;
+  }
+  e.record = storage::QuarantineRecord{};
+  e.record.original_bytes = value.size();
+  e.record.raw.assign(value.substr(0, storage::kMaxQuarantineRawBytes));
+  return e;
+}
+
+Status ScanDeadLetters(const std::string& dir, const std::string& subscriber, std::string_view key_suffix,
+                       size_t limit, std::vector<DeadLetterEntry>* out) {
+  SecondaryView view;
+  if (Status s = OpenSecondary(dir, &view); !s.ok()) return s;
+  RecoveredState state;
+  if (Status s = ReadRecoveredState(*view.db, &state); !s.ok()) return s;
+  std::string prefix;
+  if (Status s = SubscriberPrefix(state, subscriber, &prefix); !s.ok()) return s;
+  prefix.append(key_suffix);
+  const auto names = SubscriberNames(state);
+  return view.db->Scan(storage::Cf::kDeadLetters, prefix, limit, [&](std::string_view k, std::string_view v) {
+    out->push_back(MakeDeadLetterEntry(k, v, names));
+    return true;
+  });
+}
+
+Status ScanQuarantine(const std::string& dir, std::string_view prefix, size_t limit,
+                      std::vector<QuarantineEntry>* out) {
+  SecondaryView view;
+  if (Status s = OpenSecondary(dir, &view); !s.ok()) return s;
+  return view.db->Scan(storage::Cf::kQuarantine, prefix, limit, [&](std::string_view k, std::string_view v) {
+    out->push_back(MakeQuarantineEntry(k, v));
+    return true;
+  });
 }
 
 }  // namespace
@@ -54,14 +356,9 @@ std::string JsonString(std::string_view s) {
 Status InspectDatabase(const std::string& dir, DatabaseReport* report) {
   *report = DatabaseReport{};
   report->dir = dir;
-  ScratchDir scratch;
-  if (scratch.path().empty()) return Status::IOError("cannot create a temporary directory");
-  storage::OpenOptions so;
-  so.dir = dir;
-  so.mode = storage::OpenOptions::Mode::kSecondary;
-  so.secondary_dir = scratch.path();
-  std::unique_ptr<storage::Db> db;
-  if (Status s = storage::Db::Open(so, &db); !s.ok()) return s;
+  SecondaryView view;
+  if (Status s = OpenSecondary(dir, &view); !s.ok()) return s;
+  const storage::Db* db = view.db.get();
   RecoveredState state;
   if (Status s = ReadRecoveredState(*db, &state); !s.ok()) return s;
   report->last_seq = state.last_seq;
@@ -75,7 +372,7 @@ Status InspectDatabase(const std::string& dir, DatabaseReport* report) {
     r.lag_events = state.last_seq - e.durable.checkpoint;
     r.handled = e.durable.handled;
     r.duplicates = e.durable.duplicates;
-    r.rejected = e.durable.rejected;
+    r.rejected = e.durable.dead_lettered;
     min_checkpoint = std::min(min_checkpoint, r.checkpoint);
     report->subscribers.push_back(std::move(r));
   }
@@ -84,7 +381,7 @@ Status InspectDatabase(const std::string& dir, DatabaseReport* report) {
     Status decode;
     Status scan = db->ScanOutbox(min_checkpoint + 1, 1, [&](uint64_t, std::string_view bytes) {
       Event e;
-      decode = DecodeEnvelope(bytes, 64u << 20, &e);
+      decode = DecodeEnvelope(bytes, kMaxInspectPayloadBytes, &e);
       if (decode.ok()) {
         report->oldest_backlog_age_ms =
             std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now() - e.time).count();
@@ -129,6 +426,190 @@ std::string ReportText(const DatabaseReport& r) {
     o << "subscriber      " << s.name << ": checkpoint " << s.checkpoint << ", lag " << s.lag_events
       << ", handled " << s.handled << ", duplicates " << s.duplicates << ", rejected " << s.rejected << "\n";
   }
+  return o.str();
+}
+
+Status ListDeadLetters(const std::string& dir, const std::string& subscriber, std::vector<DeadLetterEntry>* out,
+                       size_t limit) {
+  out->clear();
+  return ScanDeadLetters(dir, subscriber, {}, limit, out);
+}
+
+Status FindDeadLetter(const std::string& dir, const std::string& subscriber, uint64_t seq, DeadLetterEntry* out,
+                      bool* found) {
+  *found = false;
+  if (subscriber.empty()) return Status::InvalidArgument("a dead letter is named by subscriber and seq");
+  std::string seq_key;
+  storage::PutBe64(&seq_key, seq);
+  std::vector<DeadLetterEntry> entries;
+  if (Status s = ScanDeadLetters(dir, subscriber, seq_key, 1, &entries); !s.ok()) return s;
+  if (entries.empty()) return Status::OK();
+  *out = std::move(entries.front());
+  *found = true;
+  return Status::OK();
+}
+
+Status ListQuarantine(const std::string& dir, std::vector<QuarantineEntry>* out, size_t limit) {
+  out->clear();
+  return ScanQuarantine(dir, {}, limit, out);
+}
+
+Status FindQuarantine(const std::string& dir, uint64_t arrival, QuarantineEntry* out, bool* found) {
+  *found = false;
+  std::vector<QuarantineEntry> entries;
+  if (Status s = ScanQuarantine(dir, storage::QuarantineKey(arrival), 1, &entries); !s.ok()) return s;
+  if (entries.empty()) return Status::OK();
+  *out = std::move(entries.front());
+  *found = true;
+  return Status::OK();
+}
+
+std::string DeadLetterTable(const std::vector<DeadLetterEntry>& entries) {
+  if (entries.empty()) return "no dead letters\n";
+  std::vector<std::vector<std::string>> rows;
+  rows.push_back({"SUBSCRIBER", "SEQ", "TYPE", "SUBJECT", "ATTEMPTS", "ERROR"});
+  for (const DeadLetterEntry& e : entries) {
+    std::vector<std::string> row{TextSafe(e.subscriber), std::to_string(e.seq)};
+    if (!e.record_ok) {
+      row.insert(row.end(), {"-", "-", "-", TextSafe(e.event_error)});
+    } else if (!e.event_ok) {
+      row.insert(row.end(), {"?", "?", std::to_string(e.record.attempts),
+                             TextSafe(e.record.error) + " (event unreadable: " + TextSafe(e.event_error) + ")"});
+    } else {
+      row.insert(row.end(), {TextSafe(e.event.type), TextSafe(e.event.subject), std::to_string(e.record.attempts),
+                             TextSafe(e.record.error)});
+    }
+    rows.push_back(std::move(row));
+  }
+  return Table(rows);
+}
+
+std::string DeadLetterText(const DeadLetterEntry& e) {
+  std::ostringstream o;
+  Field(o, "subscriber", TextSafe(e.subscriber));
+  Field(o, "seq", std::to_string(e.seq));
+  if (!e.record_ok) {
+    Field(o, "record", "unreadable: " + TextSafe(e.event_error));
+    return o.str();
+  }
+  if (e.event_ok) {
+    const Event& ev = e.event;
+    Field(o, "event id", ev.id.ToString());
+    Field(o, "type", TextSafe(ev.type));
+    Field(o, "source", TextSafe(ev.source));
+    Field(o, "subject", TextSafe(ev.subject));
+    Field(o, "subject version", std::to_string(ev.subject_version));
+    Field(o, "time", IsoTime(ev.time));
+    if (!ev.content_type.empty()) Field(o, "content type", TextSafe(ev.content_type));
+    if (ev.correlation_id) Field(o, "correlation id", ev.correlation_id->ToString());
+    if (ev.causation_id) Field(o, "causation id", ev.causation_id->ToString());
+    if (!ev.traceparent.empty()) Field(o, "traceparent", TextSafe(ev.traceparent));
+  } else {
+    Field(o, "event", "unreadable: " + TextSafe(e.event_error));
+  }
+  Field(o, "attempts", std::to_string(e.record.attempts));
+  Field(o, "first failure", FailureTimeText(e.record.first_failure_ms));
+  Field(o, "last failure", FailureTimeText(e.record.last_failure_ms));
+  Field(o, "handler version", e.record.handler_version.empty() ? "-" : TextSafe(e.record.handler_version));
+  Field(o, "error", TextSafe(e.record.error));
+  if (!e.event_ok) {
+    Field(o, "envelope", HexSummary(e.record.envelope));
+  } else if (IsJsonContentType(e.event.content_type) && IsValidTextWithoutControls(e.event.data)) {
+    Field(o, "payload", std::to_string(e.event.data.size()) + " bytes, JSON: " + e.event.data);
+  } else {
+    Field(o, "payload", HexSummary(e.event.data));
+  }
+  return o.str();
+}
+
+std::string DeadLetterJson(const DeadLetterEntry& e) {
+  std::ostringstream o;
+  o << "{\"subscriber\":" << JsonString(e.subscriber) << ",\"seq\":" << e.seq
+    << ",\"record_ok\":" << (e.record_ok ? "true" : "false");
+  if (e.record_ok) {
+    o << ",\"attempts\":" << e.record.attempts << ",\"first_failure\":" << FailureTimeJson(e.record.first_failure_ms)
+      << ",\"last_failure\":" << FailureTimeJson(e.record.last_failure_ms)
+      << ",\"handler_version\":" << JsonString(e.record.handler_version) << ",\"error\":" << JsonString(e.record.error);
+  }
+  o << ",\"event_ok\":" << (e.event_ok ? "true" : "false");
+  if (!e.event_ok) {
+    o << ",\"event_error\":" << JsonString(e.event_error);
+    if (e.record_ok) {
+      o << ",\"envelope_size\":" << e.record.envelope.size() << ",\"envelope_hex\":"
+        << JsonString(Hex(e.record.envelope, kPayloadHexBytes))
+        << ",\"envelope_truncated\":" << (e.record.envelope.size() > kPayloadHexBytes ? "true" : "false");
+    }
+    o << "}";
+    return o.str();
+  }
+  const Event& ev = e.event;
+  const auto optional_id = [](const std::optional<EventId>& id) {
+    return id ? JsonString(id->ToString()) : std::string("null");
+  };
+  o << ",\"id\":" << JsonString(ev.id.ToString()) << ",\"type\":" << JsonString(ev.type)
+    << ",\"source\":" << JsonString(ev.source) << ",\"subject\":" << JsonString(ev.subject)
+    << ",\"subject_version\":" << ev.subject_version << ",\"time\":" << JsonString(IsoTime(ev.time))
+    << ",\"content_type\":" << JsonString(ev.content_type) << ",\"correlation_id\":" << optional_id(ev.correlation_id)
+    << ",\"causation_id\":" << optional_id(ev.causation_id) << ",\"traceparent\":" << JsonString(ev.traceparent)
+    << ",\"payload_size\":" << ev.data.size();
+  if (IsJsonContentType(ev.content_type) && IsValidTextWithoutControls(ev.data)) {
+    o << ",\"payload_json\":" << JsonString(ev.data);
+  } else {
+    o << ",\"payload_hex\":" << JsonString(Hex(ev.data, kPayloadHexBytes))
+      << ",\"payload_truncated\":" << (ev.data.size() > kPayloadHexBytes ? "true" : "false");
+  }
+  o << "}";
+  return o.str();
+}
+
+std::string QuarantineTable(const std::vector<QuarantineEntry>& entries) {
+  if (entries.empty()) return "nothing in quarantine\n";
+  std::vector<std::vector<std::string>> rows;
+  rows.push_back({"ARRIVAL", "TIME", "SOURCE", "SIZE", "REASON"});
+  for (const QuarantineEntry& e : entries) {
+    if (e.record_ok) {
+      rows.push_back({std::to_string(e.arrival), IsoTimeMs(static_cast<int64_t>(e.record.arrived_ms)),
+                      TextSafe(e.record.source), std::to_string(e.record.original_bytes), TextSafe(e.record.reason)});
+    } else {
+      rows.push_back({std::to_string(e.arrival), "-", "-", "-",
+                      "unreadable: malformed quarantine record of " + std::to_string(e.record.original_bytes) +
+                          " bytes"});
+    }
+  }
+  return Table(rows);
+}
+
+std::string QuarantineText(const QuarantineEntry& e) {
+  std::ostringstream o;
+  Field(o, "arrival", std::to_string(e.arrival));
+  if (!e.record_ok) {
+    Field(o, "record", "unreadable: malformed quarantine record");
+    Field(o, "stored value", HexSummary(e.record.raw));
+    return o.str();
+  }
+  Field(o, "time", IsoTimeMs(static_cast<int64_t>(e.record.arrived_ms)));
+  Field(o, "source", TextSafe(e.record.source));
+  Field(o, "reason", TextSafe(e.record.reason));
+  Field(o, "original size", std::to_string(e.record.original_bytes) + " bytes");
+  Field(o, "raw", HexSummary(e.record.raw));
+  return o.str();
+}
+
+std::string QuarantineJson(const QuarantineEntry& e) {
+  std::ostringstream o;
+  o << "{\"arrival\":" << e.arrival << ",\"record_ok\":" << (e.record_ok ? "true" : "false");
+  if (e.record_ok) {
+    o << ",\"time\":" << JsonString(IsoTimeMs(static_cast<int64_t>(e.record.arrived_ms)))
+      << ",\"source\":" << JsonString(e.record.source) << ",\"reason\":" << JsonString(e.record.reason)
+      << ",\"original_size\":" << e.record.original_bytes << ",\"raw_size\":" << e.record.raw.size()
+      << ",\"raw_hex\":" << JsonString(Hex(e.record.raw, kPayloadHexBytes))
+      << ",\"raw_truncated\":" << (e.record.raw.size() > kPayloadHexBytes ? "true" : "false");
+  } else {
+    o << ",\"value_size\":" << e.record.original_bytes << ",\"value_hex\":"
+      << JsonString(Hex(e.record.raw, kPayloadHexBytes))
+      << ",\"value_truncated\":" << (e.record.raw.size() > kPayloadHexBytes ? "true" : "false");
+  }
+  o << "}";
   return o.str();
 }
 

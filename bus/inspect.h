@@ -1,6 +1,12 @@
-// Inspect: a read-only report on a walbus database, from a stopped
+// Inspect: read-only reports on a walbus database, from a stopped
 // database or one a running process holds (through a RocksDB secondary
-// instance, which never takes the lock and never writes).
+// instance, which never takes the lock and never writes): the progress
+// report behind `walbus stats` and the operator's views of the dead-letter
+// and quarantine stores.
+//
+// Everything read here is treated as untrusted: records and envelopes are
+// verified, and a malformed one is reported as such instead of failing the
+// whole listing.
 #ifndef WALBUS_BUS_INSPECT_H_
 #define WALBUS_BUS_INSPECT_H_
 
@@ -9,6 +15,8 @@
 #include <string>
 #include <vector>
 
+#include "storage/records.h"
+#include "walbus/event.h"
 #include "walbus/status.h"
 
 namespace walbus::internal {
@@ -41,6 +49,68 @@ Status InspectDatabase(const std::string& dir, DatabaseReport* report);
 // The report as one JSON object, or as aligned human-readable lines.
 std::string ReportJson(const DatabaseReport& report);
 std::string ReportText(const DatabaseReport& report);
+
+// One entry of the dead-letter store.
+struct DeadLetterEntry {
+  // The subscriber's name; "#<id>" when no registered subscriber has the
+  // id, "?" when the key itself is malformed.
+  std::string subscriber;
+  uint64_t seq = 0;
+  // False when the stored value is not a dead-letter record; `record` is
+  // then empty and event_error says so.
+  bool record_ok = false;
+  storage::DeadLetterRecord record;
+  // The original event, decoded from record.envelope and verified.
+  Event event;
+  bool event_ok = false;
+  std::string event_error;  // why the record or its event is unreadable
+};
+
+// Dead letters in (subscriber id, seq) order, at most `limit`: every
+// subscriber's when `subscriber` is empty, else the named one's
+// (InvalidArgument "no subscriber named X" when it is not registered).
+Status ListDeadLetters(const std::string& dir, const std::string& subscriber,
+                       std::vector<DeadLetterEntry>* out, size_t limit);
+// The dead letter of `subscriber` at `seq`; *found is false when there is
+// none. An unknown subscriber is InvalidArgument, as above.
+Status FindDeadLetter(const std::string& dir, const std::string& subscriber, uint64_t seq,
+                      DeadLetterEntry* out, bool* found);
+
+// One entry of the quarantine store.
+struct QuarantineEntry {
+  uint64_t arrival = 0;
+  // When the stored value is malformed (record_ok false), record.raw holds
+  // that value (capped) and record.original_bytes its size.
+  storage::QuarantineRecord record;
+  bool record_ok = false;
+};
+
+// Quarantined input in arrival order, at most `limit`.
+Status ListQuarantine(const std::string& dir, std::vector<QuarantineEntry>* out, size_t limit);
+// The quarantined input of `arrival`; *found is false when there is none.
+Status FindQuarantine(const std::string& dir, uint64_t arrival, QuarantineEntry* out, bool* found);
+
+// Renderers. Text output escapes control characters, backslashes and
+// invalid UTF-8 (a subject or an error can hold anything), so one value
+// never spans lines. JSON renderers return one object without a trailing
+// newline (one line of JSON Lines).
+//
+// A payload is shown as text when the event's content type is
+// application/json and the bytes are valid UTF-8 without control
+// characters; otherwise as hex of its first kPayloadHexBytes bytes, with
+// the total size.
+inline constexpr size_t kPayloadHexBytes = 256;
+// A header and one aligned row per entry: subscriber, seq, type, subject,
+// attempts, error.
+std::string DeadLetterTable(const std::vector<DeadLetterEntry>& entries);
+// Every field of one entry, one per line.
+std::string DeadLetterText(const DeadLetterEntry& entry);
+std::string DeadLetterJson(const DeadLetterEntry& entry);
+// A header and one aligned row per entry: arrival, time, source, size,
+// reason.
+std::string QuarantineTable(const std::vector<QuarantineEntry>& entries);
+std::string QuarantineText(const QuarantineEntry& entry);
+std::string QuarantineJson(const QuarantineEntry& entry);
 
 }  // namespace walbus::internal
 

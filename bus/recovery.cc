@@ -36,7 +36,12 @@ Status ReadProgress(const storage::Db& db, uint32_t id, DurableCounters* d) {
                       storage::CheckpointKey(id, storage::CheckpointField::kWatermark), 0, &d->checkpoint);
   if (s.ok()) s = ReadCounter(db, id, storage::CheckpointField::kHandled, &d->handled);
   if (s.ok()) s = ReadCounter(db, id, storage::CheckpointField::kDuplicates, &d->duplicates);
-  if (s.ok()) s = ReadCounter(db, id, storage::CheckpointField::kRejected, &d->rejected);
+  if (s.ok()) {
+    s = ReadBe64(db, db.cf(storage::Cf::kCheckpoints), storage::CheckpointKey(id, storage::CheckpointField::kHorizon),
+                 0, &d->horizon);
+  }
+  if (s.ok()) s = ReadCounter(db, id, storage::CheckpointField::kDeadLettered, &d->dead_lettered);
+  if (s.ok()) s = ReadCounter(db, id, storage::CheckpointField::kStaleSkipped, &d->stale_skipped);
   return s;
 }
 

@@ -114,7 +114,7 @@ Result<EventId> WriteScope::Publish(const EventSpec& spec) {
   event->source = spec.source.empty() ? options.source : spec.source;
   event->subject = spec.subject;
   event->subject_version = spec.subject_version;
-  event->time = std::chrono::system_clock::now();
+  event->time = options.clock->WallNow();
   event->content_type = spec.content_type;
   event->data = spec.data;
   event->traceparent = spec.traceparent;

@@ -23,21 +23,25 @@ namespace walbus::internal {
 // front one is the only one that may be running (per-key order).
 struct KeyQueue {
   std::deque<std::shared_ptr<const Event>> events;
-  bool head_busy = false;    // running, or waiting for a retry timer
-  uint32_t attempts = 0;     // failed attempts of the front event
-  bool check_inbox = false;  // the front event may have committed already
+  bool head_busy = false;          // running, or waiting for a retry timer
+  uint32_t attempts = 0;           // handler runs of the front event so far
+  uint32_t conflict_reruns = 0;    // consecutive effect conflicts of the front event
+  uint64_t first_failure_ms = 0;   // of the front event; 0 before any failure
+  bool check_stored = false;       // the front event may have an inbox or retry record
 };
 
 struct DurableCounters {
   uint64_t checkpoint = 0;
+  uint64_t horizon = 0;  // no seq above it had been handed to a handler
   uint64_t handled = 0;
   uint64_t duplicates = 0;
-  uint64_t rejected = 0;
+  uint64_t dead_lettered = 0;
+  uint64_t stale_skipped = 0;
 };
 
-// Threading: the identity fields are immutable; `progress`, `keys` and the
-// durable_* fields belong to the dispatcher thread; the atomics are for
-// readers on any thread.
+// Threading: the identity fields are immutable; `progress`, `keys`,
+// `parked` and the durable_* fields belong to the dispatcher thread; the
+// atomics are for readers on any thread.
 struct Subscriber {
   Subscriber(SubscriberOptions opts, uint32_t subscriber_id, const DurableCounters& durable)
       : name(std::move(opts.name)),
@@ -45,32 +49,53 @@ struct Subscriber {
         types(std::move(opts.types)),
         handler(std::move(opts.handler)),
         retry(opts.retry),
+        on_poison(opts.on_poison),
+        classify_exception(std::move(opts.classify_exception)),
+        skip_stale(opts.skip_stale),
+        handler_version(std::move(opts.handler_version)),
+        recovered_checkpoint(durable.checkpoint),
+        recovered_horizon(std::max(durable.horizon, durable.checkpoint)),
         progress(durable.checkpoint),
         durable_checkpoint(durable.checkpoint),
+        durable_horizon(recovered_horizon),
         watermark(durable.checkpoint),
         handled(durable.handled),
         duplicates(durable.duplicates),
-        rejected(durable.rejected) {}
+        dead_lettered(durable.dead_lettered),
+        stale_skipped(durable.stale_skipped) {}
 
   bool Matches(std::string_view type) const {
     return types.empty() || std::find(types.begin(), types.end(), type) != types.end();
   }
+  // May `seq` have been running when the process last stopped? Then this
+  // run counts as an attempt before it starts (crash-loop protection).
+  bool MayHaveBeenRunning(uint64_t seq) const { return seq > recovered_checkpoint && seq <= recovered_horizon; }
 
   const std::string name;
   const uint32_t id;
   const std::vector<std::string> types;
   const Handler handler;
   const RetryPolicy retry;
+  const PoisonPolicy on_poison;
+  const std::function<FailureClass(const std::exception_ptr&)> classify_exception;
+  const bool skip_stale;
+  const std::string handler_version;
+  const uint64_t recovered_checkpoint;
+  const uint64_t recovered_horizon;
 
   Progress progress;
   std::unordered_map<std::string, KeyQueue> keys;
+  // Subjects held by a dead letter (kParkKey): subject -> its seq.
+  std::unordered_map<std::string, uint64_t> parked;
   uint64_t durable_checkpoint;
+  uint64_t durable_horizon;
   uint64_t duplicates_to_persist = 0;
 
   std::atomic<uint64_t> watermark;
   std::atomic<uint64_t> handled;
   std::atomic<uint64_t> duplicates;
-  std::atomic<uint64_t> rejected;
+  std::atomic<uint64_t> dead_lettered;
+  std::atomic<uint64_t> stale_skipped;
   std::atomic<uint64_t> retries{0};
   std::atomic<uint64_t> in_flight{0};
 };

@@ -283,6 +283,22 @@ Status Db::LastOutboxSeq(uint64_t* seq) const {
   return FromRocks(it->status(), "read last outbox entry");
 }
 
+Status Db::Scan(Cf which, std::string_view prefix, size_t limit,
+                const std::function<bool(std::string_view, std::string_view)>& visit) const {
+  rocksdb::Slice lower = ToSlice(prefix);
+  rocksdb::ReadOptions ro;
+  ro.iterate_lower_bound = &lower;
+  ro.fill_cache = false;
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(ro, cf(which)));
+  size_t n = 0;
+  for (it->Seek(lower); it->Valid() && n < limit && it->key().starts_with(lower); it->Next(), ++n) {
+    rocksdb::Slice k = it->key();
+    rocksdb::Slice v = it->value();
+    if (!visit(std::string_view(k.data(), k.size()), std::string_view(v.data(), v.size()))) break;
+  }
+  return FromRocks(it->status(), std::string("scan ") + CfName(which));
+}
+
 Status Db::ScanMeta(std::string_view prefix,
                     const std::function<void(std::string_view, std::string_view)>& visit) const {
   std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions(), cf(Cf::kMeta)));

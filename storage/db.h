@@ -99,6 +99,11 @@ class Db {
                     const std::function<bool(uint64_t seq, std::string_view envelope)>& visit) const;
   // The highest outbox seq, or 0 when the outbox is empty.
   Status LastOutboxSeq(uint64_t* seq) const;
+  // Visits the entries of a walbus column family whose keys start with
+  // `prefix` (every entry when it is empty), in key order, at most `limit`,
+  // stopping early when visit returns false.
+  Status Scan(Cf cf, std::string_view prefix, size_t limit,
+              const std::function<bool(std::string_view key, std::string_view value)>& visit) const;
   // Subscriber registry records: visit(name, value) for every "sub/" key.
   Status ScanMeta(std::string_view prefix,
                   const std::function<void(std::string_view key, std::string_view value)>& visit) const;

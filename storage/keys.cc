@@ -65,19 +65,12 @@ std::string VersionKey(uint32_t cf_id, std::string_view key) {
   return k;
 }
 
-std::string CheckpointKey(uint32_t subscriber_id, CheckpointField field) {
+std::string CheckpointKey(uint32_t subscriber_id, CheckpointField field, std::string_view subject) {
   std::string k;
-  k.reserve(5);
+  k.reserve(5 + subject.size());
   PutBe32(&k, subscriber_id);
   k.push_back(static_cast<char>(field));
-  return k;
-}
-
-std::string DeadLetterKey(uint32_t subscriber_id, uint64_t seq) {
-  std::string k;
-  k.reserve(12);
-  PutBe32(&k, subscriber_id);
-  PutBe64(&k, seq);
+  k.append(subject);
   return k;
 }
 

@@ -32,17 +32,20 @@ std::string InboxValue(uint64_t seq, uint64_t handled_unix_ms);
 // versions: be32(column family id) + user key -> be64(version).
 std::string VersionKey(uint32_t cf_id, std::string_view key);
 
-// checkpoints: be32(subscriber id) + one field byte.
+// checkpoints: be32(subscriber id) + one field byte (+ a subject for the
+// per-subject fields).
 enum class CheckpointField : uint8_t {
-  kWatermark = 'w',   // be64: every seq <= it is completed.
-  kHandled = 'h',     // uint64 counter, merged (little-endian add).
-  kDuplicates = 'd',  // uint64 counter, merged.
-  kRejected = 'r',    // uint64 counter, merged.
+  kWatermark = 'w',     // be64: every seq <= it is completed.
+  kHorizon = 'z',       // be64: no seq above it was handed to a handler yet.
+  kHandled = 'h',       // uint64 counter, merged (little-endian add).
+  kDuplicates = 'd',    // uint64 counter, merged.
+  kDeadLettered = 'r',  // uint64 counter, merged.
+  kStaleSkipped = 's',  // uint64 counter, merged.
+  kAppliedVersion = 'v',  // + subject -> be64: newest subject_version applied.
+  kParked = 'p',        // + subject -> be64: seq of the dead letter holding it.
 };
-std::string CheckpointKey(uint32_t subscriber_id, CheckpointField field);
+std::string CheckpointKey(uint32_t subscriber_id, CheckpointField field, std::string_view subject = {});
 
-// dead_letters: be32(subscriber id) + be64(seq).
-std::string DeadLetterKey(uint32_t subscriber_id, uint64_t seq);
 
 // meta: fixed names.
 inline constexpr std::string_view kMetaFormatVersion = "format_version";  // be32

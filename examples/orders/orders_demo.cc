@@ -496,10 +496,10 @@ int main(int argc, char** argv) {
   }
   const Totals t = *totals_or;
   uint64_t duplicates = 0;
-  uint64_t rejected = 0;
+  uint64_t dead_letters = 0;
   for (const walbus::SubscriberStats& s : bus->Stats().subscribers) {
     duplicates += s.duplicates;
-    rejected += s.rejected;
+    dead_letters += s.dead_lettered;
   }
   if (walbus::Status s = bus->Close(); !s.ok()) {
     std::fprintf(stderr, "orders_demo: close: %s\n", s.ToString().c_str());
@@ -512,9 +512,9 @@ int main(int argc, char** argv) {
   const bool doubles_ok = t.doubles == 0;
   const bool count_ok = t.report_count == t.orders;
   const bool total_ok = t.report_total == t.orders_sum;
-  const bool rejected_ok = rejected == 0;
+  const bool dead_letters_ok = dead_letters == 0;
   const bool all_ok =
-      p1.ok && orders_ok && invoices_ok && doubles_ok && count_ok && total_ok && rejected_ok;
+      p1.ok && orders_ok && invoices_ok && doubles_ok && count_ok && total_ok && dead_letters_ok;
 
   std::printf("\nreport\n");
   std::printf("  orders approved     %8llu of %llu  %s\n", static_cast<unsigned long long>(t.orders),
@@ -529,8 +529,8 @@ int main(int argc, char** argv) {
   std::printf("  report total        %8llu, orders %llu  %s\n",
               static_cast<unsigned long long>(t.report_total),
               static_cast<unsigned long long>(t.orders_sum), Mark(total_ok));
-  std::printf("  dead letters        %8llu (must be 0)  %s\n", static_cast<unsigned long long>(rejected),
-              Mark(rejected_ok));
+  std::printf("  dead letters        %8llu (must be 0)  %s\n", static_cast<unsigned long long>(dead_letters),
+              Mark(dead_letters_ok));
   std::printf("  duplicates skipped  %8llu (redeliveries after the kill, recognised by the inbox)\n",
               static_cast<unsigned long long>(duplicates));
   std::printf("  child killed at     %8.0f ms, after %.0f ms of approving  %s\n", p1.kill_ms,

@@ -28,6 +28,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <exception>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -164,14 +165,44 @@ class Outcome {
 };
 
 // Runs on a worker thread, never concurrently for one subscriber and one
-// subject. A handler that throws is treated as RetryAfter with backoff.
+// subject. A handler that throws has failed transiently (retried per its
+// RetryPolicy) unless its SubscriberOptions::classify_exception says the
+// failure is permanent.
 using Handler = std::function<Outcome(const Event&, HandlerContext&)>;
 
-// Backoff for handlers that throw or ask to retry without a delay:
-// base * 2^(attempt-1), capped, with full jitter.
+enum class FailureClass : uint8_t {
+  kTransient,  // retried with backoff until the budget runs out
+  kPermanent,  // dead-lettered at once
+};
+
+// Retries of one event by one subscriber. The attempt count is stored in
+// the database: it survives restarts, and an event that was being handled
+// when the process died counts that run as an attempt, so a handler that
+// crashes the process on an event is not run on it forever.
 struct RetryPolicy {
+  // Handler runs of one event before it is dead-lettered. REQUIRES: >= 1.
+  uint32_t max_attempts = 8;
+  // Delay before attempt n+1: uniform in [1 ms, min(cap, base * 2^(n-1))]
+  // ("full jitter"). RetryAfter(d) from the handler overrides it.
   std::chrono::milliseconds base{10};
-  std::chrono::milliseconds cap{5000};
+  std::chrono::milliseconds cap{30000};
+  // Dead-letter once this long has passed since the first failure, even
+  // with attempts left. Zero: no age limit.
+  std::chrono::milliseconds max_age{0};
+  // A handler whose effects hit an ExpectVersion conflict is rerun at once;
+  // after this many reruns in a row the conflict counts as a failed attempt.
+  uint32_t max_conflict_reruns = 64;
+};
+
+// What happens to a subject's later events once one of its events is
+// dead-lettered.
+enum class PoisonPolicy : uint8_t {
+  // The next event of the subject proceeds (default).
+  kDeadLetterAndContinue,
+  // Later events of the subject are held back (stored with the dead
+  // letters, in order) until the dead letter is redriven or skipped: for
+  // handlers whose state must not skip a step.
+  kParkKey,
 };
 
 struct SubscriberOptions {
@@ -182,6 +213,16 @@ struct SubscriberOptions {
   std::vector<std::string> types;
   Handler handler;
   RetryPolicy retry;
+  PoisonPolicy on_poison = PoisonPolicy::kDeadLetterAndContinue;
+  // Classifies what the handler threw; absent: every exception is
+  // transient. Called on the worker thread; must not throw.
+  std::function<FailureClass(const std::exception_ptr&)> classify_exception;
+  // Skip (and count) an event whose subject_version is not above the newest
+  // version this subscriber already applied for its subject. The newest
+  // applied version commits with the handler's effects.
+  bool skip_stale = false;
+  // Recorded with dead letters, so an operator knows which code gave up.
+  std::string handler_version = "1";
 };
 
 // Progress of one subscriber, as held by this process.
@@ -191,7 +232,8 @@ struct SubscriberStats {
   uint64_t handled = 0;     // Events whose effects committed (durable count).
   uint64_t duplicates = 0;  // Redeliveries the inbox recognised and skipped.
   uint64_t retries = 0;     // Handler attempts that asked to retry or threw.
-  uint64_t rejected = 0;    // Events sent to the dead-letter store.
+  uint64_t dead_lettered = 0;  // Events sent to the dead-letter store.
+  uint64_t stale_skipped = 0;  // Events skipped by skip_stale.
   uint64_t in_flight = 0;   // Events fetched into memory, not yet completed.
 };
 

@@ -8,8 +8,11 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
+
+#include "walbus/clock.h"
 
 namespace walbus {
 
@@ -76,6 +79,10 @@ struct Options {
   // Default 10000 events, 2 s.
   uint64_t trim_every_events = 10000;
   std::chrono::milliseconds trim_interval{2000};
+
+  // Where time comes from; null means Clock::System(). Tests inject a
+  // clock they move by hand to run backoff and ages in milliseconds.
+  std::shared_ptr<const Clock> clock;
 
   // How often subscriber checkpoints are written when they moved.
   // A larger value writes less and redelivers more after a crash (the inbox

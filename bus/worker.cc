@@ -1,0 +1,326 @@
+// The worker side of the Dispatcher: runs handlers, classifies their
+// outcomes, and commits completions, retry records and dead letters.
+#include <spdlog/spdlog.h>
+
+#include <cassert>
+#include <random>
+
+#include "bus/dispatcher.h"
+#include "bus/envelope.h"
+#include "bus/fault_point.h"
+#include "bus/scope.h"
+#include "storage/keys.h"
+#include "storage/records.h"
+
+namespace walbus::internal {
+namespace {
+
+constexpr size_t kWorkerBulk = 64;  // events one worker runs per commit
+constexpr auto kIdleWait = std::chrono::milliseconds(50);
+
+std::string_view IdBytes(const EventId& id) {
+  return std::string_view(reinterpret_cast<const char*>(id.bytes.data()), id.bytes.size());
+}
+
+std::string ExceptionText(const std::exception_ptr& e) {
+  try {
+    std::rethrow_exception(e);
+  } catch (const std::exception& ex) {
+    return std::string("exception: ") + ex.what();
+  } catch (...) {
+    return "exception of a type not derived from std::exception";
+  }
+}
+
+void PutOp(ScopeRep* scope, storage::CfHandle* cf, std::string key, std::string value) {
+  scope->AddOp(Op{Op::Kind::kPut, cf, std::move(key), std::move(value)});
+}
+
+}  // namespace
+
+void Dispatcher::WorkerLoop() {
+  std::vector<WorkItem> items(kWorkerBulk);
+  while (true) {
+    size_t n = work_.wait_dequeue_bulk_timed(items.begin(), kWorkerBulk,
+                                             std::chrono::duration_cast<std::chrono::microseconds>(kIdleWait));
+    if (stopping_workers_.load()) break;  // queued work is redelivered on the next open
+    if (n > 0) RunBatch(items, n);
+  }
+}
+
+uint64_t Dispatcher::WallMillis() const {
+  return static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::milliseconds>(config_.clock->WallNow().time_since_epoch()).count());
+}
+
+std::chrono::milliseconds Dispatcher::Backoff(const Subscriber& sub, uint32_t attempt) const {
+  thread_local std::mt19937_64 rng{std::random_device{}()};
+  const int64_t base = std::max<int64_t>(1, sub.retry.base.count());
+  const int64_t cap = std::max<int64_t>(base, sub.retry.cap.count());
+  const uint32_t shift = std::min<uint32_t>(attempt > 0 ? attempt - 1 : 0, 30);
+  const int64_t ceiling = std::min<int64_t>(cap, base << shift);
+  // Full jitter, with a floor of 1 ms so that a failing key never spins.
+  return std::chrono::milliseconds(std::uniform_int_distribution<int64_t>(1, ceiling)(rng));
+}
+
+void Dispatcher::AddDeadLetter(ScopeRep* scope, const WorkItem& item, uint32_t attempts,
+                               uint64_t first_failure_ms, std::string_view error) {
+  const Subscriber& sub = *item.sub;
+  const Event& event = *item.event;
+  const uint64_t now = WallMillis();
+  storage::DeadLetterRecord record;
+  record.attempts = attempts;
+  record.first_failure_ms = first_failure_ms != 0 ? first_failure_ms : now;
+  record.last_failure_ms = now;
+  record.error = std::string(error.substr(0, storage::kMaxErrorBytes));
+  record.handler_version = sub.handler_version;
+  record.envelope = EncodeEnvelope(event);
+  const std::string key = storage::SubscriberSeqKey(sub.id, event.seq);
+  PutOp(scope, db_->cf(storage::Cf::kDeadLetters), key, storage::EncodeDeadLetter(record));
+  scope->AddOp(Op{Op::Kind::kDelete, db_->cf(storage::Cf::kRetries), key, {}});
+  // The inbox record makes a redelivery after a crash skip it too.
+  PutOp(scope, db_->cf(storage::Cf::kInbox), storage::InboxKey(sub.id, IdBytes(event.id)),
+        storage::InboxValue(event.seq, now));
+  scope->AddOp(Op{Op::Kind::kAddCounter, db_->cf(storage::Cf::kCheckpoints),
+                  storage::CheckpointKey(sub.id, storage::CheckpointField::kDeadLettered), {}, 1});
+  if (sub.on_poison == PoisonPolicy::kParkKey && item.parked_behind == 0) {
+    std::string seq;
+    storage::PutBe64(&seq, event.seq);
+    PutOp(scope, db_->cf(storage::Cf::kCheckpoints),
+          storage::CheckpointKey(sub.id, storage::CheckpointField::kParked, event.subject), seq);
+  }
+}
+
+bool Dispatcher::PrepareItem(WorkItem& item, std::deque<Run>* runs, std::vector<Message>* replies,
+                             ScopeRep* pre_run) {
+  Subscriber& sub = *item.sub;
+  const Event& event = *item.event;
+  auto retry_later = [&](const Status& s) {
+    spdlog::warn("walbus: {} seq={}: reading stored state failed: {}", sub.name, event.seq, s.ToString());
+    replies->push_back(Message{Message::Kind::kRetry, &sub, item.event, Backoff(sub, item.attempt),
+                               item.attempt - 1, item.first_failure_ms, true, nullptr});
+    return false;
+  };
+  const std::string seq_key = storage::SubscriberSeqKey(sub.id, event.seq);
+  if (item.check_stored) {
+    std::string value;
+    bool found = false;
+    Status s = db_->Get(db_->cf(storage::Cf::kInbox), storage::InboxKey(sub.id, IdBytes(event.id)), &value, &found);
+    if (!s.ok()) return retry_later(s);
+    if (found) {
+      replies->push_back(Message{Message::Kind::kDuplicate, &sub, item.event});
+      return false;
+    }
+    s = db_->Get(db_->cf(storage::Cf::kRetries), seq_key, &value, &found);
+    if (!s.ok()) return retry_later(s);
+    storage::RetryRecord stored;
+    if (found && storage::DecodeRetry(value, &stored)) {
+      item.attempt = std::max(item.attempt, stored.attempts + 1);
+      if (item.first_failure_ms == 0) item.first_failure_ms = stored.first_failure_ms;
+    }
+  }
+  if (item.parked_behind != 0 || (item.check_stored && sub.MayHaveBeenRunning(event.seq))) {
+    const bool parked = item.parked_behind != 0;
+    const bool spent = item.attempt > sub.retry.max_attempts;
+    if (parked || spent) {
+      Run& run = runs->emplace_back();
+      run.item = &item;
+      run.request.scope = nullptr;  // set by the caller once the scope exists
+      run.on_success = Message::Kind::kDeadLettered;
+      run.error = parked ? "held behind the dead letter at seq " + std::to_string(item.parked_behind) +
+                               " (PoisonPolicy::kParkKey)"
+                         : "gave up after " + std::to_string(item.attempt - 1) +
+                               " attempts; the process stopped while handling it";
+      return false;
+    }
+    // This run counts before it starts: if it takes the process down, the
+    // next one sees the attempt.
+    storage::RetryRecord record;
+    record.attempts = item.attempt;
+    record.first_failure_ms = item.first_failure_ms != 0 ? item.first_failure_ms : WallMillis();
+    record.last_failure_ms = WallMillis();
+    record.last_error = "the process stopped while handling it";
+    item.first_failure_ms = record.first_failure_ms;
+    PutOp(pre_run, db_->cf(storage::Cf::kRetries), seq_key, storage::EncodeRetry(record));
+  }
+  return true;
+}
+
+void Dispatcher::FailAttempt(Run& run, std::string error, std::chrono::milliseconds delay, bool permanent) {
+  WorkItem& item = *run.item;
+  const Subscriber& sub = *item.sub;
+  const uint64_t now = WallMillis();
+  if (item.first_failure_ms == 0) item.first_failure_ms = now;
+  ScopeRep* scope = run.request.scope;
+  *scope = ScopeRep(bus_);  // the attempt's own writes are dropped
+  const bool too_old = sub.retry.max_age.count() > 0 &&
+                       now - item.first_failure_ms >= static_cast<uint64_t>(sub.retry.max_age.count());
+  if (permanent || item.attempt >= sub.retry.max_attempts || too_old) {
+    if (too_old && !permanent) error += " (retry budget: max_age reached)";
+    AddDeadLetter(scope, item, item.attempt, item.first_failure_ms, error);
+    run.on_success = Message::Kind::kDeadLettered;
+    return;
+  }
+  storage::RetryRecord record;
+  record.attempts = item.attempt;
+  record.first_failure_ms = item.first_failure_ms;
+  record.last_failure_ms = now;
+  record.last_error = error;
+  PutOp(scope, db_->cf(storage::Cf::kRetries), storage::SubscriberSeqKey(sub.id, item.event->seq),
+        storage::EncodeRetry(record));
+  run.on_success = Message::Kind::kRetry;
+  run.error = std::move(error);
+  run.delay = delay.count() > 0 ? delay : Backoff(sub, item.attempt);
+}
+
+void Dispatcher::RunHandler(Run& run) {
+  WorkItem& item = *run.item;
+  Subscriber& sub = *item.sub;
+  const Event& event = *item.event;
+  ScopeRep* scope = run.request.scope;
+  if (sub.skip_stale && event.subject_version != 0) {
+    std::string value;
+    bool found = false;
+    Status s = db_->Get(db_->cf(storage::Cf::kCheckpoints),
+                        storage::CheckpointKey(sub.id, storage::CheckpointField::kAppliedVersion, event.subject),
+                        &value, &found);
+    if (s.ok() && found && value.size() == 8 && storage::GetBe64(value) >= event.subject_version) {
+      run.on_success = Message::Kind::kStale;
+      PutOp(scope, db_->cf(storage::Cf::kInbox), storage::InboxKey(sub.id, IdBytes(event.id)),
+            storage::InboxValue(event.seq, WallMillis()));
+      scope->AddOp(Op{Op::Kind::kAddCounter, db_->cf(storage::Cf::kCheckpoints),
+                      storage::CheckpointKey(sub.id, storage::CheckpointField::kStaleSkipped), {}, 1});
+      return;
+    }
+    if (!s.ok()) {
+      FailAttempt(run, "reading the applied version failed: " + s.ToString(), {}, false);
+      return;
+    }
+  }
+  Outcome outcome = Outcome::Done();
+  std::string error;
+  bool permanent = false;
+  try {
+    outcome = sub.handler(event, *run.ctx);
+  } catch (...) {
+    std::exception_ptr thrown = std::current_exception();
+    error = ExceptionText(thrown);
+    permanent = sub.classify_exception && sub.classify_exception(thrown) == FailureClass::kPermanent;
+    spdlog::warn("walbus: handler {} threw on event {} (seq={}, attempt {}): {}", sub.name, event.id.ToString(),
+                 event.seq, item.attempt, error);
+    FailAttempt(run, std::move(error), {}, permanent);
+    return;
+  }
+  switch (outcome.kind()) {
+    case Outcome::Kind::kRetry:
+      FailAttempt(run, "handler asked to retry", outcome.delay(), false);
+      return;
+    case Outcome::Kind::kReject:
+      FailAttempt(run, "rejected: " + outcome.reason(), {}, true);
+      return;
+    case Outcome::Kind::kDone:
+      break;
+  }
+  if (!scope->error.ok()) {
+    FailAttempt(run, "a call in the handler failed: " + scope->error.ToString(), {}, false);
+    return;
+  }
+  const uint64_t now = WallMillis();
+  PutOp(scope, db_->cf(storage::Cf::kInbox), storage::InboxKey(sub.id, IdBytes(event.id)),
+        storage::InboxValue(event.seq, now));
+  scope->AddOp(Op{Op::Kind::kAddCounter, db_->cf(storage::Cf::kCheckpoints),
+                  storage::CheckpointKey(sub.id, storage::CheckpointField::kHandled), {}, 1});
+  if (item.attempt > 1 || item.check_stored) {
+    scope->AddOp(Op{Op::Kind::kDelete, db_->cf(storage::Cf::kRetries),
+                    storage::SubscriberSeqKey(sub.id, event.seq), {}});
+  }
+  if (sub.skip_stale && event.subject_version != 0) {
+    std::string v;
+    storage::PutBe64(&v, event.subject_version);
+    PutOp(scope, db_->cf(storage::Cf::kCheckpoints),
+          storage::CheckpointKey(sub.id, storage::CheckpointField::kAppliedVersion, event.subject), v);
+  }
+  // Follow-up events are dispatched once committed, so they must be as
+  // durable as a producer's; a completion alone may be lost on power loss
+  // and is then redelivered (the effects went with it).
+  run.request.sync = config_.sync_follow_ups && !scope->events.empty();
+  run.on_success = Message::Kind::kDone;
+}
+
+void Dispatcher::RunBatch(std::vector<WorkItem>& items, size_t n) {
+  std::deque<Run> runs;  // CommitRequest is not movable
+  std::vector<Message> replies;
+  replies.reserve(n);
+  ScopeRep pre_run(bus_);
+  std::vector<WorkItem*> to_run;
+  for (size_t i = 0; i < n; ++i) {
+    if (PrepareItem(items[i], &runs, &replies, &pre_run)) to_run.push_back(&items[i]);
+  }
+  if (!pre_run.ops.empty()) {
+    Status s = committer_->CommitOne(&pre_run, /*sync=*/false);
+    if (!s.ok()) {
+      spdlog::warn("walbus: recording attempts before running failed: {}", s.ToString());
+      for (WorkItem* item : to_run) {
+        replies.push_back(Message{Message::Kind::kRetry, item->sub, item->event, Backoff(*item->sub, item->attempt),
+                                  item->attempt - 1, item->first_failure_ms, true, nullptr});
+      }
+      to_run.clear();
+    }
+  }
+  // Dead letters decided before running (parked subject, spent budget).
+  for (Run& run : runs) {
+    auto rep = std::make_unique<ScopeRep>(bus_);
+    run.request.scope = rep.get();
+    run.ctx = ScopeAccess::NewContext(std::move(rep));
+    AddDeadLetter(run.request.scope, *run.item, run.item->attempt - 1, run.item->first_failure_ms, run.error);
+  }
+  for (WorkItem* item : to_run) {
+    Subscriber& sub = *item->sub;
+    auto rep = std::make_unique<ScopeRep>(bus_);
+    rep->parent = item->event.get();
+    rep->subscriber_name = sub.name;
+    rep->idempotency_key = sub.name + "/" + item->event->id.ToString();
+    rep->attempt = item->attempt;
+    Run& run = runs.emplace_back();
+    run.item = item;
+    run.request.scope = rep.get();
+    run.ctx = ScopeAccess::NewContext(std::move(rep));
+    RunHandler(run);
+  }
+  if (!runs.empty()) CommitRuns(runs, &replies);
+  bool queued = messages_.enqueue_bulk(std::make_move_iterator(replies.begin()), replies.size());
+  assert(queued);
+  (void)queued;
+}
+
+void Dispatcher::CommitRuns(std::deque<Run>& runs, std::vector<Message>* replies) {
+  std::vector<CommitRequest*> requests;
+  requests.reserve(runs.size());
+  for (Run& r : runs) requests.push_back(&r.request);
+  WALBUS_FAULT_POINT("handler.before_commit");
+  committer_->Commit(requests);
+  WALBUS_FAULT_POINT("handler.after_commit");
+  for (Run& r : runs) {
+    WorkItem& item = *r.item;
+    Subscriber& sub = *item.sub;
+    const Status& s = r.request.status;
+    if (s.ok() && r.on_success == Message::Kind::kRetry) {
+      replies->push_back(Message{Message::Kind::kRetry, &sub, item.event, r.delay, item.attempt,
+                                 item.first_failure_ms, false, nullptr});
+    } else if (s.ok()) {
+      replies->push_back(Message{r.on_success, &sub, item.event});
+    } else if (s.IsConflict() && item.conflict_reruns + 1 <= sub.retry.max_conflict_reruns) {
+      replies->push_back(Message{Message::Kind::kRerun, &sub, item.event, {}, item.conflict_reruns + 1});
+    } else {
+      // A conflict past its budget counts as a failed attempt (the retry
+      // record comes with the next failure or the dead letter); any other
+      // commit error leaves the outcome unknown, so the next run looks at
+      // the inbox first.
+      spdlog::warn("walbus: committing {}'s outcome for seq={} failed: {}", sub.name, item.event->seq, s.ToString());
+      replies->push_back(Message{Message::Kind::kRetry, &sub, item.event, Backoff(sub, item.attempt), item.attempt,
+                                 item.first_failure_ms, true, nullptr});
+    }
+  }
+}
+
+}  // namespace walbus::internal

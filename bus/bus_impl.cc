@@ -145,6 +145,20 @@ Status BusImpl::Register(const std::string& name, Registry::Entry* entry) {
   return Status::OK();
 }
 
+Status BusImpl::LoadParked(Subscriber* sub) {
+  const std::string prefix = storage::CheckpointKey(sub->id, storage::CheckpointField::kParked);
+  Status bad;
+  Status s = db_->Scan(storage::Cf::kCheckpoints, prefix, SIZE_MAX, [&](std::string_view key, std::string_view value) {
+    if (value.size() != 8) {
+      bad = Status::Corruption("parked-subject record of " + sub->name + " has a bad size");
+      return false;
+    }
+    sub->parked[std::string(key.substr(prefix.size()))] = storage::GetBe64(value);
+    return true;
+  });
+  return s.ok() ? bad : s;
+}
+
 Status BusImpl::Subscribe(SubscriberOptions subscriber) {
   if (Status s = ValidateSubscriberName(subscriber.name); !s.ok()) return s;
   if (!subscriber.handler) return Status::InvalidArgument("subscriber " + subscriber.name + " has no handler");
@@ -169,6 +183,7 @@ Status BusImpl::Subscribe(SubscriberOptions subscriber) {
     }
     const uint32_t id = it->second.id;
     active = std::make_shared<Subscriber>(std::move(subscriber), id, it->second.durable);
+    if (Status s = LoadParked(active.get()); !s.ok()) return s;
     it->second.active = active;
   }
   dispatcher_->Add(std::move(active));

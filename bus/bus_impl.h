@@ -46,6 +46,8 @@ class BusImpl final : public Bus, public CommitListener {
   }
   Status Recover(uint64_t* last_seq, uint64_t* trimmed_below);
   Status Register(const std::string& name, Registry::Entry* entry);
+  // Reads the subjects a dead letter holds (PoisonPolicy::kParkKey).
+  Status LoadParked(Subscriber* sub);
 
   Options options_;  // as given, with the clock resolved; not changed after Open
   std::unique_ptr<storage::Db> db_;

@@ -59,15 +59,17 @@ Status ReadRecoveredState(const storage::Db& db, RecoveredState* state) {
   state->last_seq = std::max(outbox_last, state->trimmed_below > 0 ? state->trimmed_below - 1 : 0);
 
   Status bad;
-  Status scan = db.ScanMeta(storage::kSubscriberMetaPrefix, [&](std::string_view key, std::string_view value) {
+  Status scan = db.Scan(storage::Cf::kMeta, storage::kSubscriberMetaPrefix, SIZE_MAX,
+                        [&](std::string_view key, std::string_view value) {
     if (value.size() != 12) {
       bad = Status::Corruption("subscriber record '" + std::string(key.substr(0, 64)) + "' has a bad size");
-      return;
+      return false;
     }
     Registry::Entry e;
     e.id = storage::GetBe32(value);
     state->subscribers[std::string(key.substr(storage::kSubscriberMetaPrefix.size()))] = e;
     state->next_subscriber_id = std::max(state->next_subscriber_id, e.id + 1);
+    return true;
   });
   if (!scan.ok()) return scan;
   if (!bad.ok()) return bad;

@@ -5,6 +5,7 @@
 #include <cassert>
 #include <random>
 
+#include "bus/backoff.h"
 #include "bus/dispatcher.h"
 #include "bus/envelope.h"
 #include "bus/fault_point.h"
@@ -55,12 +56,7 @@ uint64_t Dispatcher::WallMillis() const {
 
 std::chrono::milliseconds Dispatcher::Backoff(const Subscriber& sub, uint32_t attempt) const {
   thread_local std::mt19937_64 rng{std::random_device{}()};
-  const int64_t base = std::max<int64_t>(1, sub.retry.base.count());
-  const int64_t cap = std::max<int64_t>(base, sub.retry.cap.count());
-  const uint32_t shift = std::min<uint32_t>(attempt > 0 ? attempt - 1 : 0, 30);
-  const int64_t ceiling = std::min<int64_t>(cap, base << shift);
-  // Full jitter, with a floor of 1 ms so that a failing key never spins.
-  return std::chrono::milliseconds(std::uniform_int_distribution<int64_t>(1, ceiling)(rng));
+  return BackoffDelay(sub.retry, std::max<uint32_t>(attempt, 1), rng());
 }
 
 void Dispatcher::AddDeadLetter(ScopeRep* scope, const WorkItem& item, uint32_t attempts,

@@ -52,7 +52,9 @@ rocksdb::ColumnFamilyOptions OptionsFor(std::string_view name) {
   return cf;
 }
 
-rocksdb::Slice ToSlice(std::string_view s) { return rocksdb::Slice(s.data(), s.size()); }
+// Never a null data pointer: RocksDB (built with assertions) refuses to
+// compare one, and an empty std::string_view may carry it.
+rocksdb::Slice ToSlice(std::string_view s) { return rocksdb::Slice(s.empty() ? "" : s.data(), s.size()); }
 
 // Converts a RocksDB status, prefixing `what` ("write", "open /dir").
 Status FromRocks(const rocksdb::Status& s, std::string_view what) {
@@ -297,16 +299,6 @@ Status Db::Scan(Cf which, std::string_view prefix, size_t limit,
     if (!visit(std::string_view(k.data(), k.size()), std::string_view(v.data(), v.size()))) break;
   }
   return FromRocks(it->status(), std::string("scan ") + CfName(which));
-}
-
-Status Db::ScanMeta(std::string_view prefix,
-                    const std::function<void(std::string_view, std::string_view)>& visit) const {
-  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions(), cf(Cf::kMeta)));
-  for (it->Seek(ToSlice(prefix)); it->Valid() && it->key().starts_with(ToSlice(prefix)); it->Next()) {
-    visit(std::string_view(it->key().data(), it->key().size()),
-          std::string_view(it->value().data(), it->value().size()));
-  }
-  return FromRocks(it->status(), "scan meta");
 }
 
 Batch::Batch() : rep_(std::make_unique<rocksdb::WriteBatch>()) {}

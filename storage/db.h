@@ -104,9 +104,6 @@ class Db {
   // stopping early when visit returns false.
   Status Scan(Cf cf, std::string_view prefix, size_t limit,
               const std::function<bool(std::string_view key, std::string_view value)>& visit) const;
-  // Subscriber registry records: visit(name, value) for every "sub/" key.
-  Status ScanMeta(std::string_view prefix,
-                  const std::function<void(std::string_view key, std::string_view value)>& visit) const;
 
   // Secondary only: reads the primary's newer writes.
   Status CatchUpWithPrimary();

@@ -113,6 +113,11 @@ bool Dispatcher::PrepareItem(WorkItem& item, std::deque<Run>* runs, std::vector<
     if (found && storage::DecodeRetry(value, &stored)) {
       item.attempt = std::max(item.attempt, stored.attempts + 1);
       if (item.first_failure_ms == 0) item.first_failure_ms = stored.first_failure_ms;
+    } else if (sub.MayHaveBeenRunning(event.seq)) {
+      // Handed to a handler before the process stopped, with no record:
+      // its first run may have been what stopped it, so it counts. (An
+      // event that was only queued is charged too: at most one attempt.)
+      item.attempt = std::max<uint32_t>(item.attempt, 2);
     }
   }
   if (item.parked_behind != 0 || (item.check_stored && sub.MayHaveBeenRunning(event.seq))) {

@@ -20,6 +20,17 @@ TempDir::~TempDir() {
   std::filesystem::remove_all(root_, ec);
 }
 
+ManualClock::ManualClock()
+    : steady_start_(std::chrono::steady_clock::now()), wall_start_(std::chrono::system_clock::now()) {}
+
+std::chrono::steady_clock::time_point ManualClock::Now() const {
+  return steady_start_ + std::chrono::milliseconds(offset_ms_.load());
+}
+
+std::chrono::system_clock::time_point ManualClock::WallNow() const {
+  return wall_start_ + std::chrono::milliseconds(offset_ms_.load());
+}
+
 bool Eventually(const std::function<bool()>& done, std::chrono::milliseconds timeout) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   while (std::chrono::steady_clock::now() < deadline) {

@@ -2,9 +2,12 @@
 #ifndef WALBUS_TESTS_TEST_UTIL_H_
 #define WALBUS_TESTS_TEST_UTIL_H_
 
+#include <atomic>
 #include <chrono>
 #include <functional>
 #include <string>
+
+#include "walbus/clock.h"
 
 namespace walbus::testing {
 
@@ -23,6 +26,20 @@ class TempDir {
  private:
   std::string root_;
   std::string db_;
+};
+
+// A clock that moves only when told to. Starts at the real time.
+class ManualClock final : public Clock {
+ public:
+  ManualClock();
+  std::chrono::steady_clock::time_point Now() const override;
+  std::chrono::system_clock::time_point WallNow() const override;
+  void Advance(std::chrono::milliseconds d) { offset_ms_ += d.count(); }
+
+ private:
+  const std::chrono::steady_clock::time_point steady_start_;
+  const std::chrono::system_clock::time_point wall_start_;
+  std::atomic<int64_t> offset_ms_{0};
 };
 
 // Polls `done` until it returns true or `timeout` passes.

@@ -1,0 +1,394 @@
+// Failure handling of handler runs (bus/worker.cc): retry budgets, dead
+// letters, parked subjects, crash-loop protection, stale events. Against a
+// real database; dead letters are read back with the operator's view.
+#include <gtest/gtest.h>
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <fstream>
+#include <mutex>
+#include <thread>
+
+#include "bus/inspect.h"
+#include "tests/test_util.h"
+#include "walbus/bus.h"
+
+namespace walbus {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::TempDir;
+
+constexpr const char* kType = "orders.order-approved.v1";
+
+Options MakeOptions(const TempDir& dir) {
+  Options o;
+  o.dir = dir.path();
+  o.durability = Durability::kBuffered;
+  o.column_families = {"effects"};
+  o.checkpoint_interval = 5ms;
+  return o;
+}
+
+std::unique_ptr<Bus> OpenBus(const Options& o) {
+  std::unique_ptr<Bus> bus;
+  Status s = Bus::Open(o, &bus);
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  return bus;
+}
+
+void Publish(Bus& bus, const std::string& subject, const std::string& data, uint64_t version = 0) {
+  Transaction tx = bus.Begin();
+  EventSpec e;
+  e.type = kType;
+  e.subject = subject;
+  e.data = data;
+  e.subject_version = version;
+  ASSERT_TRUE(tx.Publish(e).ok());
+  ASSERT_TRUE(tx.Commit().ok());
+}
+
+RetryPolicy FastRetries(uint32_t max_attempts) {
+  RetryPolicy r;
+  r.max_attempts = max_attempts;
+  r.base = 1ms;
+  r.cap = 2ms;
+  return r;
+}
+
+std::vector<internal::DeadLetterEntry> DeadLetters(const std::string& dir) {
+  std::vector<internal::DeadLetterEntry> out;
+  Status s = internal::ListDeadLetters(dir, "", &out, SIZE_MAX);
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  return out;
+}
+
+// Records the data of every event the handler completed, in order.
+struct Journal {
+  std::mutex mu;
+  std::vector<std::string> done;
+  std::atomic<int> calls{0};
+  void Add(const std::string& d) {
+    std::lock_guard<std::mutex> lock(mu);
+    done.push_back(d);
+  }
+  std::vector<std::string> Done() {
+    std::lock_guard<std::mutex> lock(mu);
+    return done;
+  }
+};
+
+SubscriberOptions PoisonAware(Journal* j, RetryPolicy retry) {
+  SubscriberOptions s;
+  s.name = "invoicing";
+  s.retry = retry;
+  s.handler_version = "invoicing-2.3";
+  s.handler = [j](const Event& e, HandlerContext&) -> Outcome {
+    ++j->calls;
+    if (e.data == "poison") throw std::runtime_error("cannot parse order");
+    j->Add(e.data);
+    return Outcome::Done();
+  };
+  return s;
+}
+
+TEST(WorkerTest, PoisonIsDeadLetteredAndItsSubjectMovesOn) {
+  TempDir dir;
+  auto bus = OpenBus(MakeOptions(dir));
+  Journal j;
+  ASSERT_TRUE(bus->Subscribe(PoisonAware(&j, FastRetries(3))).ok());
+  ASSERT_TRUE(bus->Start().ok());
+  Publish(*bus, "order-1", "poison");
+  Publish(*bus, "order-1", "next-of-same-subject");
+  Publish(*bus, "order-2", "other-subject");
+  ASSERT_TRUE(bus->WaitIdle(10s).ok());
+  EXPECT_EQ(j.calls.load(), 3 + 2) << "three attempts on the poison, one run each for the others";
+  auto done = j.Done();
+  EXPECT_EQ(done.size(), 2u);
+  SubscriberStats st = bus->Stats().subscribers[0];
+  EXPECT_EQ(st.handled, 2u);
+  EXPECT_EQ(st.dead_lettered, 1u);
+  EXPECT_EQ(st.retries, 2u);
+  EXPECT_EQ(st.checkpoint, 3u) << "nothing left pending: every event is handled or dead-lettered";
+
+  auto letters = DeadLetters(dir.path());
+  ASSERT_EQ(letters.size(), 1u);
+  const auto& dl = letters[0];
+  EXPECT_EQ(dl.subscriber, "invoicing");
+  EXPECT_EQ(dl.seq, 1u);
+  EXPECT_EQ(dl.record.attempts, 3u);
+  EXPECT_NE(dl.record.error.find("cannot parse order"), std::string::npos) << dl.record.error;
+  EXPECT_EQ(dl.record.handler_version, "invoicing-2.3");
+  EXPECT_LE(dl.record.first_failure_ms, dl.record.last_failure_ms);
+  ASSERT_TRUE(dl.event_ok) << dl.event_error;
+  EXPECT_EQ(dl.event.data, "poison");
+  EXPECT_EQ(dl.event.subject, "order-1");
+}
+
+TEST(WorkerTest, RejectAndPermanentExceptionsDeadLetterWithoutRetries) {
+  TempDir dir;
+  auto bus = OpenBus(MakeOptions(dir));
+  std::atomic<int> calls{0};
+  SubscriberOptions s;
+  s.name = "strict";
+  s.retry = FastRetries(10);
+  s.classify_exception = [](const std::exception_ptr& e) {
+    try {
+      std::rethrow_exception(e);
+    } catch (const std::invalid_argument&) {
+      return FailureClass::kPermanent;
+    } catch (...) {
+      return FailureClass::kTransient;
+    }
+  };
+  s.handler = [&](const Event& e, HandlerContext&) -> Outcome {
+    ++calls;
+    if (e.data == "reject") return Outcome::Reject("amount is negative");
+    if (e.data == "invalid") throw std::invalid_argument("no such currency");
+    if (e.data == "flaky" && calls < 6) throw std::runtime_error("timeout");
+    return Outcome::Done();
+  };
+  ASSERT_TRUE(bus->Subscribe(std::move(s)).ok());
+  ASSERT_TRUE(bus->Start().ok());
+  Publish(*bus, "a", "reject");
+  Publish(*bus, "b", "invalid");
+  ASSERT_TRUE(bus->WaitIdle(10s).ok());
+  EXPECT_EQ(calls.load(), 2) << "permanent failures are not retried";
+  Publish(*bus, "c", "flaky");
+  ASSERT_TRUE(bus->WaitIdle(10s).ok());
+  EXPECT_EQ(calls.load(), 6) << "transient exceptions are retried until they pass";
+  auto letters = DeadLetters(dir.path());
+  ASSERT_EQ(letters.size(), 2u);
+  EXPECT_NE(letters[0].record.error.find("rejected: amount is negative"), std::string::npos);
+  EXPECT_EQ(letters[0].record.attempts, 1u);
+  EXPECT_NE(letters[1].record.error.find("no such currency"), std::string::npos);
+  SubscriberStats st = bus->Stats().subscribers[0];
+  EXPECT_EQ(st.dead_lettered, 2u);
+  EXPECT_EQ(st.handled, 1u);
+}
+
+TEST(WorkerTest, ParkKeyHoldsTheSubjectBehindItsDeadLetterAcrossRestarts) {
+  TempDir dir;
+  Journal j;
+  {
+    auto bus = OpenBus(MakeOptions(dir));
+    SubscriberOptions s = PoisonAware(&j, FastRetries(2));
+    s.on_poison = PoisonPolicy::kParkKey;
+    ASSERT_TRUE(bus->Subscribe(std::move(s)).ok());
+    ASSERT_TRUE(bus->Start().ok());
+    Publish(*bus, "order-1", "poison");
+    Publish(*bus, "order-1", "held");
+    Publish(*bus, "order-2", "free");
+    ASSERT_TRUE(bus->WaitIdle(10s).ok());
+    EXPECT_EQ(j.Done(), std::vector<std::string>{"free"});
+    ASSERT_TRUE(bus->Close().ok());
+  }
+  auto bus = OpenBus(MakeOptions(dir));
+  SubscriberOptions s = PoisonAware(&j, FastRetries(2));
+  s.on_poison = PoisonPolicy::kParkKey;
+  ASSERT_TRUE(bus->Subscribe(std::move(s)).ok());
+  ASSERT_TRUE(bus->Start().ok());
+  Publish(*bus, "order-1", "still-held");
+  Publish(*bus, "order-3", "free-too");
+  ASSERT_TRUE(bus->WaitIdle(10s).ok());
+  EXPECT_EQ(j.Done(), (std::vector<std::string>{"free", "free-too"}));
+  auto letters = DeadLetters(dir.path());
+  ASSERT_EQ(letters.size(), 3u) << "the poison and, in order behind it, the held events";
+  EXPECT_EQ(letters[0].event.data, "poison");
+  EXPECT_EQ(letters[1].event.data, "held");
+  EXPECT_NE(letters[1].record.error.find("held behind the dead letter at seq 1"), std::string::npos)
+      << letters[1].record.error;
+  EXPECT_EQ(letters[2].event.data, "still-held");
+}
+
+TEST(WorkerTest, RetryBudgetSurvivesARestart) {
+  TempDir dir;
+  std::atomic<int> calls{0};
+  auto failing = [&calls](RetryPolicy retry) {
+    SubscriberOptions s;
+    s.name = "failing";
+    s.retry = retry;
+    s.handler = [&calls](const Event&, HandlerContext&) {
+      ++calls;
+      return Outcome::RetryAfter(20ms);
+    };
+    return s;
+  };
+  {
+    auto bus = OpenBus(MakeOptions(dir));
+    ASSERT_TRUE(bus->Subscribe(failing(FastRetries(5))).ok());
+    ASSERT_TRUE(bus->Start().ok());
+    Publish(*bus, "order-1", "x");
+    ASSERT_TRUE(testing::Eventually([&] { return calls.load() >= 2; }));
+    ASSERT_TRUE(bus->Close().ok());
+  }
+  const int before = calls.load();
+  ASSERT_GE(before, 2);
+  ASSERT_LT(before, 5);
+  auto bus = OpenBus(MakeOptions(dir));
+  ASSERT_TRUE(bus->Subscribe(failing(FastRetries(5))).ok());
+  ASSERT_TRUE(bus->Start().ok());
+  ASSERT_TRUE(bus->WaitIdle(10s).ok());
+  EXPECT_EQ(calls.load(), 5) << "attempts before the restart count against the budget";
+  auto letters = DeadLetters(dir.path());
+  ASSERT_EQ(letters.size(), 1u);
+  EXPECT_EQ(letters[0].record.attempts, 5u);
+}
+
+// A handler that takes the whole process down on one event: each run
+// counts as an attempt before it starts, so after the budget the event is
+// dead-lettered without running and the application comes up again.
+TEST(WorkerTest, HandlerThatAbortsTheProcessIsDeadLetteredAfterItsBudget) {
+  TempDir dir;
+  const std::string runs_file = dir.root() + "/poison-runs";
+  constexpr uint32_t kBudget = 3;
+  int children = 0;
+  bool finished = false;
+  for (; children < 10 && !finished; ++children) {
+    pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      std::unique_ptr<Bus> bus;
+      if (!Bus::Open(MakeOptions(dir), &bus).ok()) _exit(2);
+      SubscriberOptions s;
+      s.name = "crashy";
+      s.retry = FastRetries(kBudget);
+      s.handler = [&runs_file](const Event& e, HandlerContext& ctx) {
+        if (e.data == "poison") {
+          int fd = open(runs_file.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
+          if (write(fd, "x", 1) != 1) _exit(3);
+          close(fd);
+          abort();
+        }
+        if (!ctx.Put("effects", e.subject, "done").ok()) return Outcome::RetryAfter(1ms);
+        return Outcome::Done();
+      };
+      if (!bus->Subscribe(std::move(s)).ok() || !bus->Start().ok()) _exit(2);
+      if (bus->Stats().last_seq == 0) {
+        Transaction tx = bus->Begin();
+        EventSpec poison, fine;
+        poison.type = fine.type = kType;
+        poison.subject = "order-1";
+        poison.data = "poison";
+        fine.subject = "order-2";
+        fine.data = "fine";
+        if (!tx.Publish(poison).ok() || !tx.Publish(fine).ok() || !tx.Commit().ok()) _exit(4);
+      }
+      _exit(bus->WaitIdle(10s).ok() && bus->Close().ok() ? 0 : 5);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    finished = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+    if (!finished) {
+      ASSERT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT) << "child status " << status;
+    }
+  }
+  ASSERT_TRUE(finished) << "the application must come up again";
+  std::ifstream runs(runs_file);
+  std::string marks((std::istreambuf_iterator<char>(runs)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(marks.size(), kBudget) << "the poison ran exactly its budget";
+  EXPECT_EQ(children, static_cast<int>(kBudget) + 1);
+  auto letters = DeadLetters(dir.path());
+  ASSERT_EQ(letters.size(), 1u);
+  EXPECT_EQ(letters[0].event.data, "poison");
+  EXPECT_EQ(letters[0].record.attempts, kBudget);
+  auto bus = OpenBus(MakeOptions(dir));
+  Transaction reader = bus->Begin();
+  EXPECT_EQ(reader.Get("effects", "order-2").value(), std::optional<std::string>("done"));
+}
+
+TEST(WorkerTest, StaleVersionsAreSkippedAndCounted) {
+  TempDir dir;
+  auto bus = OpenBus(MakeOptions(dir));
+  SubscriberOptions s;
+  s.name = "projection";
+  s.skip_stale = true;
+  s.handler = [](const Event& e, HandlerContext& ctx) {
+    if (!ctx.Put("effects", e.subject, std::to_string(e.subject_version)).ok()) return Outcome::RetryAfter(1ms);
+    return Outcome::Done();
+  };
+  ASSERT_TRUE(bus->Subscribe(std::move(s)).ok());
+  ASSERT_TRUE(bus->Start().ok());
+  Publish(*bus, "order-1", "", 5);
+  Publish(*bus, "order-1", "", 3);  // older, arriving later
+  Publish(*bus, "order-1", "", 5);  // same version again
+  Publish(*bus, "order-1", "", 6);
+  ASSERT_TRUE(bus->WaitIdle(10s).ok());
+  SubscriberStats st = bus->Stats().subscribers[0];
+  EXPECT_EQ(st.handled, 2u);
+  EXPECT_EQ(st.stale_skipped, 2u);
+  Transaction reader = bus->Begin();
+  EXPECT_EQ(reader.Get("effects", "order-1").value(), std::optional<std::string>("6"));
+}
+
+TEST(WorkerTest, FailingSubjectBacksOffAndNeverDelaysOthers) {
+  TempDir dir;
+  auto bus = OpenBus(MakeOptions(dir));
+  std::atomic<int> poison_calls{0};
+  std::atomic<int> others{0};
+  SubscriberOptions s;
+  s.name = "mixed";
+  s.retry.max_attempts = 100000;
+  s.retry.base = 10ms;
+  s.retry.cap = 40ms;
+  s.handler = [&](const Event& e, HandlerContext&) -> Outcome {
+    if (e.subject == "poison") {
+      ++poison_calls;
+      throw std::runtime_error("always");
+    }
+    ++others;
+    return Outcome::Done();
+  };
+  ASSERT_TRUE(bus->Subscribe(std::move(s)).ok());
+  ASSERT_TRUE(bus->Start().ok());
+  Publish(*bus, "poison", "");
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < 100; ++i) Publish(*bus, "order-" + std::to_string(i), "");
+  ASSERT_TRUE(testing::Eventually([&] { return others.load() == 100; }, 10s));
+  std::this_thread::sleep_until(start + 600ms);
+  const int attempts = poison_calls.load();
+  // Full jitter up to 40 ms averages about 20 ms: some 30 attempts in
+  // 600 ms. A spinning retry would make thousands.
+  EXPECT_GE(attempts, 5);
+  EXPECT_LE(attempts, 150);
+}
+
+TEST(WorkerTest, MaxAgeDeadLettersOnTheInjectedClock) {
+  TempDir dir;
+  Options o = MakeOptions(dir);
+  auto clock = std::make_shared<testing::ManualClock>();
+  o.clock = clock;
+  auto bus = OpenBus(o);
+  std::atomic<int> calls{0};
+  SubscriberOptions s;
+  s.name = "aging";
+  s.retry.max_attempts = 1000000;
+  s.retry.base = 100ms;
+  s.retry.cap = 100ms;
+  s.retry.max_age = 10s;
+  s.handler = [&](const Event&, HandlerContext&) {
+    ++calls;
+    return Outcome::RetryAfter(0ms);
+  };
+  ASSERT_TRUE(bus->Subscribe(std::move(s)).ok());
+  ASSERT_TRUE(bus->Start().ok());
+  Publish(*bus, "order-1", "");
+  int64_t advanced_ms = 0;
+  ASSERT_TRUE(testing::Eventually([&] {
+    if (bus->Stats().subscribers[0].dead_lettered == 1) return true;
+    clock->Advance(100ms);
+    advanced_ms += 100;
+    return false;
+  }, 60s));
+  EXPECT_GE(advanced_ms, 10000) << "not before max_age on the injected clock";
+  EXPECT_LE(calls.load(), 10000 / 1 + 1);
+  auto letters = DeadLetters(dir.path());
+  ASSERT_EQ(letters.size(), 1u);
+  EXPECT_NE(letters[0].record.error.find("max_age"), std::string::npos) << letters[0].record.error;
+  EXPECT_GE(letters[0].record.last_failure_ms - letters[0].record.first_failure_ms, 10000u);
+}
+
+}  // namespace
+}  // namespace walbus

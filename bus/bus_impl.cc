@@ -34,16 +34,6 @@ Status ValidateOptions(const Options& o) {
   return Status::OK();
 }
 
-Status ValidateSubscriberName(const std::string& name) {
-  if (name.empty() || name.size() > 128) return Status::InvalidArgument("subscriber name must be 1..128 bytes");
-  for (char c : name) {
-    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
-              c == '_' || c == '-';
-    if (!ok) return Status::InvalidArgument("subscriber name '" + name + "' has a character outside [A-Za-z0-9._-]");
-  }
-  return Status::OK();
-}
-
 }  // namespace
 
 Status BusImpl::Open(const Options& options, std::unique_ptr<Bus>* out) {
@@ -66,6 +56,10 @@ Status BusImpl::OpenWithEnv(const Options& options, rocksdb::Env* env, std::uniq
   bus->tail_ = std::make_unique<TailCache>(options.tail_cache_events);
   bus->committer_ = std::make_unique<Committer>(
       bus->db_.get(), CommitLimits{options.max_group_commits, options.max_group_bytes}, last_seq, bus.get());
+  bus->quarantine_ = std::make_unique<Quarantine>(bus.get(), bus->db_.get(), bus->committer_.get(),
+                                                 bus->options_.clock.get(), options.quarantine_max_entries,
+                                                 options.quarantine_max_bytes);
+  if (Status s = bus->quarantine_->Load(); !s.ok()) return s;
   DispatcherConfig dc;
   dc.worker_threads = options.worker_threads;
   dc.max_in_flight_per_subscriber = options.max_in_flight_per_subscriber;
@@ -77,6 +71,8 @@ Status BusImpl::OpenWithEnv(const Options& options, rocksdb::Env* env, std::uniq
   dc.trimmed_below = trimmed_below;
   dc.sync_follow_ups = options.durability == Durability::kSync;
   dc.clock = bus->options_.clock.get();
+  dc.schemas = &bus->schemas_;
+  dc.quarantine = bus->quarantine_.get();
   bus->dispatcher_ = std::make_unique<Dispatcher>(bus.get(), bus->db_.get(), bus->committer_.get(),
                                                   bus->tail_.get(), &bus->registry_, dc);
   *out = std::move(bus);
@@ -197,6 +193,35 @@ Status BusImpl::Start() {
   return Status::OK();
 }
 
+Status BusImpl::RegisterVerifier(const std::string& type, PayloadVerifier verifier) {
+  if (Status s = ValidateEventType(type); !s.ok()) return s;
+  return schemas_.AddVerifier(type, std::move(verifier));
+}
+
+Status BusImpl::RegisterUpcaster(const std::string& from_type, const std::string& to_type, Upcaster upcaster) {
+  if (Status s = ValidateEventType(from_type); !s.ok()) return s;
+  if (Status s = ValidateEventType(to_type); !s.ok()) return s;
+  if (Status s = schemas_.AddUpcaster(from_type, to_type, std::move(upcaster)); !s.ok()) return s;
+  dispatcher_->ResumePaused();
+  return Status::OK();
+}
+
+Result<Receipt> BusImpl::Ingest(std::string_view envelope, std::string_view source) {
+  if (closed_.load()) return Status::Closed("the bus is closed");
+  auto event = std::make_shared<Event>();
+  Status verified = DecodeEnvelope(envelope, options_.max_payload_bytes, event.get());
+  if (verified.ok()) verified = schemas_.Verify(event->type, event->data);
+  if (!verified.ok()) {
+    if (Status q = quarantine_->Add(envelope, source, verified.message()); !q.ok()) return q;
+    return Status::InvalidArgument("quarantined input from " + std::string(source) + ": " + verified.message());
+  }
+  ScopeRep scope(this);
+  scope.envelopes.push_back(EncodeEnvelope(*event));
+  scope.bytes += scope.envelopes.back().size();
+  scope.events.push_back(std::move(event));
+  return CommitTransaction(&scope);
+}
+
 Status BusImpl::WaitIdle(std::chrono::milliseconds timeout) {
   if (closed_.load()) return Status::Closed("the bus is closed");
   return dispatcher_->WaitFor(committer_->last_seq(), timeout);
@@ -207,6 +232,8 @@ BusStats BusImpl::Stats() {
   stats.last_seq = committer_->last_seq();
   stats.commits = committer_->commits();
   stats.commit_groups = committer_->groups();
+  stats.quarantined = quarantine_->added();
+  stats.quarantine_evicted = quarantine_->evicted();
   std::lock_guard<std::mutex> lock(registry_.mu);
   for (const auto& [name, e] : registry_.by_name) {
     SubscriberStats s;
@@ -219,6 +246,8 @@ BusStats BusImpl::Stats() {
       s.dead_lettered = e.active->dead_lettered.load();
       s.stale_skipped = e.active->stale_skipped.load();
       s.in_flight = e.active->in_flight.load();
+      s.paused = e.active->paused_now.load();
+      s.pauses = e.active->pauses.load();
     } else {
       s.checkpoint = e.durable.checkpoint;
       s.handled = e.durable.handled;

@@ -9,6 +9,8 @@
 
 #include "bus/committer.h"
 #include "bus/dispatcher.h"
+#include "bus/quarantine.h"
+#include "bus/schema_registry.h"
 #include "bus/scope.h"
 #include "bus/subscriber.h"
 #include "bus/tail_cache.h"
@@ -28,6 +30,9 @@ class BusImpl final : public Bus, public CommitListener {
   Transaction Begin() override;
   Status Subscribe(SubscriberOptions subscriber) override;
   Status Start() override;
+  Status RegisterVerifier(const std::string& type, PayloadVerifier verifier) override;
+  Status RegisterUpcaster(const std::string& from_type, const std::string& to_type, Upcaster upcaster) override;
+  Result<Receipt> Ingest(std::string_view envelope, std::string_view source) override;
   Status WaitIdle(std::chrono::milliseconds timeout) override;
   BusStats Stats() override;
   Status Close() override;
@@ -38,6 +43,7 @@ class BusImpl final : public Bus, public CommitListener {
   // For WriteScope.
   storage::Db* db() const { return db_.get(); }
   const Options& options() const { return options_; }
+  const SchemaRegistry& schemas() const { return schemas_; }
   Result<Receipt> CommitTransaction(ScopeRep* scope);
 
  private:
@@ -54,6 +60,8 @@ class BusImpl final : public Bus, public CommitListener {
   std::unique_ptr<TailCache> tail_;
   std::unique_ptr<Committer> committer_;
   Registry registry_;
+  SchemaRegistry schemas_;
+  std::unique_ptr<Quarantine> quarantine_;
   std::unique_ptr<Dispatcher> dispatcher_;
 
   std::mutex lifecycle_mu_;  // serializes Start and Close

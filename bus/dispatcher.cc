@@ -74,6 +74,12 @@ void Dispatcher::Add(std::shared_ptr<Subscriber> subscriber) {
   Send(std::move(m));
 }
 
+void Dispatcher::ResumePaused() {
+  Message m;
+  m.kind = Message::Kind::kResume;
+  Send(std::move(m));
+}
+
 void Dispatcher::NotifyCommitted() {
   // Without subscribers there is nothing to dispatch: spare the wake-up.
   if (!has_subscribers_.load(std::memory_order_acquire)) return;
@@ -174,6 +180,29 @@ void Dispatcher::Handle(Message& m) {
       Submit(m.sub, key);
       break;
     }
+    case Message::Kind::kPaused:
+      if (!m.sub->paused) {
+        spdlog::warn("walbus: subscriber {} paused at seq {}: no upcaster brings {} to a type it takes", m.sub->name,
+                     m.event->seq, m.event->type);
+        m.sub->pauses.fetch_add(1, std::memory_order_relaxed);
+      }
+      m.sub->paused = true;
+      m.sub->paused_now.store(true, std::memory_order_release);
+      m.sub->held.push_back(m.event->subject);
+      break;
+    case Message::Kind::kResume:
+      for (auto& sub : subs_) {
+        if (!sub->paused) continue;
+        sub->paused = false;
+        sub->paused_now.store(false, std::memory_order_release);
+        std::vector<std::string> held = std::move(sub->held);
+        sub->held.clear();
+        for (const std::string& subject : held) {
+          auto it = sub->keys.find(subject);
+          if (it != sub->keys.end() && !it->second.events.empty()) Submit(sub.get(), it->second);
+        }
+      }
+      break;
   }
   m = Message{};
 }
@@ -196,6 +225,10 @@ void Dispatcher::Complete(Subscriber* sub, const Event& event) {
 void Dispatcher::Submit(Subscriber* sub, KeyQueue& key) {
   assert(!key.events.empty());
   key.head_busy = true;
+  if (sub->paused) {
+    sub->held.push_back(key.events.front()->subject);
+    return;
+  }
   WorkItem item;
   item.sub = sub;
   item.event = key.events.front();
@@ -258,6 +291,7 @@ void Dispatcher::FireTimers(SteadyTime now) {
 }
 
 void Dispatcher::Fetch(Subscriber* sub) {
+  if (sub->paused) return;  // no progress until resumed
   const uint64_t last = committer_->last_seq();
   std::vector<std::shared_ptr<const Event>> batch;
   while (sub->progress.window() < config_.max_in_flight_per_subscriber && sub->progress.next() <= last) {
@@ -297,8 +331,11 @@ void Dispatcher::ReadFromOutbox(Subscriber* sub, uint64_t from, size_t limit,
     event->seq = seq;
     expected = seq + 1;
     if (!d.ok()) {
+      // Stored bytes that fail verification never reach a handler.
       spdlog::error("walbus: outbox entry seq={} is unreadable and is skipped for {}: {}", seq,
                     sub->name, d.ToString());
+      Status q = config_.quarantine->Add(bytes, "outbox seq " + std::to_string(seq), d.message());
+      if (!q.ok()) spdlog::error("walbus: quarantining outbox seq={} failed: {}", seq, q.ToString());
       sub->progress.Fetched(seq);
       sub->progress.Complete(seq);
       return true;

@@ -26,11 +26,14 @@
 #include <memory>
 #include <mutex>
 #include <queue>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "bus/committer.h"
+#include "bus/quarantine.h"
+#include "bus/schema_registry.h"
 #include "bus/subscriber.h"
 #include "bus/tail_cache.h"
 #include "storage/db.h"
@@ -62,6 +65,8 @@ struct DispatcherConfig {
   // Handler completions that publish follow-up events fsync (kSync).
   bool sync_follow_ups;
   const Clock* clock;
+  const SchemaRegistry* schemas;
+  Quarantine* quarantine;
 };
 
 class Dispatcher {
@@ -85,6 +90,8 @@ class Dispatcher {
   void Add(std::shared_ptr<Subscriber> subscriber);
   // New events were committed. Cheap; never blocks.
   void NotifyCommitted();
+  // A translator was registered: paused subscribers try again.
+  void ResumePaused();
   // Blocks until every added subscriber's watermark reaches `target`.
   Status WaitFor(uint64_t target, std::chrono::milliseconds timeout);
   bool OnWorkerThread() const;
@@ -109,6 +116,8 @@ class Dispatcher {
       kStale,         // skipped by skip_stale
       kRetry,         // failed; run again after `delay`
       kRerun,         // effects conflicted; run again now
+      kPaused,        // no upcaster reaches a version the subscriber takes
+      kResume,        // an upcaster was registered
     };
     Kind kind = Kind::kWake;
     Subscriber* sub = nullptr;
@@ -127,6 +136,8 @@ class Dispatcher {
     Message::Kind on_success = Message::Kind::kDone;
     std::string error;                    // why the attempt failed, if it did
     std::chrono::milliseconds delay{0};  // kRetry: before the next attempt
+    Event upcast;                         // the event as the handler sees it, when upcast
+    const Event* event = nullptr;         // what the handler runs on
   };
   struct Timer {
     std::chrono::steady_clock::time_point due;
@@ -157,11 +168,16 @@ class Dispatcher {
   // Worker threads (bus/worker.cc).
   void WorkerLoop();
   void RunBatch(std::vector<WorkItem>& items, size_t n);
+  // Prepares, runs and commits a group of items as one batch.
+  void RunGroup(std::span<WorkItem* const> items);
   // Reads the inbox and retry record of items that may have them; answers
   // duplicates and exhausted budgets; returns false when the item must not
   // run now (it was answered or its reads failed).
   bool PrepareItem(WorkItem& item, std::deque<Run>* runs, std::vector<Message>* replies,
                    ScopeRep* pre_run);
+  // Brings the event to a version the subscriber takes; false when the run
+  // was answered instead (paused, or failed).
+  bool ResolveVersion(Run& run, std::vector<Message>* replies);
   // Runs the handler; fills the run's scope with its completion writes.
   void RunHandler(Run& run);
   // Turns a failed attempt into a retry record (and kRetry) or, once the

@@ -61,6 +61,16 @@ Status ValidateEventType(std::string_view type) {
   return Status::OK();
 }
 
+Status ValidateSubscriberName(const std::string& name) {
+  if (name.empty() || name.size() > 128) return Status::InvalidArgument("subscriber name must be 1..128 bytes");
+  for (char c : name) {
+    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+              c == '_' || c == '-';
+    if (!ok) return Status::InvalidArgument("subscriber name '" + name + "' has a character outside [A-Za-z0-9._-]");
+  }
+  return Status::OK();
+}
+
 Status ValidateEvent(const Event& e, size_t max_payload_bytes) {
   if (Status s = ValidateEventType(e.type); !s.ok()) return s;
   if (e.subject.empty()) return Status::InvalidArgument("event subject is empty (it is the ordering key)");

@@ -22,6 +22,9 @@ inline constexpr size_t kEnvelopeOverheadBytes = 4096;
 // "orders.order-approved.v1": lowercase dotted words of [a-z0-9-], at least
 // two words before the version, ending in ".v<N>" with N >= 1.
 Status ValidateEventType(std::string_view type);
+// Subscriber names: 1..128 bytes of [A-Za-z0-9._-] (stored in the meta key
+// "sub/<name>").
+Status ValidateSubscriberName(const std::string& name);
 // Every rule of EventSpec (event.h); `source` is the effective source.
 Status ValidateEvent(const Event& event, size_t max_payload_bytes);
 

@@ -125,9 +125,11 @@ Result<EventId> WriteScope::Publish(const EventSpec& spec) {
     if (!event->correlation_id) event->correlation_id = rep->parent->correlation_id.value_or(rep->parent->id);
     if (event->traceparent.empty()) event->traceparent = rep->parent->traceparent;
   }
-  if (Status s = internal::ValidateEvent(*event, options.max_payload_bytes); !s.ok()) {
-    rep->Fail(s);
-    return s;
+  Status valid = internal::ValidateEvent(*event, options.max_payload_bytes);
+  if (valid.ok()) valid = rep->bus->schemas().Verify(event->type, event->data);
+  if (!valid.ok()) {
+    rep->Fail(valid);
+    return valid;
   }
   std::string envelope = internal::EncodeEnvelope(*event);
   rep->bytes += envelope.size() + 16;

@@ -53,6 +53,7 @@ struct Subscriber {
         classify_exception(std::move(opts.classify_exception)),
         skip_stale(opts.skip_stale),
         handler_version(std::move(opts.handler_version)),
+        on_unknown_version(opts.on_unknown_version),
         recovered_checkpoint(durable.checkpoint),
         recovered_horizon(std::max(durable.horizon, durable.checkpoint)),
         progress(durable.checkpoint),
@@ -64,8 +65,13 @@ struct Subscriber {
         dead_lettered(durable.dead_lettered),
         stale_skipped(durable.stale_skipped) {}
 
+  // Exact types, and other versions of their bases (upcast or paused on).
   bool Matches(std::string_view type) const {
-    return types.empty() || std::find(types.begin(), types.end(), type) != types.end();
+    if (types.empty()) return true;
+    const std::string_view base = type.substr(0, type.rfind('.'));
+    return std::any_of(types.begin(), types.end(), [&](const std::string& t) {
+      return t == type || std::string_view(t).substr(0, t.rfind('.')) == base;
+    });
   }
   // May `seq` have been running when the process last stopped? Then this
   // run counts as an attempt before it starts (crash-loop protection).
@@ -80,6 +86,7 @@ struct Subscriber {
   const std::function<FailureClass(const std::exception_ptr&)> classify_exception;
   const bool skip_stale;
   const std::string handler_version;
+  const UnknownVersionPolicy on_unknown_version;
   const uint64_t recovered_checkpoint;
   const uint64_t recovered_horizon;
 
@@ -90,6 +97,10 @@ struct Subscriber {
   uint64_t durable_checkpoint;
   uint64_t durable_horizon;
   uint64_t duplicates_to_persist = 0;
+  // Paused on an event no upcaster translates: nothing new is handed to
+  // workers; the subjects whose front event waits are kept for the resume.
+  bool paused = false;
+  std::vector<std::string> held;
 
   std::atomic<uint64_t> watermark;
   std::atomic<uint64_t> handled;
@@ -98,6 +109,8 @@ struct Subscriber {
   std::atomic<uint64_t> stale_skipped;
   std::atomic<uint64_t> retries{0};
   std::atomic<uint64_t> in_flight{0};
+  std::atomic<bool> paused_now{false};
+  std::atomic<uint64_t> pauses{0};
 };
 
 // Every subscriber registered in the database (name -> id, checkpoint).

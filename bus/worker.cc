@@ -174,10 +174,40 @@ void Dispatcher::FailAttempt(Run& run, std::string error, std::chrono::milliseco
   run.delay = delay.count() > 0 ? delay : Backoff(sub, item.attempt);
 }
 
+bool Dispatcher::ResolveVersion(Run& run, std::vector<Message>* replies) {
+  WorkItem& item = *run.item;
+  Subscriber& sub = *item.sub;
+  Result<SchemaRegistry::Resolution> r = config_.schemas->Resolve(*item.event, sub.types, &run.upcast);
+  if (!r.ok()) {
+    FailAttempt(run, r.status().message(), {}, false);
+    return false;
+  }
+  switch (*r) {
+    case SchemaRegistry::Resolution::kAsIs:
+    case SchemaRegistry::Resolution::kNotWanted:
+      return true;
+    case SchemaRegistry::Resolution::kUpcast:
+      run.event = &run.upcast;
+      return true;
+    case SchemaRegistry::Resolution::kNoTranslator:
+      break;
+  }
+  const std::string why = "no upcaster brings " + item.event->type + " to a type " + sub.name + " takes";
+  if (sub.on_unknown_version == UnknownVersionPolicy::kDeadLetter) {
+    FailAttempt(run, why, {}, /*permanent=*/true);
+    return false;
+  }
+  // Paused: nothing is written; the event waits at the front of its subject.
+  run.request.scope->ops.clear();
+  run.on_success = Message::Kind::kPaused;
+  replies->push_back(Message{Message::Kind::kPaused, &sub, item.event});
+  return false;
+}
+
 void Dispatcher::RunHandler(Run& run) {
   WorkItem& item = *run.item;
   Subscriber& sub = *item.sub;
-  const Event& event = *item.event;
+  const Event& event = *run.event;
   ScopeRep* scope = run.request.scope;
   if (sub.skip_stale && event.subject_version != 0) {
     std::string value;
@@ -249,13 +279,31 @@ void Dispatcher::RunHandler(Run& run) {
 }
 
 void Dispatcher::RunBatch(std::vector<WorkItem>& items, size_t n) {
+  // An event that may have been running when the process stopped runs on
+  // its own, its attempt recorded first: if it takes the process down
+  // again, only it is charged, not the events that shared its batch.
+  std::vector<WorkItem*> together;
+  together.reserve(n);
+  for (size_t i = 0; i < n; ++i) {
+    WorkItem& item = items[i];
+    if (item.check_stored && item.sub->MayHaveBeenRunning(item.event->seq)) {
+      WorkItem* alone[] = {&item};
+      RunGroup(alone);
+    } else {
+      together.push_back(&item);
+    }
+  }
+  if (!together.empty()) RunGroup(together);
+}
+
+void Dispatcher::RunGroup(std::span<WorkItem* const> items) {
   std::deque<Run> runs;  // CommitRequest is not movable
   std::vector<Message> replies;
-  replies.reserve(n);
+  replies.reserve(items.size());
   ScopeRep pre_run(bus_);
   std::vector<WorkItem*> to_run;
-  for (size_t i = 0; i < n; ++i) {
-    if (PrepareItem(items[i], &runs, &replies, &pre_run)) to_run.push_back(&items[i]);
+  for (WorkItem* item : items) {
+    if (PrepareItem(*item, &runs, &replies, &pre_run)) to_run.push_back(item);
   }
   if (!pre_run.ops.empty()) {
     Status s = committer_->CommitOne(&pre_run, /*sync=*/false);
@@ -284,9 +332,10 @@ void Dispatcher::RunBatch(std::vector<WorkItem>& items, size_t n) {
     rep->attempt = item->attempt;
     Run& run = runs.emplace_back();
     run.item = item;
+    run.event = item->event.get();
     run.request.scope = rep.get();
     run.ctx = ScopeAccess::NewContext(std::move(rep));
-    RunHandler(run);
+    if (ResolveVersion(run, &replies)) RunHandler(run);
   }
   if (!runs.empty()) CommitRuns(runs, &replies);
   bool queued = messages_.enqueue_bulk(std::make_move_iterator(replies.begin()), replies.size());
@@ -297,11 +346,14 @@ void Dispatcher::RunBatch(std::vector<WorkItem>& items, size_t n) {
 void Dispatcher::CommitRuns(std::deque<Run>& runs, std::vector<Message>* replies) {
   std::vector<CommitRequest*> requests;
   requests.reserve(runs.size());
-  for (Run& r : runs) requests.push_back(&r.request);
+  for (Run& r : runs) {
+    if (r.on_success != Message::Kind::kPaused) requests.push_back(&r.request);
+  }
   WALBUS_FAULT_POINT("handler.before_commit");
   committer_->Commit(requests);
   WALBUS_FAULT_POINT("handler.after_commit");
   for (Run& r : runs) {
+    if (r.on_success == Message::Kind::kPaused) continue;  // answered already
     WorkItem& item = *r.item;
     Subscriber& sub = *item.sub;
     const Status& s = r.request.status;

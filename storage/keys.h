@@ -43,6 +43,9 @@ enum class CheckpointField : uint8_t {
   kStaleSkipped = 's',  // uint64 counter, merged.
   kAppliedVersion = 'v',  // + subject -> be64: newest subject_version applied.
   kParked = 'p',        // + subject -> be64: seq of the dead letter holding it.
+  // Under subscriber id 0 (no subscriber has it): quarantine counters.
+  kQuarantined = 'q',        // uint64 counter, merged.
+  kQuarantineEvicted = 'e',  // uint64 counter, merged.
 };
 std::string CheckpointKey(uint32_t subscriber_id, CheckpointField field, std::string_view subject = {});
 

@@ -170,6 +170,25 @@ class Outcome {
 // failure is permanent.
 using Handler = std::function<Outcome(const Event&, HandlerContext&)>;
 
+// Checks the payload of one event type: OK, or why not. Registered with
+// Bus::RegisterVerifier; runs at Publish and on Bus::Ingest.
+using PayloadVerifier = std::function<Status(std::string_view data)>;
+
+// Brings an event from one version of its type to a later one (v1 -> v2):
+// returns the new `data`. Registered with Bus::RegisterUpcaster; an error
+// is a failed attempt of the subscriber's handler.
+using Upcaster = std::function<Result<std::string>(const Event& from)>;
+
+// What a subscriber does with an event of a type version it does not take
+// and no upcaster can bring to one it does.
+enum class UnknownVersionPolicy : uint8_t {
+  // Stop handling (counted, logged; other subscribers go on) until an
+  // upcaster is registered for it (default).
+  kPause,
+  // Dead-letter the event and go on.
+  kDeadLetter,
+};
+
 enum class FailureClass : uint8_t {
   kTransient,  // retried with backoff until the budget runs out
   kPermanent,  // dead-lettered at once
@@ -223,6 +242,10 @@ struct SubscriberOptions {
   bool skip_stale = false;
   // Recorded with dead letters, so an operator knows which code gave up.
   std::string handler_version = "1";
+  // Events of a type whose base name matches one in `types` but whose
+  // version does not are upcast when a chain of upcasters reaches a listed
+  // version; otherwise this applies.
+  UnknownVersionPolicy on_unknown_version = UnknownVersionPolicy::kPause;
 };
 
 // Progress of one subscriber, as held by this process.
@@ -235,12 +258,16 @@ struct SubscriberStats {
   uint64_t dead_lettered = 0;  // Events sent to the dead-letter store.
   uint64_t stale_skipped = 0;  // Events skipped by skip_stale.
   uint64_t in_flight = 0;   // Events fetched into memory, not yet completed.
+  bool paused = false;      // Waiting for an upcaster (UnknownVersionPolicy::kPause).
+  uint64_t pauses = 0;      // Times it paused, in this process.
 };
 
 struct BusStats {
   uint64_t last_seq = 0;  // Sequence number of the newest committed event.
   uint64_t commits = 0;   // Successful commits in this process.
   uint64_t commit_groups = 0;  // Writes to storage (commits share writes).
+  uint64_t quarantined = 0;    // Inputs refused into quarantine, ever.
+  uint64_t quarantine_evicted = 0;  // Oldest quarantine entries dropped for the bounds.
   std::vector<SubscriberStats> subscribers;
 };
 
@@ -272,6 +299,23 @@ class Bus {
   // InvalidArgument for a bad name or no handler; Busy when a subscriber of
   // that name is already active in this process.
   [[nodiscard]] virtual Status Subscribe(SubscriberOptions subscriber) = 0;
+
+  // Registers a payload verifier for `type`, replacing any earlier one.
+  [[nodiscard]] virtual Status RegisterVerifier(const std::string& type, PayloadVerifier verifier) = 0;
+
+  // Registers how to bring `from_type` to the later `to_type` (same base
+  // name, higher version). Subscribers paused on an event this makes
+  // translatable resume.
+  [[nodiscard]] virtual Status RegisterUpcaster(const std::string& from_type, const std::string& to_type,
+                                                Upcaster upcaster) = 0;
+
+  // Takes an event produced elsewhere (another device, a file) as envelope
+  // bytes (schemas/envelope.fbs) and commits it to the outbox, keeping its
+  // id, type, source and time. The bytes are untrusted: they are verified
+  // (size caps, FlatBuffers verifier, envelope rules, the type's payload
+  // verifier) and on any failure stored in the bounded quarantine with the
+  // reason, and InvalidArgument is returned; nothing else is written.
+  [[nodiscard]] virtual Result<Receipt> Ingest(std::string_view envelope, std::string_view source) = 0;
 
   // Starts the dispatcher and the worker pool. Idempotent.
   [[nodiscard]] virtual Status Start() = 0;

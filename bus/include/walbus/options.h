@@ -80,6 +80,12 @@ struct Options {
   uint64_t trim_every_events = 10000;
   std::chrono::milliseconds trim_interval{2000};
 
+  // Bounds of the quarantine (refused input kept for inspection): when a
+  // new entry would pass either, the oldest entries are dropped (counted
+  // in BusStats::quarantine_evicted). Default 10000 entries, 64 MiB.
+  size_t quarantine_max_entries = 10000;
+  size_t quarantine_max_bytes = 64 << 20;
+
   // Where time comes from; null means Clock::System(). Tests inject a
   // clock they move by hand to run backoff and ages in milliseconds.
   std::shared_ptr<const Clock> clock;

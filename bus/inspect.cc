@@ -204,8 +204,14 @@ std::string Hex(std::string_view s, size_t max_bytes) {
 
 // "2024-05-01T12:34:56.789Z"; the bare number when out of gmtime's range.
 std::string IsoTimeMs(int64_t unix_ms) {
-  const int64_t secs = unix_ms >= 0 ? unix_ms / 1000 : -((-unix_ms + 999) / 1000);
-  const int64_t ms = unix_ms - secs * 1000;
+  // Floor division; negating unix_ms would overflow near INT64_MIN (a
+  // corrupt record's time is cast from uint64).
+  int64_t secs = unix_ms / 1000;
+  int64_t ms = unix_ms % 1000;
+  if (ms < 0) {
+    ms += 1000;
+    --secs;
+  }
   const time_t t = static_cast<time_t>(secs);
   struct tm tm {};
   if (static_cast<int64_t>(t) != secs || gmtime_r(&t, &tm) == nullptr || tm.tm_year + 1900 > 9999 ||

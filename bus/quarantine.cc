@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "bus/log_limiter.h"
 #include "bus/scope.h"
 #include "storage/keys.h"
 #include "storage/records.h"
@@ -85,7 +86,11 @@ Status Quarantine::Add(std::string_view raw, std::string_view source, std::strin
   next_arrival_ = arrival + 1;
   added_.fetch_add(1, std::memory_order_relaxed);
   evicted_.fetch_add(evict, std::memory_order_relaxed);
-  spdlog::warn("walbus: quarantined {} bytes from {}: {}", raw.size(), record.source, record.reason);
+  static LogLimiter limiter(10);
+  if (uint64_t held = 0; limiter.Allow(&held)) {
+    spdlog::warn("walbus: quarantined {} bytes from {}: {} ({} similar lines held back)", raw.size(), record.source,
+                 record.reason, held);
+  }
   return Status::OK();
 }
 

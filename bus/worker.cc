@@ -9,6 +9,7 @@
 #include "bus/dispatcher.h"
 #include "bus/envelope.h"
 #include "bus/fault_point.h"
+#include "bus/log_limiter.h"
 #include "bus/scope.h"
 #include "storage/keys.h"
 #include "storage/records.h"
@@ -237,8 +238,11 @@ void Dispatcher::RunHandler(Run& run) {
     std::exception_ptr thrown = std::current_exception();
     error = ExceptionText(thrown);
     permanent = sub.classify_exception && sub.classify_exception(thrown) == FailureClass::kPermanent;
-    spdlog::warn("walbus: handler {} threw on event {} (seq={}, attempt {}): {}", sub.name, event.id.ToString(),
-                 event.seq, item.attempt, error);
+    static LogLimiter limiter(10);
+    if (uint64_t held = 0; limiter.Allow(&held)) {
+      spdlog::warn("walbus: handler {} threw on event {} (seq={}, attempt {}): {} ({} similar lines held back)",
+                   sub.name, event.id.ToString(), event.seq, item.attempt, error, held);
+    }
     FailAttempt(run, std::move(error), {}, permanent);
     return;
   }
@@ -369,7 +373,11 @@ void Dispatcher::CommitRuns(std::deque<Run>& runs, std::vector<Message>* replies
       // record comes with the next failure or the dead letter); any other
       // commit error leaves the outcome unknown, so the next run looks at
       // the inbox first.
-      spdlog::warn("walbus: committing {}'s outcome for seq={} failed: {}", sub.name, item.event->seq, s.ToString());
+      static LogLimiter limiter(10);
+      if (uint64_t held = 0; limiter.Allow(&held)) {
+        spdlog::warn("walbus: committing {}'s outcome for seq={} failed: {} ({} similar lines held back)", sub.name,
+                     item.event->seq, s.ToString(), held);
+      }
       replies->push_back(Message{Message::Kind::kRetry, &sub, item.event, Backoff(sub, item.attempt), item.attempt,
                                  item.first_failure_ms, true, nullptr});
     }

@@ -58,8 +58,21 @@ struct Config {
   std::string dir;
   bool keep = false;
   size_t workers = 2;
+  double poison_rate = 0;     // share of events whose handler always throws
+  double transient_rate = 0;  // share of events that fail twice, then pass
+  int64_t max_clean_latency_ms = 5000;
   bool dir_is_ours = false;  // Created by this run under /tmp.
 };
+
+// Retries of the stress subscribers: short, so poison is dead-lettered
+// within a run.
+walbus::RetryPolicy StressRetries() {
+  walbus::RetryPolicy r;
+  r.max_attempts = 3;
+  r.base = std::chrono::milliseconds(5);
+  r.cap = std::chrono::milliseconds(50);
+  return r;
+}
 
 // One committed event, as its Receipt described it.
 struct Committed {
@@ -68,7 +81,9 @@ struct Committed {
 };
 
 struct ProducerResult {
-  std::vector<Committed> committed;
+  std::vector<Committed> committed;  // every event, faults included
+  std::vector<walbus::EventId> poison;
+  std::vector<walbus::EventId> transient;
   uint64_t conflicts = 0;
 };
 
@@ -77,7 +92,12 @@ struct Checks {
   bool per_subject_order = true;
   bool all_delivered = true;
   bool outbox_drained = true;
-  bool passed() const { return exactly_once && per_subject_order && all_delivered && outbox_drained; }
+  bool poison_dead_lettered = true;  // dead letters = poison events, per subscriber
+  bool others_not_delayed = true;    // clean subjects stayed under the latency bound
+  bool passed() const {
+    return exactly_once && per_subject_order && all_delivered && outbox_drained && poison_dead_lettered &&
+           others_not_delayed;
+  }
 };
 
 // The first error any thread met; later ones are dropped.
@@ -127,6 +147,13 @@ std::optional<int> ParseArgs(int argc, char** argv, Config* cfg) {
   CLI::Option* seed = app.add_option("--seed", cfg->seed, "PRNG seed (default: from time)");
   app.add_option("--dir", cfg->dir, "Database directory, missing or empty (default: fresh under /tmp)");
   app.add_flag("--keep", cfg->keep, "Keep the directory created under /tmp");
+  app.add_option("--poison-rate", cfg->poison_rate, "Share of events whose handler always throws")
+      ->capture_default_str()->check(CLI::Range(0.0, 1.0));
+  app.add_option("--transient-rate", cfg->transient_rate, "Share of events that fail twice, then succeed")
+      ->capture_default_str()->check(CLI::Range(0.0, 1.0));
+  app.add_option("--max-clean-latency-ms", cfg->max_clean_latency_ms,
+                 "Longest a clean event may wait from commit to handler")
+      ->capture_default_str();
   app.add_option("--workers", cfg->workers, "Handler worker threads")
       ->capture_default_str()->check(CLI::Range(size_t{1}, size_t{256}));
   try {
@@ -186,7 +213,24 @@ void RunProducer(walbus::Bus& bus, const Config& cfg, size_t index, uint64_t cou
   std::mt19937_64 rng(seq);
   std::uniform_int_distribution<size_t> pick(0, cfg.subjects - 1);
   result->committed.reserve(count);
+  std::uniform_real_distribution<double> chance(0.0, 1.0);
   for (uint64_t n = 0; n < count && !error->failed(); ++n) {
+    // Faults go on subjects of their own, so that the delay a poison event
+    // imposes on its subject never touches the checked ones.
+    const double r = chance(rng);
+    if (r < cfg.poison_rate + cfg.transient_rate) {
+      const bool poison = r < cfg.poison_rate;
+      walbus::Receipt receipt;
+      Status s = CommitFault(bus, (poison ? "p-" : "t-") + std::to_string(pick(rng)),
+                             poison ? "poison" : "transient", &receipt);
+      if (!s.ok()) {
+        error->Set(std::move(s));
+        return;
+      }
+      (poison ? result->poison : result->transient).push_back(receipt.event_ids[0]);
+      result->committed.push_back({.seq = receipt.first_seq, .id = receipt.event_ids[0]});
+      continue;
+    }
     const std::string subject = SubjectName(pick(rng));
     const std::string payload = RandomPayload(rng, cfg.payload_bytes);
     uint64_t version = 0;
@@ -222,7 +266,7 @@ Status RunProducers(walbus::Bus& bus, const Config& cfg, std::vector<ProducerRes
 Status RunLoad(const Config& cfg, std::vector<ProducerResult>* results, double* seconds) {
   std::unique_ptr<walbus::Bus> bus;
   if (Status s = OpenBus(cfg, &bus); !s.ok()) return s;
-  Status s = SubscribeAll(*bus, cfg.subscribers, HandleItem);
+  Status s = SubscribeAll(*bus, cfg.subscribers, HandleItem, StressRetries());
   if (s.ok()) s = bus->Start();
   const auto start = std::chrono::steady_clock::now();
   if (s.ok()) s = RunProducers(*bus, cfg, results);
@@ -285,12 +329,36 @@ Status CheckOutboxDrained(const Config& cfg, Checks* checks) {
   return s;
 }
 
+uint64_t CountOf(const std::vector<ProducerResult>& results, std::vector<walbus::EventId> ProducerResult::*list) {
+  uint64_t n = 0;
+  for (const ProducerResult& r : results) n += (r.*list).size();
+  return n;
+}
+
+// Every poison event, and nothing else, ended as a dead letter; clean
+// subjects were never held up by the failing ones.
+void CheckFaults(walbus::Bus& bus, const Config& cfg, const std::vector<ProducerResult>& results, Checks* checks) {
+  const uint64_t poison = CountOf(results, &ProducerResult::poison);
+  for (const walbus::SubscriberStats& st : bus.Stats().subscribers) {
+    if (st.dead_lettered != poison) {
+      checks->poison_dead_lettered = false;
+      Report("poison_dead_lettered", st.name + " has " + std::to_string(st.dead_lettered) + " dead letters for " +
+                                         std::to_string(poison) + " poison events");
+    }
+  }
+  if (MaxItemLatencyMs() > cfg.max_clean_latency_ms) {
+    checks->others_not_delayed = false;
+    Report("others_not_delayed", "a clean event waited " + std::to_string(MaxItemLatencyMs()) + " ms");
+  }
+}
+
 Status Verify(const Config& cfg, const std::vector<ProducerResult>& results, Checks* checks) {
   std::unique_ptr<walbus::Bus> bus;
   if (Status s = OpenBus(cfg, &bus); !s.ok()) return s;
   // Registered so Stats() reports them; Start() is never called.
-  Status s = SubscribeAll(*bus, cfg.subscribers, NeverHandle);
+  Status s = SubscribeAll(*bus, cfg.subscribers, NeverHandle, StressRetries());
   if (s.ok()) CheckCheckpoints(*bus, cfg, results, checks);
+  if (s.ok()) CheckFaults(*bus, cfg, results, checks);
   walbus::Transaction tx = bus->Begin();  // Read only; never committed.
   CheckResult subjects;
   if (s.ok()) s = CheckSubjects(tx, cfg.subscribers, cfg.subjects, &subjects);
@@ -298,6 +366,22 @@ Status Verify(const Config& cfg, const std::vector<ProducerResult>& results, Che
   checks->exactly_once &= subjects.exactly_once;
   checks->per_subject_order &= subjects.per_subject_order;
   checks->all_delivered &= subjects.all_delivered;
+  for (size_t i = 0; s.ok() && i < cfg.subscribers; ++i) {
+    for (const ProducerResult& r : results) {
+      for (const walbus::EventId& id : r.transient) {
+        walbus::Result<uint64_t> n = FaultEffects(tx, SubscriberName(i), id);
+        if (!n.ok()) {
+          s = n.status();
+          break;
+        }
+        if (*n != 1) {
+          checks->exactly_once = false;
+          Report("exactly_once", SubscriberName(i) + " transient " + id.ToString() + " effect count " +
+                                     std::to_string(*n));
+        }
+      }
+    }
+  }
   Status closed = bus->Close();
   if (s.ok()) s = closed;
   if (s.ok()) s = CheckOutboxDrained(cfg, checks);
@@ -319,13 +403,17 @@ void PrintJson(const Config& cfg, const std::vector<ProducerResult>& results, do
   std::printf(
       "{\"seed\":%llu,\"producers\":%zu,\"subscribers\":%zu,\"subjects\":%zu,\"events\":%llu,"
       "\"conflicts\":%llu,\"seconds\":%.3f,\"events_per_second\":%.1f,"
+      "\"poison\":%llu,\"transient\":%llu,\"max_clean_latency_ms\":%lld,"
       "\"checks\":{\"exactly_once\":%s,\"per_subject_order\":%s,\"all_delivered\":%s,"
-      "\"outbox_drained\":%s},"
+      "\"outbox_drained\":%s,\"poison_dead_lettered\":%s,\"others_not_delayed\":%s},"
       "\"passed\":%s}\n",
       static_cast<unsigned long long>(cfg.seed), cfg.producers, cfg.subscribers, cfg.subjects,
-      static_cast<unsigned long long>(events), static_cast<unsigned long long>(conflicts), seconds,
-      rate, b(checks.exactly_once), b(checks.per_subject_order), b(checks.all_delivered),
-      b(checks.outbox_drained), b(checks.passed()));
+      static_cast<unsigned long long>(events), static_cast<unsigned long long>(conflicts), seconds, rate,
+      static_cast<unsigned long long>(CountOf(results, &ProducerResult::poison)),
+      static_cast<unsigned long long>(CountOf(results, &ProducerResult::transient)),
+      static_cast<long long>(MaxItemLatencyMs()), b(checks.exactly_once), b(checks.per_subject_order),
+      b(checks.all_delivered), b(checks.outbox_drained), b(checks.poison_dead_lettered),
+      b(checks.others_not_delayed), b(checks.passed()));
 }
 
 int Fail(const Config& cfg, const Status& s) {

@@ -1,6 +1,8 @@
 #include "tools/workload.h"
 
+#include <atomic>
 #include <charconv>
+#include <stdexcept>
 #include <cstdint>
 
 #include "storage/db.h"
@@ -49,7 +51,46 @@ Options BusOptions(const std::string& dir, Durability durability, size_t workers
   return opt;
 }
 
+namespace {
+
+std::atomic<int64_t> max_item_latency_ms{0};
+
+Outcome HandleFault(const Event& e, HandlerContext& ctx) {
+  if (e.data == "poison") throw std::runtime_error("poison event " + e.id.ToString());
+  if (e.data == "transient" && ctx.Attempt() <= 2) throw std::runtime_error("transient failure");
+  const std::string key = ctx.SubscriberName() + "/fault/" + e.id.ToString();
+  Result<uint64_t> applied = ReadCounter(ctx, kEffectsCf, key);
+  if (!applied.ok()) return Outcome::RetryAfter(kHandlerRetry);
+  if (!ctx.Put(kEffectsCf, key, std::to_string(*applied + 1)).ok()) return Outcome::RetryAfter(kHandlerRetry);
+  return Outcome::Done();
+}
+
+}  // namespace
+
+int64_t MaxItemLatencyMs() { return max_item_latency_ms.load(); }
+
+Result<uint64_t> FaultEffects(Transaction& tx, const std::string& subscriber, const EventId& id) {
+  return ReadCounter(tx, kEffectsCf, subscriber + "/fault/" + id.ToString());
+}
+
+Status CommitFault(Bus& bus, const std::string& subject, std::string_view kind, Receipt* receipt) {
+  Transaction tx = bus.Begin();
+  EventSpec event;
+  event.type = kFaultType;
+  event.subject = subject;
+  event.data = std::string(kind);
+  if (Result<EventId> id = tx.Publish(event); !id.ok()) return id.status();
+  Result<Receipt> committed = tx.Commit();
+  if (!committed.ok()) return committed.status();
+  *receipt = std::move(*committed);
+  return Status::OK();
+}
+
 Outcome HandleItem(const Event& e, HandlerContext& ctx) {
+  if (e.type == kFaultType) return HandleFault(e, ctx);
+  const int64_t lag = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now() - e.time).count();
+  for (int64_t seen = max_item_latency_ms.load(); lag > seen && !max_item_latency_ms.compare_exchange_weak(seen, lag);) {
+  }
   const std::string& sub = ctx.SubscriberName();
   const std::string order_key = OrderKey(sub, e.subject);
   const std::string effect_key = EffectKey(sub, e.subject, e.subject_version);
@@ -66,13 +107,12 @@ Outcome HandleItem(const Event& e, HandlerContext& ctx) {
   return s.ok() ? Outcome::Done() : Outcome::RetryAfter(kHandlerRetry);
 }
 
-Status SubscribeAll(Bus& bus, size_t count, const Handler& handler) {
+Status SubscribeAll(Bus& bus, size_t count, const Handler& handler, const RetryPolicy& retry) {
   for (size_t i = 0; i < count; ++i) {
-    // The workload's handler never fails for good, but crash rounds charge
-    // an attempt to every event that may have been running: a large budget
-    // keeps those from ever adding up to a dead letter.
-    SubscriberOptions options{.name = SubscriberName(i), .types = {std::string(kEventType)}, .handler = handler};
-    options.retry.max_attempts = 1000000;
+    SubscriberOptions options{.name = SubscriberName(i),
+                              .types = {std::string(kEventType), std::string(kFaultType)},
+                              .handler = handler,
+                              .retry = retry};
     Status s = bus.Subscribe(std::move(options));
     if (!s.ok()) return s;
   }

@@ -22,6 +22,10 @@
 namespace walbus::workload {
 
 inline constexpr std::string_view kEventType = "stress.item-recorded.v1";
+// Events that fail on purpose: data "poison" always throws; "transient"
+// throws on its first two attempts. Their effect counts under
+// "<sub>/fault/<event id>".
+inline constexpr std::string_view kFaultType = "stress.fault-injected.v1";
 inline constexpr std::string_view kStateCf = "state";
 inline constexpr std::string_view kEffectsCf = "effects";
 inline constexpr std::string_view kOrderCf = "order";
@@ -35,8 +39,17 @@ Options BusOptions(const std::string& dir, Durability durability, size_t workers
 // Applies one event for the running subscriber (see the top of the file).
 Outcome HandleItem(const Event& e, HandlerContext& ctx);
 
-// Registers subscribers "sub-0".."sub-<count-1>", each running `handler`.
-Status SubscribeAll(Bus& bus, size_t count, const Handler& handler);
+// Registers subscribers "sub-0".."sub-<count-1>", each running `handler`
+// on both event types.
+Status SubscribeAll(Bus& bus, size_t count, const Handler& handler, const RetryPolicy& retry);
+
+// Publishes one kFaultType event ("poison" or "transient") on `subject`.
+Status CommitFault(Bus& bus, const std::string& subject, std::string_view kind, Receipt* receipt);
+// The effect count of a fault event for a subscriber, read through `tx`.
+Result<uint64_t> FaultEffects(Transaction& tx, const std::string& subscriber, const EventId& id);
+// The longest commit-to-handler delay of a kEventType event seen by
+// HandleItem in this process, in milliseconds.
+int64_t MaxItemLatencyMs();
 
 // One attempt to advance `subject`: read its version v, assert it, write the
 // state, publish version v + 1. Conflict when another producer got there

@@ -155,8 +155,10 @@ void Dispatcher::FailAttempt(Run& run, std::string error, std::chrono::milliseco
   if (item.first_failure_ms == 0) item.first_failure_ms = now;
   ScopeRep* scope = run.request.scope;
   *scope = ScopeRep(bus_);  // the attempt's own writes are dropped
-  const bool too_old = sub.retry.max_age.count() > 0 &&
-                       now - item.first_failure_ms >= static_cast<uint64_t>(sub.retry.max_age.count());
+  // The wall clock may have jumped back since the first failure: an age
+  // below zero is no age, not a huge one.
+  const uint64_t age_ms = now > item.first_failure_ms ? now - item.first_failure_ms : 0;
+  const bool too_old = sub.retry.max_age.count() > 0 && age_ms >= static_cast<uint64_t>(sub.retry.max_age.count());
   if (permanent || item.attempt >= sub.retry.max_attempts || too_old) {
     if (too_old && !permanent) error += " (retry budget: max_age reached)";
     AddDeadLetter(scope, item, item.attempt, item.first_failure_ms, error);

@@ -6,6 +6,7 @@
 #include <rocksdb/table.h>
 #include <rocksdb/write_batch.h>
 
+#include <algorithm>
 #include <cassert>
 #include <filesystem>
 #include <system_error>
@@ -128,6 +129,14 @@ Status Db::Open(const OpenOptions& options, std::unique_ptr<Db>* out) {
     if (!has_meta) {
       return Status::InvalidArgument(options.dir +
                                      " is a RocksDB database but not a walbus one (no walbus.meta)");
+    }
+    // A walbus database missing one of its own column families lost data:
+    // refuse it rather than create the column family empty.
+    for (const char* ours : kCfNames) {
+      if (std::find(existing.begin(), existing.end(), ours) == existing.end()) {
+        return Status::Corruption(options.dir + " is a walbus database without its column family " + ours +
+                                  "; it was damaged or written by an incompatible tool");
+      }
     }
   }
 

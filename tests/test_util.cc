@@ -28,7 +28,7 @@ std::chrono::steady_clock::time_point ManualClock::Now() const {
 }
 
 std::chrono::system_clock::time_point ManualClock::WallNow() const {
-  return wall_start_ + std::chrono::milliseconds(offset_ms_.load());
+  return wall_start_ + std::chrono::milliseconds(offset_ms_.load() + wall_jump_ms_.load());
 }
 
 bool Eventually(const std::function<bool()>& done, std::chrono::milliseconds timeout) {

@@ -486,5 +486,37 @@ TEST(WorkerTest, UnknownVersionCanDeadLetterInstead) {
       << letters[0].record.error;
 }
 
+TEST(WorkerTest, WallClockJumpingBackDoesNotSpendTheAgeBudget) {
+  TempDir dir;
+  Options o = MakeOptions(dir);
+  auto clock = std::make_shared<testing::ManualClock>();
+  o.clock = clock;
+  auto bus = OpenBus(o);
+  std::atomic<int> calls{0};
+  SubscriberOptions s;
+  s.name = "aging";
+  s.retry.max_attempts = 1000000;
+  s.retry.base = 10ms;
+  s.retry.cap = 10ms;
+  s.retry.max_age = 60s;
+  s.handler = [&](const Event&, HandlerContext&) {
+    if (++calls == 1) clock->JumpWall(-std::chrono::hours(1));  // NTP steps back after the first failure
+    return Outcome::RetryAfter(10ms);
+  };
+  ASSERT_TRUE(bus->Subscribe(std::move(s)).ok());
+  ASSERT_TRUE(bus->Start().ok());
+  Publish(*bus, "order-1", "");
+  ASSERT_TRUE(testing::Eventually([&] {
+    clock->Advance(10ms);
+    return calls.load() >= 20;
+  }, 30s));
+  EXPECT_EQ(bus->Stats().subscribers[0].dead_lettered, 0u) << "a negative age is no age";
+  clock->JumpWall(std::chrono::hours(1));
+  ASSERT_TRUE(testing::Eventually([&] {
+    clock->Advance(1000ms);
+    return bus->Stats().subscribers[0].dead_lettered == 1;
+  }, 30s)) << "the budget still ends once real age passes max_age";
+}
+
 }  // namespace
 }  // namespace walbus

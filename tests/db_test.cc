@@ -1,0 +1,126 @@
+// Hostile environments for storage/db.cc: directories that are not walbus
+// databases, damaged ones, newer formats. Each is refused with a message
+// that says what is wrong, and nothing is created or changed.
+#include "storage/db.h"
+
+#include <gtest/gtest.h>
+#include <rocksdb/db.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "storage/keys.h"
+#include "tests/test_util.h"
+#include "walbus/bus.h"
+
+namespace walbus::storage {
+namespace {
+
+using walbus::testing::TempDir;
+namespace fs = std::filesystem;
+
+Status OpenBus(const std::string& dir) {
+  Options o;
+  o.dir = dir;
+  std::unique_ptr<Bus> bus;
+  return Bus::Open(o, &bus);
+}
+
+void CreateWalbusDatabase(const std::string& dir) {
+  ASSERT_TRUE(OpenBus(dir).ok());
+}
+
+TEST(DbTest, PlainRocksDbIsNotTakenForAWalbusDatabase) {
+  TempDir dir;
+  rocksdb::Options ro;
+  ro.create_if_missing = true;
+  rocksdb::DB* raw = nullptr;
+  ASSERT_TRUE(rocksdb::DB::Open(ro, dir.path(), &raw).ok());
+  delete raw;
+  Status s = OpenBus(dir.path());
+  EXPECT_TRUE(s.IsInvalidArgument()) << s.ToString();
+  EXPECT_NE(s.message().find("not a walbus one"), std::string::npos) << s.ToString();
+}
+
+TEST(DbTest, MissingInternalColumnFamilyIsRefusedNotRecreated) {
+  TempDir dir;
+  CreateWalbusDatabase(dir.path());
+  {
+    std::vector<std::string> names;
+    ASSERT_TRUE(rocksdb::DB::ListColumnFamilies(rocksdb::DBOptions(), dir.path(), &names).ok());
+    std::vector<rocksdb::ColumnFamilyDescriptor> cfs;
+    for (const auto& n : names) cfs.emplace_back(n, rocksdb::ColumnFamilyOptions());
+    std::vector<rocksdb::ColumnFamilyHandle*> handles;
+    rocksdb::DB* raw = nullptr;
+    ASSERT_TRUE(rocksdb::DB::Open(rocksdb::DBOptions(), dir.path(), cfs, &handles, &raw).ok());
+    for (size_t i = 0; i < names.size(); ++i) {
+      if (names[i] == "walbus.retries") {
+        ASSERT_TRUE(raw->DropColumnFamily(handles[i]).ok());
+      }
+    }
+    for (auto* h : handles) raw->DestroyColumnFamilyHandle(h).PermitUncheckedError();
+    delete raw;
+  }
+  Status s = OpenBus(dir.path());
+  EXPECT_TRUE(s.IsCorruption()) << s.ToString();
+  EXPECT_NE(s.message().find("walbus.retries"), std::string::npos) << s.ToString();
+  EXPECT_TRUE(OpenBus(dir.path()).IsCorruption()) << "still refused: nothing was recreated";
+}
+
+TEST(DbTest, NewerOnDiskFormatIsRefused) {
+  TempDir dir;
+  CreateWalbusDatabase(dir.path());
+  {
+    OpenOptions so;
+    so.dir = dir.path();
+    std::unique_ptr<Db> db;
+    ASSERT_TRUE(Db::Open(so, &db).ok());
+    Batch b;
+    std::string v;
+    PutBe32(&v, kFormatVersion + 98);
+    b.Put(db->cf(Cf::kMeta), kMetaFormatVersion, v);
+    ASSERT_TRUE(b.Commit(db.get(), true).ok());
+  }
+  Status s = OpenBus(dir.path());
+  EXPECT_EQ(s.code(), Status::Code::kNotSupported) << s.ToString();
+  EXPECT_NE(s.message().find("format " + std::to_string(kFormatVersion + 98)), std::string::npos) << s.ToString();
+}
+
+TEST(DbTest, DamagedFilesAreReportedNotCrashedOn) {
+  for (const char* victim : {"CURRENT", "MANIFEST"}) {
+    TempDir dir;
+    CreateWalbusDatabase(dir.path());
+    for (const auto& entry : fs::directory_iterator(dir.path())) {
+      const std::string name = entry.path().filename().string();
+      if (name.rfind(victim, 0) != 0) continue;
+      const auto size = fs::file_size(entry.path());
+      fs::resize_file(entry.path(), size / 2);  // truncated mid-record
+    }
+    Status s = OpenBus(dir.path());
+    EXPECT_FALSE(s.ok()) << victim;
+    EXPECT_FALSE(s.message().empty()) << victim;
+  }
+}
+
+TEST(DbTest, AFileWhereTheDirectoryShouldBeIsRefused) {
+  TempDir dir;
+  fs::create_directories(dir.root());
+  std::ofstream(dir.path()) << "not a directory";
+  Status s = OpenBus(dir.path());
+  EXPECT_TRUE(s.IsInvalidArgument()) << s.ToString();
+  EXPECT_NE(s.message().find("not a directory"), std::string::npos) << s.ToString();
+}
+
+TEST(DbTest, ApplicationColumnFamilyNamesAreChecked) {
+  TempDir dir;
+  for (const char* bad : {"default", "walbus.outbox", ""}) {
+    Options o;
+    o.dir = dir.path();
+    o.column_families = {bad};
+    std::unique_ptr<Bus> bus;
+    EXPECT_TRUE(Bus::Open(o, &bus).IsInvalidArgument()) << bad;
+  }
+}
+
+}  // namespace
+}  // namespace walbus::storage

@@ -72,6 +72,28 @@ Status FromRocks(const rocksdb::Status& s, std::string_view what) {
   return Status::IOError(msg);
 }
 
+// Whether a database's walbus.meta holds the format version, which Open
+// writes only once every column family exists.
+Status HasFormatVersion(const rocksdb::DBOptions& dbo, const std::string& dir, const std::vector<std::string>& names,
+                        bool* found) {
+  std::vector<rocksdb::ColumnFamilyDescriptor> descriptors;
+  for (const auto& n : names) descriptors.emplace_back(n, OptionsFor(n));
+  std::vector<rocksdb::ColumnFamilyHandle*> handles;
+  rocksdb::DB* raw = nullptr;
+  rocksdb::Status s = rocksdb::DB::OpenForReadOnly(dbo, dir, descriptors, &handles, &raw);
+  if (!s.ok()) return FromRocks(s, "open " + dir + " to check it");
+  std::unique_ptr<rocksdb::DB> db(raw);
+  std::string value;
+  rocksdb::Status g = rocksdb::Status::NotFound();
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (names[i] == CfName(Cf::kMeta)) g = db->Get(rocksdb::ReadOptions(), handles[i], ToSlice(kMetaFormatVersion), &value);
+  }
+  for (auto* h : handles) db->DestroyColumnFamilyHandle(h).PermitUncheckedError();
+  if (!g.ok() && !g.IsNotFound()) return FromRocks(g, "read the format version of " + dir);
+  *found = g.ok();
+  return Status::OK();
+}
+
 bool IsLockError(const rocksdb::Status& s) {
   const std::string text = s.ToString();
   return s.IsIOError() && (text.find("lock") != std::string::npos || text.find("LOCK") != std::string::npos);
@@ -130,13 +152,18 @@ Status Db::Open(const OpenOptions& options, std::unique_ptr<Db>* out) {
       return Status::InvalidArgument(options.dir +
                                      " is a RocksDB database but not a walbus one (no walbus.meta)");
     }
-    // A walbus database missing one of its own column families lost data:
-    // refuse it rather than create the column family empty.
+    // A finished walbus database missing one of its own column families
+    // lost data: refuse it rather than create the column family empty. One
+    // whose creation was cut short (no format version yet) is completed.
     for (const char* ours : kCfNames) {
-      if (std::find(existing.begin(), existing.end(), ours) == existing.end()) {
+      if (std::find(existing.begin(), existing.end(), ours) != existing.end()) continue;
+      bool finished = false;
+      if (Status s = HasFormatVersion(dbo, options.dir, existing, &finished); !s.ok()) return s;
+      if (finished) {
         return Status::Corruption(options.dir + " is a walbus database without its column family " + ours +
                                   "; it was damaged or written by an incompatible tool");
       }
+      break;
     }
   }
 

@@ -218,7 +218,7 @@ std::string IsoTimeMs(int64_t unix_ms) {
       tm.tm_year + 1900 < 0) {
     return std::to_string(unix_ms) + " ms";
   }
-  char buf[40];
+  char buf[96];  // room for any int the compiler cannot rule out
   snprintf(buf, sizeof(buf), "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
            tm.tm_hour, tm.tm_min, tm.tm_sec, static_cast<int>(ms));
   return buf;

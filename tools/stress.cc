@@ -6,19 +6,44 @@
 // database: exactly_once, per_subject_order, all_delivered (see
 // workload.h), plus outbox_drained (nothing left in the outbox).
 //
-// Prints one JSON object on stdout. Exit status: 0 when every check passed,
-// 1 when a check failed, 2 on bad usage or an error.
+// Two ways to size the load: --events N commits N events as fast as the
+// producers can (or paced, with --rate); --soak SECONDS --rate R runs the
+// producers for that long at R events a second in total, open loop (commit
+// n is due at start + n / R whether or not the bus kept up, so a slow bus
+// shows as lag instead of a lower offered load), and every --report-every
+// seconds prints a progress line on stdout:
+//
+//   {"t":..,"events":..,"rate":..,"rss_mib":..,"disk_mib":..,
+//    "lag_events":..,"outbox_backlog":..,"in_flight":..}
+//
+// t is seconds since the producers started; events the events committed so
+// far and rate those of the last interval per second; rss_mib the resident
+// set of this process; disk_mib the size of the files in the database
+// directory; lag_events the largest last_seq - checkpoint of a subscriber;
+// outbox_backlog the events not yet passed by every subscriber (as in
+// `walbus stats`); in_flight the events the subscribers hold in memory.
+// Lines go on through the drain after the producers stop.
+//
+// Then prints one JSON object on stdout (in a soak with "mode":"soak" and
+// the peak RSS and disk size, sampled four times a second). Exit status: 0
+// when every check passed, 1 when a check failed, 2 on bad usage or an
+// error.
 #include <CLI/CLI.hpp>
+
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <charconv>
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -61,7 +86,11 @@ struct Config {
   double poison_rate = 0;     // share of events whose handler always throws
   double transient_rate = 0;  // share of events that fail twice, then pass
   int64_t max_clean_latency_ms = 5000;
+  double soak_seconds = 0;   // > 0: run for this long instead of `events`
+  double rate = 0;           // events per second over all producers; 0: unpaced
+  double report_every = 10;  // seconds between soak progress lines
   bool dir_is_ours = false;  // Created by this run under /tmp.
+  bool soak() const { return soak_seconds > 0; }
 };
 
 // Retries of the stress subscribers: short, so poison is dead-lettered
@@ -74,14 +103,11 @@ walbus::RetryPolicy StressRetries() {
   return r;
 }
 
-// One committed event, as its Receipt described it.
-struct Committed {
-  uint64_t seq = 0;
-  walbus::EventId id;
-};
-
+// What one producer committed. Counts rather than a list of receipts, so
+// that a long soak does not grow this process's memory by itself.
 struct ProducerResult {
-  std::vector<Committed> committed;  // every event, faults included
+  uint64_t events = 0;      // every event, faults included
+  uint64_t newest_seq = 0;  // the highest seq of a receipt
   std::vector<walbus::EventId> poison;
   std::vector<walbus::EventId> transient;
   uint64_t conflicts = 0;
@@ -138,8 +164,17 @@ std::optional<int> ParseArgs(int argc, char** argv, Config* cfg) {
       ->capture_default_str()->check(CLI::Range(size_t{0}, size_t{1024}));
   app.add_option("--subjects", cfg->subjects, "Distinct subjects")
       ->capture_default_str()->check(CLI::Range(size_t{1}, size_t{100000000}));
-  app.add_option("--events", cfg->events, "Events in total (one per transaction)")
+  CLI::Option* events = app.add_option("--events", cfg->events, "Events in total (one per transaction)")
       ->capture_default_str();
+  CLI::Option* soak = app.add_option("--soak", cfg->soak_seconds,
+                                     "Soak: run the producers for this many seconds instead of --events")
+      ->check(CLI::PositiveNumber)->excludes(events);
+  CLI::Option* rate = app.add_option("--rate", cfg->rate,
+                                     "Events per second over all producers, paced open loop (0: unpaced)")
+      ->capture_default_str()->check(CLI::NonNegativeNumber);
+  app.add_option("--report-every", cfg->report_every, "Seconds between soak progress lines on stdout")
+      ->capture_default_str()->check(CLI::Range(0.1, 86400.0))->needs(soak);
+  soak->needs(rate);
   app.add_option("--payload-bytes", cfg->payload_bytes, "Bytes of state and event data")
       ->capture_default_str()->check(CLI::Range(size_t{0}, size_t{64} << 20));
   app.add_option("--durability", cfg->durability, "sync or buffered")
@@ -160,6 +195,10 @@ std::optional<int> ParseArgs(int argc, char** argv, Config* cfg) {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? kExitPassed : kExitError;
+  }
+  if (cfg->soak() && cfg->rate <= 0) {
+    std::cerr << "walbus-stress: --soak needs a --rate above 0\n";
+    return kExitError;
   }
   if (seed->count() == 0) {
     cfg->seed = static_cast<uint64_t>(
@@ -207,14 +246,45 @@ Status OpenBus(const Config& cfg, std::unique_ptr<walbus::Bus>* bus) {
       bus);
 }
 
-void RunProducer(walbus::Bus& bus, const Config& cfg, size_t index, uint64_t count,
-                 ProducerResult* result, FirstError* error) {
+using SteadyClock = std::chrono::steady_clock;
+
+// When the producers commit. Paced, they share one open-loop schedule:
+// commit k of producer i of P is event n = i + k * P, due at start + n /
+// rate, however late the earlier ones were. Unpaced (rate 0), they commit
+// as fast as they can.
+struct Pace {
+  double rate = 0;        // events per second over all producers; 0: unpaced
+  size_t producers = 1;   // producers sharing the rate
+  SteadyClock::time_point start;
+  // No commit starts at or after this point, whatever is left of `count`.
+  SteadyClock::time_point until = SteadyClock::time_point::max();
+};
+
+// Waits for the slot of commit k of producer `index`; false when the run
+// is over.
+bool AwaitSlot(const Pace& pace, size_t index, uint64_t k) {
+  if (pace.rate > 0) {
+    const double n = static_cast<double>(index) + static_cast<double>(k) * static_cast<double>(pace.producers);
+    const auto due = pace.start + std::chrono::duration_cast<SteadyClock::duration>(
+                                      std::chrono::duration<double>(n / pace.rate));
+    if (due >= pace.until) return false;
+    std::this_thread::sleep_until(due);
+  }
+  return pace.until == SteadyClock::time_point::max() || SteadyClock::now() < pace.until;
+}
+
+void RunProducer(walbus::Bus& bus, const Config& cfg, size_t index, uint64_t count, const Pace& pace,
+                 ProducerResult* result, std::atomic<uint64_t>* committed, FirstError* error) {
   std::seed_seq seq{cfg.seed, static_cast<uint64_t>(index)};
   std::mt19937_64 rng(seq);
   std::uniform_int_distribution<size_t> pick(0, cfg.subjects - 1);
-  result->committed.reserve(count);
   std::uniform_real_distribution<double> chance(0.0, 1.0);
-  for (uint64_t n = 0; n < count && !error->failed(); ++n) {
+  auto record = [&](const walbus::Receipt& receipt) {
+    ++result->events;
+    result->newest_seq = std::max(result->newest_seq, receipt.first_seq);
+    committed->fetch_add(1, std::memory_order_relaxed);
+  };
+  for (uint64_t n = 0; n < count && !error->failed() && AwaitSlot(pace, index, n); ++n) {
     // Faults go on subjects of their own, so that the delay a poison event
     // imposes on its subject never touches the checked ones.
     const double r = chance(rng);
@@ -228,7 +298,7 @@ void RunProducer(walbus::Bus& bus, const Config& cfg, size_t index, uint64_t cou
         return;
       }
       (poison ? result->poison : result->transient).push_back(receipt.event_ids[0]);
-      result->committed.push_back({.seq = receipt.first_seq, .id = receipt.event_ids[0]});
+      record(receipt);
       continue;
     }
     const std::string subject = SubjectName(pick(rng));
@@ -241,7 +311,7 @@ void RunProducer(walbus::Bus& bus, const Config& cfg, size_t index, uint64_t cou
       error->Set(std::move(s));
       return;
     }
-    result->committed.push_back({.seq = receipt.first_seq, .id = receipt.event_ids[0]});
+    record(receipt);
   }
 }
 
@@ -249,29 +319,158 @@ uint64_t ShareOf(uint64_t total, size_t parts, size_t index) {
   return total / parts + (index < total % parts ? 1 : 0);
 }
 
-Status RunProducers(walbus::Bus& bus, const Config& cfg, std::vector<ProducerResult>* results) {
+// Fixed count: each producer commits its share of --events. Soak: they
+// commit until the soak time is over.
+Status RunProducers(walbus::Bus& bus, const Config& cfg, SteadyClock::time_point start,
+                    std::vector<ProducerResult>* results, std::atomic<uint64_t>* committed) {
   results->assign(cfg.producers, ProducerResult{});
+  Pace pace;
+  pace.rate = cfg.rate;
+  pace.producers = cfg.producers;
+  pace.start = start;
+  if (cfg.soak()) {
+    pace.until = start + std::chrono::duration_cast<SteadyClock::duration>(
+                             std::chrono::duration<double>(cfg.soak_seconds));
+  }
   FirstError error;
   std::vector<std::thread> threads;
   threads.reserve(cfg.producers);
   for (size_t i = 0; i < cfg.producers; ++i) {
-    threads.emplace_back(RunProducer, std::ref(bus), std::cref(cfg), i,
-                         ShareOf(cfg.events, cfg.producers, i), &(*results)[i], &error);
+    const uint64_t count =
+        cfg.soak() ? std::numeric_limits<uint64_t>::max() : ShareOf(cfg.events, cfg.producers, i);
+    threads.emplace_back(RunProducer, std::ref(bus), std::cref(cfg), i, count, std::cref(pace), &(*results)[i],
+                         committed, &error);
   }
   for (std::thread& t : threads) t.join();
   return error.Get();
 }
 
+// ---- soak progress ----
+
+double RssMiB() {
+  std::ifstream statm("/proc/self/statm");
+  uint64_t size_pages = 0, resident_pages = 0;
+  statm >> size_pages >> resident_pages;
+  return static_cast<double>(resident_pages) * static_cast<double>(::sysconf(_SC_PAGESIZE)) / (1024.0 * 1024.0);
+}
+
+// The sum of the sizes of the files under `dir`. RocksDB adds and removes
+// files meanwhile; a file that vanishes during the walk is not counted.
+double DiskMiB(const std::string& dir) {
+  std::error_code ec;
+  uintmax_t bytes = 0;
+  for (fs::recursive_directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    std::error_code file_ec;
+    if (!it->is_regular_file(file_ec)) continue;
+    const uintmax_t size = it->file_size(file_ec);
+    if (!file_ec) bytes += size;
+  }
+  return static_cast<double>(bytes) / (1024.0 * 1024.0);
+}
+
+struct SoakPeaks {
+  double rss_mib = 0;
+  double disk_mib = 0;
+};
+
+// Samples memory and disk four times a second (for the peaks) and prints a
+// progress line (see the top of the file) every cfg.report_every seconds,
+// from construction until Stop().
+class SoakReporter {
+ public:
+  SoakReporter(walbus::Bus& bus, const Config& cfg, SteadyClock::time_point start,
+               const std::atomic<uint64_t>& committed)
+      : bus_(bus), cfg_(cfg), start_(start), committed_(committed), thread_([this] { Run(); }) {}
+  ~SoakReporter() { Stop(); }
+
+  void Stop() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    if (thread_.joinable()) thread_.join();
+  }
+  // REQUIRES: Stop() returned.
+  SoakPeaks peaks() const { return peaks_; }
+
+ private:
+  static constexpr auto kSampleEvery = std::chrono::milliseconds(250);
+
+  void Run() {
+    const auto report_every = std::chrono::duration_cast<SteadyClock::duration>(
+        std::chrono::duration<double>(cfg_.report_every));
+    auto next_report = start_ + report_every;
+    auto last_report = start_;
+    uint64_t last_events = 0;
+    std::unique_lock<std::mutex> lock(mu_);
+    while (true) {
+      const bool stopping = cv_.wait_until(lock, std::min(SteadyClock::now() + kSampleEvery, next_report),
+                                           [this] { return stop_; });
+      const double rss = RssMiB();
+      const double disk = DiskMiB(cfg_.dir);
+      peaks_.rss_mib = std::max(peaks_.rss_mib, rss);
+      peaks_.disk_mib = std::max(peaks_.disk_mib, disk);
+      const auto now = SteadyClock::now();
+      if (stopping) return;
+      if (now < next_report) continue;
+      const uint64_t events = committed_.load(std::memory_order_relaxed);
+      const double interval = std::chrono::duration<double>(now - last_report).count();
+      PrintLine(std::chrono::duration<double>(now - start_).count(), events,
+                interval > 0 ? static_cast<double>(events - last_events) / interval : 0.0, rss, disk);
+      last_report = now;
+      last_events = events;
+      while (next_report <= now) next_report += report_every;
+    }
+  }
+
+  void PrintLine(double t, uint64_t events, double rate, double rss, double disk) {
+    const walbus::BusStats stats = bus_.Stats();
+    uint64_t lag = 0, min_checkpoint = stats.last_seq, in_flight = 0;
+    for (const walbus::SubscriberStats& sub : stats.subscribers) {
+      const uint64_t checkpoint = std::min(sub.checkpoint, stats.last_seq);
+      lag = std::max(lag, stats.last_seq - checkpoint);
+      min_checkpoint = std::min(min_checkpoint, checkpoint);
+      in_flight += sub.in_flight;
+    }
+    std::printf(
+        "{\"t\":%.1f,\"events\":%llu,\"rate\":%.1f,\"rss_mib\":%.1f,\"disk_mib\":%.1f,\"lag_events\":%llu,"
+        "\"outbox_backlog\":%llu,\"in_flight\":%llu}\n",
+        t, static_cast<unsigned long long>(events), rate, rss, disk, static_cast<unsigned long long>(lag),
+        static_cast<unsigned long long>(stats.last_seq - min_checkpoint),
+        static_cast<unsigned long long>(in_flight));
+    std::fflush(stdout);
+  }
+
+  walbus::Bus& bus_;
+  const Config& cfg_;
+  const SteadyClock::time_point start_;
+  const std::atomic<uint64_t>& committed_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;  // GUARDED_BY(mu_)
+  SoakPeaks peaks_;    // reporter thread until joined
+  std::thread thread_;
+};
+
 // Runs the load and closes the bus; `seconds` covers publish and handling.
-Status RunLoad(const Config& cfg, std::vector<ProducerResult>* results, double* seconds) {
+// In a soak, *peaks gets the highest RSS and disk size seen meanwhile.
+Status RunLoad(const Config& cfg, std::vector<ProducerResult>* results, double* seconds, SoakPeaks* peaks) {
   std::unique_ptr<walbus::Bus> bus;
   if (Status s = OpenBus(cfg, &bus); !s.ok()) return s;
   Status s = SubscribeAll(*bus, cfg.subscribers, HandleItem, StressRetries());
   if (s.ok()) s = bus->Start();
-  const auto start = std::chrono::steady_clock::now();
-  if (s.ok()) s = RunProducers(*bus, cfg, results);
+  const auto start = SteadyClock::now();
+  std::atomic<uint64_t> committed{0};
+  std::optional<SoakReporter> reporter;
+  if (s.ok() && cfg.soak()) reporter.emplace(*bus, cfg, start, committed);
+  if (s.ok()) s = RunProducers(*bus, cfg, start, results, &committed);
   if (s.ok()) s = bus->WaitIdle(kIdleTimeout);
-  *seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  *seconds = std::chrono::duration<double>(SteadyClock::now() - start).count();
+  if (reporter) {
+    reporter->Stop();
+    *peaks = reporter->peaks();
+  }
   Status closed = bus->Close();
   return s.ok() ? closed : s;
 }
@@ -288,9 +487,7 @@ void Report(std::string_view check, const std::string& what) {
 
 uint64_t NewestSeq(const std::vector<ProducerResult>& results) {
   uint64_t newest = 0;
-  for (const ProducerResult& r : results) {
-    for (const Committed& c : r.committed) newest = std::max(newest, c.seq);
-  }
+  for (const ProducerResult& r : results) newest = std::max(newest, r.newest_seq);
   return newest;
 }
 
@@ -391,17 +588,23 @@ Status Verify(const Config& cfg, const std::vector<ProducerResult>& results, Che
 // ---- output ----
 
 void PrintJson(const Config& cfg, const std::vector<ProducerResult>& results, double seconds,
-               const Checks& checks) {
+               const SoakPeaks& peaks, const Checks& checks) {
   uint64_t events = 0;
   uint64_t conflicts = 0;
   for (const ProducerResult& r : results) {
-    events += r.committed.size();
+    events += r.events;
     conflicts += r.conflicts;
   }
   const double rate = seconds > 0 ? static_cast<double>(events) / seconds : 0.0;
   auto b = [](bool v) { return v ? "true" : "false"; };
+  std::printf("{");
+  if (cfg.soak()) {
+    std::printf("\"mode\":\"soak\",\"soak_seconds\":%.1f,\"target_rate\":%.1f,\"peak_rss_mib\":%.1f,"
+                "\"peak_disk_mib\":%.1f,",
+                cfg.soak_seconds, cfg.rate, peaks.rss_mib, peaks.disk_mib);
+  }
   std::printf(
-      "{\"seed\":%llu,\"producers\":%zu,\"subscribers\":%zu,\"subjects\":%zu,\"events\":%llu,"
+      "\"seed\":%llu,\"producers\":%zu,\"subscribers\":%zu,\"subjects\":%zu,\"events\":%llu,"
       "\"conflicts\":%llu,\"seconds\":%.3f,\"events_per_second\":%.1f,"
       "\"poison\":%llu,\"transient\":%llu,\"max_clean_latency_ms\":%lld,"
       "\"checks\":{\"exactly_once\":%s,\"per_subject_order\":%s,\"all_delivered\":%s,"
@@ -435,11 +638,12 @@ int main(int argc, char** argv) {
 
   std::vector<ProducerResult> results;
   double seconds = 0;
-  if (Status s = RunLoad(cfg, &results, &seconds); !s.ok()) return Fail(cfg, s);
+  SoakPeaks peaks;
+  if (Status s = RunLoad(cfg, &results, &seconds, &peaks); !s.ok()) return Fail(cfg, s);
   Checks checks;
   if (Status s = Verify(cfg, results, &checks); !s.ok()) return Fail(cfg, s);
 
-  PrintJson(cfg, results, seconds, checks);
+  PrintJson(cfg, results, seconds, peaks, checks);
   CleanUp(cfg, checks.passed());
   return checks.passed() ? kExitPassed : kExitCheckFailed;
 }

@@ -1,7 +1,8 @@
 // Guarantee 6 of docs/design.md, bounded memory: a backlog far larger than
 // the in-flight window stays on disk and drains through catch-up reads
-// (outbox scans with iterate_lower_bound) in order, in memory that does not
-// grow with the backlog, and the drained outbox is removed by range.
+// (outbox scans with iterate_lower_bound), in order, without the bus
+// holding more than its window of events in memory, and the drained outbox
+// is removed by range.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -40,15 +41,17 @@ constexpr const char* kSubscriber = "drain";
 // Growth of the resident set from just before Start() to its peak while
 // the backlog drains. Measured on a 2-core machine (RelWithDebInfo, glibc
 // malloc, RocksDB 7.8.3 with its default 64 MiB write buffer per column
-// family): +131 to +134 MiB in three runs. Nearly all of it is RocksDB
+// family): +131 to +134 MiB in six runs. Nearly all of it is RocksDB
 // memtables, not events: each handled event leaves an inbox record, a
-// merge operand of the handled counter and a retry-record delete (about
-// 135 B together) in memory until its column family's write buffer fills
-// and is flushed; the heap the bus itself holds stays within a few MiB.
-// The bound is the measurement plus 50%. Holding the backlog in memory
-// would add about 430 MiB on top of that (1,000,000 such events kept the
-// way the dispatcher keeps them, measured), so a dispatcher that read
-// ahead without bound fails here by a wide margin.
+// merge operand of the handled counter and a retry-record delete (every
+// event here predates the open, so its completion deletes a retry record
+// it might have had), about 135 B together, in memory until its column
+// family's write buffer fills and is flushed; the heap the bus itself
+// holds stays within a few MiB. The bound is the measurement plus 50%.
+// Holding the backlog in memory would add about 430 MiB on top of that
+// (1,000,000 such events kept the way the dispatcher keeps them,
+// measured), so a dispatcher that read ahead without bound fails here by
+// a wide margin.
 constexpr double kMaxDrainGrowthMiB = 200;
 
 double RssMiB() {

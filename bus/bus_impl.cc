@@ -8,6 +8,7 @@
 #include "bus/fault_point.h"
 #include "bus/recovery.h"
 #include "storage/keys.h"
+#include "storage/records.h"
 
 namespace walbus {
 
@@ -220,6 +221,79 @@ Result<Receipt> BusImpl::Ingest(std::string_view envelope, std::string_view sour
   scope.bytes += scope.envelopes.back().size();
   scope.events.push_back(std::move(event));
   return CommitTransaction(&scope);
+}
+
+Status BusImpl::StateOf(const std::string& name, const Registry::Entry& entry, const EventId& id, uint64_t seq,
+                        DeliveryState* out) {
+  out->subscriber = name;
+  out->id = id;
+  out->seq = seq;
+  out->state = Delivery::kPending;
+  const std::string_view id_bytes(reinterpret_cast<const char*>(id.bytes.data()), id.bytes.size());
+  std::string inbox;
+  bool handled = false;
+  Status s = db_->Get(db_->cf(storage::Cf::kInbox), storage::InboxKey(entry.id, id_bytes), &inbox, &handled);
+  if (!s.ok()) return s;
+  if (handled) {
+    if (inbox.size() >= 8) out->seq = storage::GetBe64(inbox);
+    std::string ignored;
+    bool dead = false;
+    s = db_->Get(db_->cf(storage::Cf::kDeadLetters), storage::SubscriberSeqKey(entry.id, out->seq), &ignored, &dead);
+    if (!s.ok()) return s;
+    out->state = dead ? Delivery::kDeadLettered : Delivery::kHandled;
+    return Status::OK();
+  }
+  const uint64_t watermark = entry.active != nullptr ? entry.active->watermark.load() : entry.durable.checkpoint;
+  if (seq != 0 && watermark >= seq) {
+    out->state = Delivery::kNotDelivered;
+  } else if (entry.active != nullptr && entry.active->paused_now.load()) {
+    out->state = Delivery::kPaused;
+  }
+  return Status::OK();
+}
+
+Status BusImpl::WaitHandled(const Receipt& receipt, const std::vector<std::string>& subscribers,
+                            std::chrono::milliseconds timeout, std::vector<DeliveryState>* states) {
+  states->clear();
+  if (closed_.load()) return Status::Closed("the bus is closed");
+  std::vector<std::string> names = subscribers;
+  {
+    std::lock_guard<std::mutex> lock(registry_.mu);
+    for (const std::string& n : subscribers) {
+      auto it = registry_.by_name.find(n);
+      if (it == registry_.by_name.end() || it->second.active == nullptr) {
+        return Status::InvalidArgument("no active subscriber named " + n + " in this process");
+      }
+    }
+    if (names.empty()) {
+      for (const auto& [n, e] : registry_.by_name)
+        if (e.active != nullptr) names.push_back(n);
+    }
+  }
+  Status waited = receipt.event_ids.empty() ? Status::OK() : dispatcher_->WaitFor(receipt.last_seq(), timeout, names);
+  std::lock_guard<std::mutex> lock(registry_.mu);
+  for (size_t i = 0; i < receipt.event_ids.size(); ++i) {
+    for (const std::string& n : names) {
+      DeliveryState st;
+      if (Status s = StateOf(n, registry_.by_name.at(n), receipt.event_ids[i], receipt.first_seq + i, &st); !s.ok()) {
+        return s;
+      }
+      states->push_back(std::move(st));
+    }
+  }
+  return waited;
+}
+
+Status BusImpl::EventStatus(const EventId& id, std::vector<DeliveryState>* states) {
+  states->clear();
+  if (closed_.load()) return Status::Closed("the bus is closed");
+  std::lock_guard<std::mutex> lock(registry_.mu);
+  for (const auto& [name, entry] : registry_.by_name) {
+    DeliveryState st;
+    if (Status s = StateOf(name, entry, id, 0, &st); !s.ok()) return s;
+    states->push_back(std::move(st));
+  }
+  return Status::OK();
 }
 
 Status BusImpl::WaitIdle(std::chrono::milliseconds timeout) {

@@ -33,6 +33,9 @@ class BusImpl final : public Bus, public CommitListener {
   Status RegisterVerifier(const std::string& type, PayloadVerifier verifier) override;
   Status RegisterUpcaster(const std::string& from_type, const std::string& to_type, Upcaster upcaster) override;
   Result<Receipt> Ingest(std::string_view envelope, std::string_view source) override;
+  Status WaitHandled(const Receipt& receipt, const std::vector<std::string>& subscribers,
+                     std::chrono::milliseconds timeout, std::vector<DeliveryState>* states) override;
+  Status EventStatus(const EventId& id, std::vector<DeliveryState>* states) override;
   Status WaitIdle(std::chrono::milliseconds timeout) override;
   BusStats Stats() override;
   Status Close() override;
@@ -52,6 +55,10 @@ class BusImpl final : public Bus, public CommitListener {
   }
   Status Recover(uint64_t* last_seq, uint64_t* trimmed_below);
   Status Register(const std::string& name, Registry::Entry* entry);
+  // The state of one event for one registered subscriber. `seq` is 0 when
+  // unknown (then completion cannot be told without an inbox record).
+  Status StateOf(const std::string& name, const Registry::Entry& entry, const EventId& id, uint64_t seq,
+                 DeliveryState* out);
   // Reads the subjects a dead letter holds (PoisonPolicy::kParkKey).
   Status LoadParked(Subscriber* sub);
 

@@ -94,12 +94,15 @@ void Dispatcher::Send(Message m) {
   (void)queued;
 }
 
-Status Dispatcher::WaitFor(uint64_t target, std::chrono::milliseconds timeout) {
+Status Dispatcher::WaitFor(uint64_t target, std::chrono::milliseconds timeout, const std::vector<std::string>& names) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   std::unique_lock<std::mutex> lock(progress_mu_);
+  auto waited_on = [&names](const Subscriber& s) {
+    return names.empty() || std::find(names.begin(), names.end(), s.name) != names.end();
+  };
   while (true) {
-    bool reached = std::all_of(added_.begin(), added_.end(), [target](const auto& s) {
-      return s->watermark.load(std::memory_order_acquire) >= target;
+    bool reached = std::all_of(added_.begin(), added_.end(), [&](const auto& s) {
+      return !waited_on(*s) || s->watermark.load(std::memory_order_acquire) >= target;
     });
     if (reached) return Status::OK();
     const auto now = std::chrono::steady_clock::now();

@@ -92,8 +92,10 @@ class Dispatcher {
   void NotifyCommitted();
   // A translator was registered: paused subscribers try again.
   void ResumePaused();
-  // Blocks until every added subscriber's watermark reaches `target`.
-  Status WaitFor(uint64_t target, std::chrono::milliseconds timeout);
+  // Blocks until the watermark of every added subscriber (or of those
+  // named, when `names` is not empty) reaches `target`, or a paused one
+  // stands in the way.
+  Status WaitFor(uint64_t target, std::chrono::milliseconds timeout, const std::vector<std::string>& names = {});
   bool OnWorkerThread() const;
 
  private:

@@ -647,5 +647,69 @@ TEST(BusTest, SecondProcessGetsAClearLockError) {
   EXPECT_NE(report.find("in use"), std::string::npos) << report;
 }
 
+TEST(BusTest, WaitHandledReportsWhereEachEventStands) {
+  TempDir dir;
+  auto bus = OpenBus(MakeOptions(dir));
+  std::atomic<bool> release{false};
+  SubscriberOptions invoicing;
+  invoicing.name = "invoicing";
+  invoicing.types = {kType};
+  invoicing.retry.max_attempts = 1;
+  invoicing.handler = [](const Event& e, HandlerContext&) {
+    return e.data == "bad" ? Outcome::Reject("bad order") : Outcome::Done();
+  };
+  SubscriberOptions billing;
+  billing.name = "billing";
+  billing.types = {"billing.invoice-raised.v1"};  // never takes orders
+  billing.handler = [](const Event&, HandlerContext&) { return Outcome::Done(); };
+  SubscriberOptions slow;
+  slow.name = "slow";
+  slow.retry.max_attempts = 1000000;
+  slow.handler = [&](const Event&, HandlerContext&) {
+    return release.load() ? Outcome::Done() : Outcome::RetryAfter(5ms);
+  };
+  ASSERT_TRUE(bus->Subscribe(std::move(invoicing)).ok());
+  ASSERT_TRUE(bus->Subscribe(std::move(billing)).ok());
+  ASSERT_TRUE(bus->Subscribe(std::move(slow)).ok());
+  ASSERT_TRUE(bus->Start().ok());
+  Transaction tx = bus->Begin();
+  ASSERT_TRUE(tx.Publish(Approved("order-1", "good")).ok());
+  ASSERT_TRUE(tx.Publish(Approved("order-2", "bad")).ok());
+  auto receipt = tx.Commit();
+  ASSERT_TRUE(receipt.ok());
+
+  std::vector<DeliveryState> states;
+  ASSERT_TRUE(bus->WaitHandled(*receipt, {"invoicing", "billing"}, 10s, &states).ok());
+  ASSERT_EQ(states.size(), 4u);
+  auto state_of = [&](const std::string& sub, uint64_t seq) {
+    for (const auto& st : states)
+      if (st.subscriber == sub && st.seq == seq) return st.state;
+    ADD_FAILURE() << "no state for " << sub << " seq " << seq;
+    return Delivery::kPending;
+  };
+  EXPECT_EQ(state_of("invoicing", receipt->first_seq), Delivery::kHandled);
+  EXPECT_EQ(state_of("invoicing", receipt->first_seq + 1), Delivery::kDeadLettered);
+  EXPECT_EQ(state_of("billing", receipt->first_seq), Delivery::kNotDelivered);
+
+  Status timed = bus->WaitHandled(*receipt, {"slow"}, 50ms, &states);
+  EXPECT_TRUE(timed.IsTimedOut()) << timed.ToString();
+  ASSERT_EQ(states.size(), 2u);
+  EXPECT_EQ(states[0].state, Delivery::kPending);
+  EXPECT_TRUE(bus->WaitHandled(*receipt, {"nobody"}, 10ms, &states).IsInvalidArgument());
+
+  release = true;
+  ASSERT_TRUE(bus->WaitHandled(*receipt, {}, 10s, &states).ok()) << "all active subscribers";
+  EXPECT_EQ(states.size(), 6u);
+
+  std::vector<DeliveryState> by_id;
+  ASSERT_TRUE(bus->EventStatus(receipt->event_ids[1], &by_id).ok());
+  ASSERT_EQ(by_id.size(), 3u);
+  std::map<std::string, Delivery> by_name;
+  for (const auto& st : by_id) by_name[st.subscriber] = st.state;
+  EXPECT_EQ(by_name["invoicing"], Delivery::kDeadLettered);
+  EXPECT_EQ(by_name["slow"], Delivery::kHandled);
+  EXPECT_EQ(by_name["billing"], Delivery::kPending) << "by id alone, not known";
+}
+
 }  // namespace
 }  // namespace walbus

@@ -37,6 +37,7 @@
 #include <vector>
 
 #include "walbus/event.h"
+#include "walbus/export.h"
 #include "walbus/options.h"
 #include "walbus/status.h"
 
@@ -54,7 +55,7 @@ struct ScopeAccess;
 // can never be half-applied.
 //
 // Threading: not thread-safe; one thread uses a scope at a time.
-class WriteScope {
+class WALBUS_EXPORT WriteScope {
  public:
   WriteScope(const WriteScope&) = delete;
   WriteScope& operator=(const WriteScope&) = delete;
@@ -96,7 +97,7 @@ class WriteScope {
 // Destroying a Transaction without Commit() leaves nothing behind.
 //
 // Threading: not thread-safe; many threads may each run their own.
-class Transaction : public WriteScope {
+class WALBUS_EXPORT Transaction : public WriteScope {
  public:
   Transaction(Transaction&&) noexcept;
   Transaction& operator=(Transaction&&) noexcept;
@@ -119,7 +120,7 @@ class Transaction : public WriteScope {
 // of this event), follow-up events, and a stable key for external effects.
 //
 // Threading: valid only inside the handler call, on the handler's thread.
-class HandlerContext : public WriteScope {
+class WALBUS_EXPORT HandlerContext : public WriteScope {
  public:
   ~HandlerContext();
 
@@ -271,11 +272,27 @@ struct BusStats {
   std::vector<SubscriberStats> subscribers;
 };
 
+// Where one event stands for one subscriber.
+enum class Delivery : uint8_t {
+  kPending,        // not completed yet
+  kHandled,        // the handler's effects committed (or a stale skip)
+  kDeadLettered,   // given up on; in the dead-letter store
+  kPaused,         // waiting: the subscriber is paused on an unknown version
+  kNotDelivered,   // completed without the handler: its type is not taken
+};
+
+struct DeliveryState {
+  std::string subscriber;
+  EventId id;
+  uint64_t seq = 0;
+  Delivery state = Delivery::kPending;
+};
+
 // The bus. Open one per directory per process; the directory is locked
 // against other processes.
 //
 // Threading: every method is thread-safe.
-class Bus {
+class WALBUS_EXPORT Bus {
  public:
   // Opens (or creates) the database in options.dir and recovers: the last
   // sequence number, registered subscribers and their checkpoints.
@@ -323,6 +340,19 @@ class Bus {
   // Blocks until every active subscriber has completed every event
   // committed before the call (handled, skipped or rejected), or timeout.
   [[nodiscard]] virtual Status WaitIdle(std::chrono::milliseconds timeout) = 0;
+
+  // Read-your-own-writes: blocks until each named subscriber (all active
+  // ones when `subscribers` is empty) has completed every event of the
+  // receipt, or `timeout`. Fills *states with one entry per event and
+  // subscriber either way. TimedOut when some are still pending;
+  // InvalidArgument when a name is not an active subscriber here.
+  [[nodiscard]] virtual Status WaitHandled(const Receipt& receipt, const std::vector<std::string>& subscribers,
+                                           std::chrono::milliseconds timeout, std::vector<DeliveryState>* states) = 0;
+
+  // Where an event stands for every registered subscriber. A subscriber
+  // whose inbox has no record of it reports kPending (or kPaused): by id
+  // alone an event not yet handled cannot be told from one it never takes.
+  [[nodiscard]] virtual Status EventStatus(const EventId& id, std::vector<DeliveryState>* states) = 0;
 
   virtual BusStats Stats() = 0;
 

@@ -8,9 +8,11 @@
 #include <chrono>
 #include <memory>
 
+#include "walbus/export.h"
+
 namespace walbus {
 
-class Clock {
+class WALBUS_EXPORT Clock {
  public:
   virtual ~Clock() = default;
   // Monotonic time: retry delays, timeouts, intervals.

@@ -13,12 +13,14 @@
 #include <string_view>
 #include <vector>
 
+#include "walbus/export.h"
+
 namespace walbus {
 
 // A UUIDv7: 48 bits of Unix milliseconds, then randomness. Time-ordered,
 // generated once when the event is published and stable across every
 // redelivery, replay and relay of that event.
-struct EventId {
+struct WALBUS_EXPORT EventId {
   std::array<uint8_t, 16> bytes{};
 
   // A fresh UUIDv7. Thread-safe. Never allocates.

@@ -16,9 +16,11 @@
 #include <utility>
 #include <variant>
 
+#include "walbus/export.h"
+
 namespace walbus {
 
-class [[nodiscard]] Status {
+class [[nodiscard]] WALBUS_EXPORT Status {
  public:
   enum class Code : uint8_t {
     kOk = 0,
@@ -75,7 +77,7 @@ class [[nodiscard]] Status {
 };
 
 // The name of a code, e.g. "Conflict".
-const char* CodeName(Status::Code code);
+WALBUS_EXPORT const char* CodeName(Status::Code code);
 
 // Either a value or a non-OK Status.
 template <typename T>

@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <set>
 #include <thread>
 
 #include "bus/envelope.h"
@@ -294,6 +295,138 @@ Status BusImpl::EventStatus(const EventId& id, std::vector<DeliveryState>* state
     states->push_back(std::move(st));
   }
   return Status::OK();
+}
+
+namespace {
+
+const char* ActionName(uint8_t kind) {
+  static constexpr const char* kNames[] = {"redrive", "skip", "purge"};
+  return kNames[kind];
+}
+
+std::string JsonEscaped(std::string_view s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      out += ' ';
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+Status BusImpl::ActOnDeadLetters(ActionKind kind, const DeadLetterSelection& selection, const OperatorAction& action,
+                                 ActionReport* report, uint32_t* id) {
+  *report = ActionReport{};
+  if (closed_.load()) return Status::Closed("the bus is closed");
+  if (action.operator_name.empty() || action.reason.empty()) {
+    return Status::InvalidArgument("an operator action needs an operator name and a reason");
+  }
+  {
+    std::lock_guard<std::mutex> lock(registry_.mu);
+    auto it = registry_.by_name.find(selection.subscriber);
+    if (it == registry_.by_name.end()) return Status::InvalidArgument("no subscriber named " + selection.subscriber);
+    if (kind == ActionKind::kRedrive && it->second.active == nullptr) {
+      return Status::InvalidArgument("subscriber " + selection.subscriber +
+                                     " is not active in this process: its handler is needed to redrive");
+    }
+    *id = it->second.id;
+  }
+  // Select, in seq order.
+  std::string prefix;
+  storage::PutBe32(&prefix, *id);
+  std::vector<std::string> ids;  // for the record
+  std::set<std::string> subjects;
+  Status scan = db_->Scan(storage::Cf::kDeadLetters, prefix, SIZE_MAX, [&](std::string_view key, std::string_view value) {
+    uint32_t sub_id = 0;
+    uint64_t seq = 0;
+    storage::DeadLetterRecord record;
+    Event event;
+    if (!storage::ParseSubscriberSeqKey(key, &sub_id, &seq) || !storage::DecodeDeadLetter(value, &record) ||
+        !DecodeEnvelope(record.envelope, options_.max_payload_bytes, &event).ok()) {
+      return true;  // unreadable: left for an operator to look at
+    }
+    const bool chosen = selection.seqs.empty()
+                            ? (selection.type.empty() || event.type == selection.type) &&
+                                  (selection.subject.empty() || event.subject == selection.subject)
+                            : std::find(selection.seqs.begin(), selection.seqs.end(), seq) != selection.seqs.end();
+    if (chosen) {
+      report->seqs.push_back(seq);
+      ids.push_back(event.id.ToString());
+      subjects.insert(event.subject);
+    }
+    return true;
+  });
+  if (!scan.ok()) return scan;
+  // Parked subjects among them (the durable view).
+  const std::string parked_prefix = storage::CheckpointKey(*id, storage::CheckpointField::kParked);
+  Status parked = db_->Scan(storage::Cf::kCheckpoints, parked_prefix, SIZE_MAX, [&](std::string_view key, std::string_view) {
+    std::string subject(key.substr(parked_prefix.size()));
+    if (subjects.count(subject) != 0 && kind != ActionKind::kPurge) report->released_subjects.push_back(subject);
+    return true;
+  });
+  if (!parked.ok()) return parked;
+  if (action.dry_run) return Status::OK();
+
+  std::lock_guard<std::mutex> lock(actions_mu_);
+  uint64_t last_action = 0;
+  Status last = db_->Scan(storage::Cf::kReplays, {}, SIZE_MAX, [&](std::string_view key, std::string_view) {
+    storage::ParseOutboxKey(key, &last_action);
+    return true;
+  });
+  if (!last.ok()) return last;
+  report->action_id = last_action + 1;
+  std::string record = "{\"action\":\"" + std::string(ActionName(static_cast<uint8_t>(kind))) + "\",\"operator\":\"" +
+                       JsonEscaped(action.operator_name) + "\",\"reason\":\"" + JsonEscaped(action.reason) +
+                       "\",\"subscriber\":\"" + JsonEscaped(selection.subscriber) + "\",\"time_ms\":" +
+                       std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                          options_.clock->WallNow().time_since_epoch())
+                                          .count()) +
+                       ",\"seqs\":[";
+  for (size_t i = 0; i < report->seqs.size(); ++i) record += (i ? "," : "") + std::to_string(report->seqs[i]);
+  record += "],\"event_ids\":[";
+  for (size_t i = 0; i < ids.size(); ++i) record += std::string(i ? "," : "") + "\"" + ids[i] + "\"";
+  record += "]}";
+  ScopeRep scope(this);
+  scope.AddOp(Op{Op::Kind::kPut, db_->cf(storage::Cf::kReplays), storage::OutboxKey(report->action_id), record});
+  for (const std::string& subject : report->released_subjects) {
+    scope.AddOp(Op{Op::Kind::kDelete, db_->cf(storage::Cf::kCheckpoints),
+                   storage::CheckpointKey(*id, storage::CheckpointField::kParked, subject), {}});
+  }
+  if (kind == ActionKind::kPurge) {
+    for (uint64_t seq : report->seqs) {
+      scope.AddOp(Op{Op::Kind::kDelete, db_->cf(storage::Cf::kDeadLetters), storage::SubscriberSeqKey(*id, seq), {}});
+    }
+  }
+  return committer_->CommitOne(&scope, /*sync=*/true);
+}
+
+Status BusImpl::RedriveDeadLetters(const DeadLetterSelection& selection, const OperatorAction& action,
+                                   ActionReport* report) {
+  uint32_t id = 0;
+  if (Status s = ActOnDeadLetters(ActionKind::kRedrive, selection, action, report, &id); !s.ok()) return s;
+  if (!action.dry_run) dispatcher_->Redrive(selection.subscriber, report->seqs, report->released_subjects, true);
+  return Status::OK();
+}
+
+Status BusImpl::SkipDeadLetters(const DeadLetterSelection& selection, const OperatorAction& action,
+                                ActionReport* report) {
+  uint32_t id = 0;
+  if (Status s = ActOnDeadLetters(ActionKind::kSkip, selection, action, report, &id); !s.ok()) return s;
+  if (!action.dry_run) dispatcher_->Redrive(selection.subscriber, {}, report->released_subjects, false);
+  return Status::OK();
+}
+
+Status BusImpl::PurgeDeadLetters(const DeadLetterSelection& selection, const OperatorAction& action,
+                                 ActionReport* report) {
+  uint32_t id = 0;
+  return ActOnDeadLetters(ActionKind::kPurge, selection, action, report, &id);
 }
 
 Status BusImpl::WaitIdle(std::chrono::milliseconds timeout) {

@@ -36,6 +36,12 @@ class BusImpl final : public Bus, public CommitListener {
   Status WaitHandled(const Receipt& receipt, const std::vector<std::string>& subscribers,
                      std::chrono::milliseconds timeout, std::vector<DeliveryState>* states) override;
   Status EventStatus(const EventId& id, std::vector<DeliveryState>* states) override;
+  Status RedriveDeadLetters(const DeadLetterSelection& selection, const OperatorAction& action,
+                            ActionReport* report) override;
+  Status SkipDeadLetters(const DeadLetterSelection& selection, const OperatorAction& action,
+                         ActionReport* report) override;
+  Status PurgeDeadLetters(const DeadLetterSelection& selection, const OperatorAction& action,
+                          ActionReport* report) override;
   Status WaitIdle(std::chrono::milliseconds timeout) override;
   BusStats Stats() override;
   Status Close() override;
@@ -59,6 +65,12 @@ class BusImpl final : public Bus, public CommitListener {
   // unknown (then completion cannot be told without an inbox record).
   Status StateOf(const std::string& name, const Registry::Entry& entry, const EventId& id, uint64_t seq,
                  DeliveryState* out);
+  enum class ActionKind : uint8_t { kRedrive, kSkip, kPurge };
+  // The shared part of the dead-letter actions: checks, selects, records
+  // the action (with `extra` ops in the same batch: unparking, deleting)
+  // and fills the report. *id gets the subscriber's id.
+  Status ActOnDeadLetters(ActionKind kind, const DeadLetterSelection& selection, const OperatorAction& action,
+                          ActionReport* report, uint32_t* id);
   // Reads the subjects a dead letter holds (PoisonPolicy::kParkKey).
   Status LoadParked(Subscriber* sub);
 
@@ -72,6 +84,7 @@ class BusImpl final : public Bus, public CommitListener {
   std::unique_ptr<Dispatcher> dispatcher_;
 
   std::mutex lifecycle_mu_;  // serializes Start and Close
+  std::mutex actions_mu_;    // serializes operator actions (their ids)
   std::atomic<bool> closed_{false};
   // Producer commits in progress; Close waits for them to drain.
   std::atomic<int> active_commits_{0};

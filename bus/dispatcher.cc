@@ -11,6 +11,7 @@
 #include "bus/fault_point.h"
 #include "bus/scope.h"
 #include "storage/keys.h"
+#include "storage/records.h"
 
 namespace walbus::internal {
 namespace {
@@ -193,6 +194,9 @@ void Dispatcher::Handle(Message& m) {
       m.sub->paused_now.store(true, std::memory_order_release);
       m.sub->held.push_back(m.event->subject);
       break;
+    case Message::Kind::kRedrive:
+      HandleRedrive(m);
+      break;
     case Message::Kind::kResume:
       for (auto& sub : subs_) {
         if (!sub->paused) continue;
@@ -217,9 +221,104 @@ void Dispatcher::Complete(Subscriber* sub, const Event& event) {
   assert(key.events.front()->seq == event.seq);
   key.events.pop_front();
   key = KeyQueue{std::move(key.events)};
-  sub->progress.Complete(event.seq);
-  if (key.events.empty()) {
+  // A redriven dead letter sits below the watermark already.
+  if (sub->redriving.erase(event.seq) == 0) sub->progress.Complete(event.seq);
+  if (sub->redrive_waiting.count(event.subject) != 0) {
+    ApplyRedrive(sub, event.subject);  // now that the subject is idle
+  } else if (key.events.empty()) {
     sub->keys.erase(it);
+  } else {
+    Submit(sub, key);
+  }
+}
+
+void Dispatcher::Redrive(const std::string& subscriber, std::vector<uint64_t> seqs, std::vector<std::string> release,
+                         bool rerun) {
+  Message m;
+  m.kind = Message::Kind::kRedrive;
+  m.subscriber = subscriber;
+  m.seqs = std::move(seqs);
+  m.release = std::move(release);
+  m.rerun = rerun;
+  Send(std::move(m));
+}
+
+void Dispatcher::LoadDeadLetters(Subscriber* sub, const std::vector<uint64_t>& seqs, const std::string* subject,
+                                 std::vector<std::shared_ptr<const Event>>* out) {
+  auto take = [&](uint64_t seq, std::string_view value) {
+    storage::DeadLetterRecord record;
+    auto event = std::make_shared<Event>();
+    if (!storage::DecodeDeadLetter(value, &record) ||
+        !DecodeEnvelope(record.envelope, config_.max_payload_bytes, event.get()).ok()) {
+      spdlog::error("walbus: dead letter {}/{} is unreadable and cannot be redriven", sub->name, seq);
+      return;
+    }
+    event->seq = seq;
+    if (subject == nullptr || event->subject == *subject) out->push_back(std::move(event));
+  };
+  if (subject == nullptr) {
+    for (uint64_t seq : seqs) {
+      std::string value;
+      bool found = false;
+      Status s = db_->Get(db_->cf(storage::Cf::kDeadLetters), storage::SubscriberSeqKey(sub->id, seq), &value, &found);
+      if (s.ok() && found) take(seq, value);
+    }
+    return;
+  }
+  std::string prefix;
+  storage::PutBe32(&prefix, sub->id);
+  Status s = db_->Scan(storage::Cf::kDeadLetters, prefix, SIZE_MAX, [&](std::string_view key, std::string_view value) {
+    uint32_t id = 0;
+    uint64_t seq = 0;
+    if (storage::ParseSubscriberSeqKey(key, &id, &seq)) take(seq, value);
+    return true;
+  });
+  if (!s.ok()) spdlog::error("walbus: reading the dead letters of {} failed: {}", sub->name, s.ToString());
+}
+
+void Dispatcher::HandleRedrive(Message& m) {
+  auto it = std::find_if(subs_.begin(), subs_.end(), [&](const auto& s) { return s->name == m.subscriber; });
+  if (it == subs_.end()) return;
+  Subscriber* sub = it->get();
+  if (!m.rerun) {
+    for (const std::string& subject : m.release) sub->parked.erase(subject);
+    return;
+  }
+  std::vector<std::shared_ptr<const Event>> events;
+  LoadDeadLetters(sub, m.seqs, nullptr, &events);
+  for (auto& e : events) sub->redrive_waiting[e->subject].push_back(std::move(e));
+  for (const std::string& subject : m.release) {
+    sub->releasing.insert(subject);
+    sub->redrive_waiting[subject];  // even with nothing selected in it
+  }
+  std::vector<std::string> subjects;
+  for (const auto& [subject, waiting] : sub->redrive_waiting) subjects.push_back(subject);
+  for (const std::string& subject : subjects) {
+    auto key = sub->keys.find(subject);
+    if (key == sub->keys.end() || !key->second.head_busy) ApplyRedrive(sub, subject);
+  }
+}
+
+void Dispatcher::ApplyRedrive(Subscriber* sub, const std::string& subject) {
+  std::vector<std::shared_ptr<const Event>> events = std::move(sub->redrive_waiting[subject]);
+  sub->redrive_waiting.erase(subject);
+  if (sub->releasing.erase(subject) != 0) {
+    // Everything held behind the parked subject goes back in line too,
+    // including what was held while this redrive waited.
+    LoadDeadLetters(sub, {}, &subject, &events);
+    sub->parked.erase(subject);
+  }
+  std::sort(events.begin(), events.end(), [](const auto& a, const auto& b) { return a->seq < b->seq; });
+  events.erase(std::unique(events.begin(), events.end(), [](const auto& a, const auto& b) { return a->seq == b->seq; }),
+               events.end());
+  KeyQueue& key = sub->keys[subject];
+  assert(!key.head_busy);
+  for (auto e = events.rbegin(); e != events.rend(); ++e) {
+    sub->redriving.insert((*e)->seq);
+    key.events.push_front(*e);
+  }
+  if (key.events.empty()) {
+    sub->keys.erase(subject);
   } else {
     Submit(sub, key);
   }
@@ -238,8 +337,11 @@ void Dispatcher::Submit(Subscriber* sub, KeyQueue& key) {
   item.attempt = key.attempts + 1;
   item.conflict_reruns = key.conflict_reruns;
   item.first_failure_ms = key.first_failure_ms;
-  item.check_stored = key.check_stored || item.event->seq <= config_.recovered_last_seq;
-  if (auto parked = sub->parked.find(item.event->subject); parked != sub->parked.end()) {
+  item.redrive = sub->redriving.count(item.event->seq) != 0;
+  // A redriven dead letter has an inbox record (written when it was given
+  // up on): it must run, not be taken for a duplicate.
+  item.check_stored = !item.redrive && (key.check_stored || item.event->seq <= config_.recovered_last_seq);
+  if (auto parked = sub->parked.find(item.event->subject); parked != sub->parked.end() && !item.redrive) {
     item.parked_behind = parked->second;
   }
   ready_.push_back(std::move(item));

@@ -92,6 +92,11 @@ class Dispatcher {
   void NotifyCommitted();
   // A translator was registered: paused subscribers try again.
   void ResumePaused();
+  // Puts dead letters back in line (seqs of `subscriber`, any subjects) and
+  // releases the listed parked subjects. Recorded by the caller first.
+  // With `rerun` false the subjects are released and nothing runs again
+  // (an operator's skip).
+  void Redrive(const std::string& subscriber, std::vector<uint64_t> seqs, std::vector<std::string> release, bool rerun);
   // Blocks until the watermark of every added subscriber (or of those
   // named, when `names` is not empty) reaches `target`, or a paused one
   // stands in the way.
@@ -107,6 +112,7 @@ class Dispatcher {
     uint64_t first_failure_ms = 0;
     bool check_stored = false;     // look for an inbox and a retry record first
     uint64_t parked_behind = 0;    // kParkKey: seq of the dead letter holding the subject
+    bool redrive = false;          // a dead letter an operator sent back
   };
   struct Message {
     enum class Kind : uint8_t {
@@ -120,6 +126,7 @@ class Dispatcher {
       kRerun,         // effects conflicted; run again now
       kPaused,        // no upcaster reaches a version the subscriber takes
       kResume,        // an upcaster was registered
+      kRedrive,       // an operator sent dead letters back
     };
     Kind kind = Kind::kWake;
     Subscriber* sub = nullptr;
@@ -129,6 +136,11 @@ class Dispatcher {
     uint64_t first_failure_ms = 0;  // kRetry
     bool check_stored = false;      // kRetry: the commit failed, state unknown
     std::shared_ptr<Subscriber> added;
+    // kRedrive
+    std::string subscriber;
+    std::vector<uint64_t> seqs;
+    std::vector<std::string> release;
+    bool rerun = true;
   };
   // One handler run whose writes await their commit.
   struct Run {
@@ -157,6 +169,14 @@ class Dispatcher {
   void ReadFromOutbox(Subscriber* sub, uint64_t from, size_t limit,
                       std::vector<std::shared_ptr<const Event>>* out);
   void Route(Subscriber* sub, std::shared_ptr<const Event> event);
+  void HandleRedrive(Message& m);
+  // Moves the subject's waiting dead letters to the front of its queue.
+  // REQUIRES: the subject's front event is not running.
+  void ApplyRedrive(Subscriber* sub, const std::string& subject);
+  // Reads dead letters of `sub` back as events: the listed seqs, or (with
+  // `subject`) every one of that subject.
+  void LoadDeadLetters(Subscriber* sub, const std::vector<uint64_t>& seqs, const std::string* subject,
+                       std::vector<std::shared_ptr<const Event>>* out);
   // Queues the key's front event for a worker (sent by FlushReady).
   void Submit(Subscriber* sub, KeyQueue& key);
   void FlushReady();

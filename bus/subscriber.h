@@ -12,6 +12,7 @@
 #include <mutex>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "bus/progress.h"
@@ -94,6 +95,12 @@ struct Subscriber {
   std::unordered_map<std::string, KeyQueue> keys;
   // Subjects held by a dead letter (kParkKey): subject -> its seq.
   std::unordered_map<std::string, uint64_t> parked;
+  // Dead letters sent back by an operator: waiting for their subject to
+  // be idle (subject -> seqs), and running (their seqs are below the
+  // watermark already, so their completion does not move it).
+  std::unordered_map<std::string, std::vector<std::shared_ptr<const Event>>> redrive_waiting;
+  std::unordered_set<std::string> releasing;  // parked subjects to release with their redrive
+  std::unordered_set<uint64_t> redriving;
   uint64_t durable_checkpoint;
   uint64_t durable_horizon;
   uint64_t duplicates_to_persist = 0;

@@ -271,6 +271,10 @@ void Dispatcher::RunHandler(Run& run) {
     scope->AddOp(Op{Op::Kind::kDelete, db_->cf(storage::Cf::kRetries),
                     storage::SubscriberSeqKey(sub.id, event.seq), {}});
   }
+  if (item.redrive) {
+    scope->AddOp(Op{Op::Kind::kDelete, db_->cf(storage::Cf::kDeadLetters),
+                    storage::SubscriberSeqKey(sub.id, event.seq), {}});
+  }
   if (sub.skip_stale && event.subject_version != 0) {
     std::string v;
     storage::PutBe64(&v, event.subject_version);

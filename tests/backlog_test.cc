@@ -54,6 +54,21 @@ constexpr const char* kSubscriber = "drain";
 // a wide margin.
 constexpr double kMaxDrainGrowthMiB = 200;
 
+// Sanitizers hold freed memory in quarantine and add shadow memory, so
+// there the resident set says little about the bus: the bound is checked in
+// plain builds (the order and drain checks run everywhere).
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+constexpr bool kSanitizedBuild = true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) || __has_feature(memory_sanitizer)
+constexpr bool kSanitizedBuild = true;
+#else
+constexpr bool kSanitizedBuild = false;
+#endif
+#else
+constexpr bool kSanitizedBuild = false;
+#endif
+
 double RssMiB() {
   std::ifstream statm("/proc/self/statm");
   uint64_t size_pages = 0, resident_pages = 0;
@@ -242,7 +257,11 @@ TEST(BacklogTest, MillionEventBacklogStaysInBoundedMemoryAndDrainsInOrder) {
   for (uint64_t k = 0; k < kSubjects; ++k) {
     ASSERT_EQ(check.last[k].load(), int64_t{kEvents / kSubjects} - 1) << "subject s-" << k;
   }
-  EXPECT_LT(rss_peak - rss_before, kMaxDrainGrowthMiB);
+  if (kSanitizedBuild) {
+    std::printf("backlog: sanitizer build, RSS bound not checked\n");
+  } else {
+    EXPECT_LT(rss_peak - rss_before, kMaxDrainGrowthMiB);
+  }
 
   // Everything was passed, so the outbox is gone: removed by range when
   // the bus closed, not left behind entry by entry. (The first open replays

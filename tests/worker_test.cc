@@ -518,5 +518,81 @@ TEST(WorkerTest, WallClockJumpingBackDoesNotSpendTheAgeBudget) {
   }, 30s)) << "the budget still ends once real age passes max_age";
 }
 
+TEST(WorkerTest, RedriveReleasesAParkedSubjectInOriginalOrder) {
+  TempDir dir;
+  auto bus = OpenBus(MakeOptions(dir));
+  Journal j;
+  std::atomic<bool> fixed{false};
+  SubscriberOptions s;
+  s.name = "ledger";
+  s.retry = FastRetries(2);
+  s.on_poison = PoisonPolicy::kParkKey;
+  s.handler = [&](const Event& e, HandlerContext&) -> Outcome {
+    if (e.data == "poison" && !fixed.load()) throw std::runtime_error("bug in the handler");
+    j.Add(e.subject + ":" + e.data);
+    return Outcome::Done();
+  };
+  ASSERT_TRUE(bus->Subscribe(std::move(s)).ok());
+  ASSERT_TRUE(bus->Start().ok());
+  Publish(*bus, "acct-1", "poison");
+  Publish(*bus, "acct-1", "second");
+  Publish(*bus, "acct-2", "other");
+  Publish(*bus, "acct-1", "third");
+  ASSERT_TRUE(bus->WaitIdle(10s).ok());
+  EXPECT_EQ(j.Done(), std::vector<std::string>{"acct-2:other"});
+  ASSERT_EQ(DeadLetters(dir.path()).size(), 3u);
+
+  OperatorAction who{.operator_name = "alice", .reason = "fixed the parser", .dry_run = true};
+  ActionReport dry;
+  ASSERT_TRUE(bus->RedriveDeadLetters({.subscriber = "ledger", .subject = "acct-1"}, who, &dry).ok());
+  EXPECT_EQ(dry.seqs, (std::vector<uint64_t>{1, 2, 4}));
+  EXPECT_EQ(dry.released_subjects, std::vector<std::string>{"acct-1"});
+  EXPECT_EQ(dry.action_id, 0u) << "a dry run records nothing";
+  EXPECT_EQ(DeadLetters(dir.path()).size(), 3u) << "and changes nothing";
+
+  fixed = true;
+  who.dry_run = false;
+  ActionReport done;
+  ASSERT_TRUE(bus->RedriveDeadLetters({.subscriber = "ledger", .seqs = {1}}, who, &done).ok());
+  EXPECT_EQ(done.action_id, 1u);
+  EXPECT_EQ(done.released_subjects, std::vector<std::string>{"acct-1"});
+  ASSERT_TRUE(testing::Eventually([&] { return j.Done().size() == 4; }, 10s));
+  Publish(*bus, "acct-1", "fourth");
+  ASSERT_TRUE(bus->WaitIdle(10s).ok());
+  EXPECT_EQ(j.Done(), (std::vector<std::string>{"acct-2:other", "acct-1:poison", "acct-1:second", "acct-1:third",
+                                                 "acct-1:fourth"}))
+      << "the held events come back behind the poison, in order, before anything new";
+  EXPECT_TRUE(DeadLetters(dir.path()).empty());
+  EXPECT_EQ(bus->Stats().subscribers[0].checkpoint, 5u);
+}
+
+TEST(WorkerTest, SkipReleasesAndPurgeDeletesWithARecord) {
+  TempDir dir;
+  auto bus = OpenBus(MakeOptions(dir));
+  Journal j;
+  SubscriberOptions s = PoisonAware(&j, FastRetries(1));
+  s.on_poison = PoisonPolicy::kParkKey;
+  ASSERT_TRUE(bus->Subscribe(std::move(s)).ok());
+  ASSERT_TRUE(bus->Start().ok());
+  Publish(*bus, "order-1", "poison");
+  Publish(*bus, "order-1", "held");
+  ASSERT_TRUE(bus->WaitIdle(10s).ok());
+  OperatorAction who{.operator_name = "bob", .reason = "order cancelled"};
+  ActionReport skipped;
+  EXPECT_TRUE(bus->SkipDeadLetters({.subscriber = "invoicing"}, {.operator_name = "bob"}, &skipped).IsInvalidArgument())
+      << "a reason is required";
+  ASSERT_TRUE(bus->SkipDeadLetters({.subscriber = "invoicing", .subject = "order-1"}, who, &skipped).ok());
+  EXPECT_EQ(skipped.released_subjects, std::vector<std::string>{"order-1"});
+  Publish(*bus, "order-1", "after-skip");
+  ASSERT_TRUE(bus->WaitIdle(10s).ok());
+  EXPECT_EQ(j.Done(), std::vector<std::string>{"after-skip"}) << "released without running the skipped ones";
+  EXPECT_EQ(DeadLetters(dir.path()).size(), 2u) << "skipped dead letters stay for inspection";
+  ActionReport purged;
+  ASSERT_TRUE(bus->PurgeDeadLetters({.subscriber = "invoicing"}, who, &purged).ok());
+  EXPECT_EQ(purged.seqs, (std::vector<uint64_t>{1, 2}));
+  EXPECT_EQ(purged.action_id, 2u);
+  EXPECT_TRUE(DeadLetters(dir.path()).empty());
+}
+
 }  // namespace
 }  // namespace walbus

@@ -22,7 +22,8 @@
 // directory; lag_events the largest last_seq - checkpoint of a subscriber;
 // outbox_backlog the events not yet passed by every subscriber (as in
 // `walbus stats`); in_flight the events the subscribers hold in memory.
-// Lines go on through the drain after the producers stop.
+// Lines go on through the drain after the producers stop, and a last one
+// shows the state once every subscriber has caught up.
 //
 // Then prints one JSON object on stdout (in a soak with "mode":"soak" and
 // the peak RSS and disk size, sampled four times a second). Exit status: 0
@@ -171,7 +172,7 @@ std::optional<int> ParseArgs(int argc, char** argv, Config* cfg) {
       ->check(CLI::PositiveNumber)->excludes(events);
   CLI::Option* rate = app.add_option("--rate", cfg->rate,
                                      "Events per second over all producers, paced open loop (0: unpaced)")
-      ->capture_default_str()->check(CLI::NonNegativeNumber);
+      ->capture_default_str()->check(CLI::Range(0.0, 1e9));
   app.add_option("--report-every", cfg->report_every, "Seconds between soak progress lines on stdout")
       ->capture_default_str()->check(CLI::Range(0.1, 86400.0))->needs(soak);
   soak->needs(rate);
@@ -198,6 +199,10 @@ std::optional<int> ParseArgs(int argc, char** argv, Config* cfg) {
   }
   if (cfg->soak() && cfg->rate <= 0) {
     std::cerr << "walbus-stress: --soak needs a --rate above 0\n";
+    return kExitError;
+  }
+  if (cfg->rate > 0 && cfg->rate < 0.01) {
+    std::cerr << "walbus-stress: --rate must be 0 (unpaced) or at least 0.01\n";
     return kExitError;
   }
   if (seed->count() == 0) {
@@ -374,8 +379,8 @@ struct SoakPeaks {
 };
 
 // Samples memory and disk four times a second (for the peaks) and prints a
-// progress line (see the top of the file) every cfg.report_every seconds,
-// from construction until Stop().
+// progress line (see the top of the file) every cfg.report_every seconds
+// from construction, and a last one on Stop().
 class SoakReporter {
  public:
   SoakReporter(walbus::Bus& bus, const Config& cfg, SteadyClock::time_point start,
@@ -412,12 +417,12 @@ class SoakReporter {
       peaks_.rss_mib = std::max(peaks_.rss_mib, rss);
       peaks_.disk_mib = std::max(peaks_.disk_mib, disk);
       const auto now = SteadyClock::now();
-      if (stopping) return;
-      if (now < next_report) continue;
+      if (!stopping && now < next_report) continue;
       const uint64_t events = committed_.load(std::memory_order_relaxed);
       const double interval = std::chrono::duration<double>(now - last_report).count();
       PrintLine(std::chrono::duration<double>(now - start_).count(), events,
                 interval > 0 ? static_cast<double>(events - last_events) / interval : 0.0, rss, disk);
+      if (stopping) return;
       last_report = now;
       last_events = events;
       while (next_report <= now) next_report += report_every;

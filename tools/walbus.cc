@@ -19,10 +19,10 @@
 #include <limits>
 
 #include "bus/inspect.h"
+#include "walbus/version.h"
 
 namespace {
 
-constexpr const char* kVersion = "0.1.0";
 constexpr size_t kDefaultLimit = 100;
 
 int ExitCodeFor(const walbus::Status& s) {
@@ -119,7 +119,7 @@ int RunQuarantineShow(const std::string& dir, uint64_t arrival, bool json) {
 int main(int argc, char** argv) {
   CLI::App app{"walbus: inspect and operate walbus databases. Every command is read-only and works on a stopped "
                "database and on one a running process holds."};
-  app.set_version_flag("--version", kVersion);
+  app.set_version_flag("--version", WALBUS_VERSION_STRING);
   app.require_subcommand(1);
 
   std::string dir;

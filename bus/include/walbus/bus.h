@@ -288,6 +288,28 @@ struct DeliveryState {
   Delivery state = Delivery::kPending;
 };
 
+// Which dead letters of one subscriber an operator acts on.
+struct DeadLetterSelection {
+  std::string subscriber;
+  std::vector<uint64_t> seqs;  // these ones; or, when empty,
+  std::string type;            // those of this type (empty: any) and
+  std::string subject;         // of this subject (empty: any)
+};
+
+// Who acts and why: recorded with the action, before it takes effect.
+struct OperatorAction {
+  std::string operator_name;  // required
+  std::string reason;         // required
+  bool dry_run = false;       // report what would be done; change nothing
+};
+
+// What an operator action selected (in seq order) and its record's id.
+struct ActionReport {
+  uint64_t action_id = 0;  // 0 for a dry run
+  std::vector<uint64_t> seqs;
+  std::vector<std::string> released_subjects;  // unparked (PoisonPolicy::kParkKey)
+};
+
 // The bus. Open one per directory per process; the directory is locked
 // against other processes.
 //
@@ -353,6 +375,22 @@ class WALBUS_EXPORT Bus {
   // whose inbox has no record of it reports kPending (or kPaused): by id
   // alone an event not yet handled cannot be told from one it never takes.
   [[nodiscard]] virtual Status EventStatus(const EventId& id, std::vector<DeliveryState>* states) = 0;
+
+  // Sends the selected dead letters back to their (active) subscriber, in
+  // their original per-subject order and before any later event of their
+  // subject; a parked subject is released once its held events are back
+  // in line. Each redriven event runs under the subscriber's retry policy
+  // again. The action is recorded first (walbus.replays).
+  [[nodiscard]] virtual Status RedriveDeadLetters(const DeadLetterSelection& selection, const OperatorAction& action,
+                                                  ActionReport* report) = 0;
+  // Releases the parked subjects of the selection without running their
+  // dead letters again; the dead letters stay for inspection.
+  [[nodiscard]] virtual Status SkipDeadLetters(const DeadLetterSelection& selection, const OperatorAction& action,
+                                               ActionReport* report) = 0;
+  // Deletes the selected dead letters; the action record keeps their seqs
+  // and event ids.
+  [[nodiscard]] virtual Status PurgeDeadLetters(const DeadLetterSelection& selection, const OperatorAction& action,
+                                                ActionReport* report) = 0;
 
   virtual BusStats Stats() = 0;
 

@@ -1,0 +1,358 @@
+// The C API (walbus/c.h) over the C++ one. Every entry point catches what
+// the C++ side may throw (allocation failures, mostly) and turns it into a
+// code and a message: no exception crosses into C.
+#include "walbus/c.h"
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <memory>
+#include <new>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "walbus/bus.h"
+#include "walbus/version.h"
+
+struct walbus_t {
+  std::unique_ptr<walbus::Bus> bus;
+};
+
+struct walbus_tx_t {
+  explicit walbus_tx_t(walbus::Transaction t) : tx(std::move(t)) {}
+  walbus::Transaction tx;
+};
+
+struct walbus_ctx_t {
+  walbus::HandlerContext* ctx = nullptr;
+  uint64_t retry_after_ms = 0;
+  std::string reject_reason;
+};
+
+namespace {
+
+static_assert(static_cast<int>(walbus::Status::Code::kResourceExhausted) == WALBUS_RESOURCE_EXHAUSTED);
+static_assert(static_cast<int>(walbus::Status::Code::kInvalidArgument) == WALBUS_INVALID_ARGUMENT);
+
+char* CopyString(std::string_view s) {
+  char* p = static_cast<char*>(std::malloc(s.size() + 1));
+  if (p == nullptr) return nullptr;
+  std::memcpy(p, s.data(), s.size());
+  p[s.size()] = '\0';
+  return p;
+}
+
+int Fail(char** err, int code, std::string_view message) {
+  if (err != nullptr) *err = CopyString(message);
+  return code;
+}
+
+int Report(const walbus::Status& s, char** err) {
+  if (s.ok()) return WALBUS_OK;
+  return Fail(err, static_cast<int>(s.code()), s.ToString());
+}
+
+// Runs `body` (which returns a walbus_code) and turns an exception into one.
+template <typename Body>
+int Guard(char** err, Body&& body) noexcept {
+  try {
+    return body();
+  } catch (const std::bad_alloc&) {
+    return Fail(err, WALBUS_RESOURCE_EXHAUSTED, "ResourceExhausted: out of memory");
+  } catch (const std::exception& e) {
+    try {
+      return Fail(err, WALBUS_INTERNAL, std::string("Internal: ") + e.what());
+    } catch (...) {
+      return Fail(err, WALBUS_INTERNAL, "Internal");
+    }
+  } catch (...) {
+    return Fail(err, WALBUS_INTERNAL, "Internal: unknown exception");
+  }
+}
+
+std::string_view Bytes(const char* p, size_t n) { return n == 0 ? std::string_view() : std::string_view(p, n); }
+
+// Does not allocate but for the message: safe outside Guard.
+int MissingArgument(char** err, const char* what) {
+  char message[128];
+  std::snprintf(message, sizeof(message), "InvalidArgument: %s is NULL", what);
+  return Fail(err, WALBUS_INVALID_ARGUMENT, message);
+}
+
+int ScopePut(walbus::WriteScope* scope, const char* cf, const char* key, size_t key_len, const char* value,
+             size_t value_len, char** err) {
+  return Guard(err, [&] {
+    if (cf == nullptr) return MissingArgument(err, "column_family");
+    if (key == nullptr && key_len > 0) return MissingArgument(err, "key");
+    if (value == nullptr && value_len > 0) return MissingArgument(err, "value");
+    return Report(scope->Put(cf, Bytes(key, key_len), Bytes(value, value_len)), err);
+  });
+}
+
+int ScopeGet(walbus::WriteScope* scope, const char* cf, const char* key, size_t key_len, char** value,
+             size_t* value_len, char** err) {
+  return Guard(err, [&] {
+    if (cf == nullptr) return MissingArgument(err, "column_family");
+    if (key == nullptr && key_len > 0) return MissingArgument(err, "key");
+    if (value == nullptr) return MissingArgument(err, "value");
+    walbus::Result<std::optional<std::string>> r = scope->Get(cf, Bytes(key, key_len));
+    if (!r.ok()) return Report(r.status(), err);
+    *value = nullptr;
+    if (value_len != nullptr) *value_len = 0;
+    if (!r->has_value()) return static_cast<int>(WALBUS_OK);
+    char* copy = CopyString(**r);
+    if (copy == nullptr) throw std::bad_alloc();
+    *value = copy;
+    if (value_len != nullptr) *value_len = (*r)->size();
+    return static_cast<int>(WALBUS_OK);
+  });
+}
+
+int ScopePublish(walbus::WriteScope* scope, const char* type, const char* subject, const char* data, size_t data_len,
+                 char** err) {
+  return Guard(err, [&] {
+    if (type == nullptr) return MissingArgument(err, "type");
+    if (subject == nullptr) return MissingArgument(err, "subject");
+    if (data == nullptr && data_len > 0) return MissingArgument(err, "data");
+    walbus::EventSpec spec;
+    spec.type = type;
+    spec.subject = subject;
+    spec.data.assign(Bytes(data, data_len));
+    return Report(scope->Publish(spec).status(), err);
+  });
+}
+
+std::string IdText(const std::optional<walbus::EventId>& id) { return id ? id->ToString() : std::string(); }
+
+walbus::Outcome RunHandler(walbus_handler_fn handler, void* user, const walbus::Event& e,
+                           walbus::HandlerContext& context) {
+  const std::string id = e.id.ToString();
+  const std::string correlation = IdText(e.correlation_id);
+  const std::string causation = IdText(e.causation_id);
+  walbus_event ev{};
+  ev.seq = e.seq;
+  ev.id = id.c_str();
+  ev.type = e.type.c_str();
+  ev.source = e.source.c_str();
+  ev.subject = e.subject.c_str();
+  ev.subject_version = e.subject_version;
+  ev.time_unix_ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(e.time.time_since_epoch()).count();
+  ev.content_type = e.content_type.c_str();
+  ev.data = e.data.c_str();
+  ev.data_len = e.data.size();
+  ev.correlation_id = correlation.c_str();
+  ev.causation_id = causation.c_str();
+  ev.traceparent = e.traceparent.c_str();
+  walbus_ctx_t ctx;
+  ctx.ctx = &context;
+  switch (handler(user, &ev, &ctx)) {
+    case WALBUS_DONE:
+      return walbus::Outcome::Done();
+    case WALBUS_REJECT:
+      return walbus::Outcome::Reject(ctx.reject_reason.empty() ? "rejected by the C handler" : ctx.reject_reason);
+    default:
+      // A zero delay leaves it to the subscriber's backoff.
+      return walbus::Outcome::RetryAfter(std::chrono::milliseconds(ctx.retry_after_ms));
+  }
+}
+
+}  // namespace
+
+extern "C" {
+
+const char* walbus_version(void) { return WALBUS_VERSION_STRING; }
+
+void walbus_options_init(walbus_options* options) {
+  if (options == nullptr) return;
+  *options = walbus_options{};
+  options->create_if_missing = 1;
+  options->durability = WALBUS_DURABILITY_SYNC;
+}
+
+int walbus_open(const walbus_options* options, walbus_t** bus, char** err) {
+  return Guard(err, [&] {
+    if (options == nullptr) return MissingArgument(err, "options");
+    if (bus == nullptr) return MissingArgument(err, "bus");
+    if (options->dir == nullptr) return MissingArgument(err, "options->dir");
+    if (options->column_families == nullptr && options->ncolumn_families > 0) {
+      return MissingArgument(err, "options->column_families");
+    }
+    walbus::Options opt;
+    opt.dir = options->dir;
+    opt.create_if_missing = options->create_if_missing != 0;
+    switch (options->durability) {
+      case WALBUS_DURABILITY_SYNC: opt.durability = walbus::Durability::kSync; break;
+      case WALBUS_DURABILITY_BUFFERED: opt.durability = walbus::Durability::kBuffered; break;
+      default: return Fail(err, WALBUS_INVALID_ARGUMENT, "InvalidArgument: unknown durability");
+    }
+    for (size_t i = 0; i < options->ncolumn_families; ++i) {
+      if (options->column_families[i] == nullptr) return MissingArgument(err, "a column family name");
+      opt.column_families.emplace_back(options->column_families[i]);
+    }
+    if (options->source != nullptr) opt.source = options->source;
+    if (options->worker_threads != 0) opt.worker_threads = options->worker_threads;
+    auto handle = std::make_unique<walbus_t>();
+    if (int code = Report(walbus::Bus::Open(opt, &handle->bus), err); code != WALBUS_OK) return code;
+    *bus = handle.release();
+    return static_cast<int>(WALBUS_OK);
+  });
+}
+
+int walbus_close(walbus_t* bus, char** err) {
+  if (bus == nullptr) return WALBUS_OK;
+  std::unique_ptr<walbus_t> owned(bus);
+  return Guard(err, [&] { return Report(owned->bus->Close(), err); });
+}
+
+walbus_tx_t* walbus_begin(walbus_t* bus) {
+  if (bus == nullptr) return nullptr;
+  try {
+    return new walbus_tx_t(bus->bus->Begin());
+  } catch (...) {
+    return nullptr;
+  }
+}
+
+int walbus_tx_put(walbus_tx_t* tx, const char* column_family, const char* key, size_t key_len, const char* value,
+                  size_t value_len, char** err) {
+  if (tx == nullptr) return MissingArgument(err, "tx");
+  return ScopePut(&tx->tx, column_family, key, key_len, value, value_len, err);
+}
+
+int walbus_tx_get(walbus_tx_t* tx, const char* column_family, const char* key, size_t key_len, char** value,
+                  size_t* value_len, char** err) {
+  if (tx == nullptr) return MissingArgument(err, "tx");
+  return ScopeGet(&tx->tx, column_family, key, key_len, value, value_len, err);
+}
+
+int walbus_tx_publish(walbus_tx_t* tx, const char* type, const char* subject, const char* data, size_t data_len,
+                      char** err) {
+  if (tx == nullptr) return MissingArgument(err, "tx");
+  return ScopePublish(&tx->tx, type, subject, data, data_len, err);
+}
+
+int walbus_tx_commit(walbus_tx_t* tx, uint64_t* first_seq, char** err) {
+  if (tx == nullptr) return MissingArgument(err, "tx");
+  std::unique_ptr<walbus_tx_t> owned(tx);
+  return Guard(err, [&] {
+    walbus::Result<walbus::Receipt> r = owned->tx.Commit();
+    if (!r.ok()) return Report(r.status(), err);
+    if (first_seq != nullptr) *first_seq = r->first_seq;
+    return static_cast<int>(WALBUS_OK);
+  });
+}
+
+void walbus_tx_abort(walbus_tx_t* tx) { delete tx; }
+
+int walbus_subscribe(walbus_t* bus, const char* name, const char* const* types, size_t ntypes,
+                     walbus_handler_fn handler, void* user, char** err) {
+  return Guard(err, [&] {
+    if (bus == nullptr) return MissingArgument(err, "bus");
+    if (name == nullptr) return MissingArgument(err, "name");
+    if (handler == nullptr) return MissingArgument(err, "handler");
+    if (types == nullptr && ntypes > 0) return MissingArgument(err, "types");
+    walbus::SubscriberOptions sub;
+    sub.name = name;
+    for (size_t i = 0; i < ntypes; ++i) {
+      if (types[i] == nullptr) return MissingArgument(err, "an event type");
+      sub.types.emplace_back(types[i]);
+    }
+    sub.handler = [handler, user](const walbus::Event& e, walbus::HandlerContext& ctx) {
+      return RunHandler(handler, user, e, ctx);
+    };
+    return Report(bus->bus->Subscribe(std::move(sub)), err);
+  });
+}
+
+int walbus_ctx_put(walbus_ctx_t* ctx, const char* column_family, const char* key, size_t key_len, const char* value,
+                   size_t value_len, char** err) {
+  if (ctx == nullptr) return MissingArgument(err, "ctx");
+  return ScopePut(ctx->ctx, column_family, key, key_len, value, value_len, err);
+}
+
+int walbus_ctx_get(walbus_ctx_t* ctx, const char* column_family, const char* key, size_t key_len, char** value,
+                   size_t* value_len, char** err) {
+  if (ctx == nullptr) return MissingArgument(err, "ctx");
+  return ScopeGet(ctx->ctx, column_family, key, key_len, value, value_len, err);
+}
+
+int walbus_ctx_publish(walbus_ctx_t* ctx, const char* type, const char* subject, const char* data, size_t data_len,
+                       char** err) {
+  if (ctx == nullptr) return MissingArgument(err, "ctx");
+  return ScopePublish(ctx->ctx, type, subject, data, data_len, err);
+}
+
+const char* walbus_ctx_idempotency_key(const walbus_ctx_t* ctx) {
+  return ctx == nullptr ? "" : ctx->ctx->IdempotencyKey().c_str();
+}
+
+uint32_t walbus_ctx_attempt(const walbus_ctx_t* ctx) { return ctx == nullptr ? 0 : ctx->ctx->Attempt(); }
+
+void walbus_ctx_retry_after(walbus_ctx_t* ctx, uint64_t delay_ms) {
+  if (ctx != nullptr) ctx->retry_after_ms = delay_ms;
+}
+
+void walbus_ctx_reject_reason(walbus_ctx_t* ctx, const char* reason) {
+  if (ctx == nullptr || reason == nullptr) return;
+  try {
+    ctx->reject_reason = reason;
+  } catch (...) {
+    // Out of memory: the default reason is recorded instead.
+  }
+}
+
+int walbus_start(walbus_t* bus, char** err) {
+  return Guard(err, [&] {
+    if (bus == nullptr) return MissingArgument(err, "bus");
+    return Report(bus->bus->Start(), err);
+  });
+}
+
+int walbus_wait_idle(walbus_t* bus, uint64_t timeout_ms, char** err) {
+  return Guard(err, [&] {
+    if (bus == nullptr) return MissingArgument(err, "bus");
+    return Report(bus->bus->WaitIdle(std::chrono::milliseconds(timeout_ms)), err);
+  });
+}
+
+int walbus_stats(walbus_t* bus, walbus_bus_stats** stats, char** err) {
+  return Guard(err, [&] {
+    if (bus == nullptr) return MissingArgument(err, "bus");
+    if (stats == nullptr) return MissingArgument(err, "stats");
+    walbus::BusStats s = bus->bus->Stats();
+    // One allocation: the header, the subscriber array, then the names.
+    size_t bytes = sizeof(walbus_bus_stats) + s.subscribers.size() * sizeof(walbus_subscriber_stats);
+    for (const walbus::SubscriberStats& sub : s.subscribers) bytes += sub.name.size() + 1;
+    auto* out = static_cast<walbus_bus_stats*>(std::malloc(bytes));
+    if (out == nullptr) throw std::bad_alloc();
+    auto* subs = reinterpret_cast<walbus_subscriber_stats*>(out + 1);
+    char* names = reinterpret_cast<char*>(subs + s.subscribers.size());
+    out->last_seq = s.last_seq;
+    out->commits = s.commits;
+    out->nsubscribers = s.subscribers.size();
+    out->subscribers = subs;
+    for (size_t i = 0; i < s.subscribers.size(); ++i) {
+      const walbus::SubscriberStats& from = s.subscribers[i];
+      std::memcpy(names, from.name.c_str(), from.name.size() + 1);
+      subs[i] = walbus_subscriber_stats{names,         from.checkpoint,    from.handled, from.duplicates,
+                                        from.retries, from.dead_lettered, from.in_flight};
+      names += from.name.size() + 1;
+    }
+    *stats = out;
+    return static_cast<int>(WALBUS_OK);
+  });
+}
+
+void walbus_free_stats(walbus_bus_stats* stats) { std::free(stats); }
+
+void walbus_free_error(char* err) { std::free(err); }
+
+void walbus_free(void* p) { std::free(p); }
+
+}  // extern "C"

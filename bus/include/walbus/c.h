@@ -1,0 +1,250 @@
+// walbus/c.h: the C API, for C programs and for bindings from other
+// languages. It covers the everyday path: open a bus, subscribe a handler,
+// commit writes and events, wait, read counters, close.
+//
+//   walbus_options opt;
+//   walbus_options_init(&opt);
+//   opt.dir = "/var/lib/app/bus";
+//   const char* cfs[] = {"orders", "invoices"};
+//   opt.column_families = cfs;
+//   opt.ncolumn_families = 2;
+//   walbus_t* bus = NULL;
+//   char* err = NULL;
+//   if (walbus_open(&opt, &bus, &err) != WALBUS_OK) { puts(err); walbus_free_error(err); }
+//
+// Errors: every call that can fail returns a walbus_code, WALBUS_OK (0) on
+// success. When it fails and `err` is not NULL, *err is set to a message in
+// memory from malloc that the caller frees with walbus_free_error(); on
+// success *err is left as it was. No C++ exception leaves a walbus_ call:
+// one that would is caught and reported as WALBUS_INTERNAL (or
+// WALBUS_RESOURCE_EXHAUSTED when memory ran out).
+//
+// Bytes: keys, values and payloads are (pointer, length) pairs and may hold
+// any byte; names (column families, types, subjects) are NUL-terminated.
+//
+// Threading: a walbus_t may be used from many threads at once; a
+// walbus_tx_t by one thread at a time; a walbus_ctx_t only inside the
+// handler call it was passed to. The guarantees are those of the C++ API
+// (walbus/bus.h).
+#ifndef WALBUS_C_H_
+#define WALBUS_C_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "walbus/export.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+// An open bus (walbus::Bus).
+typedef struct walbus_t walbus_t;
+// A transaction (walbus::Transaction).
+typedef struct walbus_tx_t walbus_tx_t;
+// What a handler writes through (walbus::HandlerContext).
+typedef struct walbus_ctx_t walbus_ctx_t;
+
+// Result codes; the same as walbus::Status::Code, plus WALBUS_INTERNAL.
+typedef enum walbus_code {
+  WALBUS_OK = 0,                   // Success.
+  WALBUS_INVALID_ARGUMENT = 1,     // The caller's input is wrong; nothing was written.
+  WALBUS_NOT_FOUND = 2,            // A named thing is absent.
+  WALBUS_CONFLICT = 3,             // A version precondition failed; nothing was written.
+  WALBUS_BUSY = 4,                 // The resource is held (e.g. another process's lock).
+  WALBUS_IO_ERROR = 5,             // The operating system or the disk failed.
+  WALBUS_CORRUPTION = 6,           // Stored bytes fail verification.
+  WALBUS_NOT_SUPPORTED = 7,        // Valid request this build or mode cannot do.
+  WALBUS_CLOSED = 8,               // The bus is closed or closing.
+  WALBUS_TIMED_OUT = 9,            // A wait ran out of time.
+  WALBUS_RESOURCE_EXHAUSTED = 10,  // A configured bound was reached, or memory ran out.
+  WALBUS_INTERNAL = 100,           // An unexpected failure inside walbus.
+} walbus_code;
+
+// What a handler returns.
+typedef enum walbus_outcome {
+  // Handled: the writes made through the context commit, atomically with the
+  // record that this subscriber handled this event.
+  WALBUS_DONE = 0,
+  // Transient failure: the writes are dropped and the event is handled again
+  // later (after walbus_ctx_retry_after(), else the subscriber's backoff).
+  WALBUS_RETRY = 1,
+  // Permanent failure: the writes are dropped and the event goes to the
+  // dead-letter store (with walbus_ctx_reject_reason(), if given).
+  WALBUS_REJECT = 2,
+} walbus_outcome;
+
+// How durable a commit is once it returned (walbus::Durability).
+typedef enum walbus_durability {
+  WALBUS_DURABILITY_SYNC = 0,      // Survives power loss (default).
+  WALBUS_DURABILITY_BUFFERED = 1,  // Survives a process crash, not power loss.
+} walbus_durability;
+
+// Options for walbus_open(). Fill them with walbus_options_init() first,
+// then set what differs; the strings are copied by walbus_open().
+typedef struct walbus_options {
+  // Directory of the database. Required.
+  const char* dir;
+  // Non-zero: create the directory and an empty database when none exists.
+  // Default 1.
+  int create_if_missing;
+  // A walbus_durability. Default WALBUS_DURABILITY_SYNC.
+  int durability;
+  // The application's column families: ncolumn_families names.
+  const char* const* column_families;
+  // Number of entries in column_families.
+  size_t ncolumn_families;
+  // The source stamped on events; NULL for the default ("walbus").
+  const char* source;
+  // Threads that run handlers; 0 for the default (2).
+  size_t worker_threads;
+} walbus_options;
+
+// A committed event as a handler sees it. Every pointer is valid only
+// during the handler call; every string is NUL-terminated ("" when unset).
+typedef struct walbus_event {
+  uint64_t seq;             // Position in the outbox; commit order.
+  const char* id;           // The event id, canonical UUID text.
+  const char* type;         // E.g. "orders.order-approved.v1".
+  const char* source;       // Who published it.
+  const char* subject;      // The ordering key.
+  uint64_t subject_version; // Entity version; 0 when unused.
+  int64_t time_unix_ms;     // Publish time, Unix milliseconds.
+  const char* content_type; // Media type of data.
+  const char* data;         // The payload: data_len bytes (followed by a NUL).
+  size_t data_len;          // Length of data in bytes.
+  const char* correlation_id;  // Id of the business flow; "" when none.
+  const char* causation_id;    // Id of the event whose handler published it; "" when none.
+  const char* traceparent;     // W3C trace context; "" when none.
+} walbus_event;
+
+// A handler: returns a walbus_outcome (any other value counts as
+// WALBUS_RETRY). Runs on a worker thread, never concurrently for one
+// subscriber and one subject; handlers of different subjects run in
+// parallel, so shared state in `user` needs locking or atomics.
+typedef int (*walbus_handler_fn)(void* user, const walbus_event* event, walbus_ctx_t* ctx);
+
+// Progress of one subscriber (walbus::SubscriberStats).
+typedef struct walbus_subscriber_stats {
+  const char* name;        // The subscriber's name.
+  uint64_t checkpoint;     // Every event at or below it is completed.
+  uint64_t handled;        // Events whose effects committed.
+  uint64_t duplicates;     // Redeliveries recognised and skipped.
+  uint64_t retries;        // Handler attempts that asked to retry.
+  uint64_t dead_lettered;  // Events sent to the dead-letter store.
+  uint64_t in_flight;      // Events fetched into memory, not completed.
+} walbus_subscriber_stats;
+
+// Counters of a bus (walbus::BusStats), from walbus_stats().
+typedef struct walbus_bus_stats {
+  uint64_t last_seq;       // Sequence number of the newest committed event.
+  uint64_t commits;        // Successful commits in this process.
+  size_t nsubscribers;     // Number of entries in subscribers.
+  const walbus_subscriber_stats* subscribers;  // One per active subscriber.
+} walbus_bus_stats;
+
+// The version of the linked library, e.g. "0.1.0" (compare with
+// WALBUS_VERSION_STRING from walbus/version.h).
+WALBUS_EXPORT const char* walbus_version(void);
+
+// Sets every field of *options to its default; dir stays NULL.
+WALBUS_EXPORT void walbus_options_init(walbus_options* options);
+
+// Opens (or creates) the database in options->dir and recovers it
+// (walbus::Bus::Open). On success *bus is a handle for walbus_close().
+WALBUS_EXPORT int walbus_open(const walbus_options* options, walbus_t** bus, char** err);
+
+// Closes the bus (walbus::Bus::Close: running handlers finish, checkpoints
+// are written) and frees the handle, also when closing reports an error.
+// NULL is allowed. Every walbus_tx_t of this bus must be finished first.
+WALBUS_EXPORT int walbus_close(walbus_t* bus, char** err);
+
+// A new transaction; NULL only when memory ran out. Finish it with
+// walbus_tx_commit() or walbus_tx_abort().
+WALBUS_EXPORT walbus_tx_t* walbus_begin(walbus_t* bus);
+
+// Buffers a write of key -> value in a column family of the transaction.
+WALBUS_EXPORT int walbus_tx_put(walbus_tx_t* tx, const char* column_family, const char* key, size_t key_len,
+                                const char* value, size_t value_len, char** err);
+
+// Reads a key: the transaction's own buffered write first, then committed
+// state. On success *value is NULL when the key is absent, else a copy
+// (followed by a NUL) that the caller frees with walbus_free(), and
+// *value_len its length.
+WALBUS_EXPORT int walbus_tx_get(walbus_tx_t* tx, const char* column_family, const char* key, size_t key_len,
+                                char** value, size_t* value_len, char** err);
+
+// Buffers an event of `type` about `subject` with data_len bytes of payload.
+// The type and subject rules are those of walbus::EventSpec.
+WALBUS_EXPORT int walbus_tx_publish(walbus_tx_t* tx, const char* type, const char* subject, const char* data,
+                                    size_t data_len, char** err);
+
+// Commits the transaction atomically and frees it, whatever the result. On
+// success *first_seq (when not NULL) is the sequence number of its first
+// event, 0 when it published none.
+WALBUS_EXPORT int walbus_tx_commit(walbus_tx_t* tx, uint64_t* first_seq, char** err);
+
+// Frees the transaction without committing anything. NULL is allowed.
+WALBUS_EXPORT void walbus_tx_abort(walbus_tx_t* tx);
+
+// Registers a subscriber `name` for the event types in types[0..ntypes)
+// (ntypes 0: every type); `handler` runs with `user` as its first argument.
+// `user` must stay valid until walbus_close() returned.
+WALBUS_EXPORT int walbus_subscribe(walbus_t* bus, const char* name, const char* const* types, size_t ntypes,
+                                   walbus_handler_fn handler, void* user, char** err);
+
+// Buffers a write that commits with this event's handled record: exactly
+// once, even when the event is delivered twice.
+WALBUS_EXPORT int walbus_ctx_put(walbus_ctx_t* ctx, const char* column_family, const char* key, size_t key_len,
+                                 const char* value, size_t value_len, char** err);
+
+// Reads a key, as walbus_tx_get() does.
+WALBUS_EXPORT int walbus_ctx_get(walbus_ctx_t* ctx, const char* column_family, const char* key, size_t key_len,
+                                 char** value, size_t* value_len, char** err);
+
+// Buffers a follow-up event, as walbus_tx_publish() does; it commits with
+// the handler's writes.
+WALBUS_EXPORT int walbus_ctx_publish(walbus_ctx_t* ctx, const char* type, const char* subject, const char* data,
+                                     size_t data_len, char** err);
+
+// "<subscriber>/<event id>": the same on every redelivery of the event to
+// this subscriber, for external systems that deduplicate. Valid during the
+// handler call.
+WALBUS_EXPORT const char* walbus_ctx_idempotency_key(const walbus_ctx_t* ctx);
+
+// 1 on the first attempt at this event in this process, then 2, 3, ...
+WALBUS_EXPORT uint32_t walbus_ctx_attempt(const walbus_ctx_t* ctx);
+
+// The delay before the next attempt when the handler returns WALBUS_RETRY;
+// without it (or with 0) the subscriber's backoff decides.
+WALBUS_EXPORT void walbus_ctx_retry_after(walbus_ctx_t* ctx, uint64_t delay_ms);
+
+// The reason recorded with the dead letter when the handler returns
+// WALBUS_REJECT. Copied.
+WALBUS_EXPORT void walbus_ctx_reject_reason(walbus_ctx_t* ctx, const char* reason);
+
+// Starts the dispatcher and the handler threads. Idempotent.
+WALBUS_EXPORT int walbus_start(walbus_t* bus, char** err);
+
+// Blocks until every active subscriber has completed every event committed
+// before the call, or timeout_ms passed (WALBUS_TIMED_OUT).
+WALBUS_EXPORT int walbus_wait_idle(walbus_t* bus, uint64_t timeout_ms, char** err);
+
+// The bus's counters; free *stats with walbus_free_stats().
+WALBUS_EXPORT int walbus_stats(walbus_t* bus, walbus_bus_stats** stats, char** err);
+
+// Frees what walbus_stats() returned. NULL is allowed.
+WALBUS_EXPORT void walbus_free_stats(walbus_bus_stats* stats);
+
+// Frees an error message set by a walbus_ call. NULL is allowed.
+WALBUS_EXPORT void walbus_free_error(char* err);
+
+// Frees a value returned by walbus_tx_get() or walbus_ctx_get(). NULL is
+// allowed.
+WALBUS_EXPORT void walbus_free(void* p);
+
+#ifdef __cplusplus
+}  // extern "C"
+#endif
+
+#endif  // WALBUS_C_H_

@@ -69,7 +69,6 @@ Status BusImpl::OpenWithEnv(const Options& options, rocksdb::Env* env, std::uniq
   dc.trim_every_events = options.trim_every_events;
   dc.trim_interval = options.trim_interval;
   dc.checkpoint_interval = options.checkpoint_interval;
-  dc.recovered_last_seq = last_seq;
   dc.trimmed_below = trimmed_below;
   dc.sync_follow_ups = options.durability == Durability::kSync;
   dc.clock = bus->options_.clock.get();

@@ -340,7 +340,9 @@ void Dispatcher::Submit(Subscriber* sub, KeyQueue& key) {
   item.redrive = sub->redriving.count(item.event->seq) != 0;
   // A redriven dead letter has an inbox record (written when it was given
   // up on): it must run, not be taken for a duplicate.
-  item.check_stored = !item.redrive && (key.check_stored || item.event->seq <= config_.recovered_last_seq);
+  // Only an event handed to a handler before this process started (at or
+  // below the recovered horizon) can have an inbox or retry record already.
+  item.check_stored = !item.redrive && (key.check_stored || item.event->seq <= sub->recovered_horizon);
   if (auto parked = sub->parked.find(item.event->subject); parked != sub->parked.end() && !item.redrive) {
     item.parked_behind = parked->second;
   }

@@ -57,9 +57,6 @@ struct DispatcherConfig {
   uint64_t trim_every_events;
   std::chrono::milliseconds trim_interval;
   std::chrono::milliseconds checkpoint_interval;
-  // Events at or below it may have been handled before this process
-  // started, so their inbox record is checked before the handler runs.
-  uint64_t recovered_last_seq;
   // The outbox holds nothing below this seq.
   uint64_t trimmed_below;
   // Handler completions that publish follow-up events fsync (kSync).
@@ -113,6 +110,7 @@ class Dispatcher {
     bool check_stored = false;     // look for an inbox and a retry record first
     uint64_t parked_behind = 0;    // kParkKey: seq of the dead letter holding the subject
     bool redrive = false;          // a dead letter an operator sent back
+    bool has_retry_record = false; // found (or written) in walbus.retries
   };
   struct Message {
     enum class Kind : uint8_t {

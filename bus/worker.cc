@@ -111,6 +111,7 @@ bool Dispatcher::PrepareItem(WorkItem& item, std::deque<Run>* runs, std::vector<
     s = db_->Get(db_->cf(storage::Cf::kRetries), seq_key, &value, &found);
     if (!s.ok()) return retry_later(s);
     storage::RetryRecord stored;
+    item.has_retry_record = found;
     if (found && storage::DecodeRetry(value, &stored)) {
       item.attempt = std::max(item.attempt, stored.attempts + 1);
       if (item.first_failure_ms == 0) item.first_failure_ms = stored.first_failure_ms;
@@ -143,6 +144,7 @@ bool Dispatcher::PrepareItem(WorkItem& item, std::deque<Run>* runs, std::vector<
     record.last_failure_ms = WallMillis();
     record.last_error = "the process stopped while handling it";
     item.first_failure_ms = record.first_failure_ms;
+    item.has_retry_record = true;
     PutOp(pre_run, db_->cf(storage::Cf::kRetries), seq_key, storage::EncodeRetry(record));
   }
   return true;
@@ -267,7 +269,8 @@ void Dispatcher::RunHandler(Run& run) {
         storage::InboxValue(event.seq, now));
   scope->AddOp(Op{Op::Kind::kAddCounter, db_->cf(storage::Cf::kCheckpoints),
                   storage::CheckpointKey(sub.id, storage::CheckpointField::kHandled), {}, 1});
-  if (item.attempt > 1 || item.check_stored) {
+  // A failed attempt in this process wrote a record too (attempt > 1).
+  if (item.attempt > 1 || item.has_retry_record) {
     scope->AddOp(Op{Op::Kind::kDelete, db_->cf(storage::Cf::kRetries),
                     storage::SubscriberSeqKey(sub.id, event.seq), {}});
   }

@@ -43,6 +43,9 @@ rocksdb::ColumnFamilyOptions OptionsFor(std::string_view name) {
   rocksdb::ColumnFamilyOptions cf;
   if (name == CfName(Cf::kCheckpoints)) {
     cf.merge_operator = std::make_shared<CounterAddOperator>();
+    // Counters take one merge per handled event: fold them in the memtable
+    // rather than keep millions of operands for a flush to combine.
+    cf.max_successive_merges = 64;
   }
   if (name == CfName(Cf::kInbox) || name == CfName(Cf::kVersions)) {
     // Point lookups that mostly miss: a Bloom filter keeps them off disk.
@@ -140,6 +143,9 @@ Status Db::Open(const OpenOptions& options, std::unique_ptr<Db>* out) {
   dbo.create_missing_column_families = primary;
   dbo.max_background_jobs = 2;
   dbo.keep_log_file_num = 4;
+  // One bound for the memtables of every column family together (each has
+  // 64 MiB of its own otherwise): memory stays flat under any backlog.
+  dbo.db_write_buffer_size = 128u << 20;
   if (options.env != nullptr) dbo.env = options.env;
 
   std::vector<std::string> existing;

@@ -63,6 +63,7 @@ class WALBUS_EXPORT WriteScope {
   // Buffers a write. InvalidArgument for an unknown column family or an
   // empty key.
   Status Put(std::string_view column_family, std::string_view key, std::string_view value);
+  // Buffers a deletion; the same errors as Put.
   Status Delete(std::string_view column_family, std::string_view key);
 
   // Reads this scope's own buffered write first, then committed state.
@@ -85,10 +86,15 @@ class WALBUS_EXPORT WriteScope {
   Result<EventId> Publish(const EventSpec& event);
 
  protected:
+  // Made by the bus as a Transaction or a HandlerContext, and moved or
+  // destroyed only as one of those.
+  // @{
   explicit WriteScope(std::unique_ptr<internal::ScopeRep> rep);
   WriteScope(WriteScope&&) noexcept;
   WriteScope& operator=(WriteScope&&) noexcept;
   ~WriteScope();
+  // @}
+  // The buffered writes and events (bus/scope.h).
   std::unique_ptr<internal::ScopeRep> rep_;
   friend struct internal::ScopeAccess;
 };
@@ -99,8 +105,11 @@ class WALBUS_EXPORT WriteScope {
 // Threading: not thread-safe; many threads may each run their own.
 class WALBUS_EXPORT Transaction : public WriteScope {
  public:
+  // Movable; a moved-from Transaction may only be destroyed or assigned to.
+  // @{
   Transaction(Transaction&&) noexcept;
   Transaction& operator=(Transaction&&) noexcept;
+  // @}
   ~Transaction();
 
   // Writes everything buffered in one atomic batch, durable per
@@ -140,12 +149,14 @@ class WALBUS_EXPORT HandlerContext : public WriteScope {
 // A handler's verdict on one event.
 class Outcome {
  public:
+  // Which verdict: made by Done(), RetryAfter() or Reject().
   enum class Kind : uint8_t { kDone, kRetry, kReject };
 
   // Handled: the context's writes commit with the inbox record.
   static Outcome Done() { return Outcome(Kind::kDone, {}, {}); }
   // Transient failure: writes are dropped and the event is handled again
   // after `delay`. Only this subject waits; other subjects keep flowing.
+  // A zero delay leaves the delay to the subscriber's RetryPolicy.
   static Outcome RetryAfter(std::chrono::milliseconds delay) {
     return Outcome(Kind::kRetry, delay, {});
   }
@@ -153,9 +164,12 @@ class Outcome {
   // store with `reason`, and the subject moves on.
   static Outcome Reject(std::string reason) { return Outcome(Kind::kReject, {}, std::move(reason)); }
 
+  // The verdict, its retry delay (kRetry) and its reason (kReject).
+  // @{
   Kind kind() const { return kind_; }
   std::chrono::milliseconds delay() const { return delay_; }
   const std::string& reason() const { return reason_; }
+  // @}
 
  private:
   Outcome(Kind k, std::chrono::milliseconds d, std::string r)
@@ -190,6 +204,8 @@ enum class UnknownVersionPolicy : uint8_t {
   kDeadLetter,
 };
 
+// How an exception the handler threw is treated
+// (SubscriberOptions::classify_exception).
 enum class FailureClass : uint8_t {
   kTransient,  // retried with backoff until the budget runs out
   kPermanent,  // dead-lettered at once
@@ -204,8 +220,10 @@ struct RetryPolicy {
   uint32_t max_attempts = 8;
   // Delay before attempt n+1: uniform in [1 ms, min(cap, base * 2^(n-1))]
   // ("full jitter"). RetryAfter(d) from the handler overrides it.
+  // @{
   std::chrono::milliseconds base{10};
   std::chrono::milliseconds cap{30000};
+  // @}
   // Dead-letter once this long has passed since the first failure, even
   // with attempts left. Zero: no age limit.
   std::chrono::milliseconds max_age{0};
@@ -225,14 +243,19 @@ enum class PoisonPolicy : uint8_t {
   kParkKey,
 };
 
+// A subscriber: its durable name, the event types it takes, its handler,
+// and what happens when the handler fails.
 struct SubscriberOptions {
   // Durable identity: 1..128 bytes of [A-Za-z0-9._-]. The checkpoint and
   // inbox live under it across restarts.
   std::string name;
   // Event types delivered to the handler; empty means every type.
   std::vector<std::string> types;
+  // Runs once per delivery of an event. Required.
   Handler handler;
+  // Attempts and backoff before an event is dead-lettered.
   RetryPolicy retry;
+  // What a dead letter does to the later events of its subject.
   PoisonPolicy on_poison = PoisonPolicy::kDeadLetterAndContinue;
   // Classifies what the handler threw; absent: every exception is
   // transient. Called on the worker thread; must not throw.
@@ -251,7 +274,7 @@ struct SubscriberOptions {
 
 // Progress of one subscriber, as held by this process.
 struct SubscriberStats {
-  std::string name;
+  std::string name;         // SubscriberOptions::name.
   uint64_t checkpoint = 0;  // Every event at or below it is handled or skipped.
   uint64_t handled = 0;     // Events whose effects committed (durable count).
   uint64_t duplicates = 0;  // Redeliveries the inbox recognised and skipped.
@@ -263,13 +286,14 @@ struct SubscriberStats {
   uint64_t pauses = 0;      // Times it paused, in this process.
 };
 
+// Counters of a bus, as held by this process (Bus::Stats).
 struct BusStats {
   uint64_t last_seq = 0;  // Sequence number of the newest committed event.
   uint64_t commits = 0;   // Successful commits in this process.
   uint64_t commit_groups = 0;  // Writes to storage (commits share writes).
   uint64_t quarantined = 0;    // Inputs refused into quarantine, ever.
   uint64_t quarantine_evicted = 0;  // Oldest quarantine entries dropped for the bounds.
-  std::vector<SubscriberStats> subscribers;
+  std::vector<SubscriberStats> subscribers;  // One per active subscriber.
 };
 
 // Where one event stands for one subscriber.
@@ -281,16 +305,18 @@ enum class Delivery : uint8_t {
   kNotDelivered,   // completed without the handler: its type is not taken
 };
 
+// Where one event stands for one subscriber (Bus::WaitHandled,
+// Bus::EventStatus).
 struct DeliveryState {
-  std::string subscriber;
-  EventId id;
-  uint64_t seq = 0;
-  Delivery state = Delivery::kPending;
+  std::string subscriber;  // The subscriber's name.
+  EventId id;              // The event.
+  uint64_t seq = 0;        // Its sequence number.
+  Delivery state = Delivery::kPending;  // Where it stands.
 };
 
 // Which dead letters of one subscriber an operator acts on.
 struct DeadLetterSelection {
-  std::string subscriber;
+  std::string subscriber;      // whose dead letters (required):
   std::vector<uint64_t> seqs;  // these ones; or, when empty,
   std::string type;            // those of this type (empty: any) and
   std::string subject;         // of this subject (empty: any)
@@ -306,7 +332,7 @@ struct OperatorAction {
 // What an operator action selected (in seq order) and its record's id.
 struct ActionReport {
   uint64_t action_id = 0;  // 0 for a dry run
-  std::vector<uint64_t> seqs;
+  std::vector<uint64_t> seqs;  // the dead letters selected
   std::vector<std::string> released_subjects;  // unparked (PoisonPolicy::kParkKey)
 };
 
@@ -392,6 +418,7 @@ class WALBUS_EXPORT Bus {
   [[nodiscard]] virtual Status PurgeDeadLetters(const DeadLetterSelection& selection, const OperatorAction& action,
                                                 ActionReport* report) = 0;
 
+  // The counters of this bus; after Close(), the last ones.
   virtual BusStats Stats() = 0;
 
   // Stops accepting commits, waits for commits in progress, lets running

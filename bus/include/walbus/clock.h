@@ -12,6 +12,7 @@
 
 namespace walbus {
 
+// A source of monotonic and wall time (Options::clock).
 class WALBUS_EXPORT Clock {
  public:
   virtual ~Clock() = default;

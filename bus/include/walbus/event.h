@@ -21,6 +21,7 @@ namespace walbus {
 // generated once when the event is published and stable across every
 // redelivery, replay and relay of that event.
 struct WALBUS_EXPORT EventId {
+  // The 16 bytes, big-endian as in the text form; all zero is the nil id.
   std::array<uint8_t, 16> bytes{};
 
   // A fresh UUIDv7. Thread-safe. Never allocates.
@@ -29,12 +30,16 @@ struct WALBUS_EXPORT EventId {
   static std::optional<EventId> Parse(std::string_view text);
   // The canonical form, e.g. "0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b".
   std::string ToString() const;
+  // True for the all-zero id, which no event has.
   bool IsNil() const;
   // Milliseconds since the Unix epoch encoded in the id.
   uint64_t UnixMillis() const;
 
+  // Compare the bytes: ids order by their time first.
+  // @{
   friend bool operator==(const EventId&, const EventId&) = default;
   friend auto operator<=>(const EventId&, const EventId&) = default;
+  // @}
 };
 
 // What a producer (or a handler) publishes.
@@ -48,10 +53,13 @@ struct WALBUS_EXPORT EventId {
 //         are handled in commit order by each subscriber.
 //   data: at most Options::max_payload_bytes.
 struct EventSpec {
+  // The event type, e.g. "orders.order-approved.v1" (rules above).
   std::string type;
+  // The ordering key, e.g. "order-42" (rules above).
   std::string subject;
   // The entity version this event produced; 0 when unused.
   uint64_t subject_version = 0;
+  // The payload: any bytes, at most Options::max_payload_bytes.
   std::string data;
   // Media type of data, e.g. "application/x-flatbuffers". Optional.
   std::string content_type;
@@ -67,17 +75,20 @@ struct EventSpec {
 // A committed event as a handler sees it.
 struct Event {
   uint64_t seq = 0;  // Position in the outbox; commit order.
-  EventId id;
-  std::string type;
-  std::string source;
-  std::string subject;
-  uint64_t subject_version = 0;
-  std::chrono::system_clock::time_point time;
-  std::string content_type;
+  EventId id;        // Assigned at Publish; the same on every redelivery.
+  std::string type;  // As published (or as upcast for this subscriber).
+  std::string source;   // EventSpec::source, else Options::source.
+  std::string subject;  // The ordering key.
+  uint64_t subject_version = 0;  // As published; 0 when unused.
+  std::chrono::system_clock::time_point time;  // Wall time of Publish.
+  std::string content_type;  // As published.
+  // As published; for a handler's follow-up, inherited from the handled
+  // event (its correlation id, else its id).
   std::optional<EventId> correlation_id;
+  // For a handler's follow-up: the id of the event being handled.
   std::optional<EventId> causation_id;
-  std::string traceparent;
-  std::string data;
+  std::string traceparent;  // As published, else inherited like correlation_id.
+  std::string data;         // The payload.
 };
 
 // What Commit() returns: the events of the transaction, in publish order,
@@ -85,7 +96,9 @@ struct Event {
 struct Receipt {
   // Sequence number of the first event; 0 when the commit had no events.
   uint64_t first_seq = 0;
+  // The ids of the events, in publish order.
   std::vector<EventId> event_ids;
+  // Sequence number of the last event; 0 when the commit had no events.
   uint64_t last_seq() const { return event_ids.empty() ? 0 : first_seq + event_ids.size() - 1; }
 };
 

@@ -16,6 +16,7 @@
 
 namespace walbus {
 
+// What a commit survives once Commit() returned (Options::durability).
 enum class Durability : uint8_t {
   // A commit that returned survives power loss: the write-ahead log is
   // fsynced before Commit() returns. Concurrent committers share one fsync
@@ -27,6 +28,8 @@ enum class Durability : uint8_t {
   kBuffered,
 };
 
+// How a Bus is opened: its directory, column families, durability, and the
+// bounds on its threads, memory and disk use.
 struct Options {
   // Directory of the database; created when missing and create_if_missing.
   std::string dir;
@@ -70,21 +73,27 @@ struct Options {
 
   // Group commit bounds: one write carries at most this many transactions
   // and about this many bytes. Default 1024 and 8 MiB.
+  // @{
   size_t max_group_commits = 1024;
   size_t max_group_bytes = 8 << 20;
+  // @}
 
   // The outbox below every subscriber's checkpoint is deleted with one
   // range deletion once it has grown by this many events, or after
   // trim_interval. Coarse on purpose: every range tombstone costs readers.
   // Default 10000 events, 2 s.
+  // @{
   uint64_t trim_every_events = 10000;
   std::chrono::milliseconds trim_interval{2000};
+  // @}
 
   // Bounds of the quarantine (refused input kept for inspection): when a
   // new entry would pass either, the oldest entries are dropped (counted
   // in BusStats::quarantine_evicted). Default 10000 entries, 64 MiB.
+  // @{
   size_t quarantine_max_entries = 10000;
   size_t quarantine_max_bytes = 64 << 20;
+  // @}
 
   // Where time comes from; null means Clock::System(). Tests inject a
   // clock they move by hand to run backoff and ages in milliseconds.

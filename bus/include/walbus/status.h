@@ -20,10 +20,13 @@
 
 namespace walbus {
 
+// The outcome of a call: OK, or a code and a message saying what failed.
+// Cheap to copy when OK (no allocation).
 class [[nodiscard]] WALBUS_EXPORT Status {
  public:
+  // What kind of failure; callers branch on it, people read the message.
   enum class Code : uint8_t {
-    kOk = 0,
+    kOk = 0,             // Success.
     kInvalidArgument,    // The caller's input is wrong; nothing was written.
     kNotFound,           // A named thing (subscriber, column family) is absent.
     kConflict,           // An ExpectVersion precondition failed; nothing written.
@@ -39,6 +42,9 @@ class [[nodiscard]] WALBUS_EXPORT Status {
   // An OK status. Never allocates.
   Status() = default;
 
+  // A status of each code, with a message for people, e.g.
+  // Status::NotFound("no subscriber named billing").
+  // @{
   static Status OK() { return Status(); }
   static Status InvalidArgument(std::string m) { return {Code::kInvalidArgument, std::move(m)}; }
   static Status NotFound(std::string m) { return {Code::kNotFound, std::move(m)}; }
@@ -50,9 +56,14 @@ class [[nodiscard]] WALBUS_EXPORT Status {
   static Status Closed(std::string m) { return {Code::kClosed, std::move(m)}; }
   static Status TimedOut(std::string m) { return {Code::kTimedOut, std::move(m)}; }
   static Status ResourceExhausted(std::string m) { return {Code::kResourceExhausted, std::move(m)}; }
+  // @}
 
+  // True for success.
   bool ok() const { return code_ == Code::kOk; }
+  // The code; Code::kOk for success.
   Code code() const { return code_; }
+  // Whether the code is the one named.
+  // @{
   bool IsInvalidArgument() const { return code_ == Code::kInvalidArgument; }
   bool IsNotFound() const { return code_ == Code::kNotFound; }
   bool IsConflict() const { return code_ == Code::kConflict; }
@@ -61,6 +72,7 @@ class [[nodiscard]] WALBUS_EXPORT Status {
   bool IsCorruption() const { return code_ == Code::kCorruption; }
   bool IsClosed() const { return code_ == Code::kClosed; }
   bool IsTimedOut() const { return code_ == Code::kTimedOut; }
+  // @}
 
   // The message alone, without the code name.
   const std::string& message() const { return message_; }
@@ -83,17 +95,21 @@ WALBUS_EXPORT const char* CodeName(Status::Code code);
 template <typename T>
 class [[nodiscard]] Result {
  public:
+  // A result holding `value`; implicit, so a function returns a T as is.
   Result(T value) : rep_(std::move(value)) {}  // NOLINT: implicit by design
+  // A failed result; implicit, so a function returns a Status as is.
   // REQUIRES: !status.ok()
   Result(Status status) : rep_(std::move(status)) {  // NOLINT
     assert(!std::get<Status>(rep_).ok());
   }
 
+  // True when a value is held.
   bool ok() const { return std::holds_alternative<T>(rep_); }
   // OK when a value is held.
   Status status() const { return ok() ? Status::OK() : std::get<Status>(rep_); }
 
-  // REQUIRES: ok()
+  // The value. REQUIRES: ok()
+  // @{
   T& value() & { assert(ok()); return std::get<T>(rep_); }
   const T& value() const& { assert(ok()); return std::get<T>(rep_); }
   T&& value() && { assert(ok()); return std::get<T>(std::move(rep_)); }
@@ -101,7 +117,9 @@ class [[nodiscard]] Result {
   const T* operator->() const { return &value(); }
   T& operator*() & { return value(); }
   const T& operator*() const& { return value(); }
+  // @}
 
+  // Marks a deliberately ignored error, so the choice is searchable.
   void IgnoreError() const {}
 
  private:

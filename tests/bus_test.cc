@@ -27,21 +27,9 @@ using testing::TempDir;
 
 constexpr const char* kType = "orders.order-approved.v1";
 
-Options MakeOptions(const TempDir& dir, Durability d = Durability::kBuffered) {
-  Options o;
-  o.dir = dir.path();
-  o.durability = d;
-  o.column_families = {"orders", "effects"};
-  o.checkpoint_interval = 5ms;
-  return o;
-}
+using testing::OpenBus;
 
-std::unique_ptr<Bus> OpenBus(const Options& o) {
-  std::unique_ptr<Bus> bus;
-  Status s = Bus::Open(o, &bus);
-  EXPECT_TRUE(s.ok()) << s.ToString();
-  return bus;
-}
+Options MakeOptions(const TempDir& dir) { return testing::TestOptions(dir); }
 
 EventSpec Approved(std::string subject, std::string data = "x") {
   EventSpec e;

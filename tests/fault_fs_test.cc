@@ -35,14 +35,7 @@ struct FaultyDisk {
   std::unique_ptr<rocksdb::Env> env = storage::FaultFs::NewEnv(fs);
 };
 
-Options MakeOptions(const TempDir& dir, Durability d) {
-  Options o;
-  o.dir = dir.path();
-  o.durability = d;
-  o.column_families = {"orders", "effects"};
-  o.checkpoint_interval = 5ms;
-  return o;
-}
+Options MakeOptions(const TempDir& dir, Durability d) { return testing::TestOptions(dir, d); }
 
 std::unique_ptr<Bus> OpenOn(FaultyDisk& disk, const Options& o) {
   std::unique_ptr<Bus> bus;

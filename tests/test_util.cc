@@ -2,6 +2,8 @@
 
 #include <stdlib.h>
 
+#include <gtest/gtest.h>
+
 #include <filesystem>
 #include <stdexcept>
 #include <thread>
@@ -29,6 +31,22 @@ std::chrono::steady_clock::time_point ManualClock::Now() const {
 
 std::chrono::system_clock::time_point ManualClock::WallNow() const {
   return wall_start_ + std::chrono::milliseconds(offset_ms_.load() + wall_jump_ms_.load());
+}
+
+std::unique_ptr<Bus> OpenBus(const Options& options) {
+  std::unique_ptr<Bus> bus;
+  Status s = Bus::Open(options, &bus);
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  return bus;
+}
+
+Options TestOptions(const TempDir& dir, Durability durability) {
+  Options o;
+  o.dir = dir.path();
+  o.durability = durability;
+  o.column_families = {"orders", "effects"};
+  o.checkpoint_interval = std::chrono::milliseconds(5);
+  return o;
 }
 
 bool Eventually(const std::function<bool()>& done, std::chrono::milliseconds timeout) {

@@ -7,6 +7,7 @@
 #include <functional>
 #include <string>
 
+#include "walbus/bus.h"
 #include "walbus/clock.h"
 
 namespace walbus::testing {
@@ -44,6 +45,13 @@ class ManualClock final : public Clock {
   const std::chrono::system_clock::time_point wall_start_;
   std::atomic<int64_t> offset_ms_{0};
 };
+
+// Opens a bus, failing the test (and returning null) when it cannot.
+std::unique_ptr<Bus> OpenBus(const Options& options);
+
+// Options most tests share: a bus in `dir`, column families "orders" and
+// "effects", checkpoints every 5 ms.
+Options TestOptions(const TempDir& dir, Durability durability = Durability::kBuffered);
 
 // Polls `done` until it returns true or `timeout` passes.
 bool Eventually(const std::function<bool()>& done,

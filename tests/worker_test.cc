@@ -24,21 +24,9 @@ using testing::TempDir;
 
 constexpr const char* kType = "orders.order-approved.v1";
 
-Options MakeOptions(const TempDir& dir) {
-  Options o;
-  o.dir = dir.path();
-  o.durability = Durability::kBuffered;
-  o.column_families = {"effects"};
-  o.checkpoint_interval = 5ms;
-  return o;
-}
+using testing::OpenBus;
 
-std::unique_ptr<Bus> OpenBus(const Options& o) {
-  std::unique_ptr<Bus> bus;
-  Status s = Bus::Open(o, &bus);
-  EXPECT_TRUE(s.ok()) << s.ToString();
-  return bus;
-}
+Options MakeOptions(const TempDir& dir) { return testing::TestOptions(dir); }
 
 void Publish(Bus& bus, const std::string& subject, const std::string& data, uint64_t version = 0) {
   Transaction tx = bus.Begin();
@@ -356,6 +344,19 @@ TEST(WorkerTest, FailingSubjectBacksOffAndNeverDelaysOthers) {
   EXPECT_LE(attempts, 150);
 }
 
+// A subscriber that only the age budget stops: unbounded attempts, a fixed
+// delay, `max_age`.
+SubscriberOptions Aging(std::chrono::milliseconds delay, std::chrono::milliseconds max_age, Handler handler) {
+  SubscriberOptions s;
+  s.name = "aging";
+  s.retry.max_attempts = 1000000;
+  s.retry.base = delay;
+  s.retry.cap = delay;
+  s.retry.max_age = max_age;
+  s.handler = std::move(handler);
+  return s;
+}
+
 TEST(WorkerTest, MaxAgeDeadLettersOnTheInjectedClock) {
   TempDir dir;
   Options o = MakeOptions(dir);
@@ -363,16 +364,10 @@ TEST(WorkerTest, MaxAgeDeadLettersOnTheInjectedClock) {
   o.clock = clock;
   auto bus = OpenBus(o);
   std::atomic<int> calls{0};
-  SubscriberOptions s;
-  s.name = "aging";
-  s.retry.max_attempts = 1000000;
-  s.retry.base = 100ms;
-  s.retry.cap = 100ms;
-  s.retry.max_age = 10s;
-  s.handler = [&](const Event&, HandlerContext&) {
+  SubscriberOptions s = Aging(100ms, 10s, [&](const Event&, HandlerContext&) {
     ++calls;
     return Outcome::RetryAfter(0ms);
-  };
+  });
   ASSERT_TRUE(bus->Subscribe(std::move(s)).ok());
   ASSERT_TRUE(bus->Start().ok());
   Publish(*bus, "order-1", "");
@@ -493,16 +488,10 @@ TEST(WorkerTest, WallClockJumpingBackDoesNotSpendTheAgeBudget) {
   o.clock = clock;
   auto bus = OpenBus(o);
   std::atomic<int> calls{0};
-  SubscriberOptions s;
-  s.name = "aging";
-  s.retry.max_attempts = 1000000;
-  s.retry.base = 10ms;
-  s.retry.cap = 10ms;
-  s.retry.max_age = 60s;
-  s.handler = [&](const Event&, HandlerContext&) {
+  SubscriberOptions s = Aging(10ms, 60s, [&](const Event&, HandlerContext&) {
     if (++calls == 1) clock->JumpWall(-std::chrono::hours(1));  // NTP steps back after the first failure
     return Outcome::RetryAfter(10ms);
-  };
+  });
   ASSERT_TRUE(bus->Subscribe(std::move(s)).ok());
   ASSERT_TRUE(bus->Start().ok());
   Publish(*bus, "order-1", "");

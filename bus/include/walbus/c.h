@@ -22,6 +22,8 @@
 // Bytes: keys, values and payloads are (pointer, length) pairs and may hold
 // any byte; names (column families, types, subjects) are NUL-terminated.
 //
+// Needs C99 or later (or any C++ standard).
+//
 // Threading: a walbus_t may be used from many threads at once; a
 // walbus_tx_t by one thread at a time; a walbus_ctx_t only inside the
 // handler call it was passed to. The guarantees are those of the C++ API

@@ -428,6 +428,113 @@ Status BusImpl::PurgeDeadLetters(const DeadLetterSelection& selection, const Ope
   return ActOnDeadLetters(ActionKind::kPurge, selection, action, report, &id);
 }
 
+double BusImpl::AgeOfSeconds(uint64_t seq) {
+  std::vector<std::shared_ptr<const Event>> cached;
+  std::optional<std::chrono::system_clock::time_point> time;
+  if (tail_->Read(seq, 1, &cached) == 1) {
+    time = cached[0]->time;
+  } else if (db_ != nullptr) {
+    Status s = db_->ScanOutbox(seq, 1, [&](uint64_t found, std::string_view bytes) {
+      Event e;
+      if (found == seq && DecodeEnvelope(bytes, options_.max_payload_bytes, &e).ok()) time = e.time;
+      return false;
+    });
+    s.IgnoreError();  // a metric, not an operation: unknown reads as 0
+  }
+  if (!time) return 0;
+  return std::max(0.0, std::chrono::duration<double>(options_.clock->WallNow() - *time).count());
+}
+
+std::string BusImpl::MetricsText() {
+  const BusStats stats = Stats();
+  MetricsWriter w;
+  w.Family("walbus_events_published_total", "counter", "Events committed to the outbox, by type.");
+  for (const auto& [type, n] : committer_->PublishedByType()) {
+    w.Sample("walbus_events_published_total", MetricsWriter::Label("type", type), static_cast<double>(n));
+  }
+  w.Family("walbus_commits_total", "counter", "Commits (transactions, handler completions, checkpoints) written.");
+  w.Sample("walbus_commits_total", "", static_cast<double>(stats.commits));
+  w.Family("walbus_commit_batch_size", "histogram", "Commits written together in one group (one write, one fsync).");
+  w.HistogramSamples("walbus_commit_batch_size", "", committer_->group_sizes().Read());
+  w.Family("walbus_commit_write_duration_seconds", "histogram", "Time to write one commit group to storage.");
+  w.HistogramSamples("walbus_commit_write_duration_seconds", "", committer_->write_seconds().Read());
+  w.Family("walbus_last_sequence", "gauge", "Sequence number of the newest committed event.");
+  w.Sample("walbus_last_sequence", "", static_cast<double>(stats.last_seq));
+
+  uint64_t min_checkpoint = stats.last_seq;
+  for (const auto& s : stats.subscribers) min_checkpoint = std::min(min_checkpoint, s.checkpoint);
+  w.Family("walbus_outbox_backlog_events", "gauge", "Events not yet passed by every registered subscriber.");
+  w.Sample("walbus_outbox_backlog_events", "", static_cast<double>(stats.last_seq - min_checkpoint));
+  w.Family("walbus_outbox_oldest_age_seconds", "gauge", "Age of the oldest event not yet passed by every subscriber.");
+  w.Sample("walbus_outbox_oldest_age_seconds", "", min_checkpoint < stats.last_seq ? AgeOfSeconds(min_checkpoint + 1) : 0);
+
+  struct PerSubscriber {
+    const char* name;
+    const char* type;
+    const char* help;
+    double (*value)(const SubscriberStats&);
+  };
+  static const PerSubscriber kPerSubscriber[] = {
+      {"walbus_subscriber_handled_total", "counter", "Events whose handler effects committed.",
+       [](const SubscriberStats& s) { return double(s.handled); }},
+      {"walbus_subscriber_duplicates_total", "counter", "Redeliveries the inbox recognised and skipped.",
+       [](const SubscriberStats& s) { return double(s.duplicates); }},
+      {"walbus_subscriber_retries_total", "counter", "Handler attempts that failed and were retried (this process).",
+       [](const SubscriberStats& s) { return double(s.retries); }},
+      {"walbus_subscriber_dead_lettered_total", "counter", "Events sent to the dead-letter store.",
+       [](const SubscriberStats& s) { return double(s.dead_lettered); }},
+      {"walbus_subscriber_stale_skipped_total", "counter", "Events skipped as older than the applied version.",
+       [](const SubscriberStats& s) { return double(s.stale_skipped); }},
+      {"walbus_subscriber_pauses_total", "counter", "Times the subscriber paused on an unknown version (this process).",
+       [](const SubscriberStats& s) { return double(s.pauses); }},
+      {"walbus_subscriber_paused", "gauge", "1 while the subscriber waits for an upcaster.",
+       [](const SubscriberStats& s) { return s.paused ? 1.0 : 0.0; }},
+      {"walbus_subscriber_checkpoint_sequence", "gauge", "Every event at or below it is completed.",
+       [](const SubscriberStats& s) { return double(s.checkpoint); }},
+      {"walbus_subscriber_in_flight_events", "gauge", "Events fetched into memory and not completed.",
+       [](const SubscriberStats& s) { return double(s.in_flight); }},
+  };
+  for (const PerSubscriber& m : kPerSubscriber) {
+    w.Family(m.name, m.type, m.help);
+    for (const auto& s : stats.subscribers) w.Sample(m.name, MetricsWriter::Label("subscriber", s.name), m.value(s));
+  }
+  w.Family("walbus_subscriber_lag_events", "gauge", "Committed events the subscriber has not completed.");
+  for (const auto& s : stats.subscribers) {
+    w.Sample("walbus_subscriber_lag_events", MetricsWriter::Label("subscriber", s.name),
+             static_cast<double>(stats.last_seq - s.checkpoint));
+  }
+  w.Family("walbus_subscriber_lag_seconds", "gauge", "Age of the oldest event the subscriber has not completed.");
+  for (const auto& s : stats.subscribers) {
+    w.Sample("walbus_subscriber_lag_seconds", MetricsWriter::Label("subscriber", s.name),
+             s.checkpoint < stats.last_seq ? AgeOfSeconds(s.checkpoint + 1) : 0);
+  }
+  w.Family("walbus_subscriber_handler_duration_seconds", "histogram", "Time one handler call took.");
+  {
+    std::lock_guard<std::mutex> lock(registry_.mu);
+    for (const auto& [name, e] : registry_.by_name) {
+      if (e.active == nullptr) continue;
+      w.HistogramSamples("walbus_subscriber_handler_duration_seconds", MetricsWriter::Label("subscriber", name),
+                         e.active->handler_seconds.Read());
+    }
+  }
+  w.Family("walbus_quarantined_total", "counter", "Inputs refused into the quarantine.");
+  w.Sample("walbus_quarantined_total", "", static_cast<double>(stats.quarantined));
+  w.Family("walbus_quarantine_evicted_total", "counter", "Quarantine entries dropped to keep its bounds.");
+  w.Sample("walbus_quarantine_evicted_total", "", static_cast<double>(stats.quarantine_evicted));
+  if (db_ != nullptr) {
+    w.Family("walbus_storage_sst_bytes", "gauge", "Bytes of table files on disk, all column families.");
+    w.Sample("walbus_storage_sst_bytes", "", static_cast<double>(db_->SumProperty("rocksdb.total-sst-files-size")));
+    w.Family("walbus_storage_memtable_bytes", "gauge", "Bytes of memtables, all column families.");
+    w.Sample("walbus_storage_memtable_bytes", "", static_cast<double>(db_->SumProperty("rocksdb.cur-size-all-mem-tables")));
+    w.Family("walbus_storage_write_stopped", "gauge", "1 while storage stops writes (a write stall).");
+    w.Sample("walbus_storage_write_stopped", "", db_->DbProperty("rocksdb.is-write-stopped") > 0 ? 1 : 0);
+    w.Family("walbus_storage_delayed_write_rate_bytes", "gauge", "Write rate storage throttles to; 0 when not delayed.");
+    w.Sample("walbus_storage_delayed_write_rate_bytes", "",
+             static_cast<double>(db_->DbProperty("rocksdb.actual-delayed-write-rate")));
+  }
+  return w.text();
+}
+
 Status BusImpl::WaitIdle(std::chrono::milliseconds timeout) {
   if (closed_.load()) return Status::Closed("the bus is closed");
   return dispatcher_->WaitFor(committer_->last_seq(), timeout);

@@ -9,6 +9,7 @@
 
 #include "bus/committer.h"
 #include "bus/dispatcher.h"
+#include "bus/metrics.h"
 #include "bus/quarantine.h"
 #include "bus/schema_registry.h"
 #include "bus/scope.h"
@@ -44,6 +45,7 @@ class BusImpl final : public Bus, public CommitListener {
                           ActionReport* report) override;
   Status WaitIdle(std::chrono::milliseconds timeout) override;
   BusStats Stats() override;
+  std::string MetricsText() override;
   Status Close() override;
 
   // CommitListener: the leader hands over each group's events.
@@ -71,6 +73,9 @@ class BusImpl final : public Bus, public CommitListener {
   // and fills the report. *id gets the subscriber's id.
   Status ActOnDeadLetters(ActionKind kind, const DeadLetterSelection& selection, const OperatorAction& action,
                           ActionReport* report, uint32_t* id);
+  // Seconds since the event at `seq` was published; 0 when it is not in
+  // the outbox (nothing pending) or unreadable.
+  double AgeOfSeconds(uint64_t seq);
   // Reads the subjects a dead letter holds (PoisonPolicy::kParkKey).
   Status LoadParked(Subscriber* sub);
 

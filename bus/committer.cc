@@ -43,6 +43,11 @@ Status Committer::CommitOne(ScopeRep* scope, bool sync, uint64_t* first_seq) {
   return request.status;
 }
 
+std::map<std::string, uint64_t> Committer::PublishedByType() const {
+  std::lock_guard<std::mutex> lock(types_mu_);
+  return published_by_type_;
+}
+
 void Committer::LeadGroup(std::unique_lock<std::mutex>& lock) {
   std::vector<CommitRequest*> group;
   size_t bytes = 0;
@@ -128,7 +133,9 @@ void Committer::WriteGroup(const std::vector<CommitRequest*>& group) {
   }
   if (accepted == 0) return;
   WALBUS_FAULT_POINT("commit.before_write");
+  const auto started = std::chrono::steady_clock::now();
   Status written = batch_.Commit(db_, sync);
+  write_seconds_.Observe(std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
   WALBUS_FAULT_POINT("commit.after_write");
   if (!written.ok()) {
     for (CommitRequest* r : group)
@@ -137,6 +144,11 @@ void Committer::WriteGroup(const std::vector<CommitRequest*>& group) {
   }
   commits_.fetch_add(accepted, std::memory_order_relaxed);
   groups_.fetch_add(1, std::memory_order_relaxed);
+  group_sizes_.Observe(static_cast<double>(accepted));
+  if (!group_events_.empty()) {
+    std::lock_guard<std::mutex> lock(types_mu_);
+    for (const auto& e : group_events_) ++published_by_type_[e->type];
+  }
   if (next != first) {
     last_seq_.store(next - 1, std::memory_order_release);
     listener_->OnCommitted(group_events_);

@@ -19,6 +19,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <span>
@@ -26,6 +27,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "bus/metrics.h"
 #include "bus/scope.h"
 #include "storage/db.h"
 
@@ -77,6 +79,10 @@ class Committer {
   uint64_t last_seq() const { return last_seq_.load(std::memory_order_acquire); }
   uint64_t commits() const { return commits_.load(std::memory_order_relaxed); }
   uint64_t groups() const { return groups_.load(std::memory_order_relaxed); }
+  const Histogram& group_sizes() const { return group_sizes_; }
+  const Histogram& write_seconds() const { return write_seconds_; }
+  // Events committed so far, by type.
+  std::map<std::string, uint64_t> PublishedByType() const;
 
  private:
   // Takes the group at the queue's front; called by its leader.
@@ -90,6 +96,10 @@ class Committer {
   std::atomic<uint64_t> last_seq_;
   std::atomic<uint64_t> commits_{0};
   std::atomic<uint64_t> groups_{0};
+  Histogram group_sizes_{Histogram::SizeBounds()};
+  Histogram write_seconds_{Histogram::SecondsBounds()};
+  mutable std::mutex types_mu_;
+  std::map<std::string, uint64_t> published_by_type_;  // GUARDED_BY(types_mu_)
 
   std::mutex mu_;
   std::deque<CommitRequest*> queue_;  // GUARDED_BY(mu_)

@@ -15,6 +15,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "bus/metrics.h"
 #include "bus/progress.h"
 #include "walbus/bus.h"
 
@@ -117,6 +118,7 @@ struct Subscriber {
   std::atomic<uint64_t> retries{0};
   std::atomic<uint64_t> in_flight{0};
   std::atomic<bool> paused_now{false};
+  Histogram handler_seconds{Histogram::SecondsBounds()};
   std::atomic<uint64_t> pauses{0};
 };
 

@@ -236,9 +236,12 @@ void Dispatcher::RunHandler(Run& run) {
   Outcome outcome = Outcome::Done();
   std::string error;
   bool permanent = false;
+  const auto started = std::chrono::steady_clock::now();
   try {
     outcome = sub.handler(event, *run.ctx);
+    sub.handler_seconds.Observe(std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
   } catch (...) {
+    sub.handler_seconds.Observe(std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
     std::exception_ptr thrown = std::current_exception();
     error = ExceptionText(thrown);
     permanent = sub.classify_exception && sub.classify_exception(thrown) == FailureClass::kPermanent;

@@ -384,6 +384,20 @@ Status Batch::Commit(Db* db, bool sync) {
   return FromRocks(db->db_->Write(wo, rep_.get()), "write");
 }
 
+uint64_t Db::SumProperty(const std::string& name) const {
+  uint64_t sum = 0;
+  for (auto* h : all_handles_) {
+    uint64_t v = 0;
+    if (db_->GetIntProperty(h, name, &v)) sum += v;
+  }
+  return sum;
+}
+
+uint64_t Db::DbProperty(const std::string& name) const {
+  uint64_t v = 0;
+  return db_->GetIntProperty(name, &v) ? v : 0;
+}
+
 Status Db::CatchUpWithPrimary() {
   return FromRocks(db_->TryCatchUpWithPrimary(), "catch up with primary");
 }

@@ -105,6 +105,12 @@ class Db {
   Status Scan(Cf cf, std::string_view prefix, size_t limit,
               const std::function<bool(std::string_view key, std::string_view value)>& visit) const;
 
+  // A RocksDB integer property summed over every column family
+  // ("rocksdb.total-sst-files-size"); 0 when unknown.
+  uint64_t SumProperty(const std::string& name) const;
+  // A database-wide RocksDB integer property ("rocksdb.is-write-stopped").
+  uint64_t DbProperty(const std::string& name) const;
+
   // Secondary only: reads the primary's newer writes.
   Status CatchUpWithPrimary();
 

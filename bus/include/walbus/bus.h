@@ -421,6 +421,15 @@ class WALBUS_EXPORT Bus {
   // The counters of this bus; after Close(), the last ones.
   virtual BusStats Stats() = 0;
 
+  // Every metric of this bus in the Prometheus text exposition format
+  // (names walbus_*, units spelled out, counters ending in _total):
+  // publishes by type, commit group sizes and write durations, the outbox
+  // backlog and the age of its oldest event, per subscriber progress, lag
+  // (events and seconds), outcomes and handler durations, the quarantine,
+  // and storage figures. Reads a few records; call it from a scraper, not
+  // a hot path.
+  virtual std::string MetricsText() = 0;
+
   // Stops accepting commits, waits for commits in progress, lets running
   // handlers finish (their effects commit), writes checkpoints, stops the
   // threads and closes storage, releasing the directory lock. Events not

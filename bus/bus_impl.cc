@@ -458,16 +458,17 @@ std::string BusImpl::MetricsText() {
   w.HistogramSamples("walbus_commit_batch_size", "", committer_->group_sizes().Read());
   w.Family("walbus_commit_write_duration_seconds", "histogram", "Time to write one commit group to storage.");
   w.HistogramSamples("walbus_commit_write_duration_seconds", "", committer_->write_seconds().Read());
-  w.Family("walbus_last_sequence", "gauge", "Sequence number of the newest committed event.");
-  w.Sample("walbus_last_sequence", "", static_cast<double>(stats.last_seq));
-
+  std::vector<SubscriberProgress> progress;
   uint64_t min_checkpoint = stats.last_seq;
-  for (const auto& s : stats.subscribers) min_checkpoint = std::min(min_checkpoint, s.checkpoint);
-  w.Family("walbus_outbox_backlog_events", "gauge", "Events not yet passed by every registered subscriber.");
-  w.Sample("walbus_outbox_backlog_events", "", static_cast<double>(stats.last_seq - min_checkpoint));
-  w.Family("walbus_outbox_oldest_age_seconds", "gauge", "Age of the oldest event not yet passed by every subscriber.");
-  w.Sample("walbus_outbox_oldest_age_seconds", "", min_checkpoint < stats.last_seq ? AgeOfSeconds(min_checkpoint + 1) : 0);
+  for (const auto& s : stats.subscribers) {
+    progress.push_back({s.name, s.checkpoint, s.handled, s.duplicates, s.dead_lettered, s.stale_skipped,
+                        s.checkpoint < stats.last_seq ? AgeOfSeconds(s.checkpoint + 1) : 0});
+    min_checkpoint = std::min(min_checkpoint, s.checkpoint);
+  }
+  WriteProgressMetrics(w, stats.last_seq, min_checkpoint < stats.last_seq ? AgeOfSeconds(min_checkpoint + 1) : 0,
+                       progress);
 
+  // What only a running process knows.
   struct PerSubscriber {
     const char* name;
     const char* type;
@@ -475,38 +476,18 @@ std::string BusImpl::MetricsText() {
     double (*value)(const SubscriberStats&);
   };
   static const PerSubscriber kPerSubscriber[] = {
-      {"walbus_subscriber_handled_total", "counter", "Events whose handler effects committed.",
-       [](const SubscriberStats& s) { return double(s.handled); }},
-      {"walbus_subscriber_duplicates_total", "counter", "Redeliveries the inbox recognised and skipped.",
-       [](const SubscriberStats& s) { return double(s.duplicates); }},
       {"walbus_subscriber_retries_total", "counter", "Handler attempts that failed and were retried (this process).",
        [](const SubscriberStats& s) { return double(s.retries); }},
-      {"walbus_subscriber_dead_lettered_total", "counter", "Events sent to the dead-letter store.",
-       [](const SubscriberStats& s) { return double(s.dead_lettered); }},
-      {"walbus_subscriber_stale_skipped_total", "counter", "Events skipped as older than the applied version.",
-       [](const SubscriberStats& s) { return double(s.stale_skipped); }},
       {"walbus_subscriber_pauses_total", "counter", "Times the subscriber paused on an unknown version (this process).",
        [](const SubscriberStats& s) { return double(s.pauses); }},
       {"walbus_subscriber_paused", "gauge", "1 while the subscriber waits for an upcaster.",
        [](const SubscriberStats& s) { return s.paused ? 1.0 : 0.0; }},
-      {"walbus_subscriber_checkpoint_sequence", "gauge", "Every event at or below it is completed.",
-       [](const SubscriberStats& s) { return double(s.checkpoint); }},
       {"walbus_subscriber_in_flight_events", "gauge", "Events fetched into memory and not completed.",
        [](const SubscriberStats& s) { return double(s.in_flight); }},
   };
   for (const PerSubscriber& m : kPerSubscriber) {
     w.Family(m.name, m.type, m.help);
     for (const auto& s : stats.subscribers) w.Sample(m.name, MetricsWriter::Label("subscriber", s.name), m.value(s));
-  }
-  w.Family("walbus_subscriber_lag_events", "gauge", "Committed events the subscriber has not completed.");
-  for (const auto& s : stats.subscribers) {
-    w.Sample("walbus_subscriber_lag_events", MetricsWriter::Label("subscriber", s.name),
-             static_cast<double>(stats.last_seq - s.checkpoint));
-  }
-  w.Family("walbus_subscriber_lag_seconds", "gauge", "Age of the oldest event the subscriber has not completed.");
-  for (const auto& s : stats.subscribers) {
-    w.Sample("walbus_subscriber_lag_seconds", MetricsWriter::Label("subscriber", s.name),
-             s.checkpoint < stats.last_seq ? AgeOfSeconds(s.checkpoint + 1) : 0);
   }
   w.Family("walbus_subscriber_handler_duration_seconds", "histogram", "Time one handler call took.");
   {

@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "bus/envelope.h"
+#include "bus/metrics.h"
 #include "bus/recovery.h"
 #include "storage/db.h"
 #include "storage/keys.h"
@@ -379,25 +380,42 @@ Status InspectDatabase(const std::string& dir, DatabaseReport* report) {
     r.handled = e.durable.handled;
     r.duplicates = e.durable.duplicates;
     r.rejected = e.durable.dead_lettered;
+    r.stale_skipped = e.durable.stale_skipped;
     min_checkpoint = std::min(min_checkpoint, r.checkpoint);
     report->subscribers.push_back(std::move(r));
   }
   report->outbox_backlog = state.last_seq - min_checkpoint;
-  if (report->outbox_backlog > 0) {
+  // The age of the event just above a checkpoint: one seek, never a scan.
+  auto age_above = [&](uint64_t checkpoint, std::optional<int64_t>* age) {
+    if (checkpoint >= state.last_seq) return Status::OK();
     Status decode;
-    Status scan = db->ScanOutbox(min_checkpoint + 1, 1, [&](uint64_t, std::string_view bytes) {
+    Status scan = db->ScanOutbox(checkpoint + 1, 1, [&](uint64_t, std::string_view bytes) {
       Event e;
       decode = DecodeEnvelope(bytes, kMaxInspectPayloadBytes, &e);
       if (decode.ok()) {
-        report->oldest_backlog_age_ms =
-            std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now() - e.time).count();
+        *age = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now() - e.time).count();
       }
       return false;
     });
-    if (!scan.ok()) return scan;
-    if (!decode.ok()) return decode;
+    return scan.ok() ? decode : scan;
+  };
+  if (Status s = age_above(min_checkpoint, &report->oldest_backlog_age_ms); !s.ok()) return s;
+  for (SubscriberReport& r : report->subscribers) {
+    if (Status s = age_above(r.checkpoint, &r.lag_age_ms); !s.ok()) return s;
   }
   return Status::OK();
+}
+
+std::string ReportMetrics(const DatabaseReport& r) {
+  std::vector<SubscriberProgress> progress;
+  for (const SubscriberReport& s : r.subscribers) {
+    progress.push_back({s.name, s.checkpoint, s.handled, s.duplicates, s.rejected, s.stale_skipped,
+                        s.lag_age_ms ? static_cast<double>(*s.lag_age_ms) / 1000.0 : 0.0});
+  }
+  MetricsWriter w;
+  WriteProgressMetrics(w, r.last_seq,
+                       r.oldest_backlog_age_ms ? static_cast<double>(*r.oldest_backlog_age_ms) / 1000.0 : 0.0, progress);
+  return w.text();
 }
 
 std::string ReportJson(const DatabaseReport& r) {

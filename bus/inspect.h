@@ -28,7 +28,9 @@ struct SubscriberReport {
   uint64_t lag_events = 0;  // last_seq - checkpoint
   uint64_t handled = 0;
   uint64_t duplicates = 0;
-  uint64_t rejected = 0;
+  uint64_t rejected = 0;        // dead-lettered
+  uint64_t stale_skipped = 0;
+  std::optional<int64_t> lag_age_ms;  // age of its oldest uncompleted event
 };
 
 struct DatabaseReport {
@@ -49,6 +51,9 @@ Status InspectDatabase(const std::string& dir, DatabaseReport* report);
 // The report as one JSON object, or as aligned human-readable lines.
 std::string ReportJson(const DatabaseReport& report);
 std::string ReportText(const DatabaseReport& report);
+// The report as Prometheus text: the progress metrics a running bus
+// exposes too (same names), as recorded in the database.
+std::string ReportMetrics(const DatabaseReport& report);
 
 // One entry of the dead-letter store.
 struct DeadLetterEntry {

@@ -1,5 +1,6 @@
 #include "bus/metrics.h"
 
+#include <algorithm>
 #include <cassert>
 #include <cmath>
 #include <cstdio>
@@ -80,6 +81,44 @@ std::string MetricsWriter::Label(const std::string& key, const std::string& valu
     }
   }
   return out + "\"";
+}
+
+void WriteProgressMetrics(MetricsWriter& w, uint64_t last_seq, double oldest_backlog_age_seconds,
+                          const std::vector<SubscriberProgress>& subscribers) {
+  uint64_t min_checkpoint = last_seq;
+  for (const auto& s : subscribers) min_checkpoint = std::min(min_checkpoint, s.checkpoint);
+  w.Family("walbus_last_sequence", "gauge", "Sequence number of the newest committed event.");
+  w.Sample("walbus_last_sequence", "", static_cast<double>(last_seq));
+  w.Family("walbus_outbox_backlog_events", "gauge", "Events not yet passed by every registered subscriber.");
+  w.Sample("walbus_outbox_backlog_events", "", static_cast<double>(last_seq - min_checkpoint));
+  w.Family("walbus_outbox_oldest_age_seconds", "gauge", "Age of the oldest event not yet passed by every subscriber.");
+  w.Sample("walbus_outbox_oldest_age_seconds", "", oldest_backlog_age_seconds);
+  struct Column {
+    const char* name;
+    const char* type;
+    const char* help;
+    double (*value)(const SubscriberProgress&, uint64_t last_seq);
+  };
+  static const Column kColumns[] = {
+      {"walbus_subscriber_handled_total", "counter", "Events whose handler effects committed.",
+       [](const SubscriberProgress& s, uint64_t) { return double(s.handled); }},
+      {"walbus_subscriber_duplicates_total", "counter", "Redeliveries the inbox recognised and skipped.",
+       [](const SubscriberProgress& s, uint64_t) { return double(s.duplicates); }},
+      {"walbus_subscriber_dead_lettered_total", "counter", "Events sent to the dead-letter store.",
+       [](const SubscriberProgress& s, uint64_t) { return double(s.dead_lettered); }},
+      {"walbus_subscriber_stale_skipped_total", "counter", "Events skipped as older than the applied version.",
+       [](const SubscriberProgress& s, uint64_t) { return double(s.stale_skipped); }},
+      {"walbus_subscriber_checkpoint_sequence", "gauge", "Every event at or below it is completed.",
+       [](const SubscriberProgress& s, uint64_t) { return double(s.checkpoint); }},
+      {"walbus_subscriber_lag_events", "gauge", "Committed events the subscriber has not completed.",
+       [](const SubscriberProgress& s, uint64_t last) { return double(last - s.checkpoint); }},
+      {"walbus_subscriber_lag_seconds", "gauge", "Age of the oldest event the subscriber has not completed.",
+       [](const SubscriberProgress& s, uint64_t) { return s.lag_seconds; }},
+  };
+  for (const Column& c : kColumns) {
+    w.Family(c.name, c.type, c.help);
+    for (const auto& s : subscribers) w.Sample(c.name, MetricsWriter::Label("subscriber", s.name), c.value(s, last_seq));
+  }
 }
 
 }  // namespace walbus::internal

@@ -55,6 +55,21 @@ class MetricsWriter {
   std::string out_;
 };
 
+// What the database itself records of a subscriber's progress: the part of
+// the metrics that a live bus and the command-line tool (reading a stopped
+// or live database) render alike, under the same names.
+struct SubscriberProgress {
+  std::string name;
+  uint64_t checkpoint = 0;
+  uint64_t handled = 0;
+  uint64_t duplicates = 0;
+  uint64_t dead_lettered = 0;
+  uint64_t stale_skipped = 0;
+  double lag_seconds = 0;  // age of the oldest event it has not completed
+};
+void WriteProgressMetrics(MetricsWriter& w, uint64_t last_seq, double oldest_backlog_age_seconds,
+                          const std::vector<SubscriberProgress>& subscribers);
+
 }  // namespace walbus::internal
 
 #endif  // WALBUS_BUS_METRICS_H_

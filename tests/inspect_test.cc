@@ -401,5 +401,35 @@ TEST(InspectTest, CliListsAndShowsFailureStores) {
   EXPECT_EQ(RunCli("dlq"), 2) << "a subcommand is required";
 }
 
+TEST(InspectTest, MetricsFromTheDatabasePassPromtool) {
+  TempDir dir;
+  Options o;
+  o.dir = dir.path();
+  std::unique_ptr<Bus> bus;
+  ASSERT_TRUE(Bus::Open(o, &bus).ok());
+  SubscriberOptions s;
+  s.name = "reporting";  // registered, not started: a backlog of 3
+  s.handler = [](const Event&, HandlerContext&) { return Outcome::Done(); };
+  ASSERT_TRUE(bus->Subscribe(std::move(s)).ok());
+  for (int i = 0; i < 3; ++i) {
+    Transaction tx = bus->Begin();
+    EventSpec e;
+    e.type = "orders.order-approved.v1";
+    e.subject = "o" + std::to_string(i);
+    ASSERT_TRUE(tx.Publish(e).ok());
+    ASSERT_TRUE(tx.Commit().ok());
+  }
+  DatabaseReport report;
+  ASSERT_TRUE(InspectDatabase(dir.path(), &report).ok()) << "live, through a secondary instance";
+  const std::string text = ReportMetrics(report);
+  EXPECT_NE(text.find("walbus_outbox_backlog_events 3\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("walbus_subscriber_lag_events{subscriber=\"reporting\"} 3\n"), std::string::npos) << text;
+  ASSERT_TRUE(report.subscribers[0].lag_age_ms.has_value());
+  EXPECT_EQ(RunCli("metrics " + dir.path()), 0);
+  if (std::system("command -v promtool >/dev/null 2>&1") == 0) {
+    EXPECT_EQ(RunCli("metrics " + dir.path() + " | promtool check metrics"), 0);
+  }
+}
+
 }  // namespace
 }  // namespace walbus::internal

@@ -1,6 +1,7 @@
 // walbus: the operator's command-line tool.
 //
 //   walbus stats <dir> [--json]
+//   walbus metrics <dir>
 //   walbus dlq ls <dir> [--subscriber S] [--limit N] [--json]
 //   walbus dlq show <dir> --subscriber S --seq N [--json]
 //   walbus quarantine ls <dir> [--limit N] [--json]
@@ -57,6 +58,14 @@ int RunStats(const std::string& dir, bool json) {
   walbus::Status s = walbus::internal::InspectDatabase(dir, &report);
   if (!s.ok()) return Fail("stats", s);
   std::cout << (json ? walbus::internal::ReportJson(report) + "\n" : walbus::internal::ReportText(report));
+  return 0;
+}
+
+int RunMetrics(const std::string& dir) {
+  walbus::internal::DatabaseReport report;
+  walbus::Status s = walbus::internal::InspectDatabase(dir, &report);
+  if (!s.ok()) return Fail("metrics", s);
+  std::cout << walbus::internal::ReportMetrics(report);
   return 0;
 }
 
@@ -134,6 +143,11 @@ int main(int argc, char** argv) {
   stats->add_option("dir", dir, "Database directory")->required();
   stats->add_flag("--json", json, "Print one JSON object");
 
+  CLI::App* metrics = app.add_subcommand(
+      "metrics", "The progress metrics recorded in the database, in Prometheus text format (the names a running "
+                 "bus's MetricsText uses).");
+  metrics->add_option("dir", dir, "Database directory")->required();
+
   CLI::App* dlq = app.add_subcommand(
       "dlq", "The dead-letter store: events a subscriber gave up on after its retry budget, with their errors.");
   dlq->require_subcommand(1);
@@ -173,6 +187,7 @@ int main(int argc, char** argv) {
     return rc == 0 ? 0 : 2;
   }
   if (stats->parsed()) return RunStats(dir, json);
+  if (metrics->parsed()) return RunMetrics(dir);
   if (dlq_ls->parsed()) return RunDlqLs(dir, subscriber, limit, json);
   if (dlq_show->parsed()) return RunDlqShow(dir, subscriber, seq, json);
   if (q_ls->parsed()) return RunQuarantineLs(dir, limit, json);

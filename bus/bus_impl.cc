@@ -58,9 +58,10 @@ Status BusImpl::OpenWithEnv(const Options& options, rocksdb::Env* env, std::uniq
   bus->tail_ = std::make_unique<TailCache>(options.tail_cache_events);
   bus->committer_ = std::make_unique<Committer>(
       bus->db_.get(), CommitLimits{options.max_group_commits, options.max_group_bytes}, last_seq, bus.get());
+  bus->log_ = std::make_unique<BusLog>(options.logger, options.hash_subjects_in_logs);
   bus->quarantine_ = std::make_unique<Quarantine>(bus.get(), bus->db_.get(), bus->committer_.get(),
-                                                 bus->options_.clock.get(), options.quarantine_max_entries,
-                                                 options.quarantine_max_bytes);
+                                                 bus->options_.clock.get(), bus->log_.get(),
+                                                 options.quarantine_max_entries, options.quarantine_max_bytes);
   if (Status s = bus->quarantine_->Load(); !s.ok()) return s;
   DispatcherConfig dc;
   dc.worker_threads = options.worker_threads;
@@ -74,6 +75,7 @@ Status BusImpl::OpenWithEnv(const Options& options, rocksdb::Env* env, std::uniq
   dc.clock = bus->options_.clock.get();
   dc.schemas = &bus->schemas_;
   dc.quarantine = bus->quarantine_.get();
+  dc.log = bus->log_.get();
   bus->dispatcher_ = std::make_unique<Dispatcher>(bus.get(), bus->db_.get(), bus->committer_.get(),
                                                   bus->tail_.get(), &bus->registry_, dc);
   *out = std::move(bus);

@@ -9,6 +9,7 @@
 
 #include "bus/committer.h"
 #include "bus/dispatcher.h"
+#include "bus/log.h"
 #include "bus/metrics.h"
 #include "bus/quarantine.h"
 #include "bus/schema_registry.h"
@@ -85,6 +86,7 @@ class BusImpl final : public Bus, public CommitListener {
   std::unique_ptr<Committer> committer_;
   Registry registry_;
   SchemaRegistry schemas_;
+  std::unique_ptr<BusLog> log_;
   std::unique_ptr<Quarantine> quarantine_;
   std::unique_ptr<Dispatcher> dispatcher_;
 

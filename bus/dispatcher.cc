@@ -1,6 +1,5 @@
 #include "bus/dispatcher.h"
 
-#include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <cassert>
@@ -186,7 +185,7 @@ void Dispatcher::Handle(Message& m) {
     }
     case Message::Kind::kPaused:
       if (!m.sub->paused) {
-        spdlog::warn("walbus: subscriber {} paused at seq {}: no upcaster brings {} to a type it takes", m.sub->name,
+        config_.log->logger().warn("walbus: subscriber {} paused at seq {}: no upcaster brings {} to a type it takes", m.sub->name,
                      m.event->seq, m.event->type);
         m.sub->pauses.fetch_add(1, std::memory_order_relaxed);
       }
@@ -250,7 +249,7 @@ void Dispatcher::LoadDeadLetters(Subscriber* sub, const std::vector<uint64_t>& s
     auto event = std::make_shared<Event>();
     if (!storage::DecodeDeadLetter(value, &record) ||
         !DecodeEnvelope(record.envelope, config_.max_payload_bytes, event.get()).ok()) {
-      spdlog::error("walbus: dead letter {}/{} is unreadable and cannot be redriven", sub->name, seq);
+      config_.log->logger().error("walbus: dead letter {}/{} is unreadable and cannot be redriven", sub->name, seq);
       return;
     }
     event->seq = seq;
@@ -273,7 +272,7 @@ void Dispatcher::LoadDeadLetters(Subscriber* sub, const std::vector<uint64_t>& s
     if (storage::ParseSubscriberSeqKey(key, &id, &seq)) take(seq, value);
     return true;
   });
-  if (!s.ok()) spdlog::error("walbus: reading the dead letters of {} failed: {}", sub->name, s.ToString());
+  if (!s.ok()) config_.log->logger().error("walbus: reading the dead letters of {} failed: {}", sub->name, s.ToString());
 }
 
 void Dispatcher::HandleRedrive(Message& m) {
@@ -371,7 +370,7 @@ bool Dispatcher::AdvanceHorizons() {
   }
   if (raised.empty()) return true;
   if (Status s = committer_->CommitOne(&scope, /*sync=*/false); !s.ok()) {
-    spdlog::warn("walbus: writing the dispatch horizon failed (retried): {}", s.ToString());
+    config_.log->logger().warn("walbus: writing the dispatch horizon failed (retried): {}", s.ToString());
     return false;
   }
   for (auto& [sub, horizon] : raised) sub->durable_horizon = horizon;
@@ -410,7 +409,7 @@ void Dispatcher::Fetch(Subscriber* sub) {
       // Only a checkpoint moved back by hand lands here: the range was
       // removed after every subscriber had passed it.
       const uint64_t end = std::min<uint64_t>(trimmed_below_, from + limit);
-      spdlog::warn("walbus: {} resumes below the trimmed outbox; seq {}..{} are gone", sub->name, from, end - 1);
+      config_.log->logger().warn("walbus: {} resumes below the trimmed outbox; seq {}..{} are gone", sub->name, from, end - 1);
       for (uint64_t seq = from; seq < end; ++seq) {
         sub->progress.Fetched(seq);
         sub->progress.Complete(seq);
@@ -439,10 +438,10 @@ void Dispatcher::ReadFromOutbox(Subscriber* sub, uint64_t from, size_t limit,
     expected = seq + 1;
     if (!d.ok()) {
       // Stored bytes that fail verification never reach a handler.
-      spdlog::error("walbus: outbox entry seq={} is unreadable and is skipped for {}: {}", seq,
+      config_.log->logger().error("walbus: outbox entry seq={} is unreadable and is skipped for {}: {}", seq,
                     sub->name, d.ToString());
       Status q = config_.quarantine->Add(bytes, "outbox seq " + std::to_string(seq), d.message());
-      if (!q.ok()) spdlog::error("walbus: quarantining outbox seq={} failed: {}", seq, q.ToString());
+      if (!q.ok()) config_.log->logger().error("walbus: quarantining outbox seq={} failed: {}", seq, q.ToString());
       sub->progress.Fetched(seq);
       sub->progress.Complete(seq);
       return true;
@@ -450,7 +449,7 @@ void Dispatcher::ReadFromOutbox(Subscriber* sub, uint64_t from, size_t limit,
     out->push_back(std::move(event));
     return true;
   });
-  if (!s.ok()) spdlog::error("walbus: reading the outbox from seq {} failed: {}", from, s.ToString());
+  if (!s.ok()) config_.log->logger().error("walbus: reading the outbox from seq {} failed: {}", from, s.ToString());
 }
 
 void Dispatcher::Route(Subscriber* sub, std::shared_ptr<const Event> event) {
@@ -500,7 +499,7 @@ void Dispatcher::Checkpoint(bool force) {
   if (scope.ops.empty()) return;
   WALBUS_FAULT_POINT("checkpoint.before_write");
   if (Status s = committer_->CommitOne(&scope, /*sync=*/false); !s.ok()) {
-    spdlog::warn("walbus: checkpoint write failed (retried later): {}", s.ToString());
+    config_.log->logger().warn("walbus: checkpoint write failed (retried later): {}", s.ToString());
     return;
   }
   std::lock_guard<std::mutex> lock(registry_->mu);
@@ -526,7 +525,7 @@ void Dispatcher::Trim(bool force) {
   storage::PutBe64(&v, keep_from);
   scope.AddOp(Op{Op::Kind::kPut, db_->cf(storage::Cf::kMeta), std::string(storage::kMetaTrimmedBelow), v});
   if (Status s = committer_->CommitOne(&scope, /*sync=*/false); !s.ok()) {
-    spdlog::warn("walbus: outbox trim failed (retried later): {}", s.ToString());
+    config_.log->logger().warn("walbus: outbox trim failed (retried later): {}", s.ToString());
     return;
   }
   WALBUS_FAULT_POINT("trim.after_write");

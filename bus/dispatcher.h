@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "bus/committer.h"
+#include "bus/log.h"
 #include "bus/quarantine.h"
 #include "bus/schema_registry.h"
 #include "bus/subscriber.h"
@@ -64,6 +65,7 @@ struct DispatcherConfig {
   const Clock* clock;
   const SchemaRegistry* schemas;
   Quarantine* quarantine;
+  const BusLog* log;
 };
 
 class Dispatcher {
@@ -148,6 +150,7 @@ class Dispatcher {
     Message::Kind on_success = Message::Kind::kDone;
     std::string error;                    // why the attempt failed, if it did
     std::chrono::milliseconds delay{0};  // kRetry: before the next attempt
+    double handler_seconds = 0;           // how long the handler ran
     Event upcast;                         // the event as the handler sees it, when upcast
     const Event* event = nullptr;         // what the handler runs on
   };
@@ -206,6 +209,8 @@ class Dispatcher {
   void AddDeadLetter(ScopeRep* scope, const WorkItem& item, uint32_t attempts, uint64_t first_failure_ms,
                      std::string_view error);
   void CommitRuns(std::deque<Run>& runs, std::vector<Message>* replies);
+  // One log line for a committed outcome (failures rate-limited).
+  void LogOutcome(const Run& run) const;
   std::chrono::milliseconds Backoff(const Subscriber& sub, uint32_t attempt) const;
   uint64_t WallMillis() const;
   void Send(Message m);

@@ -1,6 +1,5 @@
 #include "bus/quarantine.h"
 
-#include <spdlog/spdlog.h>
 
 #include "bus/log_limiter.h"
 #include "bus/scope.h"
@@ -18,12 +17,13 @@ constexpr auto kEvictedField = storage::CheckpointField::kQuarantineEvicted;
 
 }  // namespace
 
-Quarantine::Quarantine(BusImpl* bus, storage::Db* db, Committer* committer, const Clock* clock, size_t max_entries,
-                       size_t max_bytes)
+Quarantine::Quarantine(BusImpl* bus, storage::Db* db, Committer* committer, const Clock* clock, const BusLog* log,
+                       size_t max_entries, size_t max_bytes)
     : bus_(bus),
       db_(db),
       committer_(committer),
       clock_(clock),
+      log_(log),
       max_entries_(std::max<size_t>(1, max_entries)),
       max_bytes_(std::max<size_t>(1, max_bytes)) {}
 
@@ -88,7 +88,7 @@ Status Quarantine::Add(std::string_view raw, std::string_view source, std::strin
   evicted_.fetch_add(evict, std::memory_order_relaxed);
   static LogLimiter limiter(10);
   if (uint64_t held = 0; limiter.Allow(&held)) {
-    spdlog::warn("walbus: quarantined {} bytes from {}: {} ({} similar lines held back)", raw.size(), record.source,
+    log_->logger().warn("walbus: quarantined {} bytes from {}: {} ({} similar lines held back)", raw.size(), record.source,
                  record.reason, held);
   }
   return Status::OK();

@@ -17,6 +17,7 @@
 #include <string_view>
 
 #include "bus/committer.h"
+#include "bus/log.h"
 #include "storage/db.h"
 
 namespace walbus::internal {
@@ -25,8 +26,8 @@ class BusImpl;
 
 class Quarantine {
  public:
-  Quarantine(BusImpl* bus, storage::Db* db, Committer* committer, const Clock* clock, size_t max_entries,
-             size_t max_bytes);
+  Quarantine(BusImpl* bus, storage::Db* db, Committer* committer, const Clock* clock, const BusLog* log,
+             size_t max_entries, size_t max_bytes);
 
   // Reads the live entries' arrival numbers and sizes. Called once on open.
   Status Load();
@@ -46,6 +47,7 @@ class Quarantine {
   storage::Db* const db_;
   Committer* const committer_;
   const Clock* const clock_;
+  const BusLog* const log_;
   const size_t max_entries_;
   const size_t max_bytes_;
 

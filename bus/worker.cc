@@ -1,6 +1,5 @@
 // The worker side of the Dispatcher: runs handlers, classifies their
 // outcomes, and commits completions, retry records and dead letters.
-#include <spdlog/spdlog.h>
 
 #include <cassert>
 #include <random>
@@ -93,7 +92,7 @@ bool Dispatcher::PrepareItem(WorkItem& item, std::deque<Run>* runs, std::vector<
   Subscriber& sub = *item.sub;
   const Event& event = *item.event;
   auto retry_later = [&](const Status& s) {
-    spdlog::warn("walbus: {} seq={}: reading stored state failed: {}", sub.name, event.seq, s.ToString());
+    config_.log->logger().warn("walbus: {} seq={}: reading stored state failed: {}", sub.name, event.seq, s.ToString());
     replies->push_back(Message{Message::Kind::kRetry, &sub, item.event, Backoff(sub, item.attempt),
                                item.attempt - 1, item.first_failure_ms, true, nullptr});
     return false;
@@ -165,6 +164,7 @@ void Dispatcher::FailAttempt(Run& run, std::string error, std::chrono::milliseco
     if (too_old && !permanent) error += " (retry budget: max_age reached)";
     AddDeadLetter(scope, item, item.attempt, item.first_failure_ms, error);
     run.on_success = Message::Kind::kDeadLettered;
+    run.error = std::move(error);
     return;
   }
   storage::RetryRecord record;
@@ -237,19 +237,17 @@ void Dispatcher::RunHandler(Run& run) {
   std::string error;
   bool permanent = false;
   const auto started = std::chrono::steady_clock::now();
+  auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count(); };
   try {
     outcome = sub.handler(event, *run.ctx);
-    sub.handler_seconds.Observe(std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
+    run.handler_seconds = elapsed();
+    sub.handler_seconds.Observe(run.handler_seconds);
   } catch (...) {
-    sub.handler_seconds.Observe(std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
+    run.handler_seconds = elapsed();
+    sub.handler_seconds.Observe(run.handler_seconds);
     std::exception_ptr thrown = std::current_exception();
     error = ExceptionText(thrown);
     permanent = sub.classify_exception && sub.classify_exception(thrown) == FailureClass::kPermanent;
-    static LogLimiter limiter(10);
-    if (uint64_t held = 0; limiter.Allow(&held)) {
-      spdlog::warn("walbus: handler {} threw on event {} (seq={}, attempt {}): {} ({} similar lines held back)",
-                   sub.name, event.id.ToString(), event.seq, item.attempt, error, held);
-    }
     FailAttempt(run, std::move(error), {}, permanent);
     return;
   }
@@ -324,7 +322,7 @@ void Dispatcher::RunGroup(std::span<WorkItem* const> items) {
   if (!pre_run.ops.empty()) {
     Status s = committer_->CommitOne(&pre_run, /*sync=*/false);
     if (!s.ok()) {
-      spdlog::warn("walbus: recording attempts before running failed: {}", s.ToString());
+      config_.log->logger().warn("walbus: recording attempts before running failed: {}", s.ToString());
       for (WorkItem* item : to_run) {
         replies.push_back(Message{Message::Kind::kRetry, item->sub, item->event, Backoff(*item->sub, item->attempt),
                                   item->attempt - 1, item->first_failure_ms, true, nullptr});
@@ -359,6 +357,35 @@ void Dispatcher::RunGroup(std::span<WorkItem* const> items) {
   (void)queued;
 }
 
+void Dispatcher::LogOutcome(const Run& run) const {
+  const Event& event = run.event != nullptr ? *run.event : *run.item->event;
+  const std::string& name = run.item->sub->name;
+  switch (run.on_success) {
+    case Message::Kind::kDone:
+      config_.log->EventOutcome(spdlog::level::debug, "handled", event, name, run.item->attempt, run.handler_seconds, {});
+      return;
+    case Message::Kind::kStale:
+      config_.log->EventOutcome(spdlog::level::debug, "stale-skipped", event, name, run.item->attempt, 0, {});
+      return;
+    case Message::Kind::kRetry:
+    case Message::Kind::kDeadLettered: {
+      // Failures are what an operator reads the log for, and what a broken
+      // handler produces in floods: at most 10 lines a second.
+      static LogLimiter limiter(10);
+      uint64_t held = 0;
+      if (!limiter.Allow(&held)) return;
+      std::string error = run.error;
+      if (held > 0) error += " (" + std::to_string(held) + " similar lines held back)";
+      config_.log->EventOutcome(spdlog::level::warn,
+                                run.on_success == Message::Kind::kRetry ? "retry" : "dead-lettered", event, name,
+                                run.item->attempt, run.handler_seconds, error);
+      return;
+    }
+    default:
+      return;
+  }
+}
+
 void Dispatcher::CommitRuns(std::deque<Run>& runs, std::vector<Message>* replies) {
   std::vector<CommitRequest*> requests;
   requests.reserve(runs.size());
@@ -373,6 +400,7 @@ void Dispatcher::CommitRuns(std::deque<Run>& runs, std::vector<Message>* replies
     WorkItem& item = *r.item;
     Subscriber& sub = *item.sub;
     const Status& s = r.request.status;
+    if (s.ok()) LogOutcome(r);
     if (s.ok() && r.on_success == Message::Kind::kRetry) {
       replies->push_back(Message{Message::Kind::kRetry, &sub, item.event, r.delay, item.attempt,
                                  item.first_failure_ms, false, nullptr});
@@ -387,7 +415,7 @@ void Dispatcher::CommitRuns(std::deque<Run>& runs, std::vector<Message>* replies
       // the inbox first.
       static LogLimiter limiter(10);
       if (uint64_t held = 0; limiter.Allow(&held)) {
-        spdlog::warn("walbus: committing {}'s outcome for seq={} failed: {} ({} similar lines held back)", sub.name,
+        config_.log->logger().warn("walbus: committing {}'s outcome for seq={} failed: {} ({} similar lines held back)", sub.name,
                      item.event->seq, s.ToString(), held);
       }
       replies->push_back(Message{Message::Kind::kRetry, &sub, item.event, Backoff(sub, item.attempt), item.attempt,

@@ -14,6 +14,10 @@
 
 #include "walbus/clock.h"
 
+namespace spdlog {
+class logger;
+}  // namespace spdlog
+
 namespace walbus {
 
 // What a commit survives once Commit() returned (Options::durability).
@@ -94,6 +98,13 @@ struct Options {
   size_t quarantine_max_entries = 10000;
   size_t quarantine_max_bytes = 64 << 20;
   // @}
+
+  // Where the bus logs; null means spdlog's default logger. Declared, not
+  // included: an application that passes one includes spdlog itself.
+  std::shared_ptr<spdlog::logger> logger;
+
+  // Log subjects (which may be personal data) as a stable hash. Default off.
+  bool hash_subjects_in_logs = false;
 
   // Where time comes from; null means Clock::System(). Tests inject a
   // clock they move by hand to run backoff and ages in milliseconds.

@@ -174,12 +174,18 @@ void Dispatcher::Handle(Message& m) {
       key.conflict_reruns = 0;
       if (key.first_failure_ms == 0) key.first_failure_ms = m.first_failure_ms;
       key.check_stored |= m.check_stored;
+      key.charged = true;
       timers_.push(Timer{config_.clock->Now() + m.delay, m.sub, m.event->subject});
       break;
     }
     case Message::Kind::kRerun: {
+      // A conflict is not a failed attempt: the rerun keeps the run's number
+      // and, having run here already, is not charged again.
       KeyQueue& key = m.sub->keys.at(m.event->subject);
       key.conflict_reruns = m.attempt;
+      if (m.run_attempt > 0) key.attempts = m.run_attempt - 1;
+      key.charged = true;
+      key.check_stored = false;
       Submit(m.sub, key);
       break;
     }
@@ -341,7 +347,8 @@ void Dispatcher::Submit(Subscriber* sub, KeyQueue& key) {
   // up on): it must run, not be taken for a duplicate.
   // Only an event handed to a handler before this process started (at or
   // below the recovered horizon) can have an inbox or retry record already.
-  item.check_stored = !item.redrive && (key.check_stored || item.event->seq <= sub->recovered_horizon);
+  item.check_stored =
+      !item.redrive && (key.check_stored || (!key.charged && item.event->seq <= sub->recovered_horizon));
   if (auto parked = sub->parked.find(item.event->subject); parked != sub->parked.end() && !item.redrive) {
     item.parked_behind = parked->second;
   }

@@ -141,6 +141,7 @@ class Dispatcher {
     std::vector<uint64_t> seqs;
     std::vector<std::string> release;
     bool rerun = true;
+    uint32_t run_attempt = 0;  // kRerun: the attempt number of the run that conflicted
   };
   // One handler run whose writes await their commit.
   struct Run {

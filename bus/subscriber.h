@@ -30,6 +30,10 @@ struct KeyQueue {
   uint32_t conflict_reruns = 0;    // consecutive effect conflicts of the front event
   uint64_t first_failure_ms = 0;   // of the front event; 0 before any failure
   bool check_stored = false;       // the front event may have an inbox or retry record
+  // The front event already ran (or had its attempt recorded) in this
+  // process: crash-loop protection has counted this process once; reruns
+  // and retries here count only by their own failures.
+  bool charged = false;
 };
 
 struct DurableCounters {

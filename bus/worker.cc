@@ -407,7 +407,9 @@ void Dispatcher::CommitRuns(std::deque<Run>& runs, std::vector<Message>* replies
     } else if (s.ok()) {
       replies->push_back(Message{r.on_success, &sub, item.event});
     } else if (s.IsConflict() && item.conflict_reruns + 1 <= sub.retry.max_conflict_reruns) {
-      replies->push_back(Message{Message::Kind::kRerun, &sub, item.event, {}, item.conflict_reruns + 1});
+      Message rerun{Message::Kind::kRerun, &sub, item.event, {}, item.conflict_reruns + 1};
+      rerun.run_attempt = item.attempt;
+      replies->push_back(std::move(rerun));
     } else {
       // A conflict past its budget counts as a failed attempt (the retry
       // record comes with the next failure or the dead letter); any other

@@ -583,5 +583,47 @@ TEST(WorkerTest, SkipReleasesAndPurgeDeletesWithARecord) {
   EXPECT_TRUE(DeadLetters(dir.path()).empty());
 }
 
+// Regression: after a restart, conflict reruns of events that may have been
+// running must not count as attempts (they used to, and contended handlers
+// were dead-lettered).
+TEST(WorkerTest, ConflictRerunsAfterARestartDoNotSpendTheBudget) {
+  TempDir dir;
+  constexpr int kEvents = 200;
+  auto subscriber = [](Handler handler) {
+    SubscriberOptions s;
+    s.name = "totals";
+    s.retry = FastRetries(4);
+    s.handler = std::move(handler);
+    return s;
+  };
+  {
+    auto bus = OpenBus(MakeOptions(dir));
+    ASSERT_TRUE(bus->Subscribe(subscriber([](const Event&, HandlerContext&) {
+                      return Outcome::RetryAfter(std::chrono::hours(1));  // dispatched, never done
+                    })).ok());
+    ASSERT_TRUE(bus->Start().ok());
+    for (int i = 0; i < kEvents; ++i) Publish(*bus, "order-" + std::to_string(i), "x");
+    std::this_thread::sleep_for(200ms);
+    ASSERT_TRUE(bus->Close().ok());
+  }
+  Options o = MakeOptions(dir);
+  o.worker_threads = 4;
+  auto bus = OpenBus(o);
+  ASSERT_TRUE(bus->Subscribe(subscriber([](const Event&, HandlerContext& ctx) {
+                    // One shared total: concurrent subjects conflict often.
+                    uint64_t v = ctx.GetVersion("effects", "total").value();
+                    auto cur = ctx.Get("effects", "total").value();
+                    const int n = cur ? std::stoi(*cur) : 0;
+                    EXPECT_TRUE(ctx.ExpectVersion("effects", "total", v).ok());
+                    EXPECT_TRUE(ctx.Put("effects", "total", std::to_string(n + 1)).ok());
+                    return Outcome::Done();
+                  })).ok());
+  ASSERT_TRUE(bus->Start().ok());
+  ASSERT_TRUE(bus->WaitIdle(30s).ok());
+  EXPECT_EQ(bus->Stats().subscribers[0].dead_lettered, 0u);
+  Transaction reader = bus->Begin();
+  EXPECT_EQ(reader.Get("effects", "total").value(), std::optional<std::string>(std::to_string(kEvents)));
+}
+
 }  // namespace
 }  // namespace walbus

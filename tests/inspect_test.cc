@@ -20,6 +20,23 @@ namespace {
 using namespace std::chrono_literals;
 using walbus::testing::TempDir;
 
+// Registers `subscriber` without starting the bus and commits `events`
+// events, so that the subscriber has a backlog of that many.
+void BuildBacklog(Bus& bus, const std::string& subscriber, int events) {
+  SubscriberOptions s;
+  s.name = subscriber;
+  s.handler = [](const Event&, HandlerContext&) { return Outcome::Done(); };
+  ASSERT_TRUE(bus.Subscribe(std::move(s)).ok());
+  for (int i = 0; i < events; ++i) {
+    Transaction tx = bus.Begin();
+    EventSpec e;
+    e.type = "orders.order-approved.v1";
+    e.subject = "o" + std::to_string(i);
+    ASSERT_TRUE(tx.Publish(e).ok());
+    ASSERT_TRUE(tx.Commit().ok());
+  }
+}
+
 TEST(InspectTest, ReportsALiveDatabaseHeldByAnotherBus) {
   TempDir dir;
   Options o;
@@ -27,18 +44,7 @@ TEST(InspectTest, ReportsALiveDatabaseHeldByAnotherBus) {
   o.durability = Durability::kBuffered;
   std::unique_ptr<Bus> bus;
   ASSERT_TRUE(Bus::Open(o, &bus).ok());
-  SubscriberOptions s;
-  s.name = "slow";  // registered, not started: the backlog grows
-  s.handler = [](const Event&, HandlerContext&) { return Outcome::Done(); };
-  ASSERT_TRUE(bus->Subscribe(std::move(s)).ok());
-  for (int i = 0; i < 25; ++i) {
-    Transaction tx = bus->Begin();
-    EventSpec e;
-    e.type = "orders.order-approved.v1";
-    e.subject = "o" + std::to_string(i);
-    ASSERT_TRUE(tx.Publish(e).ok());
-    ASSERT_TRUE(tx.Commit().ok());
-  }
+  ASSERT_NO_FATAL_FAILURE(BuildBacklog(*bus, "slow", 25));
   std::this_thread::sleep_for(5ms);
   DatabaseReport report;
   Status st = InspectDatabase(dir.path(), &report);
@@ -407,18 +413,7 @@ TEST(InspectTest, MetricsFromTheDatabasePassPromtool) {
   o.dir = dir.path();
   std::unique_ptr<Bus> bus;
   ASSERT_TRUE(Bus::Open(o, &bus).ok());
-  SubscriberOptions s;
-  s.name = "reporting";  // registered, not started: a backlog of 3
-  s.handler = [](const Event&, HandlerContext&) { return Outcome::Done(); };
-  ASSERT_TRUE(bus->Subscribe(std::move(s)).ok());
-  for (int i = 0; i < 3; ++i) {
-    Transaction tx = bus->Begin();
-    EventSpec e;
-    e.type = "orders.order-approved.v1";
-    e.subject = "o" + std::to_string(i);
-    ASSERT_TRUE(tx.Publish(e).ok());
-    ASSERT_TRUE(tx.Commit().ok());
-  }
+  ASSERT_NO_FATAL_FAILURE(BuildBacklog(*bus, "reporting", 3));
   DatabaseReport report;
   ASSERT_TRUE(InspectDatabase(dir.path(), &report).ok()) << "live, through a secondary instance";
   const std::string text = ReportMetrics(report);

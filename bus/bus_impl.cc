@@ -456,6 +456,15 @@ std::string BusImpl::MetricsText() {
   }
   w.Family("walbus_commits_total", "counter", "Commits (transactions, handler completions, checkpoints) written.");
   w.Sample("walbus_commits_total", "", static_cast<double>(stats.commits));
+  w.Family("walbus_storage_write_failures_total", "counter",
+           "Writes storage refused: no_space (a full disk) or other (I/O errors).");
+  w.Sample("walbus_storage_write_failures_total", MetricsWriter::Label("reason", "no_space"),
+           static_cast<double>(stats.write_failures_no_space));
+  w.Sample("walbus_storage_write_failures_total", MetricsWriter::Label("reason", "other"),
+           static_cast<double>(stats.write_failures_other));
+  w.Family("walbus_storage_writes_failing", "gauge",
+           "1 while the newest write failed: commits fail until storage recovers.");
+  w.Sample("walbus_storage_writes_failing", "", stats.writes_failing ? 1 : 0);
   w.Family("walbus_commit_batch_size", "histogram", "Commits written together in one group (one write, one fsync).");
   w.HistogramSamples("walbus_commit_batch_size", "", committer_->group_sizes().Read());
   w.Family("walbus_commit_write_duration_seconds", "histogram", "Time to write one commit group to storage.");
@@ -528,6 +537,9 @@ BusStats BusImpl::Stats() {
   stats.last_seq = committer_->last_seq();
   stats.commits = committer_->commits();
   stats.commit_groups = committer_->groups();
+  stats.write_failures_no_space = committer_->no_space_failures();
+  stats.write_failures_other = committer_->other_write_failures();
+  stats.writes_failing = committer_->writes_failing();
   stats.quarantined = quarantine_->added();
   stats.quarantine_evicted = quarantine_->evicted();
   std::lock_guard<std::mutex> lock(registry_.mu);

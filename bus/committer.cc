@@ -137,7 +137,10 @@ void Committer::WriteGroup(const std::vector<CommitRequest*>& group) {
   Status written = batch_.Commit(db_, sync);
   write_seconds_.Observe(std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
   WALBUS_FAULT_POINT("commit.after_write");
+  writes_failing_.store(!written.ok(), std::memory_order_relaxed);
   if (!written.ok()) {
+    (written.code() == Status::Code::kResourceExhausted ? no_space_failures_ : other_write_failures_)
+        .fetch_add(1, std::memory_order_relaxed);
     for (CommitRequest* r : group)
       if (r->status.ok()) r->status = written;
     return;

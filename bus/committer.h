@@ -79,6 +79,13 @@ class Committer {
   uint64_t last_seq() const { return last_seq_.load(std::memory_order_acquire); }
   uint64_t commits() const { return commits_.load(std::memory_order_relaxed); }
   uint64_t groups() const { return groups_.load(std::memory_order_relaxed); }
+  // Writes storage refused: for lack of space (ResourceExhausted), and for
+  // any other reason.
+  uint64_t no_space_failures() const { return no_space_failures_.load(std::memory_order_relaxed); }
+  uint64_t other_write_failures() const { return other_write_failures_.load(std::memory_order_relaxed); }
+  // True while the newest write failed: storage takes no writes until it
+  // recovers (after a full disk, once it has room again).
+  bool writes_failing() const { return writes_failing_.load(std::memory_order_relaxed); }
   const Histogram& group_sizes() const { return group_sizes_; }
   const Histogram& write_seconds() const { return write_seconds_; }
   // Events committed so far, by type.
@@ -96,6 +103,9 @@ class Committer {
   std::atomic<uint64_t> last_seq_;
   std::atomic<uint64_t> commits_{0};
   std::atomic<uint64_t> groups_{0};
+  std::atomic<uint64_t> no_space_failures_{0};
+  std::atomic<uint64_t> other_write_failures_{0};
+  std::atomic<bool> writes_failing_{false};
   Histogram group_sizes_{Histogram::SizeBounds()};
   Histogram write_seconds_{Histogram::SecondsBounds()};
   mutable std::mutex types_mu_;

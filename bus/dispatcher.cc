@@ -8,6 +8,7 @@
 
 #include "bus/envelope.h"
 #include "bus/fault_point.h"
+#include "bus/log_limiter.h"
 #include "bus/scope.h"
 #include "storage/keys.h"
 #include "storage/records.h"
@@ -506,7 +507,13 @@ void Dispatcher::Checkpoint(bool force) {
   if (scope.ops.empty()) return;
   WALBUS_FAULT_POINT("checkpoint.before_write");
   if (Status s = committer_->CommitOne(&scope, /*sync=*/false); !s.ok()) {
-    config_.log->logger().warn("walbus: checkpoint write failed (retried later): {}", s.ToString());
+    // A full disk fails this every few milliseconds until it has room.
+    static LogLimiter limiter(1);
+    uint64_t held = 0;
+    if (limiter.Allow(&held)) {
+      config_.log->logger().warn("walbus: checkpoint write failed (retried later): {} ({} similar lines held back)",
+                                 s.ToString(), held);
+    }
     return;
   }
   std::lock_guard<std::mutex> lock(registry_->mu);

@@ -5,9 +5,12 @@
 #include <rocksdb/merge_operator.h>
 #include <rocksdb/table.h>
 #include <rocksdb/write_batch.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cassert>
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <system_error>
 
@@ -97,6 +100,28 @@ Status HasFormatVersion(const rocksdb::DBOptions& dbo, const std::string& dir, c
   return Status::OK();
 }
 
+// A bus writes its lock, log and tables into its directory (and creates it
+// when missing): say so plainly when it may not, rather than pass on the
+// first failing system call deep inside RocksDB.
+Status CheckWritable(const std::string& dir, bool exists) {
+  namespace fs = std::filesystem;
+  fs::path target = fs::absolute(dir);
+  if (!exists) {
+    std::error_code ec;
+    do {
+      target = target.parent_path();
+    } while (!target.empty() && target != target.root_path() && !fs::exists(target, ec));
+  }
+  if (::access(target.c_str(), W_OK | X_OK) == 0) return Status::OK();
+  const std::string why = std::strerror(errno);
+  if (exists) {
+    return Status::IOError(dir + " is not writable (" + why +
+                           "): a bus writes its lock, log and table files there; fix its permissions, "
+                           "or read it without writing with the walbus tool");
+  }
+  return Status::IOError("cannot create " + dir + ": " + target.string() + " is not writable (" + why + ")");
+}
+
 bool IsLockError(const rocksdb::Status& s) {
   const std::string text = s.ToString();
   return s.IsIOError() && (text.find("lock") != std::string::npos || text.find("LOCK") != std::string::npos);
@@ -123,6 +148,9 @@ Status Db::Open(const OpenOptions& options, std::unique_ptr<Db>* out) {
   }
   if (exists && !fs::is_directory(options.dir, ec)) {
     return Status::InvalidArgument(options.dir + " is not a directory");
+  }
+  if (primary) {
+    if (Status s = CheckWritable(options.dir, exists); !s.ok()) return s;
   }
   if (exists && !has_current) {
     bool empty = fs::is_empty(options.dir, ec);

@@ -162,6 +162,18 @@ uint64_t FaultFs::injected_failures() const {
   return injected_failures_;
 }
 
+IOStatus FaultFs::GetFreeSpace(const std::string& path, const IOOptions& options, uint64_t* diskfree,
+                               IODebugContext* dbg) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (no_space_) {
+      *diskfree = 0;
+      return IOStatus::OK();
+    }
+  }
+  return target()->GetFreeSpace(path, options, diskfree, dbg);
+}
+
 IOStatus FaultFs::InjectNoSpace() {
   ++injected_failures_;
   return IOStatus::NoSpace("injected ENOSPC");

@@ -29,7 +29,9 @@
 // Full disk: while SetNoSpace(true) is on, appends and syncs on writable
 // files and the opening of writable files fail with
 // IOStatus::NoSpace("injected ENOSPC") and write nothing; each failure is
-// counted.
+// counted. GetFreeSpace() then reports 0 bytes free, as a full disk would:
+// RocksDB's own recovery from a full disk polls it, and resumes writing
+// once it reports room again.
 //
 // Not modelled: partial (torn) appends, a file's size reaching the disk
 // without its data, lost renames. Random-read-write files and the info
@@ -113,6 +115,10 @@ class FaultFs : public rocksdb::FileSystemWrapper {
                                        rocksdb::IODebugContext* dbg) override;
   rocksdb::IOStatus DeleteDir(const std::string& dirname, const rocksdb::IOOptions& options,
                               rocksdb::IODebugContext* dbg) override;
+
+  // 0 while the disk is full, the real figure otherwise.
+  rocksdb::IOStatus GetFreeSpace(const std::string& path, const rocksdb::IOOptions& options,
+                                 uint64_t* diskfree, rocksdb::IODebugContext* dbg) override;
 
  private:
   // What is known about one writable file. GUARDED_BY(mu_).

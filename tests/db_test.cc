@@ -6,7 +6,12 @@
 #include <gtest/gtest.h>
 #include <rocksdb/db.h>
 
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <fstream>
 
 #include "storage/keys.h"
@@ -120,6 +125,56 @@ TEST(DbTest, ApplicationColumnFamilyNamesAreChecked) {
     std::unique_ptr<Bus> bus;
     EXPECT_TRUE(Bus::Open(o, &bus).IsInvalidArgument()) << bad;
   }
+}
+
+// Runs `check` in a child process without the rights of root (which
+// ignores file permissions), as user and group nobody when run as root.
+// Returns the child's exit code: 0 when `check` returned true.
+int RunUnprivileged(const std::function<bool()>& check) {
+  std::fflush(nullptr);
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    constexpr uid_t kNobody = 65534;
+    if (::geteuid() == 0 && (::setgid(kNobody) != 0 || ::setuid(kNobody) != 0)) ::_exit(3);
+    ::_exit(check() ? 0 : 1);
+  }
+  int status = 0;
+  if (pid < 0 || ::waitpid(pid, &status, 0) != pid || !WIFEXITED(status)) return -1;
+  return WEXITSTATUS(status);
+}
+
+TEST(DbTest, ReadOnlyDirectoryIsRefusedWithAClearMessage) {
+  TempDir dir;
+  CreateWalbusDatabase(dir.path());
+  const fs::path parent = fs::path(dir.path()).parent_path();
+  // Readable by anyone, writable by nobody.
+  fs::permissions(parent, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
+                              fs::perms::others_read | fs::perms::others_exec);
+  fs::permissions(dir.path(), fs::perms::owner_read | fs::perms::owner_exec | fs::perms::group_read |
+                                  fs::perms::group_exec | fs::perms::others_read | fs::perms::others_exec);
+  for (const auto& entry : fs::directory_iterator(dir.path())) {
+    fs::permissions(entry.path(), fs::perms::owner_read | fs::perms::group_read | fs::perms::others_read);
+  }
+  const std::string existing = dir.path();
+  const std::string missing = (fs::path(dir.path()) / "new-bus").string();
+  const int code = RunUnprivileged([&] {
+    Status s = OpenBus(existing);
+    bool ok = s.code() == Status::Code::kIOError && s.message().find("is not writable") != std::string::npos &&
+              s.message().find(existing) != std::string::npos;
+    if (!ok) std::fprintf(stderr, "existing: %s\n", s.ToString().c_str());
+    Status t = OpenBus(missing);
+    const bool ok_missing = t.code() == Status::Code::kIOError &&
+                            t.message().find("cannot create " + missing) != std::string::npos;
+    if (!ok_missing) std::fprintf(stderr, "missing: %s\n", t.ToString().c_str());
+    return ok && ok_missing && !fs::exists(missing);
+  });
+  // Give the files back to the owner so that the directory can be removed.
+  fs::permissions(dir.path(), fs::perms::owner_all, fs::perm_options::add);
+  for (const auto& entry : fs::directory_iterator(dir.path())) {
+    fs::permissions(entry.path(), fs::perms::owner_write, fs::perm_options::add);
+  }
+  EXPECT_EQ(code, 0) << "the child's findings are on stderr";
+  EXPECT_TRUE(OpenBus(existing).ok()) << "nothing was changed: it opens once writable again";
 }
 
 TEST(DbTest, CreationCutShortIsCompletedOnTheNextOpen) {

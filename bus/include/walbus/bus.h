@@ -291,6 +291,14 @@ struct BusStats {
   uint64_t last_seq = 0;  // Sequence number of the newest committed event.
   uint64_t commits = 0;   // Successful commits in this process.
   uint64_t commit_groups = 0;  // Writes to storage (commits share writes).
+  // Writes storage refused in this process: for lack of disk space, and
+  // for any other reason. Each fails the commits of its group.
+  uint64_t write_failures_no_space = 0;
+  uint64_t write_failures_other = 0;
+  // True while the newest write failed. After a full disk, storage takes
+  // writes again by itself within seconds of having room again; until
+  // then every commit fails with ResourceExhausted and nothing is lost.
+  bool writes_failing = false;
   uint64_t quarantined = 0;    // Inputs refused into quarantine, ever.
   uint64_t quarantine_evicted = 0;  // Oldest quarantine entries dropped for the bounds.
   std::vector<SubscriberStats> subscribers;  // One per active subscriber.

@@ -59,7 +59,7 @@ Status BusImpl::OpenWithEnv(const Options& options, rocksdb::Env* env, std::uniq
   bus->committer_ = std::make_unique<Committer>(
       bus->db_.get(), CommitLimits{options.max_group_commits, options.max_group_bytes}, last_seq, bus.get());
   bus->log_ = std::make_unique<BusLog>(options.logger, options.hash_subjects_in_logs);
-  bus->quarantine_ = std::make_unique<Quarantine>(bus.get(), bus->db_.get(), bus->committer_.get(),
+  bus->quarantine_ = std::make_unique<internal::Quarantine>(bus.get(), bus->db_.get(), bus->committer_.get(),
                                                  bus->options_.clock.get(), bus->log_.get(),
                                                  options.quarantine_max_entries, options.quarantine_max_bytes);
   if (Status s = bus->quarantine_->Load(); !s.ok()) return s;
@@ -210,19 +210,78 @@ Status BusImpl::RegisterUpcaster(const std::string& from_type, const std::string
 }
 
 Result<Receipt> BusImpl::Ingest(std::string_view envelope, std::string_view source) {
+  IngestOptions options;
+  options.source = std::string(source);
+  Result<IngestResult> r = IngestEnvelope(envelope, options);
+  if (!r.ok()) return r.status();
+  return std::move(r->receipt);
+}
+
+Result<IngestResult> BusImpl::IngestEnvelope(std::string_view envelope, const IngestOptions& options) {
   if (closed_.load()) return Status::Closed("the bus is closed");
+  if (!options.dedup_scope.empty()) {
+    if (Status s = ValidateSubscriberName(options.dedup_scope); !s.ok()) {
+      return Status::InvalidArgument("dedup scope: " + s.message());
+    }
+  }
   auto event = std::make_shared<Event>();
   Status verified = DecodeEnvelope(envelope, options_.max_payload_bytes, event.get());
   if (verified.ok()) verified = schemas_.Verify(event->type, event->data);
   if (!verified.ok()) {
-    if (Status q = quarantine_->Add(envelope, source, verified.message()); !q.ok()) return q;
-    return Status::InvalidArgument("quarantined input from " + std::string(source) + ": " + verified.message());
+    if (Status q = quarantine_->Add(envelope, options.source, verified.message()); !q.ok()) return q;
+    return Status::InvalidArgument("quarantined input from " + options.source + ": " + verified.message());
   }
+  return CommitIngested(std::move(event), options.dedup_scope);
+}
+
+Result<IngestResult> BusImpl::IngestEvent(const Event& input, const IngestOptions& options) {
+  if (closed_.load()) return Status::Closed("the bus is closed");
+  if (!options.dedup_scope.empty()) {
+    if (Status s = ValidateSubscriberName(options.dedup_scope); !s.ok()) {
+      return Status::InvalidArgument("dedup scope: " + s.message());
+    }
+  }
+  auto event = std::make_shared<Event>(input);
+  event->seq = 0;
+  Status verified = event->id.IsNil() ? Status::InvalidArgument("the event has no id") : Status::OK();
+  if (verified.ok()) verified = ValidateEvent(*event, options_.max_payload_bytes);
+  if (verified.ok()) verified = schemas_.Verify(event->type, event->data);
+  if (!verified.ok()) {
+    // What arrived, as an envelope: the quarantine keeps every attribute.
+    if (Status q = quarantine_->Add(EncodeEnvelope(*event), options.source, verified.message()); !q.ok()) return q;
+    return Status::InvalidArgument("quarantined input from " + options.source + ": " + verified.message());
+  }
+  return CommitIngested(std::move(event), options.dedup_scope);
+}
+
+Result<IngestResult> BusImpl::CommitIngested(std::shared_ptr<Event> event, const std::string& dedup_scope) {
   ScopeRep scope(this);
+  if (!dedup_scope.empty()) {
+    // A version record that must not exist yet: the committer checks it in
+    // commit order, so two concurrent ingests of one id cannot both pass.
+    std::string key = dedup_scope;
+    key.push_back('\0');
+    key.append(reinterpret_cast<const char*>(event->id.bytes.data()), event->id.bytes.size());
+    scope.expects.push_back(Expectation{storage::VersionKey(storage::kIngestDedupCfId, key), 0,
+                                        "event " + event->id.ToString() + " in dedup scope " + dedup_scope});
+  }
   scope.envelopes.push_back(EncodeEnvelope(*event));
   scope.bytes += scope.envelopes.back().size();
   scope.events.push_back(std::move(event));
-  return CommitTransaction(&scope);
+  Result<Receipt> committed = CommitTransaction(&scope);
+  IngestResult result;
+  if (!committed.ok()) {
+    if (committed.status().code() != Status::Code::kConflict || dedup_scope.empty()) return committed.status();
+    result.duplicate = true;  // The scope's only precondition is the dedup record.
+    return result;
+  }
+  result.receipt = std::move(*committed);
+  return result;
+}
+
+Status BusImpl::Quarantine(std::string_view input, std::string_view source, std::string_view reason) {
+  if (closed_.load()) return Status::Closed("the bus is closed");
+  return quarantine_->Add(input, source, reason);
 }
 
 Status BusImpl::StateOf(const std::string& name, const Registry::Entry& entry, const EventId& id, uint64_t seq,

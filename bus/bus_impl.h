@@ -35,6 +35,9 @@ class BusImpl final : public Bus, public CommitListener {
   Status RegisterVerifier(const std::string& type, PayloadVerifier verifier) override;
   Status RegisterUpcaster(const std::string& from_type, const std::string& to_type, Upcaster upcaster) override;
   Result<Receipt> Ingest(std::string_view envelope, std::string_view source) override;
+  Result<IngestResult> IngestEvent(const Event& event, const IngestOptions& options) override;
+  Result<IngestResult> IngestEnvelope(std::string_view envelope, const IngestOptions& options) override;
+  Status Quarantine(std::string_view input, std::string_view source, std::string_view reason) override;
   Status WaitHandled(const Receipt& receipt, const std::vector<std::string>& subscribers,
                      std::chrono::milliseconds timeout, std::vector<DeliveryState>* states) override;
   Status EventStatus(const EventId& id, std::vector<DeliveryState>* states) override;
@@ -57,6 +60,9 @@ class BusImpl final : public Bus, public CommitListener {
   const Options& options() const { return options_; }
   const SchemaRegistry& schemas() const { return schemas_; }
   Result<Receipt> CommitTransaction(ScopeRep* scope);
+  // Commits one verified event from elsewhere, with its dedup record when
+  // dedup_scope is not empty.
+  Result<IngestResult> CommitIngested(std::shared_ptr<Event> event, const std::string& dedup_scope);
 
  private:
   explicit BusImpl(const Options& options) : options_(options) {
@@ -87,7 +93,7 @@ class BusImpl final : public Bus, public CommitListener {
   Registry registry_;
   SchemaRegistry schemas_;
   std::unique_ptr<BusLog> log_;
-  std::unique_ptr<Quarantine> quarantine_;
+  std::unique_ptr<internal::Quarantine> quarantine_;
   std::unique_ptr<Dispatcher> dispatcher_;
 
   std::mutex lifecycle_mu_;  // serializes Start and Close

@@ -31,6 +31,10 @@ std::string InboxValue(uint64_t seq, uint64_t handled_unix_ms);
 
 // versions: be32(column family id) + user key -> be64(version).
 std::string VersionKey(uint32_t cf_id, std::string_view key);
+// The "column family id" of the ingest dedup records in versions (no
+// column family has it): key = dedup scope + '\0' + 16-byte event id,
+// version 1 once the event was taken.
+inline constexpr uint32_t kIngestDedupCfId = 0xFFFFFFFFu;
 
 // checkpoints: be32(subscriber id) + one field byte (+ a subject for the
 // per-subject fields).

@@ -6,6 +6,8 @@
 
 #include <atomic>
 #include <mutex>
+#include <thread>
+#include <vector>
 
 #include "bus/envelope.h"
 #include "bus/inspect.h"
@@ -37,6 +39,85 @@ Event Foreign(std::string data) {
   e.time = std::chrono::system_clock::now() - 1h;
   e.data = std::move(data);
   return e;
+}
+
+TEST(QuarantineTest, IngestEventTakesEachIdOncePerDedupScope) {
+  TempDir dir;
+  std::unique_ptr<Bus> bus;
+  ASSERT_TRUE(Bus::Open(MakeOptions(dir), &bus).ok());
+  const Event in = Foreign("{\"total\":5}");
+  IngestOptions from_a{"jetstream:a", "inbound-a"};
+  auto first = bus->IngestEvent(in, from_a);
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  EXPECT_FALSE(first->duplicate);
+  ASSERT_EQ(first->receipt.event_ids.size(), 1u);
+  EXPECT_EQ(first->receipt.event_ids[0], in.id);
+
+  auto again = bus->IngestEvent(in, from_a);
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_TRUE(again->duplicate);
+  EXPECT_TRUE(again->receipt.event_ids.empty());
+  EXPECT_EQ(bus->Stats().last_seq, 1u) << "a duplicate commits nothing";
+
+  // Another scope is another inbound channel: it takes the id once too.
+  auto other = bus->IngestEvent(in, IngestOptions{"jetstream:b", "inbound-b"});
+  ASSERT_TRUE(other.ok());
+  EXPECT_FALSE(other->duplicate);
+  // Without a scope nothing is deduplicated.
+  auto plain = bus->IngestEvent(in, IngestOptions{"file:x", ""});
+  ASSERT_TRUE(plain.ok());
+  EXPECT_FALSE(plain->duplicate);
+  EXPECT_EQ(bus->Stats().last_seq, 3u);
+
+  EXPECT_EQ(bus->IngestEvent(in, IngestOptions{"x", "bad scope!"}).status().code(), Status::Code::kInvalidArgument);
+  ASSERT_TRUE(bus->Close().ok());
+  bus.reset();
+
+  // The dedup record is durable with the event.
+  ASSERT_TRUE(Bus::Open(MakeOptions(dir), &bus).ok());
+  auto after = bus->IngestEvent(in, from_a);
+  ASSERT_TRUE(after.ok());
+  EXPECT_TRUE(after->duplicate);
+}
+
+TEST(QuarantineTest, ConcurrentIngestsOfOneIdCommitOnce) {
+  TempDir dir;
+  std::unique_ptr<Bus> bus;
+  ASSERT_TRUE(Bus::Open(MakeOptions(dir), &bus).ok());
+  std::vector<Event> events;
+  for (int i = 0; i < 50; ++i) events.push_back(Foreign("{}"));
+  std::atomic<int> taken{0}, duplicates{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&] {
+      for (const Event& e : events) {
+        auto r = bus->IngestEvent(e, IngestOptions{"jetstream:a", "inbound"});
+        ASSERT_TRUE(r.ok()) << r.status().ToString();
+        (r->duplicate ? duplicates : taken).fetch_add(1);
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(taken.load(), 50);
+  EXPECT_EQ(duplicates.load(), 150);
+  EXPECT_EQ(bus->Stats().last_seq, 50u);
+}
+
+TEST(QuarantineTest, InvalidIngestedEventAndRefusedInputAreQuarantined) {
+  TempDir dir;
+  std::unique_ptr<Bus> bus;
+  ASSERT_TRUE(Bus::Open(MakeOptions(dir), &bus).ok());
+  Event no_id = Foreign("{}");
+  no_id.id = EventId{};
+  auto r = bus->IngestEvent(no_id, IngestOptions{"jetstream:a", "inbound"});
+  EXPECT_EQ(r.status().code(), Status::Code::kInvalidArgument);
+  Event bad_type = Foreign("{}");
+  bad_type.type = "no version";
+  EXPECT_EQ(bus->IngestEvent(bad_type, IngestOptions{"jetstream:a", "inbound"}).status().code(),
+            Status::Code::kInvalidArgument);
+  ASSERT_TRUE(bus->Quarantine("raw message", "jetstream:a", "signature does not match").ok());
+  EXPECT_EQ(bus->Stats().quarantined, 3u);
+  EXPECT_EQ(bus->Stats().last_seq, 0u);
 }
 
 TEST(QuarantineTest, VerifiedEnvelopeIsCommittedWithItsIdentity) {

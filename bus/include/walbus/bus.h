@@ -322,6 +322,24 @@ struct DeliveryState {
   Delivery state = Delivery::kPending;  // Where it stands.
 };
 
+// Where ingested input came from, and how repeats are recognised
+// (Bus::IngestEvent, Bus::IngestEnvelope).
+struct IngestOptions {
+  // Where the input came from, for the quarantine and the log
+  // ("jetstream:ORDERS/cloud", "file:import.bin").
+  std::string source;
+  // When not empty: take each event id at most once within this scope (a
+  // name as for subscribers: letters, digits, '.', '_', '-'). Use one scope
+  // per inbound channel, e.g. per JetStream consumer.
+  std::string dedup_scope;
+};
+
+// What an ingest did.
+struct IngestResult {
+  Receipt receipt;         // The committed event; empty for a duplicate.
+  bool duplicate = false;  // The scope had taken this event id before.
+};
+
 // Which dead letters of one subscriber an operator acts on.
 struct DeadLetterSelection {
   std::string subscriber;      // whose dead letters (required):
@@ -389,6 +407,28 @@ class WALBUS_EXPORT Bus {
   // verifier) and on any failure stored in the bounded quarantine with the
   // reason, and InvalidArgument is returned; nothing else is written.
   [[nodiscard]] virtual Result<Receipt> Ingest(std::string_view envelope, std::string_view source) = 0;
+
+  // Takes an event produced elsewhere, given by its attributes (a message
+  // of another system, a CloudEvent), and commits it to the outbox keeping
+  // its id, type, source, subject, time and trace attributes; `seq` is
+  // ignored. It is verified as Publish verifies its own events (event
+  // rules, size cap, the type's payload verifier) plus a non-nil id; on a
+  // failure it is quarantined (Quarantine) and InvalidArgument returned.
+  // With IngestOptions::dedup_scope set, each event id is taken at most
+  // once per scope: a repeat commits nothing and reports duplicate. The
+  // dedup record commits atomically with the event, so a crash between
+  // commit and the sender's acknowledgement cannot make it twice.
+  [[nodiscard]] virtual Result<IngestResult> IngestEvent(const Event& event, const IngestOptions& options) = 0;
+
+  // Ingest of envelope bytes with IngestOptions (dedup as IngestEvent).
+  [[nodiscard]] virtual Result<IngestResult> IngestEnvelope(std::string_view envelope,
+                                                            const IngestOptions& options) = 0;
+
+  // Stores input the application refused (a message that failed its own
+  // checks: a bad signature, an unauthorized source) in the bounded
+  // quarantine with `reason`, where operators find it (walbus quarantine).
+  [[nodiscard]] virtual Status Quarantine(std::string_view input, std::string_view source,
+                                          std::string_view reason) = 0;
 
   // Starts the dispatcher and the worker pool. Idempotent.
   [[nodiscard]] virtual Status Start() = 0;

@@ -1,0 +1,194 @@
+// Group 5, backlog and recovery: a subscriber that was registered and then
+// stopped while events kept coming; then the process restarts and the
+// subscriber catches up.
+//
+// The backlog is written by a child process (this program again, with
+// --fill-backlog), so the measuring process starts with none of the
+// filler's memory: its resident set is the bus recovering and draining,
+// nothing else. Measured: the database's size on disk with the backlog;
+// the resident set just after Open and its peak while the backlog drains
+// (sampled every 20 ms); the time from calling Open to the first handler
+// call and to the last event handled; after Close, the events left in the
+// outbox and the outbox's table files (a range deletion frees the entries
+// at once and their disk space only when compaction rewrites the files).
+#include <rocksdb/db.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "bench/bench_common.h"
+#include "storage/db.h"
+
+extern char** environ;
+
+namespace bench {
+namespace {
+
+constexpr uint64_t kSubjects = 1000;
+constexpr uint64_t kFillEventsPerCommit = 100;
+constexpr int kFillProducers = 2;
+constexpr auto kCatchUpTimeout = std::chrono::hours(1);
+const char* const kSubscriber = "catch-up";
+
+walbus::Options BacklogOptions(const std::string& dir) {
+  walbus::Options opt = BusOptions(dir, walbus::Durability::kBuffered);
+  opt.column_families = {"effects"};
+  return opt;
+}
+
+// Starts this program as `--fill-backlog=dir --fill-events=n` and waits.
+std::string SpawnFiller(const std::string& dir, uint64_t events) {
+  std::string self = fs::read_symlink("/proc/self/exe").string();
+  std::string dir_arg = std::string(kFillBacklogFlag) + dir;
+  std::string events_arg = std::string(kFillEventsFlag) + std::to_string(events);
+  char* argv[] = {self.data(), dir_arg.data(), events_arg.data(), nullptr};
+  pid_t pid = 0;
+  if (int rc = ::posix_spawn(&pid, self.c_str(), nullptr, nullptr, argv, environ); rc != 0) {
+    return "posix_spawn of the backlog filler failed: " + std::to_string(rc);
+  }
+  int status = 0;
+  if (::waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    return "the backlog filler failed (status " + std::to_string(status) + ")";
+  }
+  return {};
+}
+
+struct OutboxAfter {
+  uint64_t entries = 0;
+  uint64_t sst_bytes = 0;
+};
+
+// Reads the closed database's outbox through a secondary (read-only) view.
+std::string InspectOutbox(const std::string& dir, OutboxAfter* out) {
+  TempDir secondary;
+  walbus::storage::OpenOptions o;
+  o.dir = dir;
+  o.mode = walbus::storage::OpenOptions::Mode::kSecondary;
+  o.secondary_dir = secondary.path();
+  std::unique_ptr<walbus::storage::Db> db;
+  if (walbus::Status s = walbus::storage::Db::Open(o, &db); !s.ok()) return s.ToString();
+  walbus::Status s = db->ScanOutbox(0, SIZE_MAX, [&](uint64_t, std::string_view) {
+    ++out->entries;
+    return true;
+  });
+  if (!s.ok()) return s.ToString();
+  if (!db->raw()->GetIntProperty(db->cf(walbus::storage::Cf::kOutbox), "rocksdb.total-sst-files-size",
+                                 &out->sst_bytes)) {
+    return "the outbox's table size is not available";
+  }
+  return {};
+}
+
+void RunBacklog(benchmark::State& state) {
+  const uint64_t events = CurrentProfile().backlog_events;
+  for (auto _ : state) {
+    TempDir dir;
+    if (Failed(state, SpawnFiller(dir.path(), events))) return;
+    const uint64_t disk_with_backlog = DirBytes(dir.path());
+
+    RssSampler rss;
+    std::atomic<uint64_t> disk_peak{disk_with_backlog};
+    std::atomic<bool> stop_disk{false};
+    std::thread disk_sampler([&] {
+      while (!stop_disk.load()) {
+        disk_peak.store(std::max(disk_peak.load(), DirBytes(dir.path())));
+        std::this_thread::sleep_for(std::chrono::milliseconds(250));
+      }
+    });
+    std::atomic<bool> delivered{false};
+    Clock::time_point first_delivery;
+    const Clock::time_point open_start = Clock::now();
+    std::unique_ptr<walbus::Bus> bus;
+    walbus::Status s = walbus::Bus::Open(BacklogOptions(dir.path()), &bus);
+    const Clock::time_point opened = Clock::now();
+    const double rss_after_open = RssMiB();
+    if (s.ok()) {
+      s = bus->Subscribe({.name = kSubscriber,
+                          .types = {kEventType},
+                          .handler = [&](const walbus::Event& e, walbus::HandlerContext& ctx) {
+                            if (!delivered.load(std::memory_order_relaxed) && !delivered.exchange(true)) {
+                              first_delivery = Clock::now();
+                            }
+                            return WriteEffect(e, ctx);
+                          }});
+    }
+    const uint64_t pending_at_start = s.ok() ? Pending(*bus) : 0;
+    if (s.ok()) s = bus->Start();
+    if (s.ok()) s = bus->WaitIdle(kCatchUpTimeout);
+    const Clock::time_point caught_up = Clock::now();
+    const uint64_t pending_after = s.ok() ? Pending(*bus) : 0;
+    if (bus != nullptr) bus->Close().IgnoreError();
+    stop_disk.store(true);
+    disk_sampler.join();
+    if (Failed(state, ErrorText(s))) return;
+    if (pending_at_start != events) {
+      Failed(state, "expected " + std::to_string(events) + " pending events, found " + std::to_string(pending_at_start));
+      return;
+    }
+    OutboxAfter after;
+    if (Failed(state, InspectOutbox(dir.path(), &after))) return;
+
+    auto ms = [](Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); };
+    const double catch_up_seconds = std::chrono::duration<double>(caught_up - open_start).count();
+    state.SetIterationTime(catch_up_seconds);
+    state.counters["events"] = static_cast<double>(events);
+    state.counters["disk_with_backlog_mib"] = MiB(disk_with_backlog);
+    state.counters["disk_peak_mib"] = MiB(disk_peak.load());
+    state.counters["disk_after_mib"] = MiB(DirBytes(dir.path()));
+    state.counters["rss_after_open_mib"] = rss_after_open;
+    state.counters["rss_peak_mib"] = rss.PeakMiB();
+    state.counters["open_ms"] = ms(opened - open_start);
+    state.counters["first_delivery_ms"] = ms(first_delivery - open_start);
+    state.counters["catch_up_seconds"] = catch_up_seconds;
+    state.counters["catch_up_events_per_second"] =
+        static_cast<double>(events) / std::chrono::duration<double>(caught_up - first_delivery).count();
+    state.counters["pending_after"] = static_cast<double>(pending_after);
+    state.counters["outbox_entries_after"] = static_cast<double>(after.entries);
+    state.counters["outbox_sst_mib_after"] = MiB(after.sst_bytes);
+  }
+}
+
+}  // namespace
+
+int FillBacklog(const std::string& dir, uint64_t events) {
+  std::unique_ptr<walbus::Bus> bus;
+  walbus::Status s = walbus::Bus::Open(BacklogOptions(dir), &bus);
+  // Registered, never started: its checkpoint stays where it is, and every
+  // event committed from now on waits for it.
+  if (s.ok()) s = bus->Subscribe({.name = kSubscriber, .types = {kEventType}, .handler = WriteEffect});
+  if (!s.ok()) {
+    std::fprintf(stderr, "fill backlog: %s\n", s.ToString().c_str());
+    return 1;
+  }
+  const uint64_t commits = (events + kFillEventsPerCommit - 1) / kFillEventsPerCommit;
+  const LoadResult load = RunClosedLoop(kFillProducers, 1e9, commits, [&](int, uint64_t c) {
+    walbus::Transaction tx = bus->Begin();
+    for (uint64_t n = c * kFillEventsPerCommit; n < std::min(events, (c + 1) * kFillEventsPerCommit); ++n) {
+      walbus::EventSpec e;
+      e.type = kEventType;
+      e.subject = SubjectOf(n, kSubjects);
+      e.data = EventData();
+      if (auto id = tx.Publish(e); !id.ok()) return id.status().ToString();
+    }
+    return ErrorText(tx.Commit().status());
+  });
+  s = bus->Close();
+  if (!load.error.empty() || !s.ok()) {
+    std::fprintf(stderr, "fill backlog: %s %s\n", load.error.c_str(), s.ToString().c_str());
+    return 1;
+  }
+  return 0;
+}
+
+void RegisterBacklogBenchmarks() {
+  RegisterMeasurement(BenchName("Backlog", {{"events", std::to_string(CurrentProfile().backlog_events)}}),
+                      RunBacklog);
+}
+
+}  // namespace bench

@@ -1,0 +1,371 @@
+#!/usr/bin/env python3
+"""Runs walbus's benchmark suite group by group, prints the tables and the
+targets, and writes build/bench/summary.json (and summary.md, the same
+tables in Markdown).
+
+    bench/run_suite.py            full profile (about 15-20 minutes on 2 cores)
+    bench/run_suite.py --quick    reduced sizes, under 3 minutes
+    bench/run_suite.py --smoke    seconds; only shows that everything runs
+    bench/run_suite.py --only publish,latency
+                                  rerun some groups; the summary takes the
+                                  other groups from their last run of the
+                                  same profile
+
+Each group runs in its own bus_bench process (so the backlog group's
+memory figures start clean) and leaves its Google Benchmark JSON in
+build/bench/<profile>/<group>.json. Ratios are always taken between
+figures of the same group run: on a shared machine only those compare.
+Nothing here asserts a speed: a missed target is reported, not failed.
+"""
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import subprocess
+import sys
+
+GROUPS = [
+    # (group, benchmark name prefix)
+    ("publish", "Publish"),
+    ("end-to-end", "EndToEnd"),
+    ("latency", "Latency"),
+    ("dispatch", "Dispatch"),
+    ("backlog", "Backlog"),
+    ("scaling", "Scaling"),
+]
+
+# Keys summary.json must hold (numbers).
+REQUIRED_KEYS = [
+    "publish_buffered_eps",
+    "publish_buffered_vs_rocksdb",
+    "publish_sync_16p_eps",
+    "publish_sync_16p_vs_sqlite_full",
+    "e2e_buffered_eps",
+    "e2e_buffered_vs_sqlite_normal",
+    "e2e_sync_vs_sqlite_full",
+    "latency_buffered_10k_p99_us",
+    "latency_sync_1k_p99_us",
+    "dispatch_vs_queue_ceiling",
+    "backlog_rss_mib",
+    "backlog_events",
+    "recovery_first_delivery_ms",
+]
+
+# Google Benchmark's own suffixes on a name; not parameters.
+RUNNER_SUFFIXES = ("iterations:", "manual_time", "real_time", "threads:")
+
+
+def parse_name(name):
+    """'Publish/system:walbus/producers:16/iterations:1/manual_time' ->
+    ('Publish', {'system': 'walbus', 'producers': '16'})."""
+    parts = name.split("/")
+    params = {}
+    for part in parts[1:]:
+        if part.startswith(RUNNER_SUFFIXES) or ":" not in part:
+            continue
+        key, value = part.split(":", 1)
+        params[key] = value
+    return parts[0], params
+
+
+def load_group(path):
+    with open(path) as f:
+        data = json.load(f)
+    rows = []
+    for b in data.get("benchmarks", []):
+        family, params = parse_name(b["name"])
+        if b.get("error_occurred"):
+            raise SystemExit(f"{b['name']} failed: {b.get('error_message')}")
+        counters = {k: v for k, v in b.items() if isinstance(v, (int, float)) and k not in (
+            "family_index", "per_family_instance_index", "repetitions", "repetition_index", "threads",
+            "iterations", "real_time", "cpu_time")}
+        rows.append({"name": b["name"], "family": family, "params": params, "counters": counters})
+    return {"context": data.get("context", {}), "rows": rows}
+
+
+def run_group(bench, profile, prefix, out_path):
+    cmd = [bench, f"--profile={profile}", f"--benchmark_filter=^{prefix}/",
+           f"--benchmark_out={out_path}", "--benchmark_out_format=json"]
+    print(f"==> {' '.join(cmd)}", flush=True)
+    # The console table streams through; the JSON file is what is read.
+    rc = subprocess.call(cmd)
+    if rc != 0:
+        raise SystemExit(f"bus_bench exited with {rc} in group {prefix}")
+
+
+class Results:
+    """The rows of every group, looked up by family and parameters."""
+
+    def __init__(self, groups):
+        self.groups = groups
+
+    def rows(self, family, **params):
+        out = []
+        for g in self.groups.values():
+            for r in g["rows"]:
+                if r["family"] == family and all(r["params"].get(k) == str(v) for k, v in params.items()):
+                    out.append(r)
+        return out
+
+    def value(self, family, counter, **params):
+        rows = self.rows(family, **params)
+        if len(rows) != 1:
+            return None
+        return rows[0]["counters"].get(counter)
+
+
+def ratio(a, b):
+    return a / b if a is not None and b not in (None, 0) else None
+
+
+def summarize(res):
+    s = {}
+    eps = "events_per_second"
+    producers = sorted({int(r["params"]["producers"]) for r in res.rows("Publish")})
+
+    def best(system, durability):
+        values = [(res.value("Publish", eps, system=system, durability=durability, producers=p), p) for p in producers]
+        values = [v for v in values if v[0] is not None]
+        return max(values) if values else (None, None)
+
+    # Each system at its best producer count: what a user tuning it would get.
+    walbus_best, walbus_best_p = best("walbus", "buffered")
+    rocksdb_best, _ = best("rocksdb", "buffered")
+    s["publish_buffered_eps"] = walbus_best
+    s["publish_buffered_producers"] = walbus_best_p
+    s["publish_buffered_vs_rocksdb"] = ratio(walbus_best, rocksdb_best)
+    s["publish_buffered_1p_vs_rocksdb"] = ratio(res.value("Publish", eps, system="walbus", durability="buffered", producers=1),
+                                                res.value("Publish", eps, system="rocksdb", durability="buffered", producers=1))
+    s["publish_buffered_vs_sqlite_normal"] = ratio(walbus_best, best("sqlite", "buffered")[0])
+    s["publish_sync_16p_eps"] = res.value("Publish", eps, system="walbus", durability="sync", producers=16)
+    s["publish_sync_16p_vs_sqlite_full"] = ratio(
+        s["publish_sync_16p_eps"], res.value("Publish", eps, system="sqlite", durability="sync", producers=16))
+    s["publish_sync_16p_vs_rocksdb"] = ratio(
+        s["publish_sync_16p_eps"], res.value("Publish", eps, system="rocksdb", durability="sync", producers=16))
+    s["publish_sync_1p_eps"] = res.value("Publish", eps, system="walbus", durability="sync", producers=1)
+    s["publish_sync_16p_vs_1p"] = ratio(s["publish_sync_16p_eps"], s["publish_sync_1p_eps"])
+
+    def e2e(system, durability, subscribers):
+        return res.value("EndToEnd", eps, system=system, durability=durability, subscribers=subscribers)
+
+    s["e2e_buffered_eps"] = e2e("walbus", "buffered", 1)
+    s["e2e_buffered_vs_sqlite_normal"] = ratio(s["e2e_buffered_eps"], e2e("sqlite", "buffered", 1))
+    s["e2e_sync_eps"] = e2e("walbus", "sync", 1)
+    s["e2e_sync_vs_sqlite_full"] = ratio(s["e2e_sync_eps"], e2e("sqlite", "sync", 1))
+    s["e2e_buffered_3sub_eps"] = e2e("walbus", "buffered", 3)
+    s["e2e_buffered_3sub_vs_sqlite_normal"] = ratio(s["e2e_buffered_3sub_eps"], e2e("sqlite", "buffered", 3))
+    s["e2e_sync_3sub_vs_sqlite_full"] = ratio(e2e("walbus", "sync", 3), e2e("sqlite", "sync", 3))
+
+    s["latency_buffered_10k_p99_us"] = res.value("Latency", "p99_us", durability="buffered", rate_eps=10000)
+    s["latency_sync_1k_p99_us"] = res.value("Latency", "p99_us", durability="sync", rate_eps=1000)
+
+    s["dispatch_eps"] = res.value("Dispatch", eps, system="walbus", path="handler")
+    s["dispatch_filtered_eps"] = res.value("Dispatch", eps, system="walbus", path="filtered")
+    s["queue_eps"] = res.value("Dispatch", eps, system="queue", path="spsc")
+    s["dispatch_vs_queue_ceiling"] = ratio(s["dispatch_eps"], s["queue_eps"])
+
+    backlog = res.rows("Backlog")
+    b = backlog[0]["counters"] if len(backlog) == 1 else {}
+    s["backlog_events"] = b.get("events")
+    s["backlog_rss_mib"] = b.get("rss_peak_mib")
+    s["backlog_disk_mib"] = b.get("disk_with_backlog_mib")
+    s["recovery_open_ms"] = b.get("open_ms")
+    s["recovery_first_delivery_ms"] = b.get("first_delivery_ms")
+    s["recovery_catch_up_seconds"] = b.get("catch_up_seconds")
+    s["recovery_catch_up_eps"] = b.get("catch_up_events_per_second")
+    s["outbox_entries_after_catch_up"] = b.get("outbox_entries_after")
+    s["outbox_sst_mib_after_catch_up"] = b.get("outbox_sst_mib_after")
+    return s
+
+
+def targets(s):
+    """(description, key, value, bound, met)."""
+    def at_least(key, bound, what):
+        v = s.get(key)
+        return (what, key, v, f">= {bound:g}", v is not None and v >= bound)
+
+    def at_most(key, bound, what):
+        v = s.get(key)
+        return (what, key, v, f"<= {bound:g}", v is not None and v <= bound)
+
+    return [
+        at_least("publish_buffered_vs_rocksdb", 0.8, "publish kBuffered vs raw RocksDB"),
+        at_least("publish_buffered_eps", 200e3, "publish kBuffered events/s"),
+        at_least("e2e_buffered_vs_sqlite_normal", 6, "end to end kBuffered vs SQLite NORMAL"),
+        at_least("e2e_buffered_eps", 100e3, "end to end kBuffered events/s"),
+        at_least("publish_sync_16p_vs_sqlite_full", 6, "publish kSync 16 producers vs SQLite FULL"),
+        at_least("publish_sync_16p_vs_1p", 1.0, "kSync grows with producers (16p / 1p)"),
+        at_most("latency_buffered_10k_p99_us", 1000, "p99 at 10k/s kBuffered (us)"),
+        at_most("latency_sync_1k_p99_us", 2000, "p99 at 1k/s kSync (us)"),
+        at_least("dispatch_vs_queue_ceiling", 0.25, "dispatch vs raw queue"),
+        at_most("backlog_rss_mib", 256, "RSS with the backlog pending (MiB)"),
+        at_most("recovery_first_delivery_ms", 1000, "Open to first delivery (ms)"),
+        at_most("outbox_entries_after_catch_up", 10000, "outbox entries after catch-up"),
+    ]
+
+
+def fmt(v):
+    if v is None:
+        return "-"
+    if isinstance(v, str):
+        return v
+    a = abs(v)
+    if a >= 1e6:
+        return f"{v / 1e6:.2f}M"
+    if a >= 1e4:
+        return f"{v / 1e3:.1f}k"
+    if a >= 100:
+        return f"{v:.0f}"
+    if a >= 10:
+        return f"{v:.1f}"
+    return f"{v:.2f}"
+
+
+class Table:
+    def __init__(self, title, header):
+        self.title, self.header, self.body = title, header, []
+
+    def add(self, *cells):
+        self.body.append([c if isinstance(c, str) else fmt(c) for c in cells])
+
+    def text(self):
+        widths = [max(len(str(r[i])) for r in [self.header] + self.body) for i in range(len(self.header))]
+        line = lambda r: "  ".join(str(c).rjust(w) if i else str(c).ljust(w) for i, (c, w) in enumerate(zip(r, widths)))
+        return "\n".join([self.title, line(self.header), line(["-" * w for w in widths])] + [line(r) for r in self.body])
+
+    def markdown(self):
+        rows = [self.header, ["---"] + ["---:"] * (len(self.header) - 1)] + self.body
+        return f"**{self.title}**\n\n" + "\n".join("| " + " | ".join(str(c) for c in r) + " |" for r in rows)
+
+
+def tables(res, s):
+    eps = "events_per_second"
+    out = []
+    t = Table("Publish (events/s; one transaction = 100 B domain write + 200 B event)",
+              ["durability / producers", "walbus", "raw RocksDB", "SQLite", "walbus/RocksDB", "walbus/SQLite",
+               "commits per write"])
+    for d in ("buffered", "sync"):
+        for p in sorted({int(r["params"]["producers"]) for r in res.rows("Publish", durability=d)}):
+            w, r, q = (res.value("Publish", eps, system=x, durability=d, producers=p) for x in ("walbus", "rocksdb", "sqlite"))
+            t.add(f"{d} / {p}", w, r, q, ratio(w, r), ratio(w, q),
+                  res.value("Publish", "commits_per_write", system="walbus", durability=d, producers=p))
+    out.append(t)
+    t = Table("End to end (events/s from first commit to last handled; SQLite: outbox + relay)",
+              ["durability / subscribers", "walbus", "SQLite", "walbus/SQLite", "walbus drain s"])
+    for d in ("buffered", "sync"):
+        for n in (1, 3):
+            w = res.value("EndToEnd", eps, system="walbus", durability=d, subscribers=n)
+            q = res.value("EndToEnd", eps, system="sqlite", durability=d, subscribers=n)
+            t.add(f"{d} / {n}", w, q, ratio(w, q),
+                  res.value("EndToEnd", "drain_seconds", system="walbus", durability=d, subscribers=n))
+    out.append(t)
+    t = Table("Latency, publish to handler, open loop (us)",
+              ["durability / offered events/s", "p50", "p99", "p99.9", "max", "late sends"])
+    for r in sorted(res.rows("Latency"), key=lambda r: (r["params"]["durability"], int(r["params"]["rate_eps"]))):
+        c = r["counters"]
+        t.add(f"{r['params']['durability']} / {r['params']['rate_eps']}", c.get("p50_us"), c.get("p99_us"),
+              c.get("p999_us"), c.get("max_us"), c.get("late_sends"))
+    out.append(t)
+    t = Table("Dispatch ceiling (events/s)", ["path", "events/s", "vs raw queue"])
+    for label, system, path in (("walbus, no-op handler (tmpfs)", "walbus", "handler"),
+                                ("walbus, filtered out (no handler)", "walbus", "filtered"),
+                                ("moodycamel queue 1P1C", "queue", "spsc")):
+        v = res.value("Dispatch", eps, system=system, path=path)
+        t.add(label, v, ratio(v, s["queue_eps"]))
+    out.append(t)
+    t = Table("Backlog and recovery", ["measure", "value"])
+    for label, key in (("events pending", "backlog_events"), ("disk with the backlog, MiB", "backlog_disk_mib"),
+                       ("RSS peak while draining, MiB", "backlog_rss_mib"), ("Open, ms", "recovery_open_ms"),
+                       ("Open to first delivery, ms", "recovery_first_delivery_ms"),
+                       ("Open to caught up, s", "recovery_catch_up_seconds"),
+                       ("catch-up events/s", "recovery_catch_up_eps"),
+                       ("outbox entries after catch-up", "outbox_entries_after_catch_up"),
+                       ("outbox table files after catch-up, MiB", "outbox_sst_mib_after_catch_up")):
+        t.add(label, s.get(key))
+    out.append(t)
+    t = Table("Scaling, end to end kBuffered, 1 subscriber", ["point", "events/s", "payload MiB/s", "RSS peak MiB"])
+    for r in res.rows("Scaling"):
+        c, p = r["counters"], r["params"]
+        label = f"subjects {p['subjects']}" if "subjects" in p else f"payload {p['payload_bytes']} B"
+        t.add(label, c.get(eps), c.get("payload_mib_per_second"), c.get("rss_peak_mib"))
+    out.append(t)
+    return out
+
+
+def machine():
+    info = {"cpus": os.cpu_count(), "platform": platform.platform()}
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    info["cpu"] = line.split(":", 1)[1].strip()
+                    break
+        with open("/proc/meminfo") as f:
+            info["mem_mib"] = int(f.readline().split()[1]) // 1024
+    except OSError:
+        pass
+    return info
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    size = ap.add_mutually_exclusive_group()
+    size.add_argument("--quick", action="store_const", dest="profile", const="quick")
+    size.add_argument("--smoke", action="store_const", dest="profile", const="smoke")
+    ap.add_argument("--only", help="comma-separated groups: " + ",".join(g for g, _ in GROUPS))
+    ap.add_argument("--build-dir", default=os.environ.get("WALBUS_BUILD_DIR", "build"))
+    args = ap.parse_args()
+    profile = args.profile or "full"
+    selected = [g for g, _ in GROUPS]
+    if args.only:
+        selected = [g.strip() for g in args.only.split(",")]
+        unknown = set(selected) - {g for g, _ in GROUPS}
+        if unknown:
+            ap.error(f"unknown group(s): {', '.join(sorted(unknown))}")
+
+    bench = os.path.join(args.build_dir, "bin", "bus_bench")
+    out_dir = os.path.join(args.build_dir, "bench")
+    group_dir = os.path.join(out_dir, profile)
+    os.makedirs(group_dir, exist_ok=True)
+    for group, prefix in GROUPS:
+        if group in selected:
+            run_group(bench, profile, prefix, os.path.join(group_dir, group + ".json"))
+
+    groups = {}
+    for group, _ in GROUPS:
+        path = os.path.join(group_dir, group + ".json")
+        if not os.path.exists(path):
+            raise SystemExit(f"no {profile} results for group '{group}': run it (--only {group})")
+        groups[group] = load_group(path)
+    res = Results(groups)
+    s = summarize(res)
+    missing = [k for k in REQUIRED_KEYS if not isinstance(s.get(k), (int, float))]
+    if missing:
+        raise SystemExit(f"summary keys without a value: {', '.join(missing)}")
+
+    ts = tables(res, s)
+    goals = targets(s)
+    goal_table = Table("Targets", ["target", "value", "bound", "met"])
+    for what, _, v, bound, met in goals:
+        goal_table.add(what, v, bound, "met" if met else "MISSED")
+    for t in ts + [goal_table]:
+        print("\n" + t.text())
+
+    summary = dict(s)
+    summary["profile"] = profile
+    summary["generated_at"] = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    summary["machine"] = machine()
+    summary["targets"] = {key: {"value": v, "bound": bound, "met": met} for _, key, v, bound, met in goals}
+    summary["groups"] = {g: {"date": groups[g]["context"].get("date"), "rows": groups[g]["rows"]} for g in groups}
+    with open(os.path.join(out_dir, "summary.json"), "w") as f:
+        json.dump(summary, f, indent=1)
+    with open(os.path.join(out_dir, "summary.md"), "w") as f:
+        f.write("\n\n".join(t.markdown() for t in ts + [goal_table]) + "\n")
+    print(f"\nwrote {os.path.join(out_dir, 'summary.json')} and summary.md ({profile} profile)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

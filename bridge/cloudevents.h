@@ -1,0 +1,58 @@
+// The CloudEvents NATS binding in binary mode, as walbus speaks it: an
+// event's attributes as `ce-*` headers and its data as the body, plus an
+// optional HMAC-SHA256 signature. Pure functions of bytes: the NATS client
+// stays in bridge/nats_link.*.
+#ifndef WALBUS_BRIDGE_CLOUDEVENTS_H_
+#define WALBUS_BRIDGE_CLOUDEVENTS_H_
+
+#include <chrono>
+#include <map>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "walbus/event.h"
+#include "walbus/status.h"
+
+namespace walbus::bridge {
+
+using Headers = std::map<std::string, std::string>;
+
+inline constexpr std::string_view kMsgIdHeader = "Nats-Msg-Id";
+inline constexpr std::string_view kKeyIdHeader = "walbus-key-id";
+inline constexpr std::string_view kSignatureHeader = "walbus-signature";
+
+// RFC 3339 in UTC with microseconds: "2026-11-29T23:46:34.123456Z".
+std::string FormatTime(std::chrono::system_clock::time_point t);
+// Accepts RFC 3339 with 'Z' or a numeric offset and 0..9 fraction digits.
+bool ParseTime(std::string_view text, std::chrono::system_clock::time_point* out);
+
+// The headers of an event (ce-specversion, ce-id, ce-source, ce-type,
+// ce-subject, ce-time, and when set ce-datacontenttype, ce-traceparent,
+// ce-subjectversion, ce-correlationid, ce-causationid), plus Nats-Msg-Id.
+Headers ToHeaders(const Event& event);
+
+// The event a message carries. InvalidArgument naming what is wrong: a
+// missing or malformed required attribute, an unsupported specversion.
+// The rules of the bus (type format, sizes) are checked by Bus::IngestEvent.
+Status FromHeaders(const Headers& headers, std::string body, Event* out);
+
+// Hex HMAC-SHA256 with `secret` over the length-prefixed id, type, source,
+// subject, time (as in the ce-time header) and data of `event`.
+std::string Sign(const Event& event, std::string_view secret);
+// Whether `signature` (hex) is Sign(event, secret); constant time.
+bool SignatureMatches(const Event& event, std::string_view secret, std::string_view signature);
+
+// A message as bytes, for the quarantine: header lines, a blank line, the
+// body.
+std::string MessageBytes(const Headers& headers, std::string_view body);
+
+// The default NATS subject of an event: prefix.source.type with the
+// characters a NATS subject token may not hold replaced by '_' (in the
+// source also '.', so that it stays one token).
+std::string DefaultSubject(std::string_view prefix, const Event& event);
+
+}  // namespace walbus::bridge
+
+#endif  // WALBUS_BRIDGE_CLOUDEVENTS_H_

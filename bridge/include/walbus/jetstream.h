@@ -1,0 +1,184 @@
+// walbus/jetstream.h: the bridge between a bus and NATS JetStream.
+//
+// Relay (out): a subscriber of the bus that publishes chosen events to
+// JetStream in the CloudEvents NATS binding's binary mode (every attribute
+// a `ce-*` header, the data as body) with `Nats-Msg-Id` = event id. A
+// PubAck completes the event like any handler effect, so the stream's
+// duplicate window removes the republish that follows a crash between the
+// PubAck and the checkpoint. No connection, a timeout or a full stream is a
+// retry with backoff while the subject waits: per-subject order holds across
+// disconnects and restarts, and while the server is unreachable the outbox
+// simply grows on disk.
+//
+// Inbound (in): a durable pull consumer whose messages are verified before
+// they are trusted (attribute rules, size cap, an optional HMAC-SHA256
+// signature per source key, which sources may publish which types), then
+// taken into the local bus in one commit with a dedup record of the
+// consumer (Bus::IngestEvent), and only then acknowledged. Invalid,
+// unsigned (when signatures are required) or unauthorized messages are
+// quarantined (Bus::Quarantine) and terminated; duplicates are acknowledged
+// without effect; a local failure is a delayed negative acknowledgement.
+//
+// Threading: Relay and Inbound are thread-safe. A Relay works on the bus's
+// worker threads; an Inbound owns one thread, stopped by Stop() or its
+// destructor. The bus must outlive an Inbound; a Relay may be destroyed
+// before or after the bus (its subscriber keeps what it needs).
+#ifndef WALBUS_JETSTREAM_H_
+#define WALBUS_JETSTREAM_H_
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "walbus/bus.h"
+#include "walbus/event.h"
+#include "walbus/status.h"
+
+namespace walbus::jetstream {
+
+// Where the NATS server is and how to keep talking to it.
+struct ConnectionOptions {
+  // Default "nats://127.0.0.1:4222".
+  std::string url = "nats://127.0.0.1:4222";
+  // The client name the server shows. Default: none.
+  std::string name;
+  // How long one request (a publish's PubAck, a stream lookup) may take.
+  std::chrono::milliseconds request_timeout{2000};
+  // Pause between reconnect attempts; attempts never stop.
+  std::chrono::milliseconds reconnect_wait{250};
+};
+
+// The stream the relay publishes into; created when missing.
+struct StreamOptions {
+  // Stream name, e.g. "ORDERS". Required.
+  std::string name;
+  // Subjects it stores, e.g. {"walbus.>"}. Required when it is created.
+  std::vector<std::string> subjects;
+  // How long JetStream remembers a Nats-Msg-Id to drop a republish. It must
+  // cover a crash and restart of a device. Default 10 minutes.
+  std::chrono::milliseconds duplicate_window{std::chrono::minutes(10)};
+  // In-memory storage (tests); default false: file storage.
+  bool memory_storage = false;
+};
+
+// Signing of relayed events: HMAC-SHA256 over id, type, source, subject,
+// time and data, with the key named by key_id (headers walbus-key-id and
+// walbus-signature). Empty key: not signed.
+struct SigningKey {
+  std::string key_id;
+  std::string secret;
+};
+
+struct RelayOptions {
+  ConnectionOptions connection;
+  StreamOptions stream;
+  // The relay's subscriber name (its checkpoint). Default "jetstream-relay".
+  std::string subscriber_name = "jetstream-relay";
+  // Event types relayed; empty: every type.
+  std::vector<std::string> types;
+  // When not empty, only events with this source are relayed (the others,
+  // say events taken in from elsewhere, complete without a publish): a
+  // device relays its own events, not the ones it received.
+  std::string only_source;
+  // NATS subject of an event. Default "<subject_prefix>.<source>.<type>"
+  // with characters NATS forbids in a token ('.', '*', '>', white space in
+  // the source; '*', '>', white space in the type) replaced by '_'.
+  std::string subject_prefix = "walbus";
+  std::function<std::string(const Event&)> subject_for;
+  SigningKey signing;
+  // Retries while unreachable: unlimited attempts, backoff up to 5 s.
+  RetryPolicy retry{.max_attempts = UINT32_MAX,
+                    .base = std::chrono::milliseconds(50),
+                    .cap = std::chrono::milliseconds(5000)};
+};
+
+// What a relay did in this process.
+struct RelayStats {
+  bool connected = false;
+  uint64_t published = 0;       // PubAcks received (duplicates included)
+  uint64_t duplicates = 0;      // PubAcks that said "duplicate": a republish
+  uint64_t skipped = 0;         // events completed without a publish (only_source)
+  uint64_t publish_errors = 0;  // failed publishes (each retried)
+  uint64_t disconnects = 0;
+  double offline_seconds = 0;   // total time without a connection
+};
+
+class Relay {
+ public:
+  // Subscribes a relay to `bus` (before or after Bus::Start) and connects;
+  // when the server is unreachable it keeps trying in the background and
+  // events wait in the outbox. InvalidArgument for bad options; IOError
+  // when the NATS client cannot be set up.
+  [[nodiscard]] static Status Attach(Bus* bus, RelayOptions options, std::unique_ptr<Relay>* out);
+
+  virtual ~Relay();
+  virtual RelayStats Stats() const = 0;
+  // Prometheus text: walbus_relay_* (lag is the subscriber's lag metrics).
+  virtual std::string MetricsText() const = 0;
+};
+
+struct InboundOptions {
+  ConnectionOptions connection;
+  // The stream and the durable consumer (created when missing; never
+  // deleted by walbus). The durable name is also the dedup scope.
+  std::string stream;
+  std::string durable;
+  // Subject filter of the consumer, e.g. "walbus.cloud.>"; empty: all.
+  std::string filter_subject;
+  // A message not acknowledged within ack_wait is delivered again.
+  std::chrono::milliseconds ack_wait{std::chrono::seconds(30)};
+  // Messages per fetch, and how long a fetch waits for the first one.
+  int fetch_batch = 64;
+  std::chrono::milliseconds fetch_wait{500};
+  // Bigger messages (body and headers) are refused.
+  size_t max_message_bytes = 1 << 20;
+  // Verification keys by key id. With require_signature, a message without
+  // a valid signature is refused; without it, a signature present must
+  // still be valid.
+  std::map<std::string, std::string> keys;
+  bool require_signature = false;
+  // Which key ids may sign for which source; empty: any known key.
+  std::map<std::string, std::string> key_id_by_source;
+  // Which event types each source may publish; a type ending in ".*"
+  // allows every type under that prefix. Empty map: any source, any type.
+  std::map<std::string, std::vector<std::string>> allowed_types_by_source;
+  // Events with this source are acknowledged without effect: the bus's own
+  // events coming back from the stream.
+  std::string skip_source;
+  // Delay of the redelivery after a local failure.
+  std::chrono::milliseconds nak_delay{1000};
+};
+
+// What an inbound consumer did in this process.
+struct InboundStats {
+  bool connected = false;
+  uint64_t received = 0;     // messages fetched
+  uint64_t ingested = 0;     // committed into the bus
+  uint64_t duplicates = 0;   // acknowledged without effect: already taken
+  uint64_t skipped = 0;      // acknowledged without effect: skip_source
+  uint64_t quarantined = 0;  // refused, quarantined and terminated
+  uint64_t naks = 0;         // local failures, delivered again later
+};
+
+class Inbound {
+ public:
+  // Creates the durable consumer when missing and starts fetching on a
+  // thread of its own. Offline-first: an unreachable server is retried.
+  [[nodiscard]] static Status Start(Bus* bus, InboundOptions options, std::unique_ptr<Inbound>* out);
+
+  // Stops fetching and closes the connection; the durable consumer stays on
+  // the server. Idempotent; the destructor calls it.
+  virtual void Stop() = 0;
+  virtual ~Inbound();
+  virtual InboundStats Stats() const = 0;
+  // Prometheus text: walbus_inbound_*.
+  virtual std::string MetricsText() const = 0;
+};
+
+}  // namespace walbus::jetstream
+
+#endif  // WALBUS_JETSTREAM_H_

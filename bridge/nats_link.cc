@@ -1,0 +1,140 @@
+#include "bridge/nats_link.h"
+
+#include <cassert>
+#include <vector>
+
+namespace walbus::bridge {
+
+Status FromNats(natsStatus s, std::string_view what) {
+  if (s == NATS_OK) return Status::OK();
+  std::string msg(what);
+  msg += ": ";
+  msg += natsStatus_GetText(s);
+  natsStatus ignored = NATS_OK;
+  if (const char* last = nats_GetLastError(&ignored); last != nullptr && *last != '\0') {
+    msg += " (";
+    msg += last;
+    msg += ")";
+  }
+  switch (s) {
+    case NATS_TIMEOUT: return Status::TimedOut(msg);
+    case NATS_NOT_FOUND: return Status::NotFound(msg);
+    case NATS_INVALID_ARG: return Status::InvalidArgument(msg);
+    case NATS_NO_MEMORY: return Status::ResourceExhausted(msg);
+    default: return Status::IOError(msg);
+  }
+}
+
+NatsLink::NatsLink(jetstream::ConnectionOptions options)
+    : options_(std::move(options)), offline_since_(std::chrono::steady_clock::now()) {}
+
+Status NatsLink::Open(const jetstream::ConnectionOptions& options, std::unique_ptr<NatsLink>* out) {
+  out->reset();
+  if (options.url.empty()) return Status::InvalidArgument("no NATS url given");
+  if (options.request_timeout.count() <= 0) return Status::InvalidArgument("request_timeout must be positive");
+  std::unique_ptr<NatsLink> link(new NatsLink(options));
+  natsStatus s = natsOptions_Create(&link->nats_options_);
+  if (s == NATS_OK) s = natsOptions_SetURL(link->nats_options_, options.url.c_str());
+  if (s == NATS_OK && !options.name.empty()) s = natsOptions_SetName(link->nats_options_, options.name.c_str());
+  if (s == NATS_OK) s = natsOptions_SetTimeout(link->nats_options_, options.request_timeout.count());
+  if (s == NATS_OK) s = natsOptions_SetMaxReconnect(link->nats_options_, -1);
+  if (s == NATS_OK) s = natsOptions_SetReconnectWait(link->nats_options_, std::max<int64_t>(1, options.reconnect_wait.count()));
+  if (s == NATS_OK) s = natsOptions_SetDisconnectedCB(link->nats_options_, &NatsLink::OnDisconnected, link.get());
+  if (s == NATS_OK) s = natsOptions_SetReconnectedCB(link->nats_options_, &NatsLink::OnConnected, link.get());
+  if (s == NATS_OK) s = natsOptions_SetRetryOnFailedConnect(link->nats_options_, true, &NatsLink::OnConnected, link.get());
+  if (s != NATS_OK) return FromNats(s, "set up the NATS client options");
+  s = natsConnection_Connect(&link->conn_, link->nats_options_);
+  if (s == NATS_OK) {
+    link->SetConnected(true);
+  } else if (s != NATS_NOT_YET_CONNECTED) {
+    return FromNats(s, "connect to " + options.url);
+  }
+  jsOptions jso;
+  jsOptions_Init(&jso);
+  jso.Wait = options.request_timeout.count();
+  s = natsConnection_JetStream(&link->js_, link->conn_, &jso);
+  if (s != NATS_OK) return FromNats(s, "open a JetStream context");
+  *out = std::move(link);
+  return Status::OK();
+}
+
+NatsLink::~NatsLink() {
+  if (js_ != nullptr) jsCtx_Destroy(js_);
+  if (conn_ != nullptr) {
+    natsConnection_Close(conn_);
+    natsConnection_Destroy(conn_);
+  }
+  if (nats_options_ != nullptr) natsOptions_Destroy(nats_options_);
+}
+
+void NatsLink::SetConnected(bool up) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const bool was = connected_.load(std::memory_order_relaxed);
+  if (was == up) return;
+  const auto now = std::chrono::steady_clock::now();
+  if (up) {
+    offline_total_ += now - offline_since_;
+  } else {
+    offline_since_ = now;
+    disconnects_.fetch_add(1, std::memory_order_relaxed);
+  }
+  connected_.store(up, std::memory_order_release);
+}
+
+void NatsLink::OnConnected(natsConnection*, void* self) { static_cast<NatsLink*>(self)->SetConnected(true); }
+void NatsLink::OnDisconnected(natsConnection*, void* self) { static_cast<NatsLink*>(self)->SetConnected(false); }
+
+double NatsLink::offline_seconds() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto total = offline_total_;
+  if (!connected_.load(std::memory_order_relaxed)) total += std::chrono::steady_clock::now() - offline_since_;
+  return std::chrono::duration<double>(total).count();
+}
+
+Status NatsLink::EnsureStream(const jetstream::StreamOptions& stream) {
+  assert(js_ != nullptr);
+  jsStreamInfo* info = nullptr;
+  jsErrCode err = static_cast<jsErrCode>(0);
+  natsStatus s = js_GetStreamInfo(&info, js_, stream.name.c_str(), nullptr, &err);
+  if (s == NATS_OK) {
+    jsStreamInfo_Destroy(info);
+    return Status::OK();
+  }
+  if (s != NATS_NOT_FOUND) return FromNats(s, "look up stream " + stream.name);
+  if (stream.subjects.empty()) return Status::InvalidArgument("stream " + stream.name + " is missing and has no subjects to create it with");
+  std::vector<const char*> subjects;
+  for (const std::string& subject : stream.subjects) subjects.push_back(subject.c_str());
+  jsStreamConfig config;
+  jsStreamConfig_Init(&config);
+  config.Name = stream.name.c_str();
+  config.Subjects = subjects.data();
+  config.SubjectsLen = static_cast<int>(subjects.size());
+  config.Storage = stream.memory_storage ? js_MemoryStorage : js_FileStorage;
+  config.Duplicates = std::chrono::duration_cast<std::chrono::nanoseconds>(stream.duplicate_window).count();
+  s = js_AddStream(&info, js_, &config, nullptr, &err);
+  if (s == NATS_OK) {
+    jsStreamInfo_Destroy(info);
+    return Status::OK();
+  }
+  // Created meanwhile by another client: fine.
+  if (js_GetStreamInfo(&info, js_, stream.name.c_str(), nullptr, &err) == NATS_OK) {
+    jsStreamInfo_Destroy(info);
+    return Status::OK();
+  }
+  return FromNats(s, "create stream " + stream.name);
+}
+
+Headers ReadHeaders(natsMsg* msg) {
+  Headers headers;
+  const char** keys = nullptr;
+  int count = 0;
+  if (natsMsgHeader_Keys(msg, &keys, &count) != NATS_OK) return headers;
+  for (int i = 0; i < count; ++i) {
+    const char* value = nullptr;
+    if (natsMsgHeader_Get(msg, keys[i], &value) == NATS_OK && value != nullptr) headers[keys[i]] = value;
+  }
+  free(static_cast<void*>(keys));
+  return headers;
+}
+
+}  // namespace walbus::bridge

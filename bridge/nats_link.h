@@ -1,0 +1,69 @@
+// NatsLink: one NATS connection and its JetStream context, with the
+// connection state the bridge needs (connected, disconnects, time offline).
+// Offline-first: when the server is unreachable at Open, the client keeps
+// trying in the background and connected() turns true once it got through.
+//
+// Threading: thread-safe (the NATS client is); the state is atomics and a
+// mutex taken by the client's callback thread.
+#ifndef WALBUS_BRIDGE_NATS_LINK_H_
+#define WALBUS_BRIDGE_NATS_LINK_H_
+
+#include <nats/nats.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+
+#include "bridge/cloudevents.h"
+#include "walbus/jetstream.h"
+#include "walbus/status.h"
+
+namespace walbus::bridge {
+
+// A NATS status as a walbus one, with the client's last error text.
+Status FromNats(natsStatus s, std::string_view what);
+
+class NatsLink {
+ public:
+  [[nodiscard]] static Status Open(const jetstream::ConnectionOptions& options, std::unique_ptr<NatsLink>* out);
+  ~NatsLink();
+  NatsLink(const NatsLink&) = delete;
+  NatsLink& operator=(const NatsLink&) = delete;
+
+  bool connected() const { return connected_.load(std::memory_order_acquire); }
+  uint64_t disconnects() const { return disconnects_.load(std::memory_order_relaxed); }
+  double offline_seconds() const;
+  jsCtx* js() const { return js_; }
+  const jetstream::ConnectionOptions& options() const { return options_; }
+
+  // Creates the stream when missing (with the duplicate window asked for);
+  // an existing one is used as it is. REQUIRES: connected().
+  [[nodiscard]] Status EnsureStream(const jetstream::StreamOptions& stream);
+
+ private:
+  explicit NatsLink(jetstream::ConnectionOptions options);
+  void SetConnected(bool up);
+  static void OnConnected(natsConnection*, void* self);
+  static void OnDisconnected(natsConnection*, void* self);
+
+  const jetstream::ConnectionOptions options_;
+  natsOptions* nats_options_ = nullptr;
+  natsConnection* conn_ = nullptr;
+  jsCtx* js_ = nullptr;
+  std::atomic<bool> connected_{false};
+  std::atomic<uint64_t> disconnects_{0};
+  mutable std::mutex mu_;
+  std::chrono::steady_clock::time_point offline_since_;  // GUARDED_BY(mu_); valid while !connected_
+  std::chrono::steady_clock::duration offline_total_{};  // GUARDED_BY(mu_)
+};
+
+// Reads every header of a message (the last value of repeated ones).
+Headers ReadHeaders(natsMsg* msg);
+
+}  // namespace walbus::bridge
+
+#endif  // WALBUS_BRIDGE_NATS_LINK_H_

@@ -1,0 +1,116 @@
+// bridge/cloudevents.cc: the CloudEvents NATS binary-mode mapping, the
+// signature and the subject mapping, without a server.
+#include "bridge/cloudevents.h"
+
+#include <gtest/gtest.h>
+
+namespace walbus::bridge {
+namespace {
+
+using namespace std::chrono_literals;
+
+Event Sample() {
+  Event e;
+  e.id = EventId::Generate();
+  e.type = "orders.order-approved.v1";
+  e.source = "device-7/orders";
+  e.subject = "order-9";
+  e.subject_version = 3;
+  e.time = std::chrono::system_clock::time_point(std::chrono::microseconds(1796000000123456));
+  e.content_type = "application/json";
+  e.traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+  e.correlation_id = EventId::Generate();
+  e.causation_id = EventId::Generate();
+  e.data = "{\"total\":12}";
+  return e;
+}
+
+TEST(CloudEventsTest, HeadersRoundTripEveryAttribute) {
+  const Event in = Sample();
+  Headers h = ToHeaders(in);
+  EXPECT_EQ(h["ce-specversion"], "1.0");
+  EXPECT_EQ(h["ce-id"], in.id.ToString());
+  EXPECT_EQ(h["Nats-Msg-Id"], in.id.ToString()) << "the stream deduplicates by event id";
+  Event out;
+  ASSERT_TRUE(FromHeaders(h, in.data, &out).ok());
+  EXPECT_EQ(out.id, in.id);
+  EXPECT_EQ(out.type, in.type);
+  EXPECT_EQ(out.source, in.source);
+  EXPECT_EQ(out.subject, in.subject);
+  EXPECT_EQ(out.subject_version, in.subject_version);
+  EXPECT_EQ(out.time, in.time);
+  EXPECT_EQ(out.content_type, in.content_type);
+  EXPECT_EQ(out.traceparent, in.traceparent);
+  EXPECT_EQ(out.correlation_id, in.correlation_id);
+  EXPECT_EQ(out.causation_id, in.causation_id);
+  EXPECT_EQ(out.data, in.data);
+}
+
+TEST(CloudEventsTest, MalformedHeadersAreRefusedWithTheReason) {
+  const Headers good = ToHeaders(Sample());
+  struct Case {
+    const char* header;
+    const char* value;  // nullptr: removed
+    const char* reason;
+  } cases[] = {
+      {"ce-specversion", nullptr, "ce-specversion"}, {"ce-specversion", "0.3", "unsupported"},
+      {"ce-id", nullptr, "ce-id"},                   {"ce-id", "not-a-uuid", "not a UUID"},
+      {"ce-type", nullptr, "ce-type"},               {"ce-source", "", "ce-source"},
+      {"ce-time", "yesterday", "RFC 3339"},          {"ce-subjectversion", "12x", "not a number"},
+      {"ce-causationid", "x", "not a UUID"},
+  };
+  for (const Case& c : cases) {
+    Headers h = good;
+    if (c.value == nullptr) {
+      h.erase(c.header);
+    } else {
+      h[c.header] = c.value;
+    }
+    Event out;
+    Status s = FromHeaders(h, "", &out);
+    EXPECT_EQ(s.code(), Status::Code::kInvalidArgument) << c.header;
+    EXPECT_NE(s.message().find(c.reason), std::string::npos) << c.header << ": " << s.message();
+  }
+}
+
+TEST(CloudEventsTest, TimesParseInRfc3339Forms) {
+  std::chrono::system_clock::time_point t;
+  ASSERT_TRUE(ParseTime("2026-11-29T23:46:34Z", &t));
+  std::chrono::system_clock::time_point with_offset;
+  ASSERT_TRUE(ParseTime("2026-11-30T01:46:34+02:00", &with_offset));
+  EXPECT_EQ(t, with_offset);
+  ASSERT_TRUE(ParseTime("2026-11-29T23:46:34.5Z", &with_offset));
+  EXPECT_EQ(with_offset - t, 500ms);
+  EXPECT_EQ(FormatTime(t), "2026-11-29T23:46:34.000000Z");
+  for (const char* bad : {"", "2026-11-29", "2026-13-01T00:00:00Z", "2026-11-29T23:46:34", "2026-11-29T23:46:34.Z",
+                          "2026-11-29T23:46:34Zjunk", "2026-11-29T25:00:00Z"}) {
+    EXPECT_FALSE(ParseTime(bad, &t)) << bad;
+  }
+}
+
+TEST(CloudEventsTest, SignatureCoversIdentityAndData) {
+  const Event e = Sample();
+  const std::string sig = Sign(e, "secret-1");
+  EXPECT_EQ(sig.size(), 64u);
+  EXPECT_TRUE(SignatureMatches(e, "secret-1", sig));
+  EXPECT_FALSE(SignatureMatches(e, "secret-2", sig));
+  for (auto change : std::vector<void (*)(Event&)>{
+           [](Event& x) { x.data += "!"; }, [](Event& x) { x.type = "orders.order-cancelled.v1"; },
+           [](Event& x) { x.source = "device-8/orders"; }, [](Event& x) { x.subject = "order-10"; },
+           [](Event& x) { x.time += 1s; }, [](Event& x) { x.id = EventId::Generate(); }}) {
+    Event forged = e;
+    change(forged);
+    EXPECT_FALSE(SignatureMatches(forged, "secret-1", sig));
+  }
+  EXPECT_FALSE(SignatureMatches(e, "secret-1", sig.substr(1)));
+}
+
+TEST(CloudEventsTest, DefaultSubjectKeepsSourceOneToken) {
+  Event e = Sample();
+  e.source = "fleet.device 7/*";
+  e.type = "orders.order-approved.v1";
+  EXPECT_EQ(DefaultSubject("walbus", e), "walbus.fleet_device_7/_.orders.order-approved.v1");
+}
+
+}  // namespace
+}  // namespace walbus::bridge

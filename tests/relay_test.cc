@@ -1,0 +1,211 @@
+// bridge/relay.cc against a real nats-server: every event once in the
+// stream, per-subject order, a server killed mid-stream, a long offline
+// period, a device killed between PubAck and checkpoint.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <map>
+#include <random>
+#include <set>
+#include <thread>
+
+#include "tests/nats_server.h"
+#include "tests/test_util.h"
+#include "walbus/bus.h"
+#include "walbus/jetstream.h"
+
+namespace walbus::jetstream {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::NatsServer;
+using testing::TempDir;
+
+constexpr char kStream[] = "ORDERS";
+constexpr char kType[] = "orders.order-approved.v1";
+
+RelayOptions MakeRelayOptions(const NatsServer& server) {
+  RelayOptions o;
+  o.connection.url = server.url();
+  o.connection.request_timeout = 1000ms;
+  o.connection.reconnect_wait = 100ms;
+  o.stream.name = kStream;
+  o.stream.subjects = {"walbus.>"};
+  o.retry.cap = 500ms;
+  return o;
+}
+
+std::string SubjectKey(int i, int subjects) { return "order-" + std::to_string(i % subjects); }
+
+// Commits events [first, last) over `subjects` keys; data "i".
+void PublishRange(Bus& bus, int first, int last, int subjects) {
+  for (int i = first; i < last; ++i) {
+    Transaction tx = bus.Begin();
+    EventSpec e;
+    e.type = kType;
+    e.subject = SubjectKey(i, subjects);
+    e.data = std::to_string(i);
+    ASSERT_TRUE(tx.Publish(e).ok());
+    auto r = tx.Commit();
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+  }
+}
+
+// The stream holds each of `expected` events exactly once, and each
+// subject's events in publish (data) order.
+void ExpectEachOnceInSubjectOrder(const NatsServer& server, int expected) {
+  const auto messages = testing::ReadStream(server.url(), kStream, "walbus.>");
+  ASSERT_EQ(static_cast<int>(messages.size()), expected) << "messages in the stream";
+  std::set<std::string> ids;
+  std::map<std::string, int> last_by_subject;
+  for (const auto& m : messages) {
+    EXPECT_TRUE(ids.insert(m.headers.at("ce-id")).second) << "duplicate in the stream: " << m.headers.at("ce-id");
+    const std::string& subject = m.headers.at("ce-subject");
+    const int n = std::stoi(m.data);
+    auto it = last_by_subject.find(subject);
+    if (it != last_by_subject.end()) {
+      EXPECT_LT(it->second, n) << "out of order on " << subject;
+    }
+    last_by_subject[subject] = n;
+    EXPECT_EQ(m.headers.at("ce-type"), kType);
+    EXPECT_EQ(m.headers.at("Nats-Msg-Id"), m.headers.at("ce-id"));
+  }
+}
+
+// Events committed that the subscriber has not completed.
+uint64_t LagOf(Bus& bus, const std::string& name) {
+  const BusStats stats = bus.Stats();
+  for (const auto& s : stats.subscribers)
+    if (s.name == name) return stats.last_seq - s.checkpoint;
+  return ~uint64_t{0};
+}
+
+TEST(RelayTest, PublishesEveryEventOnceInSubjectOrder) {
+  NatsServer server;
+  ASSERT_TRUE(server.Start());
+  TempDir dir;
+  auto bus = testing::OpenBus(testing::TestOptions(dir));
+  std::unique_ptr<Relay> relay;
+  ASSERT_TRUE(Relay::Attach(bus.get(), MakeRelayOptions(server), &relay).ok());
+  ASSERT_TRUE(bus->Start().ok());
+  PublishRange(*bus, 0, 500, 7);
+  ASSERT_TRUE(bus->WaitIdle(60s).ok());
+  ExpectEachOnceInSubjectOrder(server, 500);
+  const RelayStats stats = relay->Stats();
+  EXPECT_TRUE(stats.connected);
+  EXPECT_EQ(stats.published, 500u);
+  EXPECT_EQ(stats.duplicates, 0u);
+  const std::string metrics = relay->MetricsText();
+  EXPECT_NE(metrics.find("walbus_relay_published_total{relay=\"jetstream-relay\"} 500"), std::string::npos)
+      << metrics;
+}
+
+TEST(RelayTest, ServerKilledAndRestartedMidStreamLosesAndDuplicatesNothing) {
+  NatsServer server;
+  ASSERT_TRUE(server.Start());
+  TempDir dir;
+  auto bus = testing::OpenBus(testing::TestOptions(dir));
+  std::unique_ptr<Relay> relay;
+  ASSERT_TRUE(Relay::Attach(bus.get(), MakeRelayOptions(server), &relay).ok());
+  ASSERT_TRUE(bus->Start().ok());
+  std::thread producer([&] { PublishRange(*bus, 0, 3000, 20); });
+  ASSERT_TRUE(testing::Eventually([&] { return relay->Stats().published >= 300; }, 60s));
+  server.Kill();  // SIGKILL: no flush, like a crash of the server
+  ASSERT_TRUE(testing::Eventually([&] { return !relay->Stats().connected; }, 10s));
+  std::this_thread::sleep_for(1s);
+  ASSERT_TRUE(server.Start());
+  producer.join();
+  ASSERT_TRUE(bus->WaitIdle(120s).ok());
+  ExpectEachOnceInSubjectOrder(server, 3000);
+  EXPECT_GE(relay->Stats().disconnects, 1u);
+  EXPECT_GT(relay->Stats().offline_seconds, 0.5);
+}
+
+TEST(RelayTest, OfflineBacklogDrainsInSubjectOrderOnReconnect) {
+  NatsServer server;  // not started yet: the device is offline
+  TempDir dir;
+  auto bus = testing::OpenBus(testing::TestOptions(dir));
+  std::unique_ptr<Relay> relay;
+  ASSERT_TRUE(Relay::Attach(bus.get(), MakeRelayOptions(server), &relay).ok())
+      << "an unreachable server is not an error: the outbox waits";
+  ASSERT_TRUE(bus->Start().ok());
+  PublishRange(*bus, 0, 5000, 50);
+  std::this_thread::sleep_for(500ms);
+  EXPECT_FALSE(relay->Stats().connected);
+  EXPECT_EQ(LagOf(*bus, "jetstream-relay"), 5000u) << "nothing completes while offline";
+  ASSERT_TRUE(server.Start());
+  ASSERT_TRUE(bus->WaitIdle(180s).ok());
+  ExpectEachOnceInSubjectOrder(server, 5000);
+  EXPECT_EQ(LagOf(*bus, "jetstream-relay"), 0u);
+  EXPECT_GT(relay->Stats().offline_seconds, 0.4);
+}
+
+// A device process relays while it is killed (SIGKILL) again and again;
+// publishes whose PubAck came but whose checkpoint did not are made again
+// on restart, and the stream's duplicate window drops them.
+TEST(RelayTest, DeviceKilledBetweenPubAckAndCheckpointIsDeduplicated) {
+  NatsServer server;
+  ASSERT_TRUE(server.Start());
+  TempDir dir;
+  constexpr int kEvents = 1500;
+  auto run_device = [&](bool to_the_end) {
+    std::fflush(nullptr);
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+      std::unique_ptr<Bus> bus;
+      if (!Bus::Open(testing::TestOptions(dir), &bus).ok()) ::_exit(2);
+      std::unique_ptr<Relay> relay;
+      if (!Relay::Attach(bus.get(), MakeRelayOptions(server), &relay).ok()) ::_exit(3);
+      if (!bus->Start().ok()) ::_exit(4);
+      // Publish what no earlier run committed: the domain row says.
+      for (int i = 0; i < kEvents; ++i) {
+        Transaction tx = bus->Begin();
+        const std::string key = "e-" + std::to_string(i);
+        auto row = tx.Get("orders", key);
+        if (!row.ok()) ::_exit(5);
+        if (row->has_value()) continue;
+        EventSpec e;
+        e.type = kType;
+        e.subject = SubjectKey(i, 10);
+        e.data = std::to_string(i);
+        if (!tx.Put("orders", key, "1").ok() || !tx.Publish(e).ok() || !tx.Commit().ok()) ::_exit(6);
+      }
+      if (to_the_end && !bus->WaitIdle(120s).ok()) ::_exit(7);
+      if (!to_the_end) ::pause();
+      ::_exit(0);
+    }
+    return pid;
+  };
+  std::mt19937 rng(std::random_device{}());
+  for (int round = 0; round < 6; ++round) {
+    const pid_t pid = run_device(false);
+    ASSERT_GT(pid, 0);
+    std::this_thread::sleep_for(std::chrono::milliseconds(150 + rng() % 400));
+    ::kill(pid, SIGKILL);
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+  }
+  const pid_t last = run_device(true);
+  int status = 0;
+  ASSERT_EQ(::waitpid(last, &status, 0), last);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "final device run failed: " << status;
+  ExpectEachOnceInSubjectOrder(server, kEvents);
+}
+
+TEST(RelayTest, BadOptionsAreRefused) {
+  TempDir dir;
+  auto bus = testing::OpenBus(testing::TestOptions(dir));
+  std::unique_ptr<Relay> relay;
+  RelayOptions o;
+  EXPECT_EQ(Relay::Attach(bus.get(), o, &relay).code(), Status::Code::kInvalidArgument) << "no stream";
+  o.stream.name = kStream;
+  o.connection.url = "";
+  EXPECT_EQ(Relay::Attach(bus.get(), o, &relay).code(), Status::Code::kInvalidArgument) << "no url";
+  EXPECT_EQ(Relay::Attach(nullptr, o, &relay).code(), Status::Code::kInvalidArgument);
+  EXPECT_EQ(relay, nullptr);
+}
+
+}  // namespace
+}  // namespace walbus::jetstream

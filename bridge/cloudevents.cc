@@ -214,6 +214,22 @@ std::string MessageBytes(const Headers& headers, std::string_view body) {
   return out;
 }
 
+bool ParseMessageBytes(std::string_view bytes, Headers* headers, std::string* body) {
+  headers->clear();
+  for (;;) {
+    const size_t end = bytes.find("\r\n");
+    if (end == std::string_view::npos) return false;
+    const std::string_view line = bytes.substr(0, end);
+    bytes.remove_prefix(end + 2);
+    if (line.empty()) break;
+    const size_t colon = line.find(": ");
+    if (colon == std::string_view::npos) return false;
+    (*headers)[std::string(line.substr(0, colon))] = std::string(line.substr(colon + 2));
+  }
+  body->assign(bytes);
+  return true;
+}
+
 std::string DefaultSubject(std::string_view prefix, const Event& event) {
   auto token = [](std::string_view text, bool dots_too) {
     std::string t(text.empty() ? "_" : text);

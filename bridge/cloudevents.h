@@ -44,9 +44,12 @@ std::string Sign(const Event& event, std::string_view secret);
 // Whether `signature` (hex) is Sign(event, secret); constant time.
 bool SignatureMatches(const Event& event, std::string_view secret, std::string_view signature);
 
-// A message as bytes, for the quarantine: header lines, a blank line, the
-// body.
+// A message as bytes, for the quarantine: "name: value" header lines ending
+// in CRLF, a blank line, the body.
 std::string MessageBytes(const Headers& headers, std::string_view body);
+// The inverse of MessageBytes: false when `bytes` has no blank line or a
+// header line without ": ".
+bool ParseMessageBytes(std::string_view bytes, Headers* headers, std::string* body);
 
 // The default NATS subject of an event: prefix.source.type with the
 // characters a NATS subject token may not hold replaced by '_' (in the

@@ -1,5 +1,7 @@
 #include "tests/fuzz/fuzz_checks.h"
 
+#include "bridge/cloudevents.h"
+
 #include <cctype>
 #include <cstdio>
 #include <cstdlib>
@@ -488,7 +490,35 @@ bool CheckCliValue(std::string_view text, std::string* why) {
   return true;
 }
 
+bool CheckInboundMessage(std::string_view bytes, std::string* why) {
+  if (bytes.size() > kMaxInputBytes) return true;
+  bridge::Headers headers;
+  std::string body;
+  if (!bridge::ParseMessageBytes(bytes, &headers, &body)) return true;
+  Event event;
+  if (!bridge::FromHeaders(headers, body, &event).ok()) return true;
+  Event again;
+  if (Status s = bridge::FromHeaders(bridge::ToHeaders(event), event.data, &again); !s.ok()) {
+    return Fail(why, "the headers of an accepted event are refused: " + s.ToString());
+  }
+  const auto micros = [](std::chrono::system_clock::time_point t) {
+    return std::chrono::duration_cast<std::chrono::microseconds>(t.time_since_epoch());
+  };
+  if (again.id != event.id || again.type != event.type || again.source != event.source ||
+      again.subject != event.subject || again.subject_version != event.subject_version ||
+      again.content_type != event.content_type || again.traceparent != event.traceparent ||
+      again.correlation_id != event.correlation_id || again.causation_id != event.causation_id ||
+      again.data != event.data || micros(again.time) != micros(event.time)) {
+    return Fail(why, "an accepted event does not survive its headers");
+  }
+  if (!bridge::SignatureMatches(event, "key", bridge::Sign(event, "key"))) {
+    return Fail(why, "the signature of an event does not verify");
+  }
+  return true;
+}
+
 CheckFn CheckForTarget(std::string_view target) {
+  if (target == "inbound_fuzz") return CheckInboundMessage;
   if (target == "envelope_fuzz") return CheckEnvelopeBytes;
   if (target == "records_fuzz") return CheckRecordBytes;
   if (target == "cli_values_fuzz") return CheckCliValue;

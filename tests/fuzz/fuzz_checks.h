@@ -38,8 +38,15 @@ bool CheckRecordBytes(std::string_view bytes, std::string* why = nullptr);
 // documented rules).
 bool CheckCliValue(std::string_view text, std::string* why = nullptr);
 
+// A message as the bridge's inbound consumer reads it, in the form the
+// quarantine stores (ParseMessageBytes): FromHeaders either refuses it or
+// yields an event whose headers (ToHeaders) parse back to an equal event;
+// the signature of an accepted event verifies; its ce-time survives
+// FormatTime and ParseTime to the microsecond.
+bool CheckInboundMessage(std::string_view bytes, std::string* why = nullptr);
+
 // The check of a fuzz target by name ("envelope_fuzz", "records_fuzz",
-// "cli_values_fuzz"); nullptr for an unknown name.
+// "cli_values_fuzz", "inbound_fuzz"); nullptr for an unknown name.
 using CheckFn = bool (*)(std::string_view, std::string*);
 CheckFn CheckForTarget(std::string_view target);
 

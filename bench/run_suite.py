@@ -352,6 +352,8 @@ def main():
         goal_table.add(what, v, bound, "met" if met else "MISSED")
     for t in ts + [goal_table]:
         print("\n" + t.text())
+    if profile != "full":
+        print(f"\n(the targets are stated for the full profile; the {profile} profile's sizes only indicate them)")
 
     summary = dict(s)
     summary["profile"] = profile

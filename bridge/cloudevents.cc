@@ -124,9 +124,13 @@ bool ParseTime(std::string_view text, std::chrono::system_clock::time_point* out
   tm.tm_min = minute;
   tm.tm_sec = second;
   const std::time_t utc = timegm(&tm);
+  // The clock counts nanoseconds in 64 bits: about the years 1678 to 2262.
+  constexpr int64_t kClockRangeSeconds = 9'000'000'000;
+  const int64_t unix_seconds = static_cast<int64_t>(utc) - offset_seconds;
+  if (unix_seconds <= -kClockRangeSeconds || unix_seconds >= kClockRangeSeconds) return false;
   using namespace std::chrono;
   *out = system_clock::time_point(duration_cast<system_clock::duration>(
-      seconds(static_cast<int64_t>(utc) - offset_seconds) + nanoseconds(nanos)));
+      seconds(unix_seconds) + nanoseconds(nanos)));
   return true;
 }
 

@@ -8,7 +8,7 @@
 #include <thread>
 
 #include "bridge/cloudevents.h"
-#include "tests/nats_server.h"
+#include "tests/nats_client.h"
 #include "tests/test_util.h"
 #include "walbus/bus.h"
 #include "walbus/jetstream.h"
@@ -17,7 +17,7 @@ namespace walbus::jetstream {
 namespace {
 
 using namespace std::chrono_literals;
-using testing::NatsServer;
+using NatsServer = testing::LocalNatsServer;
 using testing::TempDir;
 
 constexpr char kStream[] = "FLEET";

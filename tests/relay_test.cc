@@ -11,7 +11,7 @@
 #include <set>
 #include <thread>
 
-#include "tests/nats_server.h"
+#include "tests/nats_client.h"
 #include "tests/test_util.h"
 #include "walbus/bus.h"
 #include "walbus/jetstream.h"
@@ -20,7 +20,7 @@ namespace walbus::jetstream {
 namespace {
 
 using namespace std::chrono_literals;
-using testing::NatsServer;
+using NatsServer = testing::LocalNatsServer;
 using testing::TempDir;
 
 constexpr char kStream[] = "ORDERS";

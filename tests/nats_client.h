@@ -1,42 +1,28 @@
-// A real nats-server with JetStream for the bridge tests: loopback only, a
-// free port, its store in a temp dir, stopped (or killed) by PID; plus a
-// plain NATS client to publish raw messages and read a stream back.
-#ifndef WALBUS_TESTS_NATS_SERVER_H_
-#define WALBUS_TESTS_NATS_SERVER_H_
+// What the bridge tests do with JetStream besides the bridge: publish raw
+// messages, read a stream back, create a stream. The server itself is
+// tools/nats_server.h.
+#ifndef WALBUS_TESTS_NATS_CLIENT_H_
+#define WALBUS_TESTS_NATS_CLIENT_H_
 
-#include <sys/types.h>
-
-#include <chrono>
 #include <map>
 #include <string>
 #include <vector>
 
 #include "tests/test_util.h"
+#include "tools/nats_server.h"
+
 
 namespace walbus::testing {
 
-class NatsServer {
+// Holds the temp dir of a LocalNatsServer; a base so that it is made first.
+struct NatsScratchDir {
+  TempDir dir;
+};
+
+// A nats-server whose store lives, and dies, with the test.
+class LocalNatsServer : private NatsScratchDir, public tools::NatsServer {
  public:
-  // Picks a free loopback port; does not start the server.
-  NatsServer();
-  ~NatsServer();
-  NatsServer(const NatsServer&) = delete;
-  NatsServer& operator=(const NatsServer&) = delete;
-
-  // Starts nats-server -js on the port and waits until it accepts
-  // connections. The store survives Kill() and a new Start().
-  bool Start();
-  // SIGKILL (no flush, like a crash) or SIGTERM, and wait for the process.
-  void Kill();
-  void Stop();
-  bool running() const { return pid_ > 0; }
-  std::string url() const { return "nats://127.0.0.1:" + std::to_string(port_); }
-
- private:
-  void Signal(int sig);
-  TempDir dir_;
-  int port_ = 0;
-  pid_t pid_ = -1;
+  LocalNatsServer() : tools::NatsServer(dir.root()) {}
 };
 
 // One message of a stream, as read back.
@@ -59,4 +45,4 @@ bool CreateStream(const std::string& url, const std::string& stream, const std::
 
 }  // namespace walbus::testing
 
-#endif  // WALBUS_TESTS_NATS_SERVER_H_
+#endif  // WALBUS_TESTS_NATS_CLIENT_H_

@@ -1,0 +1,126 @@
+#include "tools/nats_server.h"
+
+#include <nats/nats.h>
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <thread>
+
+#include "bridge/nats_link.h"
+
+namespace walbus::tools {
+namespace {
+
+int FreeLoopbackPort() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  int port = 0;
+  socklen_t len = sizeof addr;
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 &&
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
+    port = ntohs(addr.sin_port);
+  }
+  ::close(fd);
+  return port;
+}
+
+bool Accepts(int port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  const bool ok = ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
+  ::close(fd);
+  return ok;
+}
+
+bool JetStreamAnswers(const std::string& url) {
+  jetstream::ConnectionOptions options;
+  options.url = url;
+  std::unique_ptr<bridge::NatsLink> link;
+  if (!bridge::NatsLink::Open(options, &link).ok() || !link->connected()) return false;
+  jsAccountInfo* info = nullptr;
+  jsErrCode err = static_cast<jsErrCode>(0);
+  if (js_GetAccountInfo(&info, link->js(), nullptr, &err) != NATS_OK) return false;
+  jsAccountInfo_Destroy(info);
+  return true;
+}
+
+std::string ServerBinary() {
+  if (const char* env = std::getenv("WALBUS_NATS_SERVER"); env != nullptr && *env != '\0') return env;
+  for (const char* candidate : {"/usr/sbin/nats-server", "/usr/bin/nats-server", "/usr/local/bin/nats-server"}) {
+    if (::access(candidate, X_OK) == 0) return candidate;
+  }
+  return "nats-server";  // from PATH
+}
+
+}  // namespace
+
+NatsServer::NatsServer(std::string dir) : dir_(std::move(dir)), port_(FreeLoopbackPort()) {}
+
+NatsServer::~NatsServer() { Stop(); }
+
+bool NatsServer::Start() {
+  if (pid_ > 0) return true;
+  const std::string binary = ServerBinary();
+  const std::string port = std::to_string(port_);
+  const std::string store = dir_ + "/store";
+  const std::string log = dir_ + "/nats-server.log";
+  std::fflush(nullptr);
+  pid_ = ::fork();
+  if (pid_ == 0) {
+    const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+    if (fd >= 0) {
+      ::dup2(fd, 1);
+      ::dup2(fd, 2);
+    }
+    ::execlp(binary.c_str(), binary.c_str(), "-js", "-a", "127.0.0.1", "-p", port.c_str(), "-sd", store.c_str(),
+             static_cast<char*>(nullptr));
+    std::perror("exec nats-server");
+    ::_exit(127);
+  }
+  if (pid_ < 0) return false;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (Accepts(port_)) {
+      // JetStream is ready a moment after the listener.
+      if (JetStreamAnswers(url())) return true;
+    }
+    int status = 0;
+    if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+      pid_ = -1;
+      std::fprintf(stderr, "nats-server exited at start; see %s\n", log.c_str());
+      return false;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  std::fprintf(stderr, "nats-server did not start in time; see %s\n", log.c_str());
+  Kill();
+  return false;
+}
+
+void NatsServer::Signal(int sig) {
+  if (pid_ <= 0) return;
+  ::kill(pid_, sig);
+  int status = 0;
+  ::waitpid(pid_, &status, 0);
+  pid_ = -1;
+}
+
+void NatsServer::Kill() { Signal(SIGKILL); }
+void NatsServer::Stop() { Signal(SIGTERM); }
+
+}  // namespace walbus::tools

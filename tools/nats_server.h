@@ -1,0 +1,46 @@
+// NatsServer: a nats-server with JetStream run as a child process, for the
+// bridge's tests, walbus-stress --bridge local and the fleet demo: loopback
+// only, a free port, its store in a directory of the caller's, stopped (or
+// killed, as a crash) by PID. The binary is $WALBUS_NATS_SERVER, else
+// nats-server from the system.
+//
+// Threading: not thread-safe; one owner starts and stops it.
+#ifndef WALBUS_TOOLS_NATS_SERVER_H_
+#define WALBUS_TOOLS_NATS_SERVER_H_
+
+#include <sys/types.h>
+
+#include <string>
+
+namespace walbus::tools {
+
+class NatsServer {
+ public:
+  // Picks a free loopback port; does not start the server. `dir` holds the
+  // store and the server's log (nats-server.log).
+  explicit NatsServer(std::string dir);
+  ~NatsServer();  // Stop()
+  NatsServer(const NatsServer&) = delete;
+  NatsServer& operator=(const NatsServer&) = delete;
+
+  // Starts nats-server -js on the port and waits until JetStream answers
+  // (at most 20 s). The store survives Kill() and a new Start(). False,
+  // with the reason on stderr, when it does not come up.
+  bool Start();
+  // SIGKILL (no flush, like a crash), and wait for the process.
+  void Kill();
+  // SIGTERM, and wait for the process.
+  void Stop();
+  bool running() const { return pid_ > 0; }
+  std::string url() const { return "nats://127.0.0.1:" + std::to_string(port_); }
+
+ private:
+  void Signal(int sig);
+  const std::string dir_;
+  int port_ = 0;
+  pid_t pid_ = -1;
+};
+
+}  // namespace walbus::tools
+
+#endif  // WALBUS_TOOLS_NATS_SERVER_H_

@@ -232,7 +232,7 @@ Status FinalCheck(const Config& cfg, Totals* totals) {
   if (Status s = walbus::Bus::Open(BusOptions(cfg.dir, DurabilityOf(cfg), 2), &bus); !s.ok()) return s;
   walbus::Transaction tx = bus->Begin();
   CheckResult result;
-  if (Status s = CheckSubjects(tx, cfg.subscribers, cfg.subjects, &result); !s.ok()) return s;
+  if (Status s = CheckSubjects(tx, tx, cfg.subscribers, cfg.subjects, &result); !s.ok()) return s;
   for (auto& f : result.failures) totals->failures.push_back(std::move(f));
   if (Status s = bus->Close(); !s.ok()) return s;
   size_t left = 0;

@@ -12,6 +12,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <memory>
 #include <thread>
 
@@ -79,6 +80,8 @@ bool NatsServer::Start() {
   const std::string port = std::to_string(port_);
   const std::string store = dir_ + "/store";
   const std::string log = dir_ + "/nats-server.log";
+  std::error_code ec;
+  std::filesystem::create_directories(dir_, ec);
   std::fflush(nullptr);
   pid_ = ::fork();
   if (pid_ == 0) {

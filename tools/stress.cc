@@ -25,6 +25,15 @@
 // Lines go on through the drain after the producers stop, and a last one
 // shows the state once every subscriber has caught up.
 //
+// With --bridge, the events cross NATS JetStream: the producers commit on a
+// sender bus whose relay publishes them, an inbound consumer takes them
+// into a receiver bus (a sibling directory, "<dir>-receiver"), and the
+// subscribers run there; the checks read the final versions from the
+// sender and the effects from the receiver. --bridge local starts a
+// nats-server of its own (loopback, a free port, its store beside the
+// databases), which --kill-server-every SECONDS kills (SIGKILL) and starts
+// again on that period; --bridge nats://HOST:PORT uses a running one.
+//
 // Then prints one JSON object on stdout (in a soak with "mode":"soak" and
 // the peak RSS and disk size, sampled four times a second). Exit status: 0
 // when every check passed, 1 when a check failed, 2 on bad usage or an
@@ -55,7 +64,9 @@
 #include <thread>
 #include <vector>
 
+#include "tools/nats_server.h"
 #include "tools/workload.h"
+#include "walbus/jetstream.h"
 #include "walbus/bus.h"
 #include "walbus/event.h"
 #include "walbus/options.h"
@@ -91,7 +102,12 @@ struct Config {
   double rate = 0;           // events per second over all producers; 0: unpaced
   double report_every = 10;  // seconds between soak progress lines
   bool dir_is_ours = false;  // Created by this run under /tmp.
+  std::string bridge;             // "", "local" or a NATS url
+  double kill_server_every = 0;   // seconds; --bridge local only
   bool soak() const { return soak_seconds > 0; }
+  bool bridged() const { return !bridge.empty(); }
+  // Where the handlers run: the receiver across the bridge, else the bus.
+  std::string handler_dir() const { return bridged() ? dir + "-receiver" : dir; }
 };
 
 // Retries of the stress subscribers: short, so poison is dead-lettered
@@ -192,6 +208,12 @@ std::optional<int> ParseArgs(int argc, char** argv, Config* cfg) {
       ->capture_default_str();
   app.add_option("--workers", cfg->workers, "Handler worker threads")
       ->capture_default_str()->check(CLI::Range(size_t{1}, size_t{256}));
+  CLI::Option* bridge = app.add_option("--bridge", cfg->bridge,
+                                       "Run the events through NATS JetStream into a second bus: 'local' "
+                                       "(start a nats-server here) or a nats:// url");
+  app.add_option("--kill-server-every", cfg->kill_server_every,
+                 "With --bridge local: kill and restart the server every SECONDS")
+      ->check(CLI::Range(0.5, 86400.0))->needs(bridge);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -203,6 +225,18 @@ std::optional<int> ParseArgs(int argc, char** argv, Config* cfg) {
   }
   if (cfg->rate > 0 && cfg->rate < 0.01) {
     std::cerr << "walbus-stress: --rate must be 0 (unpaced) or at least 0.01\n";
+    return kExitError;
+  }
+  if (cfg->kill_server_every > 0 && cfg->bridge != "local") {
+    std::cerr << "walbus-stress: --kill-server-every needs --bridge local (a server this run owns)\n";
+    return kExitError;
+  }
+  if (cfg->bridged() && cfg->bridge != "local" && !cfg->bridge.starts_with("nats://")) {
+    std::cerr << "walbus-stress: --bridge takes 'local' or a nats:// url, not '" << cfg->bridge << "'\n";
+    return kExitError;
+  }
+  if (cfg->bridged() && cfg->soak()) {
+    std::cerr << "walbus-stress: --bridge runs a fixed --events count, not a soak\n";
     return kExitError;
   }
   if (seed->count() == 0) {
@@ -225,8 +259,10 @@ Status PrepareDir(Config* cfg) {
     cfg->dir_is_ours = true;
     return Status::OK();
   }
-  if (fs::exists(cfg->dir, ec) && !fs::is_empty(cfg->dir, ec)) {
-    return Status::InvalidArgument("--dir " + cfg->dir + " is not empty; the checks need a fresh database");
+  for (const std::string& d : {cfg->dir, cfg->handler_dir()}) {
+    if (fs::exists(d, ec) && !fs::is_empty(d, ec)) {
+      return Status::InvalidArgument(d + " is not empty; the checks need a fresh database");
+    }
   }
   return Status::OK();
 }
@@ -242,14 +278,55 @@ void CleanUp(const Config& cfg, bool passed) {
   fs::remove_all(root, ec);
 }
 
+// ---- the bridge ----
+
+constexpr char kBridgeStream[] = "WALBUS_STRESS";
+constexpr char kBridgePrefix[] = "walbus-stress";
+
+// The NATS server of --bridge local, restarted on --kill-server-every.
+class ServerKiller {
+ public:
+  ServerKiller(walbus::tools::NatsServer* server, double every_seconds) : server_(server) {
+    if (every_seconds <= 0) return;
+    thread_ = std::thread([this, every_seconds] {
+      std::unique_lock<std::mutex> lock(mu_);
+      while (!cv_.wait_for(lock, std::chrono::duration<double>(every_seconds), [this] { return stop_; })) {
+        server_->Kill();
+        ++kills_;
+        cv_.wait_for(lock, std::chrono::seconds(1), [this] { return stop_; });
+        if (!server_->Start()) std::cerr << "walbus-stress: the NATS server did not come back\n";
+      }
+    });
+  }
+  ~ServerKiller() { Stop(); }
+  void Stop() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    if (thread_.joinable()) thread_.join();
+  }
+  int kills() const { return kills_; }  // REQUIRES: stopped
+
+ private:
+  walbus::tools::NatsServer* const server_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;  // GUARDED_BY(mu_)
+  int kills_ = 0;      // the killer thread's until joined
+  std::thread thread_;
+};
+
 // ---- the load ----
 
-Status OpenBus(const Config& cfg, std::unique_ptr<walbus::Bus>* bus) {
+Status OpenAt(const Config& cfg, const std::string& dir, std::unique_ptr<walbus::Bus>* bus) {
   return walbus::Bus::Open(
-      BusOptions(cfg.dir, cfg.durability == "sync" ? walbus::Durability::kSync : walbus::Durability::kBuffered,
+      BusOptions(dir, cfg.durability == "sync" ? walbus::Durability::kSync : walbus::Durability::kBuffered,
                  cfg.workers),
       bus);
 }
+
 
 using SteadyClock = std::chrono::steady_clock;
 
@@ -462,7 +539,7 @@ class SoakReporter {
 // In a soak, *peaks gets the highest RSS and disk size seen meanwhile.
 Status RunLoad(const Config& cfg, std::vector<ProducerResult>* results, double* seconds, SoakPeaks* peaks) {
   std::unique_ptr<walbus::Bus> bus;
-  if (Status s = OpenBus(cfg, &bus); !s.ok()) return s;
+  if (Status s = OpenAt(cfg, cfg.dir, &bus); !s.ok()) return s;
   Status s = SubscribeAll(*bus, cfg.subscribers, HandleItem, StressRetries());
   if (s.ok()) s = bus->Start();
   const auto start = SteadyClock::now();
@@ -478,6 +555,74 @@ Status RunLoad(const Config& cfg, std::vector<ProducerResult>* results, double* 
   }
   Status closed = bus->Close();
   return s.ok() ? closed : s;
+}
+
+// What the bridge did, for the report.
+struct BridgeReport {
+  uint64_t published = 0;
+  uint64_t republished = 0;  // PubAcks that said duplicate
+  uint64_t ingested = 0;
+  uint64_t duplicates = 0;   // deliveries the receiver had taken already
+  uint64_t disconnects = 0;
+  int server_kills = 0;
+};
+
+
+// The load across JetStream: producers on the sender, relay, inbound
+// consumer, subscribers on the receiver. Returns once the receiver has
+// handled every event the producers committed, with both buses closed.
+Status RunBridgedLoad(const Config& cfg, const std::string& url, walbus::tools::NatsServer* server,
+                      std::vector<ProducerResult>* results, double* seconds, BridgeReport* report) {
+  std::unique_ptr<walbus::Bus> sender, receiver;
+  if (Status s = OpenAt(cfg, cfg.dir, &sender); !s.ok()) return s;
+  if (Status s = OpenAt(cfg, cfg.handler_dir(), &receiver); !s.ok()) return s;
+  walbus::jetstream::RelayOptions relay_options;
+  relay_options.connection.url = url;
+  relay_options.stream.name = kBridgeStream;
+  relay_options.stream.subjects = {std::string(kBridgePrefix) + ".>"};
+  relay_options.subject_prefix = kBridgePrefix;
+  std::unique_ptr<walbus::jetstream::Relay> relay;
+  Status s = walbus::jetstream::Relay::Attach(sender.get(), relay_options, &relay);
+  if (s.ok()) s = SubscribeAll(*receiver, cfg.subscribers, HandleItem, StressRetries());
+  walbus::jetstream::InboundOptions inbound_options;
+  inbound_options.connection.url = url;
+  inbound_options.stream = kBridgeStream;
+  inbound_options.durable = "stress-receiver";
+  inbound_options.filter_subject = std::string(kBridgePrefix) + ".>";
+  inbound_options.ack_wait = std::chrono::seconds(5);
+  std::unique_ptr<walbus::jetstream::Inbound> inbound;
+  if (s.ok()) s = walbus::jetstream::Inbound::Start(receiver.get(), inbound_options, &inbound);
+  if (s.ok()) s = sender->Start();
+  if (s.ok()) s = receiver->Start();
+  const auto start = SteadyClock::now();
+  ServerKiller killer(server, cfg.kill_server_every);
+  std::atomic<uint64_t> committed{0};
+  if (s.ok()) s = RunProducers(*sender, cfg, start, results, &committed);
+  if (s.ok()) s = sender->WaitIdle(kIdleTimeout);  // the relay published everything
+  const uint64_t sent = sender->Stats().last_seq;
+  const auto deadline = SteadyClock::now() + kIdleTimeout;
+  while (s.ok() && receiver->Stats().last_seq < sent) {
+    if (SteadyClock::now() > deadline) s = Status::TimedOut("the receiver did not get every event");
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  if (s.ok()) s = receiver->WaitIdle(kIdleTimeout);
+  *seconds = std::chrono::duration<double>(SteadyClock::now() - start).count();
+  killer.Stop();
+  report->server_kills = killer.kills();
+  if (inbound) {
+    inbound->Stop();
+    report->ingested = inbound->Stats().ingested;
+    report->duplicates = inbound->Stats().duplicates;
+  }
+  if (relay) {
+    report->published = relay->Stats().published;
+    report->republished = relay->Stats().duplicates;
+    report->disconnects = relay->Stats().disconnects;
+  }
+  Status closed_sender = sender->Close();
+  Status closed_receiver = receiver->Close();
+  if (s.ok()) s = closed_sender;
+  return s.ok() ? closed_receiver : s;
 }
 
 // ---- verification, on a reopened bus whose handlers never run ----
@@ -522,13 +667,16 @@ void CheckCheckpoints(walbus::Bus& bus, const Config& cfg, const std::vector<Pro
 // Every subscriber passed every event, so the outbox must have been removed
 // (by range) when the load's bus closed.
 Status CheckOutboxDrained(const Config& cfg, Checks* checks) {
-  size_t left = 0;
-  Status s = CountOutbox(cfg.dir, &left);
-  if (s.ok() && left > 0) {
-    checks->outbox_drained = false;
-    Report("outbox_drained", std::to_string(left) + " outbox entries left");
+  for (const std::string& dir : {cfg.dir, cfg.handler_dir()}) {
+    size_t left = 0;
+    Status s = CountOutbox(dir, &left);
+    if (!s.ok()) return s;
+    if (left > 0) {
+      checks->outbox_drained = false;
+      Report("outbox_drained", std::to_string(left) + " outbox entries left in " + dir);
+    }
   }
-  return s;
+  return Status::OK();
 }
 
 uint64_t CountOf(const std::vector<ProducerResult>& results, std::vector<walbus::EventId> ProducerResult::*list) {
@@ -548,22 +696,27 @@ void CheckFaults(walbus::Bus& bus, const Config& cfg, const std::vector<Producer
                                          std::to_string(poison) + " poison events");
     }
   }
-  if (MaxItemLatencyMs() > cfg.max_clean_latency_ms) {
+  // Across a bridge the delay includes the server's outages: not checked.
+  if (!cfg.bridged() && MaxItemLatencyMs() > cfg.max_clean_latency_ms) {
     checks->others_not_delayed = false;
     Report("others_not_delayed", "a clean event waited " + std::to_string(MaxItemLatencyMs()) + " ms");
   }
 }
 
 Status Verify(const Config& cfg, const std::vector<ProducerResult>& results, Checks* checks) {
-  std::unique_ptr<walbus::Bus> bus;
-  if (Status s = OpenBus(cfg, &bus); !s.ok()) return s;
+  std::unique_ptr<walbus::Bus> bus, sender;
+  if (Status s = OpenAt(cfg, cfg.handler_dir(), &bus); !s.ok()) return s;
+  if (cfg.bridged()) {
+    if (Status s = OpenAt(cfg, cfg.dir, &sender); !s.ok()) return s;
+  }
   // Registered so Stats() reports them; Start() is never called.
   Status s = SubscribeAll(*bus, cfg.subscribers, NeverHandle, StressRetries());
   if (s.ok()) CheckCheckpoints(*bus, cfg, results, checks);
   if (s.ok()) CheckFaults(*bus, cfg, results, checks);
   walbus::Transaction tx = bus->Begin();  // Read only; never committed.
+  walbus::Transaction state = (sender ? *sender : *bus).Begin();
   CheckResult subjects;
-  if (s.ok()) s = CheckSubjects(tx, cfg.subscribers, cfg.subjects, &subjects);
+  if (s.ok()) s = CheckSubjects(state, tx, cfg.subscribers, cfg.subjects, &subjects);
   for (const std::string& f : subjects.failures) Report("subjects", f);
   checks->exactly_once &= subjects.exactly_once;
   checks->per_subject_order &= subjects.per_subject_order;
@@ -586,6 +739,10 @@ Status Verify(const Config& cfg, const std::vector<ProducerResult>& results, Che
   }
   Status closed = bus->Close();
   if (s.ok()) s = closed;
+  if (sender) {
+    closed = sender->Close();
+    if (s.ok()) s = closed;
+  }
   if (s.ok()) s = CheckOutboxDrained(cfg, checks);
   return s;
 }
@@ -593,7 +750,7 @@ Status Verify(const Config& cfg, const std::vector<ProducerResult>& results, Che
 // ---- output ----
 
 void PrintJson(const Config& cfg, const std::vector<ProducerResult>& results, double seconds,
-               const SoakPeaks& peaks, const Checks& checks) {
+               const SoakPeaks& peaks, const BridgeReport& bridge, const Checks& checks) {
   uint64_t events = 0;
   uint64_t conflicts = 0;
   for (const ProducerResult& r : results) {
@@ -607,6 +764,14 @@ void PrintJson(const Config& cfg, const std::vector<ProducerResult>& results, do
     std::printf("\"mode\":\"soak\",\"soak_seconds\":%.1f,\"target_rate\":%.1f,\"peak_rss_mib\":%.1f,"
                 "\"peak_disk_mib\":%.1f,",
                 cfg.soak_seconds, cfg.rate, peaks.rss_mib, peaks.disk_mib);
+  }
+  if (cfg.bridged()) {
+    std::printf("\"mode\":\"bridge\",\"relay_published\":%llu,\"relay_republished\":%llu,"
+                "\"inbound_ingested\":%llu,\"inbound_duplicates\":%llu,\"relay_disconnects\":%llu,"
+                "\"server_kills\":%d,",
+                static_cast<unsigned long long>(bridge.published), static_cast<unsigned long long>(bridge.republished),
+                static_cast<unsigned long long>(bridge.ingested), static_cast<unsigned long long>(bridge.duplicates),
+                static_cast<unsigned long long>(bridge.disconnects), bridge.server_kills);
   }
   std::printf(
       "\"seed\":%llu,\"producers\":%zu,\"subscribers\":%zu,\"subjects\":%zu,\"events\":%llu,"
@@ -644,11 +809,25 @@ int main(int argc, char** argv) {
   std::vector<ProducerResult> results;
   double seconds = 0;
   SoakPeaks peaks;
-  if (Status s = RunLoad(cfg, &results, &seconds, &peaks); !s.ok()) return Fail(cfg, s);
+  BridgeReport bridge;
+  if (cfg.bridged()) {
+    std::optional<walbus::tools::NatsServer> server;
+    std::string url = cfg.bridge;
+    if (cfg.bridge == "local") {
+      server.emplace((fs::path(cfg.dir).parent_path() / "nats").string());
+      if (!server->Start()) return Fail(cfg, Status::IOError("could not start a local nats-server"));
+      url = server->url();
+    }
+    if (Status s = RunBridgedLoad(cfg, url, server ? &*server : nullptr, &results, &seconds, &bridge); !s.ok()) {
+      return Fail(cfg, s);
+    }
+  } else if (Status s = RunLoad(cfg, &results, &seconds, &peaks); !s.ok()) {
+    return Fail(cfg, s);
+  }
   Checks checks;
   if (Status s = Verify(cfg, results, &checks); !s.ok()) return Fail(cfg, s);
 
-  PrintJson(cfg, results, seconds, peaks, checks);
+  PrintJson(cfg, results, seconds, peaks, bridge, checks);
   CleanUp(cfg, checks.passed());
   return checks.passed() ? kExitPassed : kExitCheckFailed;
 }

@@ -143,10 +143,11 @@ Status CommitItem(Bus& bus, const std::string& subject, const std::string& paylo
   return Status::OK();
 }
 
-Status CheckSubjects(Transaction& tx, size_t subscribers, size_t subjects, CheckResult* result) {
+Status CheckSubjects(Transaction& state, Transaction& tx, size_t subscribers, size_t subjects,
+                     CheckResult* result) {
   for (size_t k = 0; k < subjects; ++k) {
     const std::string subject = SubjectName(k);
-    Result<uint64_t> final_version = tx.GetVersion(kStateCf, subject);
+    Result<uint64_t> final_version = state.GetVersion(kStateCf, subject);
     if (!final_version.ok()) return final_version.status();
     for (size_t i = 0; i < subscribers; ++i) {
       const std::string sub = SubscriberName(i);

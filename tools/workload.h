@@ -65,9 +65,12 @@ struct CheckResult {
   bool passed() const { return exactly_once && per_subject_order && all_delivered; }
 };
 
-// Checks every subject's versions for every subscriber, reading through
-// `tx` (never committed). Non-OK only when a read fails.
-Status CheckSubjects(Transaction& tx, size_t subscribers, size_t subjects, CheckResult* result);
+// Checks every subject's versions for every subscriber: the final versions
+// read through `state` (the producers' bus), the effects and order records
+// through `effects` (the bus whose handlers ran; the same one unless events
+// crossed a bridge). Neither is committed. Non-OK only when a read fails.
+Status CheckSubjects(Transaction& state, Transaction& effects, size_t subscribers, size_t subjects,
+                     CheckResult* result);
 
 // Entries left in the outbox of the closed database in `dir`.
 Status CountOutbox(const std::string& dir, size_t* entries);

@@ -28,6 +28,7 @@ Status ValidateOptions(const Options& o) {
     return Status::InvalidArgument("Options::max_in_flight_per_subscriber must be 16..4194304");
   if (o.tail_cache_events < 16 || o.tail_cache_events > (1u << 24))
     return Status::InvalidArgument("Options::tail_cache_events must be 16..16777216");
+  if (o.tail_cache_bytes < (64u << 10)) return Status::InvalidArgument("Options::tail_cache_bytes must be >= 65536");
   if (o.max_payload_bytes > (64u << 20)) return Status::InvalidArgument("Options::max_payload_bytes must be <= 64 MiB");
   if (o.max_group_commits < 1) return Status::InvalidArgument("Options::max_group_commits must be >= 1");
   if (o.trim_every_events < 1) return Status::InvalidArgument("Options::trim_every_events must be >= 1");
@@ -55,7 +56,7 @@ Status BusImpl::OpenWithEnv(const Options& options, rocksdb::Env* env, std::uniq
   uint64_t last_seq = 0, trimmed_below = 0;
   if (Status s = bus->Recover(&last_seq, &trimmed_below); !s.ok()) return s;
   WALBUS_FAULT_POINT("recovery.after_open");
-  bus->tail_ = std::make_unique<TailCache>(options.tail_cache_events);
+  bus->tail_ = std::make_unique<TailCache>(options.tail_cache_events, options.tail_cache_bytes);
   bus->committer_ = std::make_unique<Committer>(
       bus->db_.get(), CommitLimits{options.max_group_commits, options.max_group_bytes}, last_seq, bus.get());
   bus->log_ = std::make_unique<BusLog>(options.logger, options.hash_subjects_in_logs);

@@ -29,7 +29,8 @@ Dispatcher::Dispatcher(BusImpl* bus, storage::Db* db, Committer* committer, Tail
       tail_(tail),
       registry_(registry),
       config_(config),
-      trimmed_below_(config.trimmed_below) {
+      trimmed_below_(config.trimmed_below),
+      compaction_suggested_below_(config.trimmed_below) {
   assert(config_.worker_threads >= 1);
 }
 
@@ -544,6 +545,14 @@ void Dispatcher::Trim(bool force) {
   }
   WALBUS_FAULT_POINT("trim.after_write");
   trimmed_below_ = keep_from;
+  // Range deletions keep the outbox's table files until a compaction
+  // reaches them; after a large drain, ask for one (in the background).
+  if (keep_from - compaction_suggested_below_ >= kCompactAfterTrimmedEvents) {
+    if (Status s = db_->SuggestOutboxCompaction(compaction_suggested_below_, keep_from); !s.ok()) {
+      config_.log->logger().warn("walbus: outbox compaction not scheduled: {}", s.ToString());
+    }
+    compaction_suggested_below_ = keep_from;
+  }
 }
 
 }  // namespace walbus::internal

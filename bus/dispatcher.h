@@ -241,6 +241,10 @@ class Dispatcher {
   SteadyTime next_checkpoint_;
   SteadyTime next_trim_;
   uint64_t trimmed_below_;
+  // Trimmed outbox entries between compaction requests, and where the last
+  // request ended. Owned by the dispatcher thread.
+  static constexpr uint64_t kCompactAfterTrimmedEvents = 1u << 20;
+  uint64_t compaction_suggested_below_;
 
   // For WaitFor: the subscribers added so far, and a signal on progress.
   std::mutex progress_mu_;

@@ -1,6 +1,7 @@
 #include "storage/db.h"
 
 #include <rocksdb/db.h>
+#include <rocksdb/experimental.h>
 #include <rocksdb/filter_policy.h>
 #include <rocksdb/merge_operator.h>
 #include <rocksdb/table.h>
@@ -174,6 +175,10 @@ Status Db::Open(const OpenOptions& options, std::unique_ptr<Db>* out) {
   // One bound for the memtables of every column family together (each has
   // 64 MiB of its own otherwise): memory stays flat under any backlog.
   dbo.db_write_buffer_size = 128u << 20;
+  // Column families written rarely (meta, checkpoints) would otherwise pin
+  // old log files: every open then replays gigabytes of log, slowly and
+  // into full memtables. Past this much log, the oldest is flushed.
+  dbo.max_total_wal_size = 256u << 20;
   if (options.env != nullptr) dbo.env = options.env;
 
   std::vector<std::string> existing;
@@ -410,6 +415,14 @@ Status Batch::Commit(Db* db, bool sync) {
   rocksdb::WriteOptions wo;
   wo.sync = sync;
   return FromRocks(db->db_->Write(wo, rep_.get()), "write");
+}
+
+Status Db::SuggestOutboxCompaction(uint64_t from_seq, uint64_t below_seq) {
+  const std::string begin = OutboxKey(from_seq);
+  const std::string end = OutboxKey(below_seq);
+  const rocksdb::Slice b(begin), e(end);
+  return FromRocks(rocksdb::experimental::SuggestCompactRange(db_.get(), cf(Cf::kOutbox), &b, &e),
+                   "suggest compacting the outbox");
 }
 
 uint64_t Db::SumProperty(const std::string& name) const {

@@ -97,6 +97,10 @@ class Db {
   // range tombstones below from_seq are never scanned.
   Status ScanOutbox(uint64_t from_seq, size_t limit,
                     const std::function<bool(uint64_t seq, std::string_view envelope)>& visit) const;
+  // Asks storage to compact the outbox between from_seq and below_seq in the
+  // background, so that entries trimmed there give their disk space back
+  // (range deletions alone keep the table files). Returns at once.
+  Status SuggestOutboxCompaction(uint64_t from_seq, uint64_t below_seq);
   // The highest outbox seq, or 0 when the outbox is empty.
   Status LastOutboxSeq(uint64_t* seq) const;
   // Visits the entries of a walbus column family whose keys start with

@@ -70,6 +70,10 @@ struct Options {
   // oldest; the events are on disk). Default 65536.
   // REQUIRES: 16 <= tail_cache_events <= 1 << 24.
   size_t tail_cache_events = 65536;
+  // The same cache's bound in bytes of events (payload and attributes), so
+  // that large payloads cannot make it big: past it the oldest go first.
+  // Default 64 MiB. REQUIRES: >= 64 KiB.
+  size_t tail_cache_bytes = 64u << 20;
 
   // Largest accepted event payload (`data`); larger publishes are refused
   // with InvalidArgument. Default 1 MiB. REQUIRES: <= 64 MiB.

@@ -24,7 +24,7 @@ std::unique_ptr<bridge::NatsLink> Connect(const std::string& url) {
 }  // namespace
 
 bool PublishRaw(const std::string& url, const std::string& subject, const std::map<std::string, std::string>& headers,
-                const std::string& data) {
+                const std::string& data, bool* duplicate) {
   auto link = Connect(url);
   if (link == nullptr) return false;
   natsMsg* msg = nullptr;
@@ -34,7 +34,10 @@ bool PublishRaw(const std::string& url, const std::string& subject, const std::m
   jsErrCode err = static_cast<jsErrCode>(0);
   const natsStatus s = js_PublishMsg(&ack, link->js(), msg, nullptr, &err);
   natsMsg_Destroy(msg);
-  if (ack != nullptr) jsPubAck_Destroy(ack);
+  if (ack != nullptr) {
+    if (duplicate != nullptr) *duplicate = ack->Duplicate;
+    jsPubAck_Destroy(ack);
+  }
   return s == NATS_OK;
 }
 

@@ -33,9 +33,10 @@ struct StoredMessage {
 };
 
 // Publishes one message with `headers` to JetStream at `url` (the stream
-// must exist) and returns whether a PubAck came.
+// must exist) and returns whether a PubAck came; *duplicate (optional) gets
+// whether the stream recognised its Nats-Msg-Id and dropped it.
 bool PublishRaw(const std::string& url, const std::string& subject, const std::map<std::string, std::string>& headers,
-                const std::string& data);
+                const std::string& data, bool* duplicate = nullptr);
 // Every message of `stream`, in stream order (through a fresh ephemeral
 // consumer); empty on failure.
 std::vector<StoredMessage> ReadStream(const std::string& url, const std::string& stream,

@@ -93,6 +93,14 @@ TEST(RelayTest, PublishesEveryEventOnceInSubjectOrder) {
   PublishRange(*bus, 0, 500, 7);
   ASSERT_TRUE(bus->WaitIdle(60s).ok());
   ExpectEachOnceInSubjectOrder(server, 500);
+  // A republish of a relayed event (as after a crash before its checkpoint)
+  // is flagged a duplicate and not stored again.
+  const auto stored = testing::ReadStream(server.url(), kStream, "walbus.>");
+  ASSERT_FALSE(stored.empty());
+  bool duplicate = false;
+  ASSERT_TRUE(testing::PublishRaw(server.url(), stored[7].subject, stored[7].headers, stored[7].data, &duplicate));
+  EXPECT_TRUE(duplicate) << "the stream's duplicate window keys on Nats-Msg-Id = event id";
+  EXPECT_EQ(testing::ReadStream(server.url(), kStream, "walbus.>").size(), 500u);
   const RelayStats stats = relay->Stats();
   EXPECT_TRUE(stats.connected);
   EXPECT_EQ(stats.published, 500u);

@@ -41,6 +41,7 @@ Status NatsLink::Open(const jetstream::ConnectionOptions& options, std::unique_p
   if (s == NATS_OK) s = natsOptions_SetReconnectWait(link->nats_options_, std::max<int64_t>(1, options.reconnect_wait.count()));
   if (s == NATS_OK) s = natsOptions_SetDisconnectedCB(link->nats_options_, &NatsLink::OnDisconnected, link.get());
   if (s == NATS_OK) s = natsOptions_SetReconnectedCB(link->nats_options_, &NatsLink::OnConnected, link.get());
+  if (s == NATS_OK) s = natsOptions_SetClosedCB(link->nats_options_, &NatsLink::OnClosed, link.get());
   if (s == NATS_OK) s = natsOptions_SetRetryOnFailedConnect(link->nats_options_, true, &NatsLink::OnConnected, link.get());
   if (s != NATS_OK) return FromNats(s, "set up the NATS client options");
   s = natsConnection_Connect(&link->conn_, link->nats_options_);
@@ -62,6 +63,9 @@ NatsLink::~NatsLink() {
   if (js_ != nullptr) jsCtx_Destroy(js_);
   if (conn_ != nullptr) {
     natsConnection_Close(conn_);
+    std::unique_lock<std::mutex> lock(mu_);
+    closed_cv_.wait(lock, [this] { return closed_; });
+    lock.unlock();
     natsConnection_Destroy(conn_);
   }
   if (nats_options_ != nullptr) natsOptions_Destroy(nats_options_);
@@ -83,6 +87,14 @@ void NatsLink::SetConnected(bool up) {
 
 void NatsLink::OnConnected(natsConnection*, void* self) { static_cast<NatsLink*>(self)->SetConnected(true); }
 void NatsLink::OnDisconnected(natsConnection*, void* self) { static_cast<NatsLink*>(self)->SetConnected(false); }
+
+void NatsLink::OnClosed(natsConnection*, void* self) {
+  auto* link = static_cast<NatsLink*>(self);
+  link->SetConnected(false);
+  std::lock_guard<std::mutex> lock(link->mu_);
+  link->closed_ = true;
+  link->closed_cv_.notify_all();  // under the lock: the destructor waits for it
+}
 
 double NatsLink::offline_seconds() const {
   std::lock_guard<std::mutex> lock(mu_);

@@ -4,7 +4,10 @@
 // trying in the background and connected() turns true once it got through.
 //
 // Threading: thread-safe (the NATS client is); the state is atomics and a
-// mutex taken by the client's callback thread.
+// mutex taken by the client's callback thread. The client calls back on a
+// thread of its own, also while the connection closes: the destructor
+// closes the connection and waits for the closed callback (the last one)
+// before the object goes away.
 #ifndef WALBUS_BRIDGE_NATS_LINK_H_
 #define WALBUS_BRIDGE_NATS_LINK_H_
 
@@ -12,6 +15,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -49,6 +53,9 @@ class NatsLink {
   void SetConnected(bool up);
   static void OnConnected(natsConnection*, void* self);
   static void OnDisconnected(natsConnection*, void* self);
+  // The client's last callback for a connection: after it, none of the
+  // others can run, so the destructor waits for it before freeing this.
+  static void OnClosed(natsConnection*, void* self);
 
   const jetstream::ConnectionOptions options_;
   natsOptions* nats_options_ = nullptr;
@@ -59,6 +66,8 @@ class NatsLink {
   mutable std::mutex mu_;
   std::chrono::steady_clock::time_point offline_since_;  // GUARDED_BY(mu_); valid while !connected_
   std::chrono::steady_clock::duration offline_total_{};  // GUARDED_BY(mu_)
+  bool closed_ = false;                                  // GUARDED_BY(mu_)
+  std::condition_variable closed_cv_;
 };
 
 // Reads every header of a message (the last value of repeated ones).

@@ -23,11 +23,6 @@ inline constexpr std::string_view kMsgIdHeader = "Nats-Msg-Id";
 inline constexpr std::string_view kKeyIdHeader = "walbus-key-id";
 inline constexpr std::string_view kSignatureHeader = "walbus-signature";
 
-// RFC 3339 in UTC with microseconds: "2026-11-29T23:46:34.123456Z".
-std::string FormatTime(std::chrono::system_clock::time_point t);
-// Accepts RFC 3339 with 'Z' or a numeric offset and 0..9 fraction digits.
-bool ParseTime(std::string_view text, std::chrono::system_clock::time_point* out);
-
 // The headers of an event (ce-specversion, ce-id, ce-source, ce-type,
 // ce-subject, ce-time, and when set ce-datacontenttype, ce-traceparent,
 // ce-subjectversion, ce-correlationid, ce-causationid), plus Nats-Msg-Id.
@@ -39,7 +34,7 @@ Headers ToHeaders(const Event& event);
 Status FromHeaders(const Headers& headers, std::string body, Event* out);
 
 // Hex HMAC-SHA256 with `secret` over the length-prefixed id, type, source,
-// subject, time (as in the ce-time header) and data of `event`.
+// subject, time (RFC 3339 as in the ce-time header) and data of `event`.
 std::string Sign(const Event& event, std::string_view secret);
 // Whether `signature` (hex) is Sign(event, secret); constant time.
 bool SignatureMatches(const Event& event, std::string_view secret, std::string_view signature);

@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "bridge/cloudevents.h"
+#include "tests/bridge_node.h"
 #include "tests/nats_client.h"
 #include "tests/test_util.h"
 #include "walbus/bus.h"
@@ -224,93 +225,41 @@ TEST(InboundTest, ReceiverKilledBeforeItsAcksHasOneEffectPerEvent) {
   NatsServer server;
   ASSERT_TRUE(server.Start());
   constexpr int kEvents = 4000;
-  std::vector<EventId> sent;
-  {
-    Node device("device-a");
-    RelayOptions r;
-    r.connection.url = server.url();
-    r.stream.name = kStream;
-    r.stream.subjects = {"walbus.>"};
-    r.only_source = "device-a";
-    std::unique_ptr<Relay> relay;
-    ASSERT_TRUE(Relay::Attach(device.bus.get(), r, &relay).ok());
-    ASSERT_TRUE(device.bus->Start().ok());
-    for (int i = 0; i < kEvents; ++i) {
-      Transaction tx = device.bus->Begin();
-      EventSpec e;
-      e.type = "orders.order-placed.v1";
-      e.subject = "order-" + std::to_string(i % 17);
-      e.data = std::to_string(i);
-      auto id = tx.Publish(e);
-      ASSERT_TRUE(id.ok());
-      ASSERT_TRUE(tx.Commit().ok());
-      sent.push_back(*id);
-    }
-    ASSERT_TRUE(device.bus->WaitIdle(60s).ok());
-  }
-  TempDir dir;
-  Options options = testing::TestOptions(dir);
-  options.source = "cloud";
-  auto run_receiver = [&](bool to_the_end) {
-    std::fflush(nullptr);
-    const pid_t pid = ::fork();
-    if (pid == 0) {
-      std::unique_ptr<Bus> bus;
-      if (!Bus::Open(options, &bus).ok()) ::_exit(2);
-      SubscriberOptions s;
-      s.name = "effects";
-      s.handler = [](const Event& e, HandlerContext& ctx) {
-        auto cur = ctx.Get("effects", e.id.ToString());
-        if (!cur.ok()) return Outcome::RetryAfter(1ms);
-        const int n = cur->has_value() ? std::stoi(**cur) : 0;
-        if (!ctx.Put("effects", e.id.ToString(), std::to_string(n + 1)).ok()) return Outcome::RetryAfter(1ms);
-        return Outcome::Done();
-      };
-      if (!bus->Subscribe(std::move(s)).ok() || !bus->Start().ok()) ::_exit(3);
-      InboundOptions o = MakeInboundOptions(server, "cloud-in", "walbus.>");
-      o.fetch_batch = 16;
-      std::unique_ptr<Inbound> in;
-      if (!Inbound::Start(bus.get(), o, &in).ok()) ::_exit(4);
-      if (!to_the_end) ::pause();
-      if (!testing::Eventually([&] { return bus->Stats().last_seq >= kEvents; }, 120s)) ::_exit(5);
-      if (!bus->WaitIdle(60s).ok()) ::_exit(6);
-      in->Stop();
-      // For the parent's record: redeliveries this last run recognised.
-      if (FILE* f = std::fopen((dir.root() + "/duplicates").c_str(), "w")) {
-        std::fprintf(f, "%llu", static_cast<unsigned long long>(in->Stats().duplicates));
-        std::fclose(f);
-      }
-      ::_exit(bus->Close().ok() ? 0 : 7);
-    }
-    return pid;
-  };
+  TempDir device_dir, dir;
+  ASSERT_EQ(bridge_node::WaitNode(bridge_node::StartNode("device", device_dir.path(), server.url(), kEvents)), 0)
+      << "the device did not relay its events";
   std::mt19937 rng(std::random_device{}());
   for (int round = 0; round < 6; ++round) {
-    const pid_t pid = run_receiver(false);
+    const pid_t pid = bridge_node::StartNode("receiver", dir.path(), server.url(), kEvents);
     ASSERT_GT(pid, 0);
     std::this_thread::sleep_for(std::chrono::milliseconds(30 + rng() % 150));
     ::kill(pid, SIGKILL);
-    int status = 0;
-    ::waitpid(pid, &status, 0);
+    bridge_node::WaitNode(pid);
   }
-  const pid_t last = run_receiver(true);
-  int status = 0;
-  ASSERT_EQ(::waitpid(last, &status, 0), last);
-  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "final receiver run failed: " << status;
+  ASSERT_EQ(bridge_node::WaitNode(bridge_node::StartNode("receiver", dir.path(), server.url(), kEvents)), 0)
+      << "the final receiver run failed";
   if (FILE* f = std::fopen((dir.root() + "/duplicates").c_str(), "r")) {
     unsigned long long duplicates = 0;
-    if (std::fscanf(f, "%llu", &duplicates) == 1) ::testing::Test::RecordProperty("redeliveries_recognised", std::to_string(duplicates));
+    if (std::fscanf(f, "%llu", &duplicates) == 1) {
+      ::testing::Test::RecordProperty("redeliveries_recognised", std::to_string(duplicates));
+    }
     std::fclose(f);
   }
+  Options options = testing::TestOptions(dir);
   auto bus = testing::OpenBus(options);
   ASSERT_NE(bus, nullptr);
   EXPECT_EQ(bus->Stats().last_seq, static_cast<uint64_t>(kEvents)) << "each event taken in once";
   Transaction tx = bus->Begin();
-  for (const EventId& id : sent) {
-    auto v = tx.Get("effects", id.ToString());
+  uint64_t effects = 0;
+  auto stored = testing::ReadStream(server.url(), bridge_node::kStream, "walbus.>");
+  ASSERT_EQ(static_cast<int>(stored.size()), kEvents);
+  for (const auto& m : stored) {
+    auto v = tx.Get("effects", m.headers.at("ce-id"));
     ASSERT_TRUE(v.ok());
-    EXPECT_EQ(v->value_or("0"), "1") << id.ToString();
+    EXPECT_EQ(v->value_or("0"), "1") << m.headers.at("ce-id");
+    effects += v->has_value() ? 1 : 0;
   }
+  EXPECT_EQ(effects, static_cast<uint64_t>(kEvents));
 }
 
 TEST(InboundTest, BadOptionsAreRefused) {

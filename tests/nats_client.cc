@@ -4,9 +4,11 @@
 
 #include <cstdlib>
 #include <memory>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "bridge/nats_link.h"
+#include "tests/bridge_node.h"
 
 namespace walbus::testing {
 namespace {
@@ -103,3 +105,25 @@ bool CreateStream(const std::string& url, const std::string& stream, const std::
 }
 
 }  // namespace walbus::testing
+
+namespace walbus::bridge_node {
+
+pid_t StartNode(const std::string& mode, const std::string& dir, const std::string& url, int events) {
+  const std::string count = std::to_string(events);
+  std::fflush(nullptr);
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::execl(WALBUS_BRIDGE_NODE, WALBUS_BRIDGE_NODE, mode.c_str(), dir.c_str(), url.c_str(), count.c_str(),
+            static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  return pid;
+}
+
+int WaitNode(pid_t pid) {
+  int status = 0;
+  if (::waitpid(pid, &status, 0) != pid || !WIFEXITED(status)) return -1;
+  return WEXITSTATUS(status);
+}
+
+}  // namespace walbus::bridge_node

@@ -11,6 +11,7 @@
 #include <set>
 #include <thread>
 
+#include "tests/bridge_node.h"
 #include "tests/nats_client.h"
 #include "tests/test_util.h"
 #include "walbus/bus.h"
@@ -158,48 +159,29 @@ TEST(RelayTest, DeviceKilledBetweenPubAckAndCheckpointIsDeduplicated) {
   ASSERT_TRUE(server.Start());
   TempDir dir;
   constexpr int kEvents = 1500;
-  auto run_device = [&](bool to_the_end) {
-    std::fflush(nullptr);
-    const pid_t pid = ::fork();
-    if (pid == 0) {
-      std::unique_ptr<Bus> bus;
-      if (!Bus::Open(testing::TestOptions(dir), &bus).ok()) ::_exit(2);
-      std::unique_ptr<Relay> relay;
-      if (!Relay::Attach(bus.get(), MakeRelayOptions(server), &relay).ok()) ::_exit(3);
-      if (!bus->Start().ok()) ::_exit(4);
-      // Publish what no earlier run committed: the domain row says.
-      for (int i = 0; i < kEvents; ++i) {
-        Transaction tx = bus->Begin();
-        const std::string key = "e-" + std::to_string(i);
-        auto row = tx.Get("orders", key);
-        if (!row.ok()) ::_exit(5);
-        if (row->has_value()) continue;
-        EventSpec e;
-        e.type = kType;
-        e.subject = SubjectKey(i, 10);
-        e.data = std::to_string(i);
-        if (!tx.Put("orders", key, "1").ok() || !tx.Publish(e).ok() || !tx.Commit().ok()) ::_exit(6);
-      }
-      if (to_the_end && !bus->WaitIdle(120s).ok()) ::_exit(7);
-      if (!to_the_end) ::pause();
-      ::_exit(0);
-    }
-    return pid;
-  };
   std::mt19937 rng(std::random_device{}());
   for (int round = 0; round < 6; ++round) {
-    const pid_t pid = run_device(false);
+    const pid_t pid = bridge_node::StartNode("device", dir.path(), server.url(), kEvents);
     ASSERT_GT(pid, 0);
-    std::this_thread::sleep_for(std::chrono::milliseconds(150 + rng() % 400));
+    std::this_thread::sleep_for(std::chrono::milliseconds(100 + rng() % 400));
     ::kill(pid, SIGKILL);
-    int status = 0;
-    ::waitpid(pid, &status, 0);
+    bridge_node::WaitNode(pid);
   }
-  const pid_t last = run_device(true);
-  int status = 0;
-  ASSERT_EQ(::waitpid(last, &status, 0), last);
-  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "final device run failed: " << status;
-  ExpectEachOnceInSubjectOrder(server, kEvents);
+  const pid_t last = bridge_node::StartNode("device", dir.path(), server.url(), kEvents);
+  ASSERT_EQ(bridge_node::WaitNode(last), 0) << "the final device run failed";
+  const auto messages = testing::ReadStream(server.url(), bridge_node::kStream, "walbus.>");
+  ASSERT_EQ(static_cast<int>(messages.size()), kEvents) << "messages in the stream";
+  std::set<std::string> ids;
+  std::map<std::string, int> last_by_subject;
+  for (const auto& m : messages) {
+    EXPECT_TRUE(ids.insert(m.headers.at("ce-id")).second) << "duplicate in the stream: " << m.headers.at("ce-id");
+    const int n = std::stoi(m.data);
+    auto it = last_by_subject.find(m.headers.at("ce-subject"));
+    if (it != last_by_subject.end()) {
+      EXPECT_LT(it->second, n) << "out of order on " << m.headers.at("ce-subject");
+    }
+    last_by_subject[m.headers.at("ce-subject")] = n;
+  }
 }
 
 TEST(RelayTest, BadOptionsAreRefused) {

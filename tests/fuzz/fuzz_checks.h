@@ -42,7 +42,7 @@ bool CheckCliValue(std::string_view text, std::string* why = nullptr);
 // quarantine stores (ParseMessageBytes): FromHeaders either refuses it or
 // yields an event whose headers (ToHeaders) parse back to an equal event;
 // the signature of an accepted event verifies; its ce-time survives
-// FormatTime and ParseTime to the microsecond.
+// FormatRfc3339 and ParseRfc3339 to the microsecond.
 bool CheckInboundMessage(std::string_view bytes, std::string* why = nullptr);
 
 // The check of a fuzz target by name ("envelope_fuzz", "records_fuzz",

@@ -1,5 +1,7 @@
 #include "bus/inspect.h"
 
+#include "bus/inspect_util.h"
+
 #include <stdlib.h>
 #include <time.h>
 
@@ -17,35 +19,7 @@
 #include "storage/keys.h"
 
 namespace walbus::internal {
-namespace {
-
-// Envelopes read back are decoded with this payload cap.
-constexpr size_t kMaxInspectPayloadBytes = 64u << 20;
-
-// A secondary instance keeps its own info log; it lives in a private
-// temporary directory for the duration of one inspection.
-class ScratchDir {
- public:
-  ScratchDir() {
-    std::string tmpl = (std::filesystem::temp_directory_path() / "walbus-inspect-XXXXXX").string();
-    if (mkdtemp(tmpl.data()) != nullptr) path_ = tmpl;
-  }
-  ~ScratchDir() {
-    std::error_code ec;
-    if (!path_.empty()) std::filesystem::remove_all(path_, ec);
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
-
-// A read-only view of a database: a secondary instance and its scratch
-// directory, the instance closed before the directory is removed.
-struct SecondaryView {
-  ScratchDir scratch;
-  std::unique_ptr<storage::Db> db;  // declared last: destroyed first
-};
+namespace inspect_util {
 
 Status OpenSecondary(const std::string& dir, SecondaryView* view) {
   if (view->scratch.path().empty()) return Status::IOError("cannot create a temporary directory");
@@ -291,6 +265,51 @@ Status SubscriberPrefix(const RecoveredState& state, const std::string& subscrib
   return Status::OK();
 }
 
+
+void EventFieldsText(std::ostringstream& o, const Event& ev) {
+  Field(o, "event id", ev.id.ToString());
+  Field(o, "type", TextSafe(ev.type));
+  Field(o, "source", TextSafe(ev.source));
+  Field(o, "subject", TextSafe(ev.subject));
+  Field(o, "subject version", std::to_string(ev.subject_version));
+  Field(o, "time", IsoTime(ev.time));
+  if (!ev.content_type.empty()) Field(o, "content type", TextSafe(ev.content_type));
+  if (ev.correlation_id) Field(o, "correlation id", ev.correlation_id->ToString());
+  if (ev.causation_id) Field(o, "causation id", ev.causation_id->ToString());
+  if (!ev.traceparent.empty()) Field(o, "traceparent", TextSafe(ev.traceparent));
+}
+
+std::string PayloadText(const Event& ev) {
+  if (IsJsonContentType(ev.content_type) && IsValidTextWithoutControls(ev.data)) {
+    return std::to_string(ev.data.size()) + " bytes, JSON: " + ev.data;
+  }
+  return HexSummary(ev.data);
+}
+
+void EventFieldsJson(std::ostringstream& o, const Event& ev) {
+  const auto optional_id = [](const std::optional<EventId>& id) {
+    return id ? JsonString(id->ToString()) : std::string("null");
+  };
+  o << ",\"id\":" << JsonString(ev.id.ToString()) << ",\"type\":" << JsonString(ev.type)
+    << ",\"source\":" << JsonString(ev.source) << ",\"subject\":" << JsonString(ev.subject)
+    << ",\"subject_version\":" << ev.subject_version << ",\"time\":" << JsonString(IsoTime(ev.time))
+    << ",\"content_type\":" << JsonString(ev.content_type) << ",\"correlation_id\":" << optional_id(ev.correlation_id)
+    << ",\"causation_id\":" << optional_id(ev.causation_id) << ",\"traceparent\":" << JsonString(ev.traceparent)
+    << ",\"payload_size\":" << ev.data.size();
+  if (IsJsonContentType(ev.content_type) && IsValidTextWithoutControls(ev.data)) {
+    o << ",\"payload_json\":" << JsonString(ev.data);
+  } else {
+    o << ",\"payload_hex\":" << JsonString(Hex(ev.data, kPayloadHexBytes))
+      << ",\"payload_truncated\":" << (ev.data.size() > kPayloadHexBytes ? "true" : "false");
+  }
+}
+
+}  // namespace inspect_util
+
+namespace {
+
+using namespace inspect_util;
+
 DeadLetterEntry MakeDeadLetterEntry(std::string_view key, std::string_view value,
                                     const std::map<uint32_t, std::string>& names) {
   DeadLetterEntry e;
@@ -359,6 +378,8 @@ Status ScanQuarantine(const std::string& dir, std::string_view prefix, size_t li
 }
 
 }  // namespace
+
+using namespace inspect_util;
 
 Status InspectDatabase(const std::string& dir, DatabaseReport* report) {
   *report = DatabaseReport{};
@@ -517,17 +538,7 @@ std::string DeadLetterText(const DeadLetterEntry& e) {
     return o.str();
   }
   if (e.event_ok) {
-    const Event& ev = e.event;
-    Field(o, "event id", ev.id.ToString());
-    Field(o, "type", TextSafe(ev.type));
-    Field(o, "source", TextSafe(ev.source));
-    Field(o, "subject", TextSafe(ev.subject));
-    Field(o, "subject version", std::to_string(ev.subject_version));
-    Field(o, "time", IsoTime(ev.time));
-    if (!ev.content_type.empty()) Field(o, "content type", TextSafe(ev.content_type));
-    if (ev.correlation_id) Field(o, "correlation id", ev.correlation_id->ToString());
-    if (ev.causation_id) Field(o, "causation id", ev.causation_id->ToString());
-    if (!ev.traceparent.empty()) Field(o, "traceparent", TextSafe(ev.traceparent));
+    EventFieldsText(o, e.event);
   } else {
     Field(o, "event", "unreadable: " + TextSafe(e.event_error));
   }
@@ -538,10 +549,8 @@ std::string DeadLetterText(const DeadLetterEntry& e) {
   Field(o, "error", TextSafe(e.record.error));
   if (!e.event_ok) {
     Field(o, "envelope", HexSummary(e.record.envelope));
-  } else if (IsJsonContentType(e.event.content_type) && IsValidTextWithoutControls(e.event.data)) {
-    Field(o, "payload", std::to_string(e.event.data.size()) + " bytes, JSON: " + e.event.data);
   } else {
-    Field(o, "payload", HexSummary(e.event.data));
+    Field(o, "payload", PayloadText(e.event));
   }
   return o.str();
 }
@@ -566,22 +575,7 @@ std::string DeadLetterJson(const DeadLetterEntry& e) {
     o << "}";
     return o.str();
   }
-  const Event& ev = e.event;
-  const auto optional_id = [](const std::optional<EventId>& id) {
-    return id ? JsonString(id->ToString()) : std::string("null");
-  };
-  o << ",\"id\":" << JsonString(ev.id.ToString()) << ",\"type\":" << JsonString(ev.type)
-    << ",\"source\":" << JsonString(ev.source) << ",\"subject\":" << JsonString(ev.subject)
-    << ",\"subject_version\":" << ev.subject_version << ",\"time\":" << JsonString(IsoTime(ev.time))
-    << ",\"content_type\":" << JsonString(ev.content_type) << ",\"correlation_id\":" << optional_id(ev.correlation_id)
-    << ",\"causation_id\":" << optional_id(ev.causation_id) << ",\"traceparent\":" << JsonString(ev.traceparent)
-    << ",\"payload_size\":" << ev.data.size();
-  if (IsJsonContentType(ev.content_type) && IsValidTextWithoutControls(ev.data)) {
-    o << ",\"payload_json\":" << JsonString(ev.data);
-  } else {
-    o << ",\"payload_hex\":" << JsonString(Hex(ev.data, kPayloadHexBytes))
-      << ",\"payload_truncated\":" << (ev.data.size() > kPayloadHexBytes ? "true" : "false");
-  }
+  EventFieldsJson(o, e.event);
   o << "}";
   return o.str();
 }

@@ -10,6 +10,7 @@
 #ifndef WALBUS_BUS_INSPECT_H_
 #define WALBUS_BUS_INSPECT_H_
 
+#include <chrono>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -116,6 +117,91 @@ std::string DeadLetterJson(const DeadLetterEntry& entry);
 std::string QuarantineTable(const std::vector<QuarantineEntry>& entries);
 std::string QuarantineText(const QuarantineEntry& entry);
 std::string QuarantineJson(const QuarantineEntry& entry);
+
+// ---- events: the outbox, one event's story, the inbox, export ----
+
+// Which outbox entries a listing shows. Empty strings and unset times
+// match everything; seqs are inclusive.
+struct OutboxFilter {
+  std::string type;
+  std::string subject;
+  uint64_t from_seq = 0;
+  uint64_t to_seq = UINT64_MAX;
+  std::optional<std::chrono::system_clock::time_point> since;  // event time >= since
+  std::optional<std::chrono::system_clock::time_point> until;  // event time < until
+};
+
+// One outbox entry: its event, or why it cannot be read.
+struct OutboxEntry {
+  uint64_t seq = 0;
+  bool event_ok = false;
+  Event event;
+  std::string error;  // when !event_ok
+};
+
+// Outbox entries that match, in seq order, at most `limit`. Entries that
+// cannot be decoded are listed (with their error) when no filter but the
+// seq range is set.
+Status ListOutbox(const std::string& dir, const OutboxFilter& filter, std::vector<OutboxEntry>* out, size_t limit);
+// A header and one row per entry: seq, time, type, subject, size.
+std::string OutboxTable(const std::vector<OutboxEntry>& entries);
+// Every field of one entry, one per line.
+std::string OutboxText(const OutboxEntry& entry);
+std::string OutboxJson(const OutboxEntry& entry);
+
+// The event as one line of the CloudEvents JSON event format (spec 1.0):
+// specversion, id, source, type, subject, time (RFC 3339, microseconds),
+// datacontenttype when set, the extensions traceparent, subjectversion,
+// correlationid, causationid, walbusseq when set; `data` as JSON when the
+// content type is application/json and the bytes are one JSON value, as a
+// string when they are other UTF-8 text, else `data_base64`.
+std::string CloudEventJson(const Event& event);
+
+// Where one event stands for one subscriber.
+struct DeliveryReport {
+  std::string subscriber;
+  // "handled", "dead-lettered", "retrying" (attempts and last_error say
+  // more), "pending", or "passed" (below the checkpoint without an inbox
+  // record: not a type it takes).
+  std::string state;
+  std::optional<int64_t> handled_at_ms;
+  uint32_t attempts = 0;
+  std::string last_error;
+};
+
+// An event's story: the event (when still in the outbox, or from a dead
+// letter), where it stands for each subscriber, and the events it caused
+// that are still in the outbox.
+struct EventStory {
+  EventId id;
+  bool event_known = false;  // false: trimmed from the outbox, no dead letter
+  uint64_t seq = 0;          // 0 when unknown
+  Event event;
+  std::vector<DeliveryReport> deliveries;
+  std::vector<OutboxEntry> follow_ups;
+};
+// *found is false when neither the outbox, an inbox nor a dead letter
+// knows the id.
+Status FindEventStory(const std::string& dir, const EventId& id, EventStory* out, bool* found);
+std::string EventStoryText(const EventStory& story);
+std::string EventStoryJson(const EventStory& story);
+
+// Whether `subscriber` has an inbox record of `id`: handled (or dead-
+// lettered: both complete the event) at *seq, *handled_at_ms.
+Status CheckInbox(const std::string& dir, const std::string& subscriber, const EventId& id, bool* handled,
+                  uint64_t* seq, int64_t* handled_at_ms);
+
+// Per subscriber: the stats report plus the retries and parked subjects
+// waiting now.
+struct SubscriberDetail {
+  SubscriberReport report;
+  uint64_t retrying = 0;  // events with a retry record (failed, to run again)
+  uint64_t parked = 0;    // subjects held behind a dead letter (kParkKey)
+  uint64_t dead_letters = 0;  // entries in the dead-letter store now
+};
+Status ListSubscribers(const std::string& dir, std::vector<SubscriberDetail>* out);
+std::string SubscribersTable(const std::vector<SubscriberDetail>& subscribers);
+std::string SubscriberJson(const SubscriberDetail& subscriber);
 
 }  // namespace walbus::internal
 

@@ -6,20 +6,33 @@
 //   walbus dlq show <dir> --subscriber S --seq N [--json]
 //   walbus quarantine ls <dir> [--limit N] [--json]
 //   walbus quarantine show <dir> --arrival N [--json]
+//   walbus subscribers <dir> [--json]
+//   walbus outbox ls <dir> [--type T] [--subject S] [--from-seq N] [--to-seq N]
+//                          [--since TIME] [--until TIME] [--limit N] [--json]
+//   walbus outbox show <dir> --seq N [--json]
+//   walbus event <dir> <event id> [--json]
+//   walbus inbox check <dir> --subscriber S --event ID [--json]
+//   walbus export <dir> --format cloudevents-json [outbox ls filters]
 //
 // Every command is read-only and works on a stopped database and on one a
 // running process holds. --json prints JSON Lines: one object per entry.
 //
 // Exit codes: 0 ok; 1 the operation failed, or the entry asked for does
-// not exist; 2 bad usage (an unknown subscriber included), or the directory
+// not exist (for `inbox check`: the subscriber has no record of the
+// event); 2 bad usage (an unknown subscriber included), or the directory
 // is missing or not a walbus database.
 #include <CLI/CLI.hpp>
 #include <cstdint>
 #include <cstdio>
 #include <iostream>
 #include <limits>
+#include <optional>
+#include <string_view>
 
 #include "bus/inspect.h"
+#include "bus/inspect_util.h"
+#include "bus/rfc3339.h"
+#include "walbus/event.h"
 #include "walbus/version.h"
 
 namespace {
@@ -123,6 +136,108 @@ int RunQuarantineShow(const std::string& dir, uint64_t arrival, bool json) {
   return 0;
 }
 
+int RunSubscribers(const std::string& dir, bool json) {
+  std::vector<walbus::internal::SubscriberDetail> subscribers;
+  walbus::Status s = walbus::internal::ListSubscribers(dir, &subscribers);
+  if (!s.ok()) return Fail("subscribers", s);
+  if (json) {
+    for (const auto& d : subscribers) std::cout << walbus::internal::SubscriberJson(d) << "\n";
+  } else {
+    std::cout << walbus::internal::SubscribersTable(subscribers);
+  }
+  return 0;
+}
+
+// The --since/--until values: RFC 3339 times.
+bool ParseTimeOption(const std::string& text, std::optional<std::chrono::system_clock::time_point>* out) {
+  if (text.empty()) return true;
+  std::chrono::system_clock::time_point t;
+  if (!walbus::internal::ParseRfc3339(text, &t)) return false;
+  *out = t;
+  return true;
+}
+
+int RunOutboxLs(const std::string& command, const std::string& dir, const walbus::internal::OutboxFilter& filter,
+                size_t limit, bool json, bool cloudevents) {
+  std::vector<walbus::internal::OutboxEntry> entries;
+  walbus::Status s = walbus::internal::ListOutbox(dir, filter, &entries, ReadLimit(limit));
+  if (!s.ok()) return Fail(command, s);
+  const bool truncated = Truncate(&entries, limit);
+  if (cloudevents) {
+    for (const auto& e : entries) {
+      if (e.event_ok) {
+        std::cout << walbus::internal::CloudEventJson(e.event) << "\n";
+      } else {
+        std::cerr << "walbus " << command << ": seq " << e.seq << " skipped, unreadable: " << e.error << "\n";
+      }
+    }
+  } else if (json) {
+    for (const auto& e : entries) std::cout << walbus::internal::OutboxJson(e) << "\n";
+  } else {
+    std::cout << walbus::internal::OutboxTable(entries);
+  }
+  if (truncated) NoteTruncated(command, limit);
+  return 0;
+}
+
+int RunOutboxShow(const std::string& dir, uint64_t seq, bool json) {
+  walbus::internal::OutboxFilter filter;
+  filter.from_seq = seq;
+  filter.to_seq = seq;
+  std::vector<walbus::internal::OutboxEntry> entries;
+  walbus::Status s = walbus::internal::ListOutbox(dir, filter, &entries, 1);
+  if (!s.ok()) return Fail("outbox show", s);
+  if (entries.empty()) {
+    std::cerr << "walbus outbox show: no outbox entry at seq " << seq << " (trimmed, or not committed yet)\n";
+    return 1;
+  }
+  std::cout << (json ? walbus::internal::OutboxJson(entries[0]) + "\n" : walbus::internal::OutboxText(entries[0]));
+  return 0;
+}
+
+std::optional<walbus::EventId> ParseEventId(std::string_view command, const std::string& text) {
+  auto id = walbus::EventId::Parse(text);
+  if (!id) std::cerr << "walbus " << command << ": '" << text << "' is not an event id (8-4-4-4-12 hex)\n";
+  return id;
+}
+
+int RunEvent(const std::string& dir, const std::string& id_text, bool json) {
+  auto id = ParseEventId("event", id_text);
+  if (!id) return 2;
+  walbus::internal::EventStory story;
+  bool found = false;
+  walbus::Status s = walbus::internal::FindEventStory(dir, *id, &story, &found);
+  if (!s.ok()) return Fail("event", s);
+  if (!found) {
+    std::cerr << "walbus event: no record of event " << id_text << "\n";
+    return 1;
+  }
+  std::cout << (json ? walbus::internal::EventStoryJson(story) + "\n" : walbus::internal::EventStoryText(story));
+  return 0;
+}
+
+int RunInboxCheck(const std::string& dir, const std::string& subscriber, const std::string& id_text, bool json) {
+  auto id = ParseEventId("inbox check", id_text);
+  if (!id) return 2;
+  bool handled = false;
+  uint64_t seq = 0;
+  int64_t at_ms = 0;
+  walbus::Status s = walbus::internal::CheckInbox(dir, subscriber, *id, &handled, &seq, &at_ms);
+  if (!s.ok()) return Fail("inbox check", s);
+  if (json) {
+    std::cout << "{\"subscriber\":\"" << subscriber << "\",\"event\":\"" << id->ToString()
+              << "\",\"handled\":" << (handled ? "true" : "false");
+    if (handled) std::cout << ",\"seq\":" << seq << ",\"handled_at_ms\":" << at_ms;
+    std::cout << "}\n";
+  } else if (handled) {
+    std::cout << subscriber << " completed event " << id->ToString() << " (seq " << seq << ") at "
+              << walbus::internal::inspect_util::IsoTimeMs(at_ms) << "\n";
+  } else {
+    std::cout << subscriber << " has no record of event " << id->ToString() << "\n";
+  }
+  return handled ? 0 : 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -137,6 +252,10 @@ int main(int argc, char** argv) {
   size_t limit = kDefaultLimit;
   uint64_t seq = 0;
   uint64_t arrival = 0;
+  std::string event_id;
+  std::string since, until;
+  std::string format;
+  walbus::internal::OutboxFilter filter;
 
   CLI::App* stats = app.add_subcommand(
       "stats", "Last sequence number, outbox backlog and per-subscriber progress.");
@@ -180,6 +299,53 @@ int main(int argc, char** argv) {
   q_show->add_option("--arrival", arrival, "Arrival number, as `quarantine ls` shows it")->required();
   q_show->add_flag("--json", json, "Print one JSON object");
 
+  CLI::App* subscribers = app.add_subcommand(
+      "subscribers", "Every registered subscriber: checkpoint, lag, counts, and the retries, dead letters and "
+                     "parked subjects waiting now");
+  subscribers->add_option("dir", dir, "Database directory")->required();
+  subscribers->add_flag("--json", json, "Print JSON Lines: one object per subscriber");
+
+  auto add_filters = [&](CLI::App* cmd) {
+    cmd->add_option("dir", dir, "Database directory")->required();
+    cmd->add_option("--type", filter.type, "Only events of this type");
+    cmd->add_option("--subject", filter.subject, "Only events of this subject");
+    cmd->add_option("--from-seq", filter.from_seq, "Only from this sequence number on");
+    cmd->add_option("--to-seq", filter.to_seq, "Only up to this sequence number");
+    cmd->add_option("--since", since, "Only events at or after this RFC 3339 time");
+    cmd->add_option("--until", until, "Only events before this RFC 3339 time");
+    cmd->add_option("--limit", limit, "Show at most N entries; 0 for all")->capture_default_str();
+  };
+  CLI::App* outbox = app.add_subcommand("outbox", "Events still in the outbox (not yet passed by every subscriber)");
+  outbox->require_subcommand(1);
+  CLI::App* outbox_ls = outbox->add_subcommand("ls", "List outbox entries in order, with filters");
+  add_filters(outbox_ls);
+  outbox_ls->add_flag("--json", json, "Print JSON Lines: one object per entry, with every field");
+  CLI::App* outbox_show = outbox->add_subcommand("show", "Every field of one outbox entry");
+  outbox_show->add_option("dir", dir, "Database directory")->required();
+  outbox_show->add_option("--seq", seq, "Sequence number")->required();
+  outbox_show->add_flag("--json", json, "Print one JSON object");
+
+  CLI::App* event = app.add_subcommand(
+      "event", "One event's story: the event, where it stands for each subscriber (handled when, retrying, dead "
+               "letter), and its follow-ups");
+  event->add_option("dir", dir, "Database directory")->required();
+  event->add_option("id", event_id, "Event id")->required();
+  event->add_flag("--json", json, "Print one JSON object");
+
+  CLI::App* inbox = app.add_subcommand("inbox", "The subscribers' records of completed events");
+  inbox->require_subcommand(1);
+  CLI::App* inbox_check = inbox->add_subcommand(
+      "check", "Whether a subscriber completed an event (exit 0) or has no record of it (exit 1)");
+  inbox_check->add_option("dir", dir, "Database directory")->required();
+  inbox_check->add_option("--subscriber", subscriber, "Subscriber name")->required();
+  inbox_check->add_option("--event", event_id, "Event id")->required();
+  inbox_check->add_flag("--json", json, "Print one JSON object");
+
+  CLI::App* export_cmd = app.add_subcommand(
+      "export", "Outbox events in the CloudEvents JSON event format, one per line (binary data as data_base64)");
+  add_filters(export_cmd);
+  export_cmd->add_option("--format", format, "Output format")->required()->check(CLI::IsMember({"cloudevents-json"}));
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -192,5 +358,17 @@ int main(int argc, char** argv) {
   if (dlq_show->parsed()) return RunDlqShow(dir, subscriber, seq, json);
   if (q_ls->parsed()) return RunQuarantineLs(dir, limit, json);
   if (q_show->parsed()) return RunQuarantineShow(dir, arrival, json);
+  if (subscribers->parsed()) return RunSubscribers(dir, json);
+  if (outbox_show->parsed()) return RunOutboxShow(dir, seq, json);
+  if (event->parsed()) return RunEvent(dir, event_id, json);
+  if (inbox_check->parsed()) return RunInboxCheck(dir, subscriber, event_id, json);
+  if (outbox_ls->parsed() || export_cmd->parsed()) {
+    const std::string command = outbox_ls->parsed() ? "outbox ls" : "export";
+    if (!ParseTimeOption(since, &filter.since) || !ParseTimeOption(until, &filter.until)) {
+      std::cerr << "walbus " << command << ": --since and --until take RFC 3339 times, e.g. 2026-11-29T23:00:00Z\n";
+      return 2;
+    }
+    return RunOutboxLs(command, dir, filter, limit, json, export_cmd->parsed());
+  }
   return 2;
 }

@@ -236,6 +236,7 @@ void Field(std::ostringstream& o, std::string_view label, std::string_view value
   constexpr size_t kLabelWidth = 17;
   o << label;
   for (size_t i = label.size(); i < kLabelWidth; ++i) o << ' ';
+  if (label.size() >= kLabelWidth) o << "  ";  // a long label still stands apart
   o << value << "\n";
 }
 

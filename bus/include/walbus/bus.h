@@ -138,7 +138,9 @@ class WALBUS_EXPORT HandlerContext : public WriteScope {
   const std::string& IdempotencyKey() const;
   // The name of the subscriber running the handler.
   const std::string& SubscriberName() const;
-  // 1 on the first attempt in this process, then 2, 3, ...
+  // Which attempt at this event this run is: 1 on the first, then 2, 3,
+  // ... The count is stored with the retry record, so it goes on across
+  // restarts (a run cut short by a crash counts too).
   uint32_t Attempt() const;
 
  private:

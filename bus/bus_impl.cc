@@ -79,6 +79,12 @@ Status BusImpl::OpenWithEnv(const Options& options, rocksdb::Env* env, std::uniq
   dc.log = bus->log_.get();
   bus->dispatcher_ = std::make_unique<Dispatcher>(bus.get(), bus->db_.get(), bus->committer_.get(),
                                                   bus->tail_.get(), &bus->registry_, dc);
+  if (!options.metrics_http.empty()) {
+    BusImpl* self = bus.get();
+    Status s = MetricsHttpServer::Start(options.metrics_http, [self] { return self->MetricsText(); },
+                                        &bus->metrics_http_);
+    if (!s.ok()) return s;
+  }
   *out = std::move(bus);
   return Status::OK();
 }
@@ -634,6 +640,7 @@ Status BusImpl::Close() {
   if (dispatcher_->OnWorkerThread()) {
     return Status::InvalidArgument("Close() was called from a handler; call it from an application thread");
   }
+  metrics_http_.reset();  // its thread reads the database
   closed_.store(true);
   while (active_commits_.load() != 0) std::this_thread::sleep_for(std::chrono::microseconds(200));
   dispatcher_->Stop();

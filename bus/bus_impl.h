@@ -8,6 +8,7 @@
 #include <mutex>
 
 #include "bus/committer.h"
+#include "bus/metrics_http.h"
 #include "bus/dispatcher.h"
 #include "bus/log.h"
 #include "bus/metrics.h"
@@ -94,6 +95,7 @@ class BusImpl final : public Bus, public CommitListener {
   SchemaRegistry schemas_;
   std::unique_ptr<BusLog> log_;
   std::unique_ptr<internal::Quarantine> quarantine_;
+  std::unique_ptr<MetricsHttpServer> metrics_http_;  // Options::metrics_http; stopped first by Close()
   std::unique_ptr<Dispatcher> dispatcher_;
 
   std::mutex lifecycle_mu_;  // serializes Start and Close

@@ -391,6 +391,64 @@ TEST(BusTest, BacklogLargerThanTheWindowIsDeliveredInOrder) {
   EXPECT_LE(max_in_flight.load(), 16u);
 }
 
+// A three-level cascade (placed -> invoiced -> shipped, each raised by a
+// handler of the one before) keeps the trace of the first event, names the
+// first event as the correlation of all, and links each to its parent by
+// causation.
+TEST(BusTest, TraceContextFollowsACascade) {
+  TempDir dir;
+  auto bus = OpenBus(MakeOptions(dir));
+  std::mutex mu;
+  std::map<std::string, Event> seen;  // by type
+  auto stage = [&](const std::string& name, const std::string& from, const std::string& to) {
+    SubscriberOptions s;
+    s.name = name;
+    s.types = {from};
+    s.handler = [&, to](const Event& e, HandlerContext& ctx) {
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        seen[e.type] = e;
+      }
+      if (to.empty()) return Outcome::Done();
+      EventSpec next;
+      next.type = to;
+      next.subject = e.subject;
+      return ctx.Publish(next).ok() ? Outcome::Done() : Outcome::RetryAfter(1ms);
+    };
+    return s;
+  };
+  ASSERT_TRUE(bus->Subscribe(stage("invoicing", "orders.order-placed.v1", "invoicing.invoice-raised.v1")).ok());
+  ASSERT_TRUE(bus->Subscribe(stage("shipping", "invoicing.invoice-raised.v1", "shipping.parcel-sent.v1")).ok());
+  ASSERT_TRUE(bus->Subscribe(stage("tracking", "shipping.parcel-sent.v1", "")).ok());
+  ASSERT_TRUE(bus->Start().ok());
+  const std::string traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+  Transaction tx = bus->Begin();
+  EventSpec placed;
+  placed.type = "orders.order-placed.v1";
+  placed.subject = "order-1";
+  placed.traceparent = traceparent;
+  auto root = tx.Publish(placed);
+  ASSERT_TRUE(root.ok());
+  ASSERT_TRUE(tx.Commit().ok());
+  // WaitIdle covers events committed before the call; the follow-ups come
+  // after, so wait for the last stage.
+  ASSERT_TRUE(testing::Eventually([&] {
+    std::lock_guard<std::mutex> lock(mu);
+    return seen.size() == 3;
+  }, 10s));
+  std::lock_guard<std::mutex> lock(mu);
+  const Event& a = seen["orders.order-placed.v1"];
+  const Event& b = seen["invoicing.invoice-raised.v1"];
+  const Event& c = seen["shipping.parcel-sent.v1"];
+  EXPECT_EQ(a.id, *root);
+  for (const Event* e : {&a, &b, &c}) EXPECT_EQ(e->traceparent, traceparent) << e->type << ": one trace";
+  EXPECT_FALSE(a.causation_id.has_value());
+  EXPECT_EQ(b.causation_id, a.id) << "invoice raised by the placed order";
+  EXPECT_EQ(c.causation_id, b.id) << "parcel sent because of the invoice";
+  EXPECT_EQ(b.correlation_id, a.id);
+  EXPECT_EQ(c.correlation_id, a.id) << "the whole flow correlates to its first event";
+}
+
 TEST(BusTest, FollowUpEventsCommitAtomicallyWithEffects) {
   TempDir dir;
   auto bus = OpenBus(MakeOptions(dir));

@@ -110,6 +110,13 @@ struct Options {
   // Log subjects (which may be personal data) as a stable hash. Default off.
   bool hash_subjects_in_logs = false;
 
+  // Serve GET /metrics (Prometheus text, as Bus::MetricsText) over HTTP on
+  // this address, for scrapers: "127.0.0.1:9464", or ":9464" for loopback.
+  // One thread of the bus answers, one request at a time. Empty (the
+  // default): no endpoint. Open fails when the address is malformed or
+  // taken. Anything but loopback exposes the metrics to the network.
+  std::string metrics_http;
+
   // Where time comes from; null means Clock::System(). Tests inject a
   // clock they move by hand to run backoff and ages in milliseconds.
   std::shared_ptr<const Clock> clock;

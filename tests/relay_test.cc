@@ -25,7 +25,7 @@ using NatsServer = testing::LocalNatsServer;
 using testing::TempDir;
 
 constexpr char kStream[] = "ORDERS";
-constexpr char kType[] = "orders.order-approved.v1";
+constexpr const char* kType = bridge_node::kEventType;
 
 RelayOptions MakeRelayOptions(const NatsServer& server) {
   RelayOptions o;
@@ -56,8 +56,8 @@ void PublishRange(Bus& bus, int first, int last, int subjects) {
 
 // The stream holds each of `expected` events exactly once, and each
 // subject's events in publish (data) order.
-void ExpectEachOnceInSubjectOrder(const NatsServer& server, int expected) {
-  const auto messages = testing::ReadStream(server.url(), kStream, "walbus.>");
+void ExpectEachOnceInSubjectOrder(const NatsServer& server, int expected, const char* stream = kStream) {
+  const auto messages = testing::ReadStream(server.url(), stream, "walbus.>");
   ASSERT_EQ(static_cast<int>(messages.size()), expected) << "messages in the stream";
   std::set<std::string> ids;
   std::map<std::string, int> last_by_subject;
@@ -76,6 +76,18 @@ void ExpectEachOnceInSubjectOrder(const NatsServer& server, int expected) {
 }
 
 // Events committed that the subscriber has not completed.
+// A bus with a relay to `server`, started.
+struct RelayedBus {
+  explicit RelayedBus(const NatsServer& server) {
+    bus = testing::OpenBus(testing::TestOptions(dir));
+    EXPECT_TRUE(Relay::Attach(bus.get(), MakeRelayOptions(server), &relay).ok());
+    EXPECT_TRUE(bus->Start().ok());
+  }
+  TempDir dir;
+  std::unique_ptr<Bus> bus;
+  std::unique_ptr<Relay> relay;
+};
+
 uint64_t LagOf(Bus& bus, const std::string& name) {
   const BusStats stats = bus.Stats();
   for (const auto& s : stats.subscribers)
@@ -86,11 +98,9 @@ uint64_t LagOf(Bus& bus, const std::string& name) {
 TEST(RelayTest, PublishesEveryEventOnceInSubjectOrder) {
   NatsServer server;
   ASSERT_TRUE(server.Start());
-  TempDir dir;
-  auto bus = testing::OpenBus(testing::TestOptions(dir));
-  std::unique_ptr<Relay> relay;
-  ASSERT_TRUE(Relay::Attach(bus.get(), MakeRelayOptions(server), &relay).ok());
-  ASSERT_TRUE(bus->Start().ok());
+  RelayedBus node(server);
+  auto& bus = node.bus;
+  auto& relay = node.relay;
   PublishRange(*bus, 0, 500, 7);
   ASSERT_TRUE(bus->WaitIdle(60s).ok());
   ExpectEachOnceInSubjectOrder(server, 500);
@@ -114,11 +124,9 @@ TEST(RelayTest, PublishesEveryEventOnceInSubjectOrder) {
 TEST(RelayTest, ServerKilledAndRestartedMidStreamLosesAndDuplicatesNothing) {
   NatsServer server;
   ASSERT_TRUE(server.Start());
-  TempDir dir;
-  auto bus = testing::OpenBus(testing::TestOptions(dir));
-  std::unique_ptr<Relay> relay;
-  ASSERT_TRUE(Relay::Attach(bus.get(), MakeRelayOptions(server), &relay).ok());
-  ASSERT_TRUE(bus->Start().ok());
+  RelayedBus node(server);
+  auto& bus = node.bus;
+  auto& relay = node.relay;
   std::thread producer([&] { PublishRange(*bus, 0, 3000, 20); });
   ASSERT_TRUE(testing::Eventually([&] { return relay->Stats().published >= 300; }, 60s));
   server.Kill();  // SIGKILL: no flush, like a crash of the server
@@ -134,12 +142,10 @@ TEST(RelayTest, ServerKilledAndRestartedMidStreamLosesAndDuplicatesNothing) {
 
 TEST(RelayTest, OfflineBacklogDrainsInSubjectOrderOnReconnect) {
   NatsServer server;  // not started yet: the device is offline
-  TempDir dir;
-  auto bus = testing::OpenBus(testing::TestOptions(dir));
-  std::unique_ptr<Relay> relay;
-  ASSERT_TRUE(Relay::Attach(bus.get(), MakeRelayOptions(server), &relay).ok())
-      << "an unreachable server is not an error: the outbox waits";
-  ASSERT_TRUE(bus->Start().ok());
+  RelayedBus node(server);  // an unreachable server is not an error: the outbox waits
+  ASSERT_NE(node.relay, nullptr);
+  auto& bus = node.bus;
+  auto& relay = node.relay;
   PublishRange(*bus, 0, 5000, 50);
   std::this_thread::sleep_for(500ms);
   EXPECT_FALSE(relay->Stats().connected);
@@ -169,19 +175,7 @@ TEST(RelayTest, DeviceKilledBetweenPubAckAndCheckpointIsDeduplicated) {
   }
   const pid_t last = bridge_node::StartNode("device", dir.path(), server.url(), kEvents);
   ASSERT_EQ(bridge_node::WaitNode(last), 0) << "the final device run failed";
-  const auto messages = testing::ReadStream(server.url(), bridge_node::kStream, "walbus.>");
-  ASSERT_EQ(static_cast<int>(messages.size()), kEvents) << "messages in the stream";
-  std::set<std::string> ids;
-  std::map<std::string, int> last_by_subject;
-  for (const auto& m : messages) {
-    EXPECT_TRUE(ids.insert(m.headers.at("ce-id")).second) << "duplicate in the stream: " << m.headers.at("ce-id");
-    const int n = std::stoi(m.data);
-    auto it = last_by_subject.find(m.headers.at("ce-subject"));
-    if (it != last_by_subject.end()) {
-      EXPECT_LT(it->second, n) << "out of order on " << m.headers.at("ce-subject");
-    }
-    last_by_subject[m.headers.at("ce-subject")] = n;
-  }
+  ExpectEachOnceInSubjectOrder(server, kEvents, bridge_node::kStream);
 }
 
 TEST(RelayTest, BadOptionsAreRefused) {

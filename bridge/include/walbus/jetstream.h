@@ -69,13 +69,14 @@ struct StreamOptions {
 // time and data, with the key named by key_id (headers walbus-key-id and
 // walbus-signature). Empty key: not signed.
 struct SigningKey {
-  std::string key_id;
-  std::string secret;
+  std::string key_id;  // Sent in walbus-key-id; the receiver looks the key up by it.
+  std::string secret;  // The HMAC key; empty: messages are not signed.
 };
 
+// How a relay publishes (Relay::Attach).
 struct RelayOptions {
-  ConnectionOptions connection;
-  StreamOptions stream;
+  ConnectionOptions connection;  // Where the NATS server is.
+  StreamOptions stream;          // The stream published into.
   // The relay's subscriber name (its checkpoint). Default "jetstream-relay".
   std::string subscriber_name = "jetstream-relay";
   // Event types relayed; empty: every type.
@@ -88,8 +89,10 @@ struct RelayOptions {
   // with characters NATS forbids in a token ('.', '*', '>', white space in
   // the source; '*', '>', white space in the type) replaced by '_'.
   std::string subject_prefix = "walbus";
+  // Maps an event to its NATS subject instead of the default; it must
+  // match the stream's subjects. Called on worker threads.
   std::function<std::string(const Event&)> subject_for;
-  SigningKey signing;
+  SigningKey signing;  // Signing of the relayed events; default: unsigned.
   // Retries while unreachable: unlimited attempts, backoff up to 5 s.
   RetryPolicy retry{.max_attempts = UINT32_MAX,
                     .base = std::chrono::milliseconds(50),
@@ -98,15 +101,16 @@ struct RelayOptions {
 
 // What a relay did in this process.
 struct RelayStats {
-  bool connected = false;
+  bool connected = false;       // connected to NATS now
   uint64_t published = 0;       // PubAcks received (duplicates included)
   uint64_t duplicates = 0;      // PubAcks that said "duplicate": a republish
   uint64_t skipped = 0;         // events completed without a publish (only_source)
   uint64_t publish_errors = 0;  // failed publishes (each retried)
-  uint64_t disconnects = 0;
+  uint64_t disconnects = 0;     // connections lost
   double offline_seconds = 0;   // total time without a connection
 };
 
+// A relay from one bus to JetStream (see the top of this file).
 class Relay {
  public:
   // Subscribes a relay to `bus` (before or after Bus::Start) and connects;
@@ -116,31 +120,40 @@ class Relay {
   [[nodiscard]] static Status Attach(Bus* bus, RelayOptions options, std::unique_ptr<Relay>* out);
 
   virtual ~Relay();
+  // What it did so far, in this process. Thread-safe.
   virtual RelayStats Stats() const = 0;
   // Prometheus text: walbus_relay_* (lag is the subscriber's lag metrics).
   virtual std::string MetricsText() const = 0;
 };
 
+// How an inbound consumer fetches, verifies and takes messages in
+// (Inbound::Start).
 struct InboundOptions {
-  ConnectionOptions connection;
+  ConnectionOptions connection;  // Where the NATS server is.
   // The stream and the durable consumer (created when missing; never
   // deleted by walbus). The durable name is also the dedup scope.
+  // @{
   std::string stream;
   std::string durable;
-  // Subject filter of the consumer, e.g. "walbus.cloud.>"; empty: all.
+  // @}
+  // Subject filter of the consumer, e.g. "walbus.cloud.>". Required.
   std::string filter_subject;
   // A message not acknowledged within ack_wait is delivered again.
   std::chrono::milliseconds ack_wait{std::chrono::seconds(30)};
   // Messages per fetch, and how long a fetch waits for the first one.
+  // @{
   int fetch_batch = 64;
   std::chrono::milliseconds fetch_wait{500};
+  // @}
   // Bigger messages (body and headers) are refused.
   size_t max_message_bytes = 1 << 20;
   // Verification keys by key id. With require_signature, a message without
   // a valid signature is refused; without it, a signature present must
   // still be valid.
+  // @{
   std::map<std::string, std::string> keys;
   bool require_signature = false;
+  // @}
   // Which key ids may sign for which source; empty: any known key.
   std::map<std::string, std::string> key_id_by_source;
   // Which event types each source may publish; a type ending in ".*"
@@ -155,7 +168,7 @@ struct InboundOptions {
 
 // What an inbound consumer did in this process.
 struct InboundStats {
-  bool connected = false;
+  bool connected = false;    // connected to NATS now
   uint64_t received = 0;     // messages fetched
   uint64_t ingested = 0;     // committed into the bus
   uint64_t duplicates = 0;   // acknowledged without effect: already taken
@@ -164,6 +177,7 @@ struct InboundStats {
   uint64_t naks = 0;         // local failures, delivered again later
 };
 
+// A durable JetStream consumer feeding one bus (see the top of this file).
 class Inbound {
  public:
   // Creates the durable consumer when missing and starts fetching on a
@@ -174,6 +188,7 @@ class Inbound {
   // the server. Idempotent; the destructor calls it.
   virtual void Stop() = 0;
   virtual ~Inbound();
+  // What it did so far, in this process. Thread-safe.
   virtual InboundStats Stats() const = 0;
   // Prometheus text: walbus_inbound_*.
   virtual std::string MetricsText() const = 0;

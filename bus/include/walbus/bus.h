@@ -295,8 +295,10 @@ struct BusStats {
   uint64_t commit_groups = 0;  // Writes to storage (commits share writes).
   // Writes storage refused in this process: for lack of disk space, and
   // for any other reason. Each fails the commits of its group.
+  // @{
   uint64_t write_failures_no_space = 0;
   uint64_t write_failures_other = 0;
+  // @}
   // True while the newest write failed. After a full disk, storage takes
   // writes again by itself within seconds of having room again; until
   // then every commit fails with ResourceExhausted and nothing is lost.

@@ -1,17 +1,21 @@
 # Fails when a public header (walbus/*.h) includes a header of a dependency:
 # users of the installed library have only walbus's headers and the
 # standard library. Run by ctest as PublicHeadersIncludeNoDependency.
-#   cmake -DHEADERS_DIR=<bus/include/walbus> -P check_public_includes.cmake
-file(GLOB headers ${HEADERS_DIR}/*.h)
-if(NOT headers)
-  message(FATAL_ERROR "no headers in ${HEADERS_DIR}")
-endif()
+#   cmake "-DHEADERS_DIRS=<bus/include/walbus>;<bridge/include/walbus>" -P check_public_includes.cmake
+set(headers "")
+foreach(dir ${HEADERS_DIRS})
+  file(GLOB found ${dir}/*.h)
+  if(NOT found)
+    message(FATAL_ERROR "no headers in ${dir}")
+  endif()
+  list(APPEND headers ${found})
+endforeach()
 set(bad "")
 foreach(header ${headers})
   file(STRINGS ${header} includes REGEX "^[ \t]*#[ \t]*include")
   foreach(line ${includes})
-    if(line MATCHES "[<\"](rocksdb|spdlog|fmt|flatbuffers|concurrentqueue|CLI|gtest|gmock)/"
-       OR line MATCHES "[<\"](bus|storage)/"
+    if(line MATCHES "[<\"](rocksdb|spdlog|fmt|flatbuffers|concurrentqueue|CLI|gtest|gmock|nats|openssl)/"
+       OR line MATCHES "[<\"](bus|storage|bridge)/"
        OR line MATCHES "_generated\\.h")
       string(APPEND bad "  ${header}: ${line}\n")
     endif()

@@ -6,6 +6,7 @@
 #include <rocksdb/merge_operator.h>
 #include <rocksdb/table.h>
 #include <rocksdb/write_batch.h>
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -123,6 +124,28 @@ Status CheckWritable(const std::string& dir, bool exists) {
   return Status::IOError("cannot create " + dir + ": " + target.string() + " is not writable (" + why + ")");
 }
 
+// Written before a fresh database is created and removed once its format
+// version is durable: a directory with it is a creation cut short.
+constexpr char kCreatingMarker[] = "WALBUS-CREATING";
+
+// Creates the directory and the marker in it, both made durable.
+Status MarkCreating(const std::string& dir) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) return Status::IOError("create " + dir + ": " + ec.message());
+  const std::string marker = (fs::path(dir) / kCreatingMarker).string();
+  const int fd = ::open(marker.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return Status::IOError("create " + marker + ": " + std::strerror(errno));
+  const bool synced = ::fsync(fd) == 0;
+  ::close(fd);
+  const int dir_fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  const bool dir_synced = dir_fd >= 0 && ::fsync(dir_fd) == 0;
+  if (dir_fd >= 0) ::close(dir_fd);
+  if (!synced || !dir_synced) return Status::IOError("sync " + marker + ": " + std::strerror(errno));
+  return Status::OK();
+}
+
 bool IsLockError(const rocksdb::Status& s) {
   const std::string text = s.ToString();
   return s.IsIOError() && (text.find("lock") != std::string::npos || text.find("LOCK") != std::string::npos);
@@ -153,12 +176,21 @@ Status Db::Open(const OpenOptions& options, std::unique_ptr<Db>* out) {
   if (primary) {
     if (Status s = CheckWritable(options.dir, exists); !s.ok()) return s;
   }
+  // A creation cut short (the process killed before RocksDB wrote CURRENT,
+  // or before our column families existed) left the marker: finish it.
+  const fs::path marker = fs::path(options.dir) / kCreatingMarker;
+  const bool interrupted = exists && fs::exists(marker, ec);
   if (exists && !has_current) {
     bool empty = fs::is_empty(options.dir, ec);
-    if (!empty || !primary || !options.create_if_missing) {
-      return Status::InvalidArgument(options.dir +
-                                     " is not a walbus database (no RocksDB CURRENT file)");
+    if (!(empty || interrupted) || !primary || !options.create_if_missing) {
+      return Status::InvalidArgument(options.dir + (interrupted ? " is a walbus database whose creation did not finish"
+                                                                : " is not a walbus database (no RocksDB CURRENT file)"));
     }
+  }
+  bool creating = interrupted;
+  if (primary && options.create_if_missing && !has_current && !interrupted) {
+    if (Status s = MarkCreating(options.dir); !s.ok()) return s;
+    creating = true;
   }
   for (const std::string& name : options.app_column_families) {
     if (name.empty() || IsReservedCfName(name)) {
@@ -187,7 +219,7 @@ Status Db::Open(const OpenOptions& options, std::unique_ptr<Db>* out) {
     if (!s.ok()) return FromRocks(s, "list column families of " + options.dir);
     bool has_meta = false;
     for (const auto& n : existing) has_meta |= n == CfName(Cf::kMeta);
-    if (!has_meta) {
+    if (!has_meta && !(creating && primary)) {
       return Status::InvalidArgument(options.dir +
                                      " is a RocksDB database but not a walbus one (no walbus.meta)");
     }
@@ -267,6 +299,11 @@ Status Db::Open(const OpenOptions& options, std::unique_ptr<Db>* out) {
   }
   Status fmt = db->CheckFormat(!has_current);
   if (!fmt.ok()) return fmt;
+  if (creating && primary) {
+    // The format version is durable (CheckFormat syncs it): created.
+    fs::remove(marker, ec);
+    if (ec) return Status::IOError("remove " + marker.string() + ": " + ec.message());
+  }
   *out = std::move(db);
   return Status::OK();
 }

@@ -43,9 +43,15 @@ Options NodeOptions(const std::string& dir, const std::string& source) {
   return o;
 }
 
+// Step `code` failed: says why on stderr, for the test's log.
+int Failed(int code, const Status& why) {
+  std::fprintf(stderr, "bridge_node: step %d: %s\n", code, why.ToString().c_str());
+  return code;
+}
+
 int RunDevice(const std::string& dir, const std::string& url, int events) {
   std::unique_ptr<Bus> bus;
-  if (!Bus::Open(NodeOptions(dir, kDeviceSource), &bus).ok()) return 2;
+  if (Status s = Bus::Open(NodeOptions(dir, kDeviceSource), &bus); !s.ok()) return Failed(2, s);
   std::unique_ptr<jetstream::Relay> relay;
   if (!jetstream::Relay::Attach(bus.get(), DeviceRelayOptions(url), &relay).ok()) return 3;
   if (!bus->Start().ok()) return 4;
@@ -67,7 +73,7 @@ int RunDevice(const std::string& dir, const std::string& url, int events) {
 
 int RunReceiver(const std::string& dir, const std::string& url, int events) {
   std::unique_ptr<Bus> bus;
-  if (!Bus::Open(NodeOptions(dir, "cloud"), &bus).ok()) return 2;
+  if (Status s = Bus::Open(NodeOptions(dir, "cloud"), &bus); !s.ok()) return Failed(2, s);
   SubscriberOptions s;
   s.name = "effects";
   s.handler = [](const Event& e, HandlerContext& ctx) {

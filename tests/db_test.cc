@@ -199,5 +199,37 @@ TEST(DbTest, CreationCutShortIsCompletedOnTheNextOpen) {
   EXPECT_TRUE(OpenBus(dir.path()).ok());
 }
 
+// A process killed earlier in its first Open (found by the bridge's crash
+// tests): before RocksDB wrote CURRENT, or before any walbus column family
+// existed. The marker walbus writes first tells such a directory from one
+// that is not a walbus database, and the next Open finishes the creation.
+TEST(DbTest, CreationKilledBeforeItsColumnFamiliesIsFinished) {
+  auto leave_marker = [](const std::string& d) {
+    fs::create_directories(d);
+    std::ofstream(fs::path(d) / "WALBUS-CREATING").put('\n');
+  };
+  TempDir before_current;
+  leave_marker(before_current.path());
+  std::ofstream(fs::path(before_current.path()) / "LOCK").put('\n');
+  std::ofstream(fs::path(before_current.path()) / "IDENTITY") << "a-rocksdb-identity";
+  Status s = OpenBus(before_current.path());
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  EXPECT_FALSE(fs::exists(fs::path(before_current.path()) / "WALBUS-CREATING")) << "gone once created";
+  EXPECT_TRUE(OpenBus(before_current.path()).ok());
+
+  TempDir default_only;
+  leave_marker(default_only.path());
+  {
+    rocksdb::Options ro;
+    ro.create_if_missing = true;
+    rocksdb::DB* raw = nullptr;
+    ASSERT_TRUE(rocksdb::DB::Open(ro, default_only.path(), &raw).ok());
+    delete raw;
+  }
+  s = OpenBus(default_only.path());
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  EXPECT_TRUE(OpenBus(default_only.path()).ok());
+}
+
 }  // namespace
 }  // namespace walbus::storage

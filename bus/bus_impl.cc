@@ -352,6 +352,42 @@ Status BusImpl::WaitHandled(const Receipt& receipt, const std::vector<std::strin
   return waited;
 }
 
+Status BusImpl::WaitQuiescent(const Receipt& receipt, std::chrono::milliseconds timeout) {
+  if (closed_.load()) return Status::Closed("the bus is closed");
+  if (receipt.event_ids.empty()) return Status::OK();
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  // The flow: each root's correlation id, or its own id when it has none
+  // (a root already trimmed from the outbox counts by its id).
+  std::set<EventId> flows(receipt.event_ids.begin(), receipt.event_ids.end());
+  Status read = db_->ScanOutbox(receipt.first_seq, receipt.event_ids.size(), [&](uint64_t, std::string_view bytes) {
+    Event e;
+    if (DecodeEnvelope(bytes, options_.max_payload_bytes, &e).ok() && e.correlation_id) flows.insert(*e.correlation_id);
+    return true;
+  });
+  if (!read.ok()) return read;
+  uint64_t target = receipt.last_seq();
+  for (;;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) return Status::TimedOut("the cascade of the receipt is not complete");
+    if (Status s = dispatcher_->WaitFor(target, left); !s.ok()) return s;
+    // Everything up to target is complete, so every follow-up of it is
+    // committed: look for more of the flow above target.
+    uint64_t newest = target;
+    const uint64_t last = committer_->last_seq();
+    Status scan = db_->ScanOutbox(target + 1, last - target, [&](uint64_t seq, std::string_view bytes) {
+      Event e;
+      if (DecodeEnvelope(bytes, options_.max_payload_bytes, &e).ok() && e.correlation_id &&
+          flows.count(*e.correlation_id) > 0) {
+        newest = seq;
+      }
+      return seq < last;
+    });
+    if (!scan.ok()) return scan;
+    if (newest == target) return Status::OK();
+    target = newest;
+  }
+}
+
 Status BusImpl::EventStatus(const EventId& id, std::vector<DeliveryState>* states) {
   states->clear();
   if (closed_.load()) return Status::Closed("the bus is closed");

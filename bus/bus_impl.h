@@ -41,6 +41,7 @@ class BusImpl final : public Bus, public CommitListener {
   Status Quarantine(std::string_view input, std::string_view source, std::string_view reason) override;
   Status WaitHandled(const Receipt& receipt, const std::vector<std::string>& subscribers,
                      std::chrono::milliseconds timeout, std::vector<DeliveryState>* states) override;
+  Status WaitQuiescent(const Receipt& receipt, std::chrono::milliseconds timeout) override;
   Status EventStatus(const EventId& id, std::vector<DeliveryState>* states) override;
   Status RedriveDeadLetters(const DeadLetterSelection& selection, const OperatorAction& action,
                             ActionReport* report) override;

@@ -449,6 +449,60 @@ TEST(BusTest, TraceContextFollowsACascade) {
   EXPECT_EQ(c.correlation_id, a.id) << "the whole flow correlates to its first event";
 }
 
+// WaitQuiescent waits for the follow-ups of a receipt at any depth (here a
+// slow third stage), and times out while one of them cannot complete.
+TEST(BusTest, WaitQuiescentWaitsForTheWholeCascade) {
+  TempDir dir;
+  auto bus = OpenBus(MakeOptions(dir));
+  std::atomic<bool> third_done{false};
+  std::atomic<bool> block{false};
+  auto stage = [&](const std::string& name, const std::string& from, const std::string& to) {
+    SubscriberOptions s;
+    s.name = name;
+    s.types = {from};
+    s.retry.max_attempts = 100000;  // blocked, it retries; it never gives up
+    s.handler = [&, to](const Event& e, HandlerContext& ctx) {
+      if (to.empty()) {
+        if (block.load()) return Outcome::RetryAfter(10ms);
+        std::this_thread::sleep_for(100ms);
+        third_done.store(true);
+        return Outcome::Done();
+      }
+      EventSpec next;
+      next.type = to;
+      next.subject = e.subject;
+      return ctx.Publish(next).ok() ? Outcome::Done() : Outcome::RetryAfter(1ms);
+    };
+    return s;
+  };
+  ASSERT_TRUE(bus->Subscribe(stage("one", "a.first.v1", "a.second.v1")).ok());
+  ASSERT_TRUE(bus->Subscribe(stage("two", "a.second.v1", "a.third.v1")).ok());
+  ASSERT_TRUE(bus->Subscribe(stage("three", "a.third.v1", "")).ok());
+  ASSERT_TRUE(bus->Start().ok());
+  auto commit_first = [&] {
+    Transaction tx = bus->Begin();
+    EventSpec e;
+    e.type = "a.first.v1";
+    e.subject = "s";
+    EXPECT_TRUE(tx.Publish(e).ok());
+    auto r = tx.Commit();
+    EXPECT_TRUE(r.ok());
+    return r.ok() ? *r : Receipt{};
+  };
+  Receipt receipt = commit_first();
+  ASSERT_TRUE(bus->WaitQuiescent(receipt, 10s).ok());
+  EXPECT_TRUE(third_done.load()) << "returned before the third level was handled";
+
+  block.store(true);
+  third_done.store(false);
+  receipt = commit_first();
+  EXPECT_EQ(bus->WaitQuiescent(receipt, 300ms).code(), Status::Code::kTimedOut);
+  EXPECT_TRUE(bus->WaitQuiescent(Receipt{}, 1ms).ok()) << "nothing to wait for";
+  block.store(false);
+  ASSERT_TRUE(bus->WaitQuiescent(receipt, 10s).ok());
+  EXPECT_TRUE(third_done.load());
+}
+
 TEST(BusTest, FollowUpEventsCommitAtomicallyWithEffects) {
   TempDir dir;
   auto bus = OpenBus(MakeOptions(dir));

@@ -449,6 +449,18 @@ class WALBUS_EXPORT Bus {
   [[nodiscard]] virtual Status WaitHandled(const Receipt& receipt, const std::vector<std::string>& subscribers,
                                            std::chrono::milliseconds timeout, std::vector<DeliveryState>* states) = 0;
 
+  // Read-your-own-writes for a whole cascade: blocks until every active
+  // subscriber has completed the receipt's events and every event that
+  // shares their flow (the same correlation id: the follow-ups handlers
+  // published because of them, and theirs, at any depth), or `timeout`.
+  // It relies on a follow-up committing with its parent's completion:
+  // once the events up to seq N are complete, every follow-up of them is
+  // committed. Cost: it reads the outbox committed after the receipt, once
+  // per level of the cascade. An application event published with the
+  // same explicit correlation id counts as part of the flow.
+  // TimedOut when the cascade is not complete in time.
+  [[nodiscard]] virtual Status WaitQuiescent(const Receipt& receipt, std::chrono::milliseconds timeout) = 0;
+
   // Where an event stands for every registered subscriber. A subscriber
   // whose inbox has no record of it reports kPending (or kPaused): by id
   // alone an event not yet handled cannot be told from one it never takes.

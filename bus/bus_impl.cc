@@ -32,6 +32,8 @@ Status ValidateOptions(const Options& o) {
   if (o.max_payload_bytes > (64u << 20)) return Status::InvalidArgument("Options::max_payload_bytes must be <= 64 MiB");
   if (o.max_group_commits < 1) return Status::InvalidArgument("Options::max_group_commits must be >= 1");
   if (o.trim_every_events < 1) return Status::InvalidArgument("Options::trim_every_events must be >= 1");
+  if (o.retain_for.count() < 0) return Status::InvalidArgument("Options::retain_for must not be negative");
+  if (o.inbox_window.count() < 0) return Status::InvalidArgument("Options::inbox_window must not be negative");
   if (o.source.empty() || o.source.size() > kMaxSourceBytes)
     return Status::InvalidArgument("Options::source must be 1..256 bytes");
   return Status::OK();
@@ -52,6 +54,10 @@ Status BusImpl::OpenWithEnv(const Options& options, rocksdb::Env* env, std::uniq
   so.create_if_missing = options.create_if_missing;
   so.app_column_families = options.column_families;
   so.env = env;
+  if (options.inbox_window.count() > 0) {
+    bus->inbox_window_ = std::make_shared<InboxWindow>(options.inbox_window, bus->options_.clock.get());
+    so.inbox_retention = bus->inbox_window_;
+  }
   if (Status s = storage::Db::Open(so, &bus->db_); !s.ok()) return s;
   uint64_t last_seq = 0, trimmed_below = 0;
   if (Status s = bus->Recover(&last_seq, &trimmed_below); !s.ok()) return s;
@@ -70,6 +76,8 @@ Status BusImpl::OpenWithEnv(const Options& options, rocksdb::Env* env, std::uniq
   dc.max_payload_bytes = options.max_payload_bytes;
   dc.trim_every_events = options.trim_every_events;
   dc.trim_interval = options.trim_interval;
+  dc.retention = RetentionPolicy::From(options);
+  dc.inbox_window = bus->inbox_window_.get();
   dc.checkpoint_interval = options.checkpoint_interval;
   dc.trimmed_below = trimmed_below;
   dc.sync_follow_ups = options.durability == Durability::kSync;
@@ -85,6 +93,9 @@ Status BusImpl::OpenWithEnv(const Options& options, rocksdb::Env* env, std::uniq
                                         &bus->metrics_http_);
     if (!s.ok()) return s;
   }
+  if (options.admin_socket) {
+    if (Status s = AdminServer::Start(options.dir, bus.get(), &bus->admin_); !s.ok()) return s;
+  }
   *out = std::move(bus);
   return Status::OK();
 }
@@ -97,6 +108,9 @@ Status BusImpl::Recover(uint64_t* last_seq, uint64_t* trimmed_below) {
   std::lock_guard<std::mutex> lock(registry_.mu);
   registry_.by_name = std::move(state.subscribers);
   registry_.next_id = state.next_subscriber_id;
+  if (inbox_window_ != nullptr) {
+    for (const auto& [name, entry] : registry_.by_name) inbox_window_->SetCheckpoint(entry.id, entry.durable.checkpoint);
+  }
   return Status::OK();
 }
 
@@ -192,7 +206,12 @@ Status BusImpl::Subscribe(SubscriberOptions subscriber) {
     if (Status s = LoadParked(active.get()); !s.ok()) return s;
     it->second.active = active;
   }
-  dispatcher_->Add(std::move(active));
+  dispatcher_->Add(active);
+  // The subscriber runs either way; a replay not resumed now stays
+  // recorded as running and resumes at the next open.
+  if (Status s = ResumeReplays(active); !s.ok()) {
+    log_->logger().error("walbus: resuming the replays of {} failed: {}", active->name, s.ToString());
+  }
   return Status::OK();
 }
 
@@ -478,13 +497,7 @@ Status BusImpl::ActOnDeadLetters(ActionKind kind, const DeadLetterSelection& sel
   if (action.dry_run) return Status::OK();
 
   std::lock_guard<std::mutex> lock(actions_mu_);
-  uint64_t last_action = 0;
-  Status last = db_->Scan(storage::Cf::kReplays, {}, SIZE_MAX, [&](std::string_view key, std::string_view) {
-    storage::ParseOutboxKey(key, &last_action);
-    return true;
-  });
-  if (!last.ok()) return last;
-  report->action_id = last_action + 1;
+  if (Status s = NextActionId(&report->action_id); !s.ok()) return s;
   std::string record = "{\"action\":\"" + std::string(ActionName(static_cast<uint8_t>(kind))) + "\",\"operator\":\"" +
                        JsonEscaped(action.operator_name) + "\",\"reason\":\"" + JsonEscaped(action.reason) +
                        "\",\"subscriber\":\"" + JsonEscaped(selection.subscriber) + "\",\"time_ms\":" +
@@ -676,6 +689,7 @@ Status BusImpl::Close() {
   if (dispatcher_->OnWorkerThread()) {
     return Status::InvalidArgument("Close() was called from a handler; call it from an application thread");
   }
+  admin_.reset();  // its thread runs operator actions on the bus
   metrics_http_.reset();  // its thread reads the database
   closed_.store(true);
   while (active_commits_.load() != 0) std::this_thread::sleep_for(std::chrono::microseconds(200));

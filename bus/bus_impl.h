@@ -4,15 +4,18 @@
 #define WALBUS_BUS_BUS_IMPL_H_
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <mutex>
 
+#include "bus/admin.h"
 #include "bus/committer.h"
 #include "bus/metrics_http.h"
 #include "bus/dispatcher.h"
 #include "bus/log.h"
 #include "bus/metrics.h"
 #include "bus/quarantine.h"
+#include "bus/retention.h"
 #include "bus/schema_registry.h"
 #include "bus/scope.h"
 #include "bus/subscriber.h"
@@ -49,6 +52,9 @@ class BusImpl final : public Bus, public CommitListener {
                          ActionReport* report) override;
   Status PurgeDeadLetters(const DeadLetterSelection& selection, const OperatorAction& action,
                           ActionReport* report) override;
+  Status Replay(const ReplayRequest& request, ReplayReport* report) override;
+  Status CancelReplay(uint64_t replay_id) override;
+  Status GetReplay(uint64_t replay_id, ReplayReport* report) override;
   Status WaitIdle(std::chrono::milliseconds timeout) override;
   BusStats Stats() override;
   std::string MetricsText() override;
@@ -85,10 +91,18 @@ class BusImpl final : public Bus, public CommitListener {
   // Seconds since the event at `seq` was published; 0 when it is not in
   // the outbox (nothing pending) or unreadable.
   double AgeOfSeconds(uint64_t seq);
+  // Visits every replay record (bus/replay.cc).
+  Status LoadReplays(const std::function<void(uint64_t, storage::ReplayRecord&)>& visit);
+  // The id of the next operator action (dead-letter actions and replays).
+  // REQUIRES: actions_mu_ held.
+  Status NextActionId(uint64_t* id);
+  // Restarts the running replays of a subscriber that became active.
+  Status ResumeReplays(const std::shared_ptr<Subscriber>& sub);
   // Reads the subjects a dead letter holds (PoisonPolicy::kParkKey).
   Status LoadParked(Subscriber* sub);
 
   Options options_;  // as given, with the clock resolved; not changed after Open
+  std::shared_ptr<InboxWindow> inbox_window_;  // Options::inbox_window; shared with storage
   std::unique_ptr<storage::Db> db_;
   std::unique_ptr<TailCache> tail_;
   std::unique_ptr<Committer> committer_;
@@ -97,6 +111,7 @@ class BusImpl final : public Bus, public CommitListener {
   std::unique_ptr<BusLog> log_;
   std::unique_ptr<internal::Quarantine> quarantine_;
   std::unique_ptr<MetricsHttpServer> metrics_http_;  // Options::metrics_http; stopped first by Close()
+  std::unique_ptr<AdminServer> admin_;  // Options::admin_socket; stopped first by Close()
   std::unique_ptr<Dispatcher> dispatcher_;
 
   std::mutex lifecycle_mu_;  // serializes Start and Close

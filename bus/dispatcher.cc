@@ -133,7 +133,10 @@ void Dispatcher::Loop() {
     if (stopping_.load()) break;
     wake_pending_.store(false, std::memory_order_release);
     FireTimers(config_.clock->Now());
-    for (auto& sub : subs_) Fetch(sub.get());
+    for (auto& sub : subs_) {
+      Fetch(sub.get());
+      PumpReplay(sub.get());
+    }
     FlushReady();
     PublishProgress();
     Checkpoint(false);
@@ -153,20 +156,27 @@ void Dispatcher::Handle(Message& m) {
       break;
     case Message::Kind::kDone:
       m.sub->handled.fetch_add(1, std::memory_order_relaxed);
+      CountReplayOutcome(m.sub, *m.event, m.kind);
       Complete(m.sub, *m.event);
       break;
     case Message::Kind::kDeadLettered:
       m.sub->dead_lettered.fetch_add(1, std::memory_order_relaxed);
-      if (m.sub->on_poison == PoisonPolicy::kParkKey) m.sub->parked[m.event->subject] = m.event->seq;
+      // A replayed event that fails again does not hold its live subject.
+      if (!CountReplayOutcome(m.sub, *m.event, m.kind) && m.sub->on_poison == PoisonPolicy::kParkKey) {
+        m.sub->parked[m.event->subject] = m.event->seq;
+      }
       Complete(m.sub, *m.event);
       break;
     case Message::Kind::kDuplicate:
-      m.sub->duplicates.fetch_add(1, std::memory_order_relaxed);
-      ++m.sub->duplicates_to_persist;
+      if (!CountReplayOutcome(m.sub, *m.event, m.kind)) {
+        m.sub->duplicates.fetch_add(1, std::memory_order_relaxed);
+        ++m.sub->duplicates_to_persist;
+      }
       Complete(m.sub, *m.event);
       break;
     case Message::Kind::kStale:
       m.sub->stale_skipped.fetch_add(1, std::memory_order_relaxed);
+      CountReplayOutcome(m.sub, *m.event, m.kind);
       Complete(m.sub, *m.event);
       break;
     case Message::Kind::kRetry: {
@@ -204,6 +214,10 @@ void Dispatcher::Handle(Message& m) {
     case Message::Kind::kRedrive:
       HandleRedrive(m);
       break;
+    case Message::Kind::kReplay:
+    case Message::Kind::kCancelReplay:
+      HandleReplay(m);
+      break;
     case Message::Kind::kResume:
       for (auto& sub : subs_) {
         if (!sub->paused) continue;
@@ -228,8 +242,13 @@ void Dispatcher::Complete(Subscriber* sub, const Event& event) {
   assert(key.events.front()->seq == event.seq);
   key.events.pop_front();
   key = KeyQueue{std::move(key.events)};
-  // A redriven dead letter sits below the watermark already.
-  if (sub->redriving.erase(event.seq) == 0) sub->progress.Complete(event.seq);
+  // A redriven dead letter or a replayed event sits below the watermark
+  // already.
+  if (sub->replaying.erase(event.seq) != 0) {
+    if (sub->replay != nullptr) sub->replay->in_flight.erase(event.seq);
+  } else if (sub->redriving.erase(event.seq) == 0) {
+    sub->progress.Complete(event.seq);
+  }
   if (sub->redrive_waiting.count(event.subject) != 0) {
     ApplyRedrive(sub, event.subject);  // now that the subject is idle
   } else if (key.events.empty()) {
@@ -321,7 +340,7 @@ void Dispatcher::ApplyRedrive(Subscriber* sub, const std::string& subject) {
   KeyQueue& key = sub->keys[subject];
   assert(!key.head_busy);
   for (auto e = events.rbegin(); e != events.rend(); ++e) {
-    sub->redriving.insert((*e)->seq);
+    if (sub->replaying.count((*e)->seq) == 0) sub->redriving.insert((*e)->seq);
     key.events.push_front(*e);
   }
   if (key.events.empty()) {
@@ -345,12 +364,18 @@ void Dispatcher::Submit(Subscriber* sub, KeyQueue& key) {
   item.conflict_reruns = key.conflict_reruns;
   item.first_failure_ms = key.first_failure_ms;
   item.redrive = sub->redriving.count(item.event->seq) != 0;
+  item.replaying = sub->replaying.count(item.event->seq) != 0;
+  if (item.replaying && sub->replay != nullptr &&
+      sub->replay->record.mode == static_cast<uint8_t>(ReplayMode::kFreshScope)) {
+    item.replay_scope = sub->replay->id;
+  }
   // A redriven dead letter has an inbox record (written when it was given
   // up on): it must run, not be taken for a duplicate.
   // Only an event handed to a handler before this process started (at or
   // below the recovered horizon) can have an inbox or retry record already.
-  item.check_stored =
-      !item.redrive && (key.check_stored || (!key.charged && item.event->seq <= sub->recovered_horizon));
+  // A replayed event looks at its inbox (or its replay's scope) first:
+  // that is what makes a replay skip handled events and resume exactly once.
+  item.check_stored = item.replaying || (!item.redrive && (key.check_stored || (!key.charged && item.event->seq <= sub->recovered_horizon)));
   if (auto parked = sub->parked.find(item.event->subject); parked != sub->parked.end() && !item.redrive) {
     item.parked_behind = parked->second;
   }
@@ -493,6 +518,7 @@ void Dispatcher::Checkpoint(bool force) {
   next_checkpoint_ = now + config_.checkpoint_interval;
   ScopeRep scope(bus_);
   for (auto& sub : subs_) {
+    if (sub->replay != nullptr) AddReplayRecord(&scope, sub->replay.get());
     if (sub->progress.watermark() > sub->durable_checkpoint) {
       std::string v;
       storage::PutBe64(&v, sub->progress.watermark());
@@ -508,6 +534,9 @@ void Dispatcher::Checkpoint(bool force) {
   if (scope.ops.empty()) return;
   WALBUS_FAULT_POINT("checkpoint.before_write");
   if (Status s = committer_->CommitOne(&scope, /*sync=*/false); !s.ok()) {
+    for (auto& sub : subs_) {
+      if (sub->replay != nullptr) sub->replay->dirty = true;  // written next time
+    }
     // A full disk fails this every few milliseconds until it has room.
     static LogLimiter limiter(1);
     uint64_t held = 0;
@@ -522,17 +551,29 @@ void Dispatcher::Checkpoint(bool force) {
     sub->durable_checkpoint = sub->progress.watermark();
     sub->duplicates_to_persist = 0;
     registry_->by_name.at(sub->name).durable.checkpoint = sub->durable_checkpoint;
+    if (config_.inbox_window != nullptr) config_.inbox_window->SetCheckpoint(sub->id, sub->durable_checkpoint);
   }
 }
 
 void Dispatcher::Trim(bool force) {
   const auto now = config_.clock->Now();
   std::lock_guard<std::mutex> lock(registry_->mu);
-  const uint64_t keep_from = registry_->MinCheckpoint(committer_->last_seq()) + 1;
-  if (keep_from <= trimmed_below_) return;
-  const bool due = force || now >= next_trim_ || keep_from - trimmed_below_ >= config_.trim_every_events;
-  if (!due) return;
+  uint64_t safe = registry_->MinCheckpoint(committer_->last_seq()) + 1;
+  // A running replay reads the outbox at its position.
+  for (const auto& sub : subs_) {
+    if (sub->replay != nullptr) safe = std::min(safe, sub->replay->NextSeq());
+  }
+  if (safe <= trimmed_below_) return;
+  const bool due_by_time = force || now >= next_trim_;
+  // Retention by count is arithmetic; by age or size it reads storage, so
+  // it is judged on the timer only.
+  if (!due_by_time && config_.retention.reads_storage()) return;
+  const RetentionPolicy count_only{config_.retention.events, {}, 0};
+  uint64_t keep_from = RetentionFloor(*db_, due_by_time ? config_.retention : count_only, trimmed_below_, safe,
+                                      config_.clock->WallNow(), config_.max_payload_bytes);
+  if (!due_by_time && keep_from - trimmed_below_ < config_.trim_every_events) return;
   next_trim_ = now + config_.trim_interval;
+  if (keep_from <= trimmed_below_) return;
   ScopeRep scope(bus_);
   scope.AddOp(Op{Op::Kind::kDeleteRange, db_->cf(storage::Cf::kOutbox), storage::OutboxKey(trimmed_below_),
                  storage::OutboxKey(keep_from)});

@@ -34,6 +34,7 @@
 #include "bus/committer.h"
 #include "bus/log.h"
 #include "bus/quarantine.h"
+#include "bus/retention.h"
 #include "bus/schema_registry.h"
 #include "bus/subscriber.h"
 #include "bus/tail_cache.h"
@@ -57,6 +58,8 @@ struct DispatcherConfig {
   size_t max_payload_bytes;
   uint64_t trim_every_events;
   std::chrono::milliseconds trim_interval;
+  RetentionPolicy retention;
+  InboxWindow* inbox_window;  // null without Options::inbox_window
   std::chrono::milliseconds checkpoint_interval;
   // The outbox holds nothing below this seq.
   uint64_t trimmed_below;
@@ -96,6 +99,12 @@ class Dispatcher {
   // With `rerun` false the subjects are released and nothing runs again
   // (an operator's skip).
   void Redrive(const std::string& subscriber, std::vector<uint64_t> seqs, std::vector<std::string> release, bool rerun);
+  // Runs a recorded replay through the active subscriber it names
+  // (Bus::Replay); a replay of a subscriber not added here is dropped (it
+  // resumes when that subscriber is). REQUIRES: record.state is kRunning.
+  void StartReplay(uint64_t replay_id, storage::ReplayRecord record);
+  // Stops a running replay: nothing more is selected; what runs finishes.
+  void CancelReplay(uint64_t replay_id);
   // Blocks until the watermark of every added subscriber (or of those
   // named, when `names` is not empty) reaches `target`, or a paused one
   // stands in the way.
@@ -113,6 +122,8 @@ class Dispatcher {
     uint64_t parked_behind = 0;    // kParkKey: seq of the dead letter holding the subject
     bool redrive = false;          // a dead letter an operator sent back
     bool has_retry_record = false; // found (or written) in walbus.retries
+    bool replaying = false;        // run again by a replay
+    uint64_t replay_scope = 0;     // kFreshScope: the replay's id, its inbox scope
   };
   struct Message {
     enum class Kind : uint8_t {
@@ -127,6 +138,8 @@ class Dispatcher {
       kPaused,        // no upcaster reaches a version the subscriber takes
       kResume,        // an upcaster was registered
       kRedrive,       // an operator sent dead letters back
+      kReplay,        // an operator started (or a reopen resumed) a replay
+      kCancelReplay,
     };
     Kind kind = Kind::kWake;
     Subscriber* sub = nullptr;
@@ -142,6 +155,9 @@ class Dispatcher {
     std::vector<std::string> release;
     bool rerun = true;
     uint32_t run_attempt = 0;  // kRerun: the attempt number of the run that conflicted
+    // kReplay, kCancelReplay
+    uint64_t replay_id = 0;
+    std::shared_ptr<storage::ReplayRecord> replay;
   };
   // One handler run whose writes await their commit.
   struct Run {
@@ -172,6 +188,18 @@ class Dispatcher {
                       std::vector<std::shared_ptr<const Event>>* out);
   void Route(Subscriber* sub, std::shared_ptr<const Event> event);
   void HandleRedrive(Message& m);
+  void HandleReplay(Message& m);
+  // Selects the replay's next events (a bounded window of them) and puts
+  // them in line; ends the replay once all ran.
+  void PumpReplay(Subscriber* sub);
+  // Counts a completed replayed event; false when `event` is not one.
+  bool CountReplayOutcome(Subscriber* sub, const Event& event, Message::Kind kind);
+  // Adds the replay record's write to `scope` when it changed.
+  void AddReplayRecord(ScopeRep* scope, ReplayJob* job);
+  // Where the item's completion is recorded: the subscriber's inbox, or a
+  // kFreshScope replay's own scope.
+  std::pair<storage::CfHandle*, std::string> InboxSlot(const WorkItem& item) const;
+  void PutInboxRecord(ScopeRep* scope, const WorkItem& item, uint64_t now_ms);
   // Moves the subject's waiting dead letters to the front of its queue.
   // REQUIRES: the subject's front event is not running.
   void ApplyRedrive(Subscriber* sub, const std::string& subject);

@@ -2,17 +2,18 @@
 // (Options::metrics_http). GET /metrics answers with the bus's Prometheus
 // text; anything else gets 404 or 405.
 //
-// One thread, owned by the server: it serves one connection at a time
-// (bounded: a request of at most 8 KiB, read within 2 s; a scraper that
-// stalls is cut off), and stops when the server is destroyed.
+// One thread, owned by the server (a SocketServer): it serves one
+// connection at a time (bounded: a request of at most 8 KiB, read within
+// 2 s; a scraper that stalls is cut off), and stops when the server is
+// destroyed.
 #ifndef WALBUS_BUS_METRICS_HTTP_H_
 #define WALBUS_BUS_METRICS_HTTP_H_
 
 #include <functional>
 #include <memory>
 #include <string>
-#include <thread>
 
+#include "bus/socket_server.h"
 #include "walbus/status.h"
 
 namespace walbus::internal {
@@ -26,19 +27,14 @@ class MetricsHttpServer {
   // (the port is taken, say).
   [[nodiscard]] static Status Start(const std::string& address, std::function<std::string()> render,
                                     std::unique_ptr<MetricsHttpServer>* out);
-  ~MetricsHttpServer();  // Stops and joins the thread.
+  ~MetricsHttpServer() = default;  // Stops and joins the thread.
   MetricsHttpServer(const MetricsHttpServer&) = delete;
   MetricsHttpServer& operator=(const MetricsHttpServer&) = delete;
 
  private:
-  MetricsHttpServer(int listen_fd, int wake_fd, std::function<std::string()> render);
-  void Run();
-  void Serve(int fd);
+  MetricsHttpServer() = default;
 
-  const int listen_fd_;
-  const int wake_fd_;  // an eventfd: written once to stop the thread
-  const std::function<std::string()> render_;
-  std::thread thread_;  // last: starts once the rest is set
+  std::unique_ptr<SocketServer> server_;
 };
 
 }  // namespace walbus::internal

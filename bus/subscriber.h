@@ -10,6 +10,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
@@ -17,6 +18,7 @@
 
 #include "bus/metrics.h"
 #include "bus/progress.h"
+#include "storage/records.h"
 #include "walbus/bus.h"
 
 namespace walbus::internal {
@@ -34,6 +36,24 @@ struct KeyQueue {
   // process: crash-loop protection has counted this process once; reruns
   // and retries here count only by their own failures.
   bool charged = false;
+};
+
+// A replay running through one subscriber (Bus::Replay): the events it
+// selected wait like redriven dead letters for their subject to be idle,
+// then run at its front, in seq order.
+//
+// Threading: belongs to the dispatcher thread.
+struct ReplayJob {
+  uint64_t id = 0;
+  storage::ReplayRecord record;  // counts, state and next_seq kept current
+  std::set<uint64_t> in_flight;  // selected, not completed
+  uint64_t scan_from = 0;        // the next seq to look at
+  bool cancelled = false;
+  bool dirty = false;            // the record changed since it was written
+  std::unordered_set<std::string> ids;  // 16-byte ids selected (empty: any)
+
+  // Every selected event below it has completed.
+  uint64_t NextSeq() const { return in_flight.empty() ? scan_from : *in_flight.begin(); }
 };
 
 struct DurableCounters {
@@ -60,6 +80,7 @@ struct Subscriber {
         skip_stale(opts.skip_stale),
         handler_version(std::move(opts.handler_version)),
         on_unknown_version(opts.on_unknown_version),
+        side_effect_safe(opts.side_effect_safe),
         recovered_checkpoint(durable.checkpoint),
         recovered_horizon(std::max(durable.horizon, durable.checkpoint)),
         progress(durable.checkpoint),
@@ -93,6 +114,7 @@ struct Subscriber {
   const bool skip_stale;
   const std::string handler_version;
   const UnknownVersionPolicy on_unknown_version;
+  const bool side_effect_safe;
   const uint64_t recovered_checkpoint;
   const uint64_t recovered_horizon;
 
@@ -106,6 +128,10 @@ struct Subscriber {
   std::unordered_map<std::string, std::vector<std::shared_ptr<const Event>>> redrive_waiting;
   std::unordered_set<std::string> releasing;  // parked subjects to release with their redrive
   std::unordered_set<uint64_t> redriving;
+  // The replay in progress, if any, and its events handed out (their seqs
+  // are below the watermark too).
+  std::unique_ptr<ReplayJob> replay;
+  std::unordered_set<uint64_t> replaying;
   uint64_t durable_checkpoint;
   uint64_t durable_horizon;
   uint64_t duplicates_to_persist = 0;

@@ -59,6 +59,17 @@ std::chrono::milliseconds Dispatcher::Backoff(const Subscriber& sub, uint32_t at
   return BackoffDelay(sub.retry, std::max<uint32_t>(attempt, 1), rng());
 }
 
+std::pair<storage::CfHandle*, std::string> Dispatcher::InboxSlot(const WorkItem& item) const {
+  const std::string_view id = IdBytes(item.event->id);
+  if (item.replay_scope != 0) return {db_->cf(storage::Cf::kReplays), storage::ReplayScopeKey(item.replay_scope, id)};
+  return {db_->cf(storage::Cf::kInbox), storage::InboxKey(item.sub->id, id)};
+}
+
+void Dispatcher::PutInboxRecord(ScopeRep* scope, const WorkItem& item, uint64_t now_ms) {
+  auto [cf, key] = InboxSlot(item);
+  PutOp(scope, cf, std::move(key), storage::InboxValue(item.event->seq, now_ms));
+}
+
 void Dispatcher::AddDeadLetter(ScopeRep* scope, const WorkItem& item, uint32_t attempts,
                                uint64_t first_failure_ms, std::string_view error) {
   const Subscriber& sub = *item.sub;
@@ -75,11 +86,10 @@ void Dispatcher::AddDeadLetter(ScopeRep* scope, const WorkItem& item, uint32_t a
   PutOp(scope, db_->cf(storage::Cf::kDeadLetters), key, storage::EncodeDeadLetter(record));
   scope->AddOp(Op{Op::Kind::kDelete, db_->cf(storage::Cf::kRetries), key, {}});
   // The inbox record makes a redelivery after a crash skip it too.
-  PutOp(scope, db_->cf(storage::Cf::kInbox), storage::InboxKey(sub.id, IdBytes(event.id)),
-        storage::InboxValue(event.seq, now));
+  PutInboxRecord(scope, item, now);
   scope->AddOp(Op{Op::Kind::kAddCounter, db_->cf(storage::Cf::kCheckpoints),
                   storage::CheckpointKey(sub.id, storage::CheckpointField::kDeadLettered), {}, 1});
-  if (sub.on_poison == PoisonPolicy::kParkKey && item.parked_behind == 0) {
+  if (sub.on_poison == PoisonPolicy::kParkKey && item.parked_behind == 0 && !item.replaying) {
     std::string seq;
     storage::PutBe64(&seq, event.seq);
     PutOp(scope, db_->cf(storage::Cf::kCheckpoints),
@@ -101,7 +111,8 @@ bool Dispatcher::PrepareItem(WorkItem& item, std::deque<Run>* runs, std::vector<
   if (item.check_stored) {
     std::string value;
     bool found = false;
-    Status s = db_->Get(db_->cf(storage::Cf::kInbox), storage::InboxKey(sub.id, IdBytes(event.id)), &value, &found);
+    const auto [inbox_cf, inbox_key] = InboxSlot(item);
+    Status s = db_->Get(inbox_cf, inbox_key, &value, &found);
     if (!s.ok()) return retry_later(s);
     if (found) {
       replies->push_back(Message{Message::Kind::kDuplicate, &sub, item.event});
@@ -222,8 +233,7 @@ void Dispatcher::RunHandler(Run& run) {
                         &value, &found);
     if (s.ok() && found && value.size() == 8 && storage::GetBe64(value) >= event.subject_version) {
       run.on_success = Message::Kind::kStale;
-      PutOp(scope, db_->cf(storage::Cf::kInbox), storage::InboxKey(sub.id, IdBytes(event.id)),
-            storage::InboxValue(event.seq, WallMillis()));
+      PutInboxRecord(scope, item, WallMillis());
       scope->AddOp(Op{Op::Kind::kAddCounter, db_->cf(storage::Cf::kCheckpoints),
                       storage::CheckpointKey(sub.id, storage::CheckpointField::kStaleSkipped), {}, 1});
       return;
@@ -265,9 +275,7 @@ void Dispatcher::RunHandler(Run& run) {
     FailAttempt(run, "a call in the handler failed: " + scope->error.ToString(), {}, false);
     return;
   }
-  const uint64_t now = WallMillis();
-  PutOp(scope, db_->cf(storage::Cf::kInbox), storage::InboxKey(sub.id, IdBytes(event.id)),
-        storage::InboxValue(event.seq, now));
+  PutInboxRecord(scope, item, WallMillis());
   scope->AddOp(Op{Op::Kind::kAddCounter, db_->cf(storage::Cf::kCheckpoints),
                   storage::CheckpointKey(sub.id, storage::CheckpointField::kHandled), {}, 1});
   // A failed attempt in this process wrote a record too (attempt > 1).

@@ -3,6 +3,7 @@
 #include <rocksdb/db.h>
 #include <rocksdb/experimental.h>
 #include <rocksdb/filter_policy.h>
+#include <rocksdb/compaction_filter.h>
 #include <rocksdb/merge_operator.h>
 #include <rocksdb/table.h>
 #include <rocksdb/write_batch.h>
@@ -44,8 +45,27 @@ class CounterAddOperator : public rocksdb::AssociativeMergeOperator {
   const char* Name() const override { return "walbus.CounterAdd"; }
 };
 
-rocksdb::ColumnFamilyOptions OptionsFor(std::string_view name) {
+// Drops the inbox records an InboxRetention no longer needs. Records it
+// cannot parse are kept: they are evidence for an operator.
+class InboxWindowFilter : public rocksdb::CompactionFilter {
+ public:
+  explicit InboxWindowFilter(std::shared_ptr<const InboxRetention> retention) : retention_(std::move(retention)) {}
+  bool Filter(int, const rocksdb::Slice& key, const rocksdb::Slice& value, std::string*, bool*) const override {
+    if (key.size() != 4 + 16 || value.size() != 16) return false;
+    const uint32_t subscriber_id = GetBe32(std::string_view(key.data(), 4));
+    const uint64_t seq = GetBe64(std::string_view(value.data(), 8));
+    const uint64_t handled_ms = GetBe64(std::string_view(value.data() + 8, 8));
+    return retention_->MayDrop(subscriber_id, seq, handled_ms);
+  }
+  const char* Name() const override { return "walbus.InboxWindow"; }
+
+ private:
+  const std::shared_ptr<const InboxRetention> retention_;
+};
+
+rocksdb::ColumnFamilyOptions OptionsFor(std::string_view name, const rocksdb::CompactionFilter* inbox_filter = nullptr) {
   rocksdb::ColumnFamilyOptions cf;
+  if (name == CfName(Cf::kInbox)) cf.compaction_filter = inbox_filter;
   if (name == CfName(Cf::kCheckpoints)) {
     cf.merge_operator = std::make_shared<CounterAddOperator>();
     // Counters take one merge per handled event: fold them in the memtable
@@ -252,11 +272,14 @@ Status Db::Open(const OpenOptions& options, std::unique_ptr<Db>* out) {
   } else if (existing.empty()) {
     return Status::NotFound("no database at " + options.dir);
   }
-  std::vector<rocksdb::ColumnFamilyDescriptor> descriptors;
-  for (const auto& n : names) descriptors.emplace_back(n, OptionsFor(n));
-
   std::unique_ptr<Db> db(new Db());
   db->options_ = options;
+  if (primary && options.inbox_retention != nullptr) {
+    db->inbox_filter_ = std::make_unique<InboxWindowFilter>(options.inbox_retention);
+  }
+  std::vector<rocksdb::ColumnFamilyDescriptor> descriptors;
+  for (const auto& n : names) descriptors.emplace_back(n, OptionsFor(n, db->inbox_filter_.get()));
+
   rocksdb::DB* raw = nullptr;
   rocksdb::Status s;
   if (primary) {
@@ -460,6 +483,25 @@ Status Db::SuggestOutboxCompaction(uint64_t from_seq, uint64_t below_seq) {
   const rocksdb::Slice b(begin), e(end);
   return FromRocks(rocksdb::experimental::SuggestCompactRange(db_.get(), cf(Cf::kOutbox), &b, &e),
                    "suggest compacting the outbox");
+}
+
+Status Db::Compact(Cf which) {
+  rocksdb::CompactRangeOptions options;
+  options.bottommost_level_compaction = rocksdb::BottommostLevelCompaction::kForce;
+  return FromRocks(db_->CompactRange(options, cf(which), nullptr, nullptr), "compact");
+}
+
+Status Db::ApproximateOutboxBytes(uint64_t from_seq, uint64_t below_seq, uint64_t* bytes) const {
+  *bytes = 0;
+  if (from_seq >= below_seq) return Status::OK();
+  const std::string begin = OutboxKey(from_seq);
+  const std::string end = OutboxKey(below_seq);
+  const rocksdb::Range range(ToSlice(begin), ToSlice(end));
+  rocksdb::SizeApproximationOptions options;
+  options.include_memtables = true;
+  options.include_files = true;
+  return FromRocks(db_->GetApproximateSizes(options, cf(Cf::kOutbox), &range, 1, bytes),
+                   "estimate the outbox's size");
 }
 
 uint64_t Db::SumProperty(const std::string& name) const {

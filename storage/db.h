@@ -22,6 +22,7 @@
 namespace rocksdb {
 class DB;
 class ColumnFamilyHandle;
+class CompactionFilter;
 class Env;
 class WriteBatch;
 }  // namespace rocksdb
@@ -52,6 +53,17 @@ const char* CfName(Cf cf);
 // True for names reserved to walbus ("default" and "walbus.*").
 bool IsReservedCfName(std::string_view name);
 
+// Decides which inbox records a compaction may drop (Options::inbox_window).
+// Called on storage's background threads, concurrently: implementations
+// are thread-safe and fast (one call per record compacted).
+class InboxRetention {
+ public:
+  virtual ~InboxRetention() = default;
+  // True when the record of `seq` handled by subscriber `subscriber_id` at
+  // `handled_unix_ms` is no longer needed.
+  virtual bool MayDrop(uint32_t subscriber_id, uint64_t seq, uint64_t handled_unix_ms) const = 0;
+};
+
 struct OpenOptions {
   enum class Mode : uint8_t {
     kPrimary,    // Read-write; takes the directory lock.
@@ -67,6 +79,9 @@ struct OpenOptions {
   std::string secondary_dir;
   // Optional: an Env to use instead of the default (fault injection).
   rocksdb::Env* env = nullptr;
+  // Optional (primary only): drops inbox records in compactions. Shared
+  // with the caller, which keeps it informed (checkpoints).
+  std::shared_ptr<const InboxRetention> inbox_retention;
 };
 
 class Db {
@@ -101,6 +116,12 @@ class Db {
   // background, so that entries trimmed there give their disk space back
   // (range deletions alone keep the table files). Returns at once.
   Status SuggestOutboxCompaction(uint64_t from_seq, uint64_t below_seq);
+  // Compacts the whole column family now (blocking): its compaction
+  // filters run and deleted entries give their space back.
+  Status Compact(Cf which);
+  // Storage's estimate of the bytes the outbox entries from_seq <=
+  // seq < below_seq take, memtables included.
+  Status ApproximateOutboxBytes(uint64_t from_seq, uint64_t below_seq, uint64_t* bytes) const;
   // The highest outbox seq, or 0 when the outbox is empty.
   Status LastOutboxSeq(uint64_t* seq) const;
   // Visits the entries of a walbus column family whose keys start with
@@ -123,6 +144,8 @@ class Db {
   Status CheckFormat(bool fresh);
 
   OpenOptions options_;
+  // Before db_: the inbox's compactions use it until db_ is gone.
+  std::unique_ptr<rocksdb::CompactionFilter> inbox_filter_;
   std::unique_ptr<rocksdb::DB> db_;
   std::array<CfHandle*, static_cast<size_t>(Cf::kCount)> handles_{};
   std::vector<std::string> app_names_;

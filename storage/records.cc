@@ -1,5 +1,7 @@
 #include "storage/records.h"
 
+#include <algorithm>
+
 #include "storage/keys.h"
 
 namespace walbus::storage {
@@ -126,5 +128,67 @@ bool ParseSubscriberSeqKey(std::string_view key, uint32_t* subscriber_id, uint64
 
 std::string QuarantineKey(uint64_t arrival) { return OutboxKey(arrival); }
 bool ParseQuarantineKey(std::string_view key, uint64_t* arrival) { return ParseOutboxKey(key, arrival); }
+
+std::string EncodeReplay(const ReplayRecord& r) {
+  std::string out(1, kFormat);
+  PutBe32(&out, r.subscriber_id);
+  PutBytes(&out, Capped(r.subscriber, kMaxShortBytes));
+  out.push_back(static_cast<char>(r.mode));
+  out.push_back(static_cast<char>(r.state));
+  PutBytes(&out, Capped(r.operator_name, kMaxShortBytes));
+  PutBytes(&out, Capped(r.reason, kMaxShortBytes));
+  PutBytes(&out, Capped(r.handler_version, kMaxShortBytes));
+  for (uint64_t v : {r.from_seq, r.to_seq, static_cast<uint64_t>(r.since_ms), static_cast<uint64_t>(r.until_ms)}) {
+    PutBe64(&out, v);
+  }
+  const size_t types = std::min(r.types.size(), kMaxReplayListEntries);
+  PutBe32(&out, static_cast<uint32_t>(types));
+  for (size_t i = 0; i < types; ++i) PutBytes(&out, Capped(r.types[i], kMaxShortBytes));
+  PutBytes(&out, Capped(r.subject, kMaxShortBytes));
+  const size_t ids = std::min(r.ids.size(), kMaxReplayListEntries);
+  PutBe32(&out, static_cast<uint32_t>(ids));
+  for (size_t i = 0; i < ids; ++i) PutBytes(&out, Capped(r.ids[i], 16));
+  for (uint64_t v : {r.max_events, r.started_ms, r.ended_ms, r.selected, r.delivered, r.skipped, r.failed, r.next_seq}) {
+    PutBe64(&out, v);
+  }
+  PutBytes(&out, Capped(r.error, kMaxErrorBytes));
+  return out;
+}
+
+bool DecodeReplay(std::string_view in, ReplayRecord* r) {
+  Reader rd(in);
+  char mode = 0, state = 0;
+  uint64_t since = 0, until = 0;
+  uint32_t types = 0, ids = 0;
+  if (!rd.Format() || !rd.U32(&r->subscriber_id) || !rd.Bytes(&r->subscriber, kMaxShortBytes) || !rd.U8(&mode) ||
+      !rd.U8(&state) || !rd.Bytes(&r->operator_name, kMaxShortBytes) || !rd.Bytes(&r->reason, kMaxShortBytes) ||
+      !rd.Bytes(&r->handler_version, kMaxShortBytes) || !rd.U64(&r->from_seq) || !rd.U64(&r->to_seq) ||
+      !rd.U64(&since) || !rd.U64(&until) || !rd.U32(&types) || types > kMaxReplayListEntries) {
+    return false;
+  }
+  r->mode = static_cast<uint8_t>(mode);
+  r->state = static_cast<uint8_t>(state);
+  r->since_ms = static_cast<int64_t>(since);
+  r->until_ms = static_cast<int64_t>(until);
+  r->types.assign(types, {});
+  for (std::string& t : r->types) {
+    if (!rd.Bytes(&t, kMaxShortBytes)) return false;
+  }
+  if (!rd.Bytes(&r->subject, kMaxShortBytes) || !rd.U32(&ids) || ids > kMaxReplayListEntries) return false;
+  r->ids.assign(ids, {});
+  for (std::string& id : r->ids) {
+    if (!rd.Bytes(&id, 16) || id.size() != 16) return false;
+  }
+  return rd.U64(&r->max_events) && rd.U64(&r->started_ms) && rd.U64(&r->ended_ms) && rd.U64(&r->selected) &&
+         rd.U64(&r->delivered) && rd.U64(&r->skipped) && rd.U64(&r->failed) && rd.U64(&r->next_seq) &&
+         rd.Bytes(&r->error, kMaxErrorBytes) && rd.AtEnd();
+}
+
+std::string ReplayScopeKey(uint64_t replay_id, std::string_view event_id16) {
+  std::string key(1, kReplayScopePrefix);
+  PutBe64(&key, replay_id);
+  key.append(event_id16);
+  return key;
+}
 
 }  // namespace walbus::storage

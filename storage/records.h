@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace walbus::storage {
 
@@ -43,6 +44,42 @@ struct QuarantineRecord {
   std::string raw;              // the bytes, capped at kMaxQuarantineRawBytes
 };
 
+// replays: be64(action id) -> ReplayRecord (dead-letter actions share the
+// id space and store JSON there); ids stay below 2^56, so these keys start
+// with a zero byte. 'S' + be64(replay id) + 16-byte event id -> an inbox
+// value: the events a kFreshScope replay completed (its inbox scope).
+inline constexpr char kReplayScopePrefix = 'S';
+inline constexpr std::string_view kActionKeyPrefix{"\0", 1};
+struct ReplayRecord {
+  uint32_t subscriber_id = 0;
+  std::string subscriber;
+  uint8_t mode = 0;   // walbus::ReplayMode
+  uint8_t state = 0;  // walbus::ReplayState
+  std::string operator_name;
+  std::string reason;
+  std::string handler_version;
+  // The selection.
+  uint64_t from_seq = 0;  // resolved: the first seq looked at
+  uint64_t to_seq = 0;    // resolved: the last seq looked at
+  int64_t since_ms = 0;   // unix ms; 0: unbounded
+  int64_t until_ms = 0;
+  std::vector<std::string> types;
+  std::string subject;
+  std::vector<std::string> ids;  // 16 bytes each
+  uint64_t max_events = 0;
+  // Progress.
+  uint64_t started_ms = 0;
+  uint64_t ended_ms = 0;
+  uint64_t selected = 0;
+  uint64_t delivered = 0;
+  uint64_t skipped = 0;
+  uint64_t failed = 0;
+  uint64_t next_seq = 0;  // every selected event below it completed
+  std::string error;
+};
+// Caps on what a replay record holds.
+inline constexpr size_t kMaxReplayListEntries = 4096;
+
 inline constexpr size_t kMaxErrorBytes = 1024;
 inline constexpr size_t kMaxQuarantineRawBytes = 64 * 1024;
 
@@ -52,6 +89,12 @@ std::string EncodeDeadLetter(const DeadLetterRecord& r);
 bool DecodeDeadLetter(std::string_view in, DeadLetterRecord* r);
 std::string EncodeQuarantine(const QuarantineRecord& r);
 bool DecodeQuarantine(std::string_view in, QuarantineRecord* r);
+
+std::string EncodeReplay(const ReplayRecord& r);
+bool DecodeReplay(std::string_view in, ReplayRecord* r);
+// The key of one event in a kFreshScope replay's inbox scope.
+// REQUIRES: event_id16.size() == 16.
+std::string ReplayScopeKey(uint64_t replay_id, std::string_view event_id16);
 
 // Keys: be32(subscriber id) + be64(seq) for retries and dead letters.
 std::string SubscriberSeqKey(uint32_t subscriber_id, uint64_t seq);

@@ -272,6 +272,10 @@ struct SubscriberOptions {
   // version does not are upcast when a chain of upcasters reaches a listed
   // version; otherwise this applies.
   UnknownVersionPolicy on_unknown_version = UnknownVersionPolicy::kPause;
+  // The handler may run again on events it already handled without harm
+  // (it rebuilds a projection, say, and sends nothing out). Only such a
+  // subscriber accepts a ReplayMode::kFreshScope replay.
+  bool side_effect_safe = false;
 };
 
 // Progress of one subscriber, as held by this process.
@@ -364,6 +368,67 @@ struct ActionReport {
   uint64_t action_id = 0;  // 0 for a dry run
   std::vector<uint64_t> seqs;  // the dead letters selected
   std::vector<std::string> released_subjects;  // unparked (PoisonPolicy::kParkKey)
+};
+
+// How a replay treats the subscriber's record of handled events.
+enum class ReplayMode : uint8_t {
+  // The subscriber's inbox applies: events it handled before are skipped
+  // (counted), the others run. "Run again what failed or was missed."
+  kSameInbox,
+  // A new inbox scope, the replay's own: every selected event runs again,
+  // once per replay. Refused unless the subscriber is side_effect_safe.
+  kFreshScope,
+};
+
+// Which retained events a replay runs, for one subscriber. Every filter
+// set must match; an empty one matches all. Only events the subscriber has
+// passed (at or below its checkpoint when the replay starts) and the
+// outbox still holds (see Options::retain_events and friends) are taken.
+struct ReplayRequest {
+  std::string subscriber;             // required; active in this process
+  ReplayMode mode = ReplayMode::kSameInbox;
+  uint64_t from_seq = 0;              // inclusive; 0: from the oldest kept
+  uint64_t to_seq = 0;                // inclusive; 0: up to the checkpoint
+  // Event time range [since, until): zero means unbounded.
+  // @{
+  std::chrono::system_clock::time_point since{};
+  std::chrono::system_clock::time_point until{};
+  // @}
+  std::vector<std::string> types;     // any of these types
+  std::string subject;                // exactly this subject
+  std::vector<EventId> ids;           // any of these event ids
+  uint64_t max_events = 0;            // stop after this many selected; 0: no cap
+  OperatorAction action;              // who and why (required); dry_run
+};
+
+// Where a replay stands.
+enum class ReplayState : uint8_t {
+  kRunning,    // recorded, and running (or resuming at the next open)
+  kDone,       // reached the end of its selection or its cap
+  kCancelled,  // stopped by Bus::CancelReplay
+  kRefused,    // could not run (the reason is in `error`)
+};
+
+// A replay's record (walbus.replays) and its counts so far.
+struct ReplayReport {
+  uint64_t replay_id = 0;   // 0 for a dry run
+  std::string subscriber;
+  ReplayMode mode = ReplayMode::kSameInbox;
+  ReplayState state = ReplayState::kRunning;
+  std::string operator_name;
+  std::string reason;
+  std::string handler_version;  // the subscriber's when it started
+  std::string selection;        // the request's filters, as text
+  uint64_t started_ms = 0;      // unix ms
+  uint64_t ended_ms = 0;        // unix ms; 0 while running
+  uint64_t selected = 0;        // events that matched so far
+  uint64_t delivered = 0;       // ran the handler, and its effects committed
+  uint64_t skipped = 0;         // the inbox had them (kSameInbox) or not taken
+  uint64_t failed = 0;          // dead-lettered by this replay
+  uint64_t next_seq = 0;        // resumes here after a crash
+  std::string error;            // kRefused: why
+  // Dry run: the selected events' seqs (at most 10000).
+  std::vector<uint64_t> seqs;
 };
 
 // The bus. Open one per directory per process; the directory is locked
@@ -481,6 +546,27 @@ class WALBUS_EXPORT Bus {
   // and event ids.
   [[nodiscard]] virtual Status PurgeDeadLetters(const DeadLetterSelection& selection, const OperatorAction& action,
                                                 ActionReport* report) = 0;
+
+  // Runs retained events through one active subscriber again, as an
+  // operator action recorded in walbus.replays before it starts. Returns
+  // once it is recorded (the report's replay_id); it runs in the
+  // background, subject by subject in seq order, never beside a live event
+  // of the same subject for that subscriber (a subject's replayed events
+  // run while it is idle, before its next live event). Exactly once per
+  // replay: a replay cut short by a crash resumes at the next open once
+  // its subscriber is active, and events it completed are not run again.
+  // A replayed event that exhausts the retry policy is dead-lettered
+  // (counted failed) without parking its subject. One replay at a time
+  // per subscriber: Busy otherwise. With action.dry_run, fills the report
+  // with what would run and changes nothing.
+  // InvalidArgument for a bad request or an inactive subscriber;
+  // NotSupported for kFreshScope on a subscriber not side_effect_safe.
+  [[nodiscard]] virtual Status Replay(const ReplayRequest& request, ReplayReport* report) = 0;
+  // Stops a running replay; what it completed stays. NotFound for an
+  // unknown id; OK when it has ended already.
+  [[nodiscard]] virtual Status CancelReplay(uint64_t replay_id) = 0;
+  // The record of one replay, its counts up to date. NotFound when none.
+  [[nodiscard]] virtual Status GetReplay(uint64_t replay_id, ReplayReport* report) = 0;
 
   // The counters of this bus; after Close(), the last ones.
   virtual BusStats Stats() = 0;

@@ -95,6 +95,36 @@ struct Options {
   std::chrono::milliseconds trim_interval{2000};
   // @}
 
+  // Retention: handled events (below every subscriber's checkpoint) kept
+  // in the outbox for Bus::Replay. A kept event stays while it is within
+  // every limit set: the newest retain_events of them, younger than
+  // retain_for (by event time), and the newest ones that fit in
+  // retain_bytes (as the storage estimates their size). Zero sets no limit
+  // of that kind; all three zero (the default) keeps nothing: an event is
+  // removed as soon as every subscriber passed it. Removal is by range
+  // deletion at trim time, never point by point.
+  // @{
+  uint64_t retain_events = 0;
+  std::chrono::milliseconds retain_for{0};
+  uint64_t retain_bytes = 0;
+  // @}
+
+  // Inbox records (which events a subscriber handled) at or below its
+  // checkpoint and older than this are dropped by storage compactions.
+  // An event is only ever delivered again above the checkpoint (after a
+  // crash) or by an operator (a kSameInbox replay or `walbus inbox check`
+  // look further back), so the window must exceed the longest time an
+  // event can take to come back: keep it well above the longest outage
+  // and any replay you may run. Zero (the default): records are kept
+  // forever, one small key per event and subscriber.
+  std::chrono::milliseconds inbox_window{0};
+
+  // Listen on the Unix-domain socket `<dir>/admin.sock` (mode 0600) for
+  // operator commands from the `walbus` tool while this process holds the
+  // database: dead-letter redrive, skip and purge, and replays. Requests
+  // are checked as untrusted input. Default off.
+  bool admin_socket = false;
+
   // Bounds of the quarantine (refused input kept for inspection): when a
   // new entry would pass either, the oldest entries are dropped (counted
   // in BusStats::quarantine_evicted). Default 10000 entries, 64 MiB.

@@ -192,6 +192,9 @@ class Dispatcher {
   // Selects the replay's next events (a bounded window of them) and puts
   // them in line; ends the replay once all ran.
   void PumpReplay(Subscriber* sub);
+  // Cancels the subscriber's replay: what is queued and not running is
+  // dropped. REQUIRES: sub->replay.
+  void DropQueuedReplay(Subscriber* sub);
   // Counts a completed replayed event; false when `event` is not one.
   bool CountReplayOutcome(Subscriber* sub, const Event& event, Message::Kind kind);
   // Adds the replay record's write to `scope` when it changed.

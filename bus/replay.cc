@@ -195,10 +195,14 @@ Status BusImpl::Replay(const ReplayRequest& request, ReplayReport* report) {
         if (request.mode == ReplayMode::kSameInbox) {
           std::string value;
           bool found = false;
+          bool dead_letter = false;
           if (db_->Get(db_->cf(storage::Cf::kInbox), storage::InboxKey(sub_id, IdBytes(event.id)), &value, &found)
                   .ok() &&
-              found) {
-            ++report->skipped;
+              found &&
+              db_->Get(db_->cf(storage::Cf::kDeadLetters), storage::SubscriberSeqKey(sub_id, seq), &value, &dead_letter)
+                  .ok() &&
+              !dead_letter) {
+            ++report->skipped;  // handled before: a same-inbox replay skips it
           }
         }
         return true;
@@ -327,10 +331,7 @@ void Dispatcher::CancelReplay(uint64_t replay_id) {
 void Dispatcher::HandleReplay(Message& m) {
   if (m.kind == Message::Kind::kCancelReplay) {
     for (auto& sub : subs_) {
-      if (sub->replay != nullptr && sub->replay->id == m.replay_id) {
-        sub->replay->cancelled = true;
-        sub->replay->dirty = true;
-      }
+      if (sub->replay != nullptr && sub->replay->id == m.replay_id) DropQueuedReplay(sub.get());
     }
     return;
   }
@@ -349,6 +350,31 @@ void Dispatcher::HandleReplay(Message& m) {
   job->ids = SelectedIds(job->record);
   job->dirty = true;
   sub->replay = std::move(job);
+}
+
+void Dispatcher::DropQueuedReplay(Subscriber* sub) {
+  ReplayJob* job = sub->replay.get();
+  job->cancelled = true;
+  job->dirty = true;
+  auto queued = [&](const std::shared_ptr<const Event>& e) {
+    if (sub->replaying.count(e->seq) == 0) return false;
+    sub->replaying.erase(e->seq);
+    job->in_flight.erase(e->seq);
+    return true;
+  };
+  for (auto it = sub->redrive_waiting.begin(); it != sub->redrive_waiting.end();) {
+    std::erase_if(it->second, queued);
+    const bool releasing = sub->releasing.count(it->first) != 0;
+    it = it->second.empty() && !releasing ? sub->redrive_waiting.erase(it) : std::next(it);
+  }
+  for (auto it = sub->keys.begin(); it != sub->keys.end();) {
+    auto& events = it->second.events;
+    // The front event may be running (or waiting for its retry): it ends
+    // as it would have.
+    const auto first = events.begin() + (it->second.head_busy && !events.empty() ? 1 : 0);
+    events.erase(std::remove_if(first, events.end(), queued), events.end());
+    it = events.empty() ? sub->keys.erase(it) : std::next(it);
+  }
 }
 
 bool Dispatcher::CountReplayOutcome(Subscriber* sub, const Event& event, Message::Kind kind) {

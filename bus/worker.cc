@@ -114,6 +114,13 @@ bool Dispatcher::PrepareItem(WorkItem& item, std::deque<Run>* runs, std::vector<
     const auto [inbox_cf, inbox_key] = InboxSlot(item);
     Status s = db_->Get(inbox_cf, inbox_key, &value, &found);
     if (!s.ok()) return retry_later(s);
+    // A same-inbox replay runs what failed: a dead letter has an inbox
+    // record too, and is run again like a redriven one.
+    if (found && item.replaying && item.replay_scope == 0) {
+      s = db_->Get(db_->cf(storage::Cf::kDeadLetters), seq_key, &value, &item.redrive);
+      if (!s.ok()) return retry_later(s);
+      found = !item.redrive;
+    }
     if (found) {
       replies->push_back(Message{Message::Kind::kDuplicate, &sub, item.event});
       return false;

@@ -72,6 +72,7 @@ class [[nodiscard]] WALBUS_EXPORT Status {
   bool IsCorruption() const { return code_ == Code::kCorruption; }
   bool IsClosed() const { return code_ == Code::kClosed; }
   bool IsTimedOut() const { return code_ == Code::kTimedOut; }
+  bool IsNotSupported() const { return code_ == Code::kNotSupported; }
   // @}
 
   // The message alone, without the code name.

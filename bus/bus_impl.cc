@@ -2,6 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <array>
+#include <map>
 #include <set>
 #include <thread>
 
@@ -622,6 +624,30 @@ std::string BusImpl::MetricsText() {
       if (e.active == nullptr) continue;
       w.HistogramSamples("walbus_subscriber_handler_duration_seconds", MetricsWriter::Label("subscriber", name),
                          e.active->handler_seconds.Read());
+    }
+  }
+  if (db_ != nullptr) {
+    // Replays, from their records (as current as the last checkpoint).
+    std::vector<std::pair<uint64_t, storage::ReplayRecord>> replays;
+    LoadReplays([&](uint64_t id, storage::ReplayRecord& r) { replays.emplace_back(id, std::move(r)); }).IgnoreError();
+    w.Family("walbus_replays_running", "gauge", "Replays recorded and not ended, by subscriber.");
+    std::map<std::string, int> running;
+    for (const auto& [id, r] : replays) running[r.subscriber] += r.state == static_cast<uint8_t>(ReplayState::kRunning);
+    for (const auto& [name, n] : running) w.Sample("walbus_replays_running", MetricsWriter::Label("subscriber", name), n);
+    w.Family("walbus_replay_events_total", "counter",
+             "Events of replays, ended or running, by subscriber and outcome (selected, delivered, skipped, failed).");
+    std::map<std::string, std::array<uint64_t, 4>> events;
+    for (const auto& [id, r] : replays) {
+      auto& e = events[r.subscriber];
+      e[0] += r.selected, e[1] += r.delivered, e[2] += r.skipped, e[3] += r.failed;
+    }
+    static const char* const kOutcomes[] = {"selected", "delivered", "skipped", "failed"};
+    for (const auto& [name, e] : events) {
+      for (size_t i = 0; i < 4; ++i) {
+        w.Sample("walbus_replay_events_total",
+                 MetricsWriter::Label("subscriber", name) + "," + MetricsWriter::Label("outcome", kOutcomes[i]),
+                 static_cast<double>(e[i]));
+      }
     }
   }
   w.Family("walbus_quarantined_total", "counter", "Inputs refused into the quarantine.");

@@ -334,6 +334,15 @@ bool Same(const storage::QuarantineRecord& a, const storage::QuarantineRecord& b
   return a.arrived_ms == b.arrived_ms && a.original_bytes == b.original_bytes && a.source == b.source &&
          a.reason == b.reason && a.raw == b.raw;
 }
+bool Same(const storage::ReplayRecord& a, const storage::ReplayRecord& b) {
+  return a.subscriber_id == b.subscriber_id && a.subscriber == b.subscriber && a.mode == b.mode &&
+         a.state == b.state && a.operator_name == b.operator_name && a.reason == b.reason &&
+         a.handler_version == b.handler_version && a.from_seq == b.from_seq && a.to_seq == b.to_seq &&
+         a.since_ms == b.since_ms && a.until_ms == b.until_ms && a.types == b.types && a.subject == b.subject &&
+         a.ids == b.ids && a.max_events == b.max_events && a.started_ms == b.started_ms &&
+         a.ended_ms == b.ended_ms && a.selected == b.selected && a.delivered == b.delivered &&
+         a.skipped == b.skipped && a.failed == b.failed && a.next_seq == b.next_seq && a.error == b.error;
+}
 
 // A record the decoder accepted re-encodes to the very same bytes (the
 // format has one encoding per record) and decodes again to an equal record.
@@ -414,6 +423,17 @@ bool CheckRecordBytes(std::string_view bytes, std::string* why) {
   if (storage::DecodeRetry(bytes, &retry)) {
     if (retry.last_error.size() > storage::kMaxErrorBytes) return Fail(why, "DecodeRetry: last_error above its cap");
     if (!CheckRecordRoundTrip("retry", bytes, retry, storage::EncodeRetry, storage::DecodeRetry, why)) return false;
+  }
+
+  // A replay's record, as Bus::GetReplay and a resuming replay read it.
+  storage::ReplayRecord replay;
+  if (storage::DecodeReplay(bytes, &replay)) {
+    if (replay.types.size() > storage::kMaxReplayListEntries || replay.ids.size() > storage::kMaxReplayListEntries)
+      return Fail(why, "DecodeReplay: a list above its cap");
+    for (const std::string& id : replay.ids) {
+      if (id.size() != 16) return Fail(why, "DecodeReplay: an event id not of 16 bytes");
+    }
+    if (!CheckRecordRoundTrip("replay", bytes, replay, storage::EncodeReplay, storage::DecodeReplay, why)) return false;
   }
 
   // As `walbus dlq` reads a dead letter: the record, then its envelope.

@@ -1,4 +1,5 @@
-// The failure-path records (retries, dead letters, quarantine) and the keys
+// The failure-path records (retries, dead letters, quarantine), replay
+// records, and the keys
 // they are stored under, as read back from disk, and their inspect views
 // (fuzz_checks.h).
 

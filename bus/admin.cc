@@ -152,7 +152,7 @@ Status Flag(std::string_view key, const std::string* text, bool* out) {
 bool HasControl(std::string_view s, bool allow_line_breaks) {
   return std::any_of(s.begin(), s.end(), [&](char c) {
     const auto u = static_cast<unsigned char>(c);
-    if (allow_line_breaks && (c == '\n' || c == '\t')) return false;
+    if (allow_line_breaks && (c == '\n' || c == '\r' || c == '\t')) return false;
     return u < 0x20 || u == 0x7f;
   });
 }
@@ -433,7 +433,7 @@ class FlatJson {
     if (i_ < s_.size() && s_[i_] == '"') {
       std::string text;
       if (!String(&text)) return false;
-      *out = TextSafe(text);
+      *out = text.empty() ? "-" : TextSafe(text);
       return true;
     }
     const size_t start = i_;
@@ -559,6 +559,7 @@ Status ParseAdminRequest(std::string_view text, AdminRequest* out) {
     return line;
   };
   const std::string_view verb_name = next_line();
+  if (verb_name.ends_with('\r')) return Invalid("lines end with \\n alone, not \\r\\n");
   const VerbSpec* verb = nullptr;
   for (const VerbSpec& v : Verbs()) {
     if (v.name == verb_name) verb = &v;
@@ -768,6 +769,9 @@ Status CallAdminSocket(const std::string& dir, std::string_view request, std::st
     if (n == 0) break;
     if (n < 0) {
       if (errno == EINTR) continue;
+      // The process answered and closed without reading all we sent (it
+      // refused an oversized request): its reply is whole.
+      if (errno == ECONNRESET && !reply->empty()) break;
       s = errno == EAGAIN || errno == EWOULDBLOCK
               ? Status::IOError("no reply from " + path + " within " + std::to_string(kAdminReplyTimeout.count()) +
                                 " s")

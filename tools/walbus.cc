@@ -14,21 +14,49 @@
 //   walbus inbox check <dir> --subscriber S --event ID [--json]
 //   walbus export <dir> --format cloudevents-json [outbox ls filters]
 //
-// Every command is read-only and works on a stopped database and on one a
-// running process holds. --json prints JSON Lines: one object per entry.
+//   walbus dlq redrive|skip|purge <dir> --subscriber S
+//          (--seq N [--seq N]... | --all | [--type T] [--subject X])
+//          --operator O --reason R [--dry-run] [--json]
+//   walbus replay <dir> --subscriber S [--mode same-inbox|fresh-scope]
+//          [--from-seq N] [--to-seq N] [--since TIME] [--until TIME]
+//          [--type T]... [--subject X] [--id UUID]... [--max N]
+//          --operator O --reason R [--dry-run] [--json]
+//   walbus replay <dir> --status ID [--json]
+//   walbus replay <dir> --cancel ID --operator O --reason R [--json]
 //
-// Exit codes: 0 ok; 1 the operation failed, or the entry asked for does
-// not exist (for `inbox check`: the subscriber has no record of the
-// event); 2 bad usage (an unknown subscriber included), or the directory
-// is missing or not a walbus database.
+// The reading commands change nothing and work on a stopped database and
+// on one a running process holds. --json prints JSON Lines: one object per
+// entry.
+//
+// The actions (dlq redrive|skip|purge, replay) go to the process that holds
+// the database through its admin socket (<dir>/admin.sock, opened when it
+// sets Options::admin_socket); when nobody listens there, the tool opens
+// the database itself and runs the same request on it. No subscriber is
+// active then: a redrive is refused, and a replay is recorded to run when
+// the application next runs its subscriber. A database a process holds
+// without the socket cannot be acted on from here.
+//
+// Exit codes: 0 ok; 1 the operation failed or was refused, or the entry
+// asked for does not exist (for `inbox check`: the subscriber has no
+// record of the event); 2 bad usage (an unknown subscriber included, for
+// the reading commands), or the directory is missing or not a walbus
+// database, or is held by a process without the admin socket.
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <iostream>
 #include <limits>
+#include <memory>
 #include <optional>
+#include <spdlog/sinks/stdout_sinks.h>
+#include <spdlog/spdlog.h>
 #include <string_view>
+#include <tuple>
+#include <utility>
+#include <vector>
 
+#include "bus/admin.h"
 #include "bus/inspect.h"
 #include "bus/inspect_util.h"
 #include "bus/rfc3339.h"
@@ -238,11 +266,91 @@ int RunInboxCheck(const std::string& dir, const std::string& subscriber, const s
   return handled ? 0 : 1;
 }
 
+// key=value fields of an admin request, in order.
+using AdminFields = std::vector<std::pair<std::string, std::string>>;
+
+// Adds the field `key` for each value of an option that was given on the
+// command line (an empty value included: the request check refuses it).
+void AddGiven(AdminFields* fields, const CLI::Option* option, const std::string& key, const std::string& value) {
+  if (option->count() > 0) fields->emplace_back(key, value);
+}
+void AddGiven(AdminFields* fields, const CLI::Option* option, const std::string& key,
+              const std::vector<std::string>& values) {
+  if (option->count() == 0) return;
+  for (const std::string& v : values) fields->emplace_back(key, v);
+}
+
+// Runs an operator action: through the admin socket of the process that
+// holds `dir` when one answers there, else on the database itself, opened
+// here with default options (no subscriber, nothing started). The same
+// request text reaches the same function (AnswerAdminRequest) either way.
+int RunAdmin(const std::string& command, const std::string& dir, const std::string& verb, const AdminFields& fields,
+             bool json) {
+  namespace wi = walbus::internal;
+  const std::string request = wi::FormatAdminRequest(verb, fields);
+  wi::AdminRequest checked;
+  if (walbus::Status s = wi::ParseAdminRequest(request, &checked); !s.ok()) {
+    std::string message = s.message();
+    if (message.starts_with(verb + ": ")) message.erase(0, verb.size() + 2);
+    std::cerr << "walbus " << command << ": " << message << "\n";
+    return 2;
+  }
+  std::string reply;
+  bool listening = false;
+  walbus::Status s = wi::CallAdminSocket(dir, request, &reply, &listening);
+  if (!s.ok()) {
+    std::cerr << "walbus " << command << ": " << s.ToString() << "\n";
+    return 2;
+  }
+  if (!listening) {
+    walbus::Options options;
+    options.dir = dir;
+    options.create_if_missing = false;
+    // The bus's log lines (a replay recorded, say) go to stderr: stdout
+    // holds the report alone, JSON with --json.
+    options.logger = std::make_shared<spdlog::logger>("walbus", std::make_shared<spdlog::sinks::stderr_sink_mt>());
+    std::unique_ptr<walbus::Bus> bus;
+    s = walbus::Bus::Open(options, &bus);
+    if (s.IsBusy()) {
+      std::cerr << "walbus " << command << ": " << dir << " is held by a running process that does not listen on "
+                << wi::AdminSocketPath(dir) << "; that process must set Options::admin_socket for this command "
+                << "to reach it\n";
+      return 2;
+    }
+    if (!s.ok()) {
+      std::cerr << "walbus " << command << ": " << s.ToString() << "\n";
+      return 2;
+    }
+    reply = wi::AnswerAdminRequest(*bus, request);
+    if (walbus::Status closed = bus->Close(); !closed.ok()) {
+      std::cerr << "walbus " << command << ": closing " << dir << ": " << closed.ToString() << "\n";
+      return 1;
+    }
+  }
+  wi::AdminReply answer;
+  if (walbus::Status r = wi::ParseAdminReply(reply, &answer); !r.ok()) {
+    std::cerr << "walbus " << command << ": " << r.message() << "\n";
+    return 1;
+  }
+  if (!answer.status.ok()) {
+    std::cerr << "walbus " << command << ": " << answer.status.ToString() << "\n";
+    if (!listening && checked.verb == wi::AdminVerb::kDlqRedrive) {
+      std::cerr << "walbus " << command << ": no process holds " << dir
+                << ", so no subscriber is active; redrive while the application runs, with "
+                << "Options::admin_socket set\n";
+    }
+    return 1;
+  }
+  std::cout << (json ? answer.body + "\n" : wi::AdminReplyText(answer.body));
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"walbus: inspect and operate walbus databases. Every command is read-only and works on a stopped "
-               "database and on one a running process holds."};
+  CLI::App app{"walbus: inspect and operate walbus databases. The reading commands change nothing and work on a "
+               "stopped database and on one a running process holds; the actions (dlq redrive|skip|purge, replay) "
+               "go to the running process through its admin socket, or to a stopped database directly."};
   app.set_version_flag("--version", WALBUS_VERSION_STRING);
   app.require_subcommand(1);
 
@@ -283,6 +391,43 @@ int main(int argc, char** argv) {
   dlq_show->add_option("--subscriber", subscriber, "Subscriber name")->required();
   dlq_show->add_option("--seq", seq, "Sequence number of the event")->required();
   dlq_show->add_flag("--json", json, "Print one JSON object");
+
+  // The operator actions on dead letters. Numbers are passed on as typed:
+  // the request check (strict decimal) is the one place that reads them.
+  std::vector<std::string> seq_texts, types, ids;
+  std::string type, subject, operator_name, reason;
+  bool all = false, dry_run = false;
+  struct DlqAction {
+    CLI::App* cmd;
+    std::string verb;
+    CLI::Option *seq, *all, *type, *subject, *operator_name, *reason;
+  };
+  std::vector<DlqAction> dlq_actions;
+  for (auto [name, verb, help] : {
+           std::tuple{"redrive", "dlq-redrive",
+                      "Run the selected dead letters again through their subscriber, in their original per-subject "
+                      "order; needs the process that runs the subscriber (its admin socket)."},
+           std::tuple{"skip", "dlq-skip",
+                      "Release the parked subjects of the selection without running the dead letters (they stay, "
+                      "for inspection)."},
+           std::tuple{"purge", "dlq-purge", "Delete the selected dead letters (the action record keeps their seqs "
+                                            "and event ids)."}}) {
+    CLI::App* cmd = dlq->add_subcommand(name, help);
+    DlqAction a{cmd, verb, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr};
+    cmd->add_option("dir", dir, "Database directory")->required();
+    cmd->add_option("--subscriber", subscriber, "Whose dead letters")->required();
+    a.seq = cmd->add_option("--seq", seq_texts, "Select this dead letter (by seq); repeat for more")
+                ->allow_extra_args(false)
+                ->take_all();
+    a.all = cmd->add_flag("--all", all, "Select every dead letter of the subscriber");
+    a.type = cmd->add_option("--type", type, "Select those of this event type (and --subject, when given)");
+    a.subject = cmd->add_option("--subject", subject, "Select those of this subject (and --type, when given)");
+    a.operator_name = cmd->add_option("--operator", operator_name, "Who acts (recorded)")->required();
+    a.reason = cmd->add_option("--reason", reason, "Why (recorded)")->required();
+    cmd->add_flag("--dry-run", dry_run, "Show what would be selected; change nothing");
+    cmd->add_flag("--json", json, "Print the report as one JSON object");
+    dlq_actions.push_back(a);
+  }
 
   CLI::App* quarantine = app.add_subcommand(
       "quarantine", "The quarantine: input that failed verification (bridge input, files), with the rule broken.");
@@ -346,6 +491,33 @@ int main(int argc, char** argv) {
   add_filters(export_cmd);
   export_cmd->add_option("--format", format, "Output format")->required()->check(CLI::IsMember({"cloudevents-json"}));
 
+  CLI::App* replay = app.add_subcommand(
+      "replay", "Run retained events through one subscriber again, as a recorded operator action: in the running "
+                "process (through its admin socket), or, on a stopped database, once the application next runs the "
+                "subscriber. Or show (--status) or stop (--cancel) a replay.");
+  std::string mode, from_seq_text, to_seq_text, max_text, status_id, cancel_id;
+  replay->add_option("dir", dir, "Database directory")->required();
+  CLI::Option* r_subscriber = replay->add_option("--subscriber", subscriber, "The subscriber to replay to");
+  CLI::Option* r_mode = replay->add_option("--mode", mode, "same-inbox (default: events it handled are skipped) or "
+                                                           "fresh-scope (all run again; side-effect-safe handlers)");
+  CLI::Option* r_from = replay->add_option("--from-seq", from_seq_text, "From this sequence number on");
+  CLI::Option* r_to = replay->add_option("--to-seq", to_seq_text, "Up to this sequence number");
+  CLI::Option* r_since = replay->add_option("--since", since, "Events at or after this RFC 3339 time");
+  CLI::Option* r_until = replay->add_option("--until", until, "Events before this RFC 3339 time");
+  CLI::Option* r_types = replay->add_option("--type", types, "Events of this type; repeat for more")
+                              ->allow_extra_args(false)
+                              ->take_all();
+  CLI::Option* r_subject = replay->add_option("--subject", subject, "Events of this subject");
+  CLI::Option* r_ids =
+      replay->add_option("--id", ids, "This event; repeat for more")->allow_extra_args(false)->take_all();
+  CLI::Option* r_max = replay->add_option("--max", max_text, "At most this many events");
+  CLI::Option* r_operator = replay->add_option("--operator", operator_name, "Who acts (recorded)");
+  CLI::Option* r_reason = replay->add_option("--reason", reason, "Why (recorded)");
+  CLI::Option* r_dry_run = replay->add_flag("--dry-run", dry_run, "Show what would run; change nothing");
+  CLI::Option* r_status = replay->add_option("--status", status_id, "Show the replay with this id");
+  CLI::Option* r_cancel = replay->add_option("--cancel", cancel_id, "Stop the replay with this id");
+  replay->add_flag("--json", json, "Print the report as one JSON object");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -356,6 +528,64 @@ int main(int argc, char** argv) {
   if (metrics->parsed()) return RunMetrics(dir);
   if (dlq_ls->parsed()) return RunDlqLs(dir, subscriber, limit, json);
   if (dlq_show->parsed()) return RunDlqShow(dir, subscriber, seq, json);
+  for (const DlqAction& a : dlq_actions) {
+    if (!a.cmd->parsed()) continue;
+    const std::string command = "dlq " + a.cmd->get_name();
+    if (a.seq->count() == 0 && a.all->count() == 0 && a.type->count() == 0 && a.subject->count() == 0) {
+      std::cerr << "walbus " << command << ": choose the dead letters: --seq N (repeatable), --type T and/or "
+                << "--subject X, or --all\n";
+      return 2;
+    }
+    AdminFields fields{{"subscriber", subscriber}};
+    AddGiven(&fields, a.seq, "seq", seq_texts);
+    if (all) fields.emplace_back("all", "true");
+    AddGiven(&fields, a.type, "type", type);
+    AddGiven(&fields, a.subject, "subject", subject);
+    fields.emplace_back("operator", operator_name);
+    fields.emplace_back("reason", reason);
+    if (dry_run) fields.emplace_back("dry-run", "true");
+    return RunAdmin(command, dir, a.verb, fields, json);
+  }
+  if (replay->parsed()) {
+    const std::vector<const CLI::Option*> request_options = {r_subscriber, r_mode,  r_from,    r_to,
+                                                             r_since,      r_until, r_types,   r_subject,
+                                                             r_ids,        r_max,   r_dry_run};
+    const bool any_request_option =
+        std::any_of(request_options.begin(), request_options.end(), [](const CLI::Option* o) { return o->count() > 0; });
+    AdminFields fields;
+    if (r_status->count() > 0) {
+      if (r_cancel->count() > 0 || any_request_option || r_operator->count() > 0 || r_reason->count() > 0) {
+        std::cerr << "walbus replay: --status takes no other option but --json\n";
+        return 2;
+      }
+      AddGiven(&fields, r_status, "replay", status_id);
+      return RunAdmin("replay", dir, "replay-status", fields, json);
+    }
+    if (r_cancel->count() > 0) {
+      if (any_request_option) {
+        std::cerr << "walbus replay: --cancel takes only --operator, --reason and --json\n";
+        return 2;
+      }
+      AddGiven(&fields, r_cancel, "replay", cancel_id);
+      AddGiven(&fields, r_operator, "operator", operator_name);
+      AddGiven(&fields, r_reason, "reason", reason);
+      return RunAdmin("replay", dir, "replay-cancel", fields, json);
+    }
+    AddGiven(&fields, r_subscriber, "subscriber", subscriber);
+    AddGiven(&fields, r_mode, "mode", mode);
+    AddGiven(&fields, r_from, "from-seq", from_seq_text);
+    AddGiven(&fields, r_to, "to-seq", to_seq_text);
+    AddGiven(&fields, r_since, "since", since);
+    AddGiven(&fields, r_until, "until", until);
+    AddGiven(&fields, r_types, "type", types);
+    AddGiven(&fields, r_subject, "subject", subject);
+    AddGiven(&fields, r_ids, "id", ids);
+    AddGiven(&fields, r_max, "max", max_text);
+    AddGiven(&fields, r_operator, "operator", operator_name);
+    AddGiven(&fields, r_reason, "reason", reason);
+    if (dry_run) fields.emplace_back("dry-run", "true");
+    return RunAdmin("replay", dir, "replay", fields, json);
+  }
   if (q_ls->parsed()) return RunQuarantineLs(dir, limit, json);
   if (q_show->parsed()) return RunQuarantineShow(dir, arrival, json);
   if (subscribers->parsed()) return RunSubscribers(dir, json);

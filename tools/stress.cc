@@ -107,6 +107,7 @@ struct Config {
   std::string bridge;             // "", "local" or a NATS url
   double kill_server_every = 0;   // seconds; --bridge local only
   uint64_t retain_events = 0;     // Options::retain_events of every bus
+  double inbox_window = 0;        // seconds; Options::inbox_window of every bus
   bool soak() const { return soak_seconds > 0; }
   bool bridged() const { return !bridge.empty(); }
   // Where the handlers run: the receiver across the bridge, else the bus.
@@ -213,6 +214,10 @@ std::optional<int> ParseArgs(int argc, char** argv, Config* cfg) {
                  "Keep the newest N handled events in the outbox (Options::retain_events), for replays; the "
                  "outbox check then expects exactly that many")
       ->capture_default_str();
+  app.add_option("--inbox-window", cfg->inbox_window,
+                 "Seconds after which inbox records at or below the checkpoint may be dropped by compactions "
+                 "(Options::inbox_window); 0 keeps them")
+      ->capture_default_str()->check(CLI::Range(0.0, 1e9));
   app.add_option("--workers", cfg->workers, "Handler worker threads")
       ->capture_default_str()->check(CLI::Range(size_t{1}, size_t{256}));
   CLI::Option* bridge = app.add_option("--bridge", cfg->bridge,
@@ -331,6 +336,7 @@ Status OpenAt(const Config& cfg, const std::string& dir, std::unique_ptr<walbus:
   walbus::Options options = BusOptions(
       dir, cfg.durability == "sync" ? walbus::Durability::kSync : walbus::Durability::kBuffered, cfg.workers);
   options.retain_events = cfg.retain_events;
+  options.inbox_window = std::chrono::milliseconds(static_cast<int64_t>(cfg.inbox_window * 1000));
   return walbus::Bus::Open(options, bus);
 }
 

@@ -385,7 +385,7 @@ enum class ReplayMode : uint8_t {
 // passed (at or below its checkpoint when the replay starts) and the
 // outbox still holds (see Options::retain_events and friends) are taken.
 struct ReplayRequest {
-  std::string subscriber;             // required; active in this process
+  std::string subscriber;             // required; a registered subscriber
   ReplayMode mode = ReplayMode::kSameInbox;
   uint64_t from_seq = 0;              // inclusive; 0: from the oldest kept
   uint64_t to_seq = 0;                // inclusive; 0: up to the checkpoint
@@ -558,9 +558,14 @@ class WALBUS_EXPORT Bus {
   // A replayed event that exhausts the retry policy is dead-lettered
   // (counted failed) without parking its subject. One replay at a time
   // per subscriber: Busy otherwise. With action.dry_run, fills the report
-  // with what would run and changes nothing.
-  // InvalidArgument for a bad request or an inactive subscriber;
-  // NotSupported for kFreshScope on a subscriber not side_effect_safe.
+  // with what would run and changes nothing. A registered subscriber that
+  // is not active in this process (an operator's tool on a stopped
+  // database) gets the replay recorded; it starts when the subscriber is
+  // next subscribed, and a kFreshScope one of a subscriber that is not
+  // side_effect_safe then ends as kRefused.
+  // InvalidArgument for a bad request or an unknown subscriber;
+  // NotSupported for kFreshScope on an active subscriber not
+  // side_effect_safe.
   [[nodiscard]] virtual Status Replay(const ReplayRequest& request, ReplayReport* report) = 0;
   // Stops a running replay; what it completed stays. NotFound for an
   // unknown id; OK when it has ended already.

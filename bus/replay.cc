@@ -181,6 +181,9 @@ Status BusImpl::Replay(const ReplayRequest& request, ReplayReport* report) {
     return s;
   }
   if (request.action.dry_run) {
+    // Nothing will run: the report is of a finished look.
+    record.state = static_cast<uint8_t>(ReplayState::kDone);
+    record.ended_ms = now_ms;
     *report = ReportFromRecord(0, record);
     const std::unordered_set<std::string> ids = SelectedIds(record);
     Status scan = Status::OK();

@@ -6,6 +6,11 @@
 #include "storage/keys.h"
 
 namespace walbus::internal {
+namespace {
+
+constexpr size_t kMaxSummedCounters = 64;
+
+}  // namespace
 
 Committer::Committer(storage::Db* db, CommitLimits limits, uint64_t last_seq,
                      CommitListener* listener)
@@ -95,10 +100,26 @@ Status Committer::CheckExpectations(const ScopeRep& scope) {
   return Status::OK();
 }
 
+void Committer::AddToCounter(const Op& op) {
+  // A group touches a handful of counters: a linear search beats hashing.
+  for (CounterSum& c : group_counters_) {
+    if (c.cf == op.cf && c.key == op.key) {
+      c.delta += op.delta;
+      return;
+    }
+  }
+  if (group_counters_.size() >= kMaxSummedCounters) {
+    batch_.AddCounter(op.cf, op.key, op.delta);  // unusual: many distinct counters
+    return;
+  }
+  group_counters_.push_back(CounterSum{op.cf, op.key, op.delta});
+}
+
 void Committer::WriteGroup(const std::vector<CommitRequest*>& group) {
   batch_.Clear();
   group_versions_.clear();
   group_events_.clear();
+  group_counters_.clear();
   const uint64_t first = last_seq_.load(std::memory_order_relaxed) + 1;
   uint64_t next = first;
   bool sync = false;
@@ -112,7 +133,7 @@ void Committer::WriteGroup(const std::vector<CommitRequest*>& group) {
       switch (op.kind) {
         case Op::Kind::kPut: batch_.Put(op.cf, op.key, op.value); break;
         case Op::Kind::kDelete: batch_.Delete(op.cf, op.key); break;
-        case Op::Kind::kAddCounter: batch_.AddCounter(op.cf, op.key, op.delta); break;
+        case Op::Kind::kAddCounter: AddToCounter(op); break;
         case Op::Kind::kDeleteRange: batch_.DeleteRange(op.cf, op.key, op.value); break;
       }
     }
@@ -132,6 +153,7 @@ void Committer::WriteGroup(const std::vector<CommitRequest*>& group) {
     sync |= r->sync;
   }
   if (accepted == 0) return;
+  for (const CounterSum& c : group_counters_) batch_.AddCounter(c.cf, c.key, c.delta);
   WALBUS_FAULT_POINT("commit.before_write");
   const auto started = std::chrono::steady_clock::now();
   Status written = batch_.Commit(db_, sync);

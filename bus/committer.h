@@ -95,6 +95,9 @@ class Committer {
   // Takes the group at the queue's front; called by its leader.
   void LeadGroup(std::unique_lock<std::mutex>& lock);
   void WriteGroup(const std::vector<CommitRequest*>& group);
+  // Adds a kAddCounter op to the group's sums (or, past a bound on distinct
+  // keys, straight to the batch).
+  void AddToCounter(const Op& op);
   Status CheckExpectations(const ScopeRep& scope);
 
   storage::Db* const db_;
@@ -118,6 +121,16 @@ class Committer {
   storage::Batch batch_;
   std::unordered_map<std::string, uint64_t> group_versions_;
   std::vector<std::shared_ptr<const Event>> group_events_;
+  // The group's counter additions, summed per key: one merge per counter
+  // per write instead of one per commit (handler completions add to the
+  // same few counters). Counter keys are only ever merged, never put or
+  // deleted, so moving their merges to the end of the batch changes nothing.
+  struct CounterSum {
+    storage::CfHandle* cf;
+    std::string key;
+    uint64_t delta;
+  };
+  std::vector<CounterSum> group_counters_;
 };
 
 }  // namespace walbus::internal

@@ -1,6 +1,7 @@
 #include "bus/socket_server.h"
 
 #include <poll.h>
+#include <pthread.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/time.h>
@@ -41,7 +42,10 @@ SocketServer::SocketServer(int listen_fd, int wake_fd, std::string terminator, s
       terminator_(std::move(terminator)),
       max_request_bytes_(max_request_bytes),
       respond_(std::move(respond)),
-      thread_([this] { Run(); }) {}
+      thread_([this] {
+        pthread_setname_np(pthread_self(), "walbus-socket");
+        Run();
+      }) {}
 
 SocketServer::~SocketServer() {
   const uint64_t one = 1;

@@ -148,7 +148,14 @@ Result<Receipt> Transaction::Commit() {
 }
 
 HandlerContext::~HandlerContext() = default;
-const std::string& HandlerContext::IdempotencyKey() const { return rep_->idempotency_key; }
+const std::string& HandlerContext::IdempotencyKey() const {
+  // Made on first use: most handlers never ask, and it costs a string per event.
+  if (rep_->idempotency_key.empty()) {
+    assert(rep_->parent != nullptr);
+    rep_->idempotency_key = rep_->subscriber_name + "/" + rep_->parent->id.ToString();
+  }
+  return rep_->idempotency_key;
+}
 const std::string& HandlerContext::SubscriberName() const { return rep_->subscriber_name; }
 uint32_t HandlerContext::Attempt() const { return rep_->attempt; }
 

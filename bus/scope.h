@@ -48,7 +48,7 @@ struct ScopeRep {
   // Handler contexts only.
   const Event* parent = nullptr;
   std::string subscriber_name;
-  std::string idempotency_key;
+  std::string idempotency_key;  // subscriber/event id, made on first use
   uint32_t attempt = 0;
 
   void Fail(Status s) {

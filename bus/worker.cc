@@ -357,7 +357,6 @@ void Dispatcher::RunGroup(std::span<WorkItem* const> items) {
     auto rep = std::make_unique<ScopeRep>(bus_);
     rep->parent = item->event.get();
     rep->subscriber_name = sub.name;
-    rep->idempotency_key = sub.name + "/" + item->event->id.ToString();
     rep->attempt = item->attempt;
     Run& run = runs.emplace_back();
     run.item = item;

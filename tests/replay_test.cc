@@ -78,6 +78,16 @@ SubscriberOptions Projection(RunLog* log, std::atomic<bool>* broken, bool side_e
   return s;
 }
 
+// Opens a bus in `dir` with `projection` subscribed and started; null
+// (the test failed) when it cannot.
+std::unique_ptr<Bus> StartProjection(const TempDir& dir, SubscriberOptions projection) {
+  auto bus = testing::OpenBus(ReplayOptions(dir));
+  if (bus == nullptr) return nullptr;
+  EXPECT_TRUE(bus->Subscribe(std::move(projection)).ok());
+  EXPECT_TRUE(bus->Start().ok());
+  return bus;
+}
+
 std::vector<Receipt> PublishMany(Bus& bus, int n, const std::function<std::string(int)>& subject) {
   std::vector<Receipt> receipts;
   for (int i = 0; i < n; ++i) {
@@ -114,10 +124,8 @@ TEST(ReplayTest, SameInboxSkipsHandledEventsAndRunsWhatFailed) {
   TempDir dir;
   RunLog log;
   std::atomic<bool> broken{true};
-  auto bus = testing::OpenBus(ReplayOptions(dir));
+  auto bus = StartProjection(dir, Projection(&log, &broken));
   ASSERT_NE(bus, nullptr);
-  ASSERT_TRUE(bus->Subscribe(Projection(&log, &broken)).ok());
-  ASSERT_TRUE(bus->Start().ok());
   auto receipts = PublishMany(*bus, 50, [](int i) { return i % 10 == 0 ? std::string("bad") : "o" + std::to_string(i % 7); });
   ASSERT_TRUE(bus->WaitIdle(30s).ok());
   ASSERT_EQ(bus->Stats().subscribers[0].dead_lettered, 5u);
@@ -154,10 +162,8 @@ TEST(ReplayTest, FreshScopeRunsEveryEventAgainOnlyForSideEffectSafeSubscribers) 
   RunLog log;
   std::atomic<bool> broken{false};
   {
-    auto bus = testing::OpenBus(ReplayOptions(dir));
+    auto bus = StartProjection(dir, Projection(&log, &broken, /*side_effect_safe=*/false));
     ASSERT_NE(bus, nullptr);
-    ASSERT_TRUE(bus->Subscribe(Projection(&log, &broken, /*side_effect_safe=*/false)).ok());
-    ASSERT_TRUE(bus->Start().ok());
     PublishMany(*bus, 20, [](int i) { return "o" + std::to_string(i % 3); });
     ASSERT_TRUE(bus->WaitIdle(30s).ok());
     ReplayReport report;
@@ -167,10 +173,8 @@ TEST(ReplayTest, FreshScopeRunsEveryEventAgainOnlyForSideEffectSafeSubscribers) 
     EXPECT_TRUE(bus->GetReplay(1, &report).IsNotFound()) << "a refused replay records nothing";
     ASSERT_TRUE(bus->Close().ok());
   }
-  auto bus = testing::OpenBus(ReplayOptions(dir));
+  auto bus = StartProjection(dir, Projection(&log, &broken, /*side_effect_safe=*/true));
   ASSERT_NE(bus, nullptr);
-  ASSERT_TRUE(bus->Subscribe(Projection(&log, &broken, /*side_effect_safe=*/true)).ok());
-  ASSERT_TRUE(bus->Start().ok());
   ReplayReport report;
   ASSERT_TRUE(bus->Replay(Request(ReplayMode::kFreshScope), &report).ok());
   report = WaitReplay(*bus, report.replay_id);
@@ -186,10 +190,8 @@ TEST(ReplayTest, SelectionBySeqTypeSubjectIdAndCap) {
   TempDir dir;
   RunLog log;
   std::atomic<bool> broken{false};
-  auto bus = testing::OpenBus(ReplayOptions(dir));
+  auto bus = StartProjection(dir, Projection(&log, &broken, true));
   ASSERT_NE(bus, nullptr);
-  ASSERT_TRUE(bus->Subscribe(Projection(&log, &broken, true)).ok());
-  ASSERT_TRUE(bus->Start().ok());
   auto receipts = PublishMany(*bus, 30, [](int i) { return "o" + std::to_string(i % 3); });
   ASSERT_TRUE(bus->WaitIdle(30s).ok());
 
@@ -230,10 +232,8 @@ TEST(ReplayTest, DryRunChangesNothing) {
   TempDir dir;
   RunLog log;
   std::atomic<bool> broken{true};
-  auto bus = testing::OpenBus(ReplayOptions(dir));
+  auto bus = StartProjection(dir, Projection(&log, &broken));
   ASSERT_NE(bus, nullptr);
-  ASSERT_TRUE(bus->Subscribe(Projection(&log, &broken)).ok());
-  ASSERT_TRUE(bus->Start().ok());
   PublishMany(*bus, 20, [](int i) { return i < 2 ? std::string("bad") : "o" + std::to_string(i); });
   ASSERT_TRUE(bus->WaitIdle(30s).ok());
   broken = false;
@@ -257,10 +257,8 @@ TEST(ReplayTest, NeverRunsBesideOrAheadOfLiveEventsOfItsSubject) {
   TempDir dir;
   RunLog log;
   std::atomic<bool> broken{false};
-  auto bus = testing::OpenBus(ReplayOptions(dir));
+  auto bus = StartProjection(dir, Projection(&log, &broken, true, 200us));
   ASSERT_NE(bus, nullptr);
-  ASSERT_TRUE(bus->Subscribe(Projection(&log, &broken, true, 200us)).ok());
-  ASSERT_TRUE(bus->Start().ok());
   PublishMany(*bus, 300, [](int i) { return "o" + std::to_string(i % 5); });
   ASSERT_TRUE(bus->WaitIdle(30s).ok());
   {
@@ -291,10 +289,8 @@ TEST(ReplayTest, OneAtATimePerSubscriberAndCancellable) {
   TempDir dir;
   RunLog log;
   std::atomic<bool> broken{false};
-  auto bus = testing::OpenBus(ReplayOptions(dir));
+  auto bus = StartProjection(dir, Projection(&log, &broken, true, 2ms));
   ASSERT_NE(bus, nullptr);
-  ASSERT_TRUE(bus->Subscribe(Projection(&log, &broken, true, 2ms)).ok());
-  ASSERT_TRUE(bus->Start().ok());
   PublishMany(*bus, 500, [](int) { return std::string("one-subject"); });
   ASSERT_TRUE(bus->WaitIdle(60s).ok());
   ReplayReport first, second;
@@ -316,10 +312,8 @@ TEST(ReplayTest, RecordedWhileTheSubscriberIsAwayRunsWhenItSubscribes) {
   RunLog log;
   std::atomic<bool> broken{false};
   {
-    auto bus = testing::OpenBus(ReplayOptions(dir));
+    auto bus = StartProjection(dir, Projection(&log, &broken, true));
     ASSERT_NE(bus, nullptr);
-    ASSERT_TRUE(bus->Subscribe(Projection(&log, &broken, true)).ok());
-    ASSERT_TRUE(bus->Start().ok());
     PublishMany(*bus, 10, [](int i) { return "o" + std::to_string(i); });
     ASSERT_TRUE(bus->WaitIdle(30s).ok());
     ASSERT_TRUE(bus->Close().ok());
@@ -334,10 +328,8 @@ TEST(ReplayTest, RecordedWhileTheSubscriberIsAwayRunsWhenItSubscribes) {
     EXPECT_EQ(report.selection, "seq 1..10");
     ASSERT_TRUE(bus->Close().ok());
   }
-  auto bus = testing::OpenBus(ReplayOptions(dir));
+  auto bus = StartProjection(dir, Projection(&log, &broken, true));
   ASSERT_NE(bus, nullptr);
-  ASSERT_TRUE(bus->Subscribe(Projection(&log, &broken, true)).ok());
-  ASSERT_TRUE(bus->Start().ok());
   ReplayReport report = WaitReplay(*bus, 1);
   EXPECT_EQ(report.state, ReplayState::kDone);
   EXPECT_EQ(report.delivered, 10u);

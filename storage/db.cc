@@ -226,7 +226,7 @@ Status Db::Open(const OpenOptions& options, std::unique_ptr<Db>* out) {
   dbo.keep_log_file_num = 4;
   // One bound for the memtables of every column family together (each has
   // 64 MiB of its own otherwise): memory stays flat under any backlog.
-  dbo.db_write_buffer_size = 128u << 20;
+  dbo.db_write_buffer_size = 96u << 20;
   // Column families written rarely (meta, checkpoints) would otherwise pin
   // old log files: every open then replays gigabytes of log, slowly and
   // into full memtables. Past this much log, the oldest is flushed.

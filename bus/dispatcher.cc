@@ -387,7 +387,8 @@ void Dispatcher::Submit(Subscriber* sub, KeyQueue& key) {
   // A replayed event looks at its inbox (or its replay's scope) first:
   // that is what makes a replay skip handled events and resume exactly once.
   item.check_stored = item.replaying || (!item.redrive && (key.check_stored || (!key.charged && item.event->seq <= sub->recovered_horizon)));
-  if (auto parked = sub->parked.find(item.event->subject); parked != sub->parked.end() && !item.redrive) {
+  if (auto parked = sub->parked.find(item.event->subject);
+      parked != sub->parked.end() && !item.redrive && !item.replaying) {
     item.parked_behind = parked->second;
   }
   ready_.push_back(std::move(item));

@@ -426,8 +426,10 @@ void Dispatcher::PumpReplay(Subscriber* sub) {
       if (!sub->Matches(event->type) || !ReplaySelects(r, job->ids, *event)) return true;
       ++r.selected;
       job->dirty = true;
-      if (sub->redriving.count(seq) != 0 || sub->replaying.count(seq) != 0) {
-        ++r.skipped;  // an operator redrive runs it already
+      // An operator redrive runs it already; a parked subject is repaired
+      // by redriving its dead letters (which releases it), not by a replay.
+      if (sub->redriving.count(seq) != 0 || sub->replaying.count(seq) != 0 || sub->parked.count(event->subject) != 0) {
+        ++r.skipped;
         return true;
       }
       sub->replaying.insert(seq);

@@ -157,6 +157,35 @@ TEST(ReplayTest, SameInboxSkipsHandledEventsAndRunsWhatFailed) {
   EXPECT_NE(metrics.find("walbus_replays_running{subscriber=\"projection\"} 0"), std::string::npos);
 }
 
+TEST(ReplayTest, LeavesAParkedSubjectToTheRedrive) {
+  TempDir dir;
+  RunLog log;
+  std::atomic<bool> broken{true};
+  SubscriberOptions parking = Projection(&log, &broken);
+  parking.on_poison = PoisonPolicy::kParkKey;
+  auto bus = StartProjection(dir, std::move(parking));
+  ASSERT_NE(bus, nullptr);
+  auto receipts = PublishMany(*bus, 10, [](int i) { return i == 3 || i == 7 ? std::string("bad") : "o" + std::to_string(i); });
+  ASSERT_TRUE(bus->WaitIdle(30s).ok());
+  ASSERT_EQ(bus->Stats().subscribers[0].dead_lettered, 2u) << "the failure and the event held behind it";
+  broken = false;
+
+  ReplayReport report;
+  ASSERT_TRUE(bus->Replay(Request(ReplayMode::kSameInbox), &report).ok());
+  report = WaitReplay(*bus, report.replay_id);
+  EXPECT_EQ(report.selected, 10u);
+  EXPECT_EQ(report.delivered, 0u);
+  EXPECT_EQ(report.skipped, 10u);
+  EXPECT_EQ(log.Runs(receipts[3].event_ids[0]), 1) << "the parked subject waits for its redrive";
+
+  ActionReport action;
+  ASSERT_TRUE(bus->RedriveDeadLetters({.subscriber = "projection", .subject = "bad"}, {"ops-anna", "fixed", false},
+                                      &action)
+                  .ok());
+  ASSERT_TRUE(testing::Eventually([&] { return log.Runs(receipts[7].event_ids[0]) == 1; }));
+  EXPECT_EQ(log.Runs(receipts[3].event_ids[0]), 2);
+}
+
 TEST(ReplayTest, FreshScopeRunsEveryEventAgainOnlyForSideEffectSafeSubscribers) {
   TempDir dir;
   RunLog log;

@@ -386,7 +386,7 @@ enum class ReplayMode : uint8_t {
 // outbox still holds (see Options::retain_events and friends) are taken.
 struct ReplayRequest {
   std::string subscriber;             // required; a registered subscriber
-  ReplayMode mode = ReplayMode::kSameInbox;
+  ReplayMode mode = ReplayMode::kSameInbox;  // see ReplayMode
   uint64_t from_seq = 0;              // inclusive; 0: from the oldest kept
   uint64_t to_seq = 0;                // inclusive; 0: up to the checkpoint
   // Event time range [since, until): zero means unbounded.
@@ -412,11 +412,11 @@ enum class ReplayState : uint8_t {
 // A replay's record (walbus.replays) and its counts so far.
 struct ReplayReport {
   uint64_t replay_id = 0;   // 0 for a dry run
-  std::string subscriber;
-  ReplayMode mode = ReplayMode::kSameInbox;
-  ReplayState state = ReplayState::kRunning;
-  std::string operator_name;
-  std::string reason;
+  std::string subscriber;   // whose replay
+  ReplayMode mode = ReplayMode::kSameInbox;   // as requested
+  ReplayState state = ReplayState::kRunning;  // where it stands
+  std::string operator_name;  // who asked for it
+  std::string reason;         // why
   std::string handler_version;  // the subscriber's when it started
   std::string selection;        // the request's filters, as text
   uint64_t started_ms = 0;      // unix ms

@@ -10,6 +10,9 @@
 namespace walbus::internal {
 namespace {
 
+// Entries read to learn the mean entry size (Options::retain_bytes).
+constexpr uint64_t kSizeSamples = 16;
+
 // The smallest seq in [lo, hi) for which `keep(seq)` holds, given that it
 // holds for every seq above one where it holds; hi when none.
 template <typename Keep>
@@ -46,12 +49,25 @@ uint64_t RetentionFloor(const storage::Db& db, const RetentionPolicy& policy, ui
       return event.time >= cutoff;
     }));
   }
-  if (policy.bytes > 0) {
-    floor = std::max(floor, FirstKept(floor, safe, [&](uint64_t seq) {
-      uint64_t size = 0;
-      if (!db.ApproximateOutboxBytes(seq, safe, &size).ok()) return true;
-      return size <= policy.bytes;
-    }));
+  if (policy.bytes > 0 && floor < safe) {
+    // Storage's own size estimates of recent (in-memory) entries are off
+    // by an order of magnitude; the entries themselves are not. The mean
+    // size of a sample spread over the range sets how many fit.
+    const uint64_t span = safe - floor;
+    uint64_t sampled_bytes = 0, sampled = 0;
+    for (uint64_t i = 0; i < kSizeSamples; ++i) {
+      std::string bytes;
+      bool found = false;
+      const uint64_t seq = floor + span * i / kSizeSamples;
+      if (db.Get(db.cf(storage::Cf::kOutbox), storage::OutboxKey(seq), &bytes, &found).ok() && found) {
+        sampled_bytes += sizeof(uint64_t) + bytes.size();
+        ++sampled;
+      }
+    }
+    if (sampled > 0) {
+      const uint64_t fit = policy.bytes / std::max<uint64_t>(1, sampled_bytes / sampled);
+      floor = std::max(floor, safe > fit ? safe - fit : 0);
+    }
   }
   return std::min(floor, safe);
 }

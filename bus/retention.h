@@ -34,7 +34,8 @@ struct RetentionPolicy {
 // `safe` (the lowest checkpoint + 1); of those, the ones every limit of the
 // policy still covers are kept. The outbox holds nothing below
 // `trimmed_below`. Age is judged by event time (an event ingested with an
-// old time counts as old). Storage errors keep everything (trim later).
+// old time counts as old); size by the mean size of 16 entries spread over
+// the range. Storage errors keep everything (trim later).
 // REQUIRES: trimmed_below <= safe.
 uint64_t RetentionFloor(const storage::Db& db, const RetentionPolicy& policy, uint64_t trimmed_below, uint64_t safe,
                         std::chrono::system_clock::time_point now, size_t max_payload_bytes);

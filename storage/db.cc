@@ -491,19 +491,6 @@ Status Db::Compact(Cf which) {
   return FromRocks(db_->CompactRange(options, cf(which), nullptr, nullptr), "compact");
 }
 
-Status Db::ApproximateOutboxBytes(uint64_t from_seq, uint64_t below_seq, uint64_t* bytes) const {
-  *bytes = 0;
-  if (from_seq >= below_seq) return Status::OK();
-  const std::string begin = OutboxKey(from_seq);
-  const std::string end = OutboxKey(below_seq);
-  const rocksdb::Range range(ToSlice(begin), ToSlice(end));
-  rocksdb::SizeApproximationOptions options;
-  options.include_memtables = true;
-  options.include_files = true;
-  return FromRocks(db_->GetApproximateSizes(options, cf(Cf::kOutbox), &range, 1, bytes),
-                   "estimate the outbox's size");
-}
-
 uint64_t Db::SumProperty(const std::string& name) const {
   uint64_t sum = 0;
   for (auto* h : all_handles_) {

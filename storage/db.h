@@ -119,9 +119,6 @@ class Db {
   // Compacts the whole column family now (blocking): its compaction
   // filters run and deleted entries give their space back.
   Status Compact(Cf which);
-  // Storage's estimate of the bytes the outbox entries from_seq <=
-  // seq < below_seq take, memtables included.
-  Status ApproximateOutboxBytes(uint64_t from_seq, uint64_t below_seq, uint64_t* bytes) const;
   // The highest outbox seq, or 0 when the outbox is empty.
   Status LastOutboxSeq(uint64_t* seq) const;
   // Visits the entries of a walbus column family whose keys start with

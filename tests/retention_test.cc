@@ -162,13 +162,12 @@ TEST(RetentionTest, ByBytesKeepsAboutTheNewestThatFit) {
     ASSERT_TRUE(bus->Close().ok());
   }
   std::vector<uint64_t> seqs = OutboxSeqs(dir.path());
-  // Storage estimates sizes (coarsely, in memtables): about 256 events of
-  // 1 KiB fit (memtable estimates run high); what is kept is the newest,
-  // and far less than everything.
+  // About 230 events of 1 KiB and their envelope fit in 256 KiB; what is
+  // kept is the newest.
   ASSERT_FALSE(seqs.empty());
   EXPECT_EQ(seqs.back(), 4000u);
-  EXPECT_LE(seqs.size(), 1024u);
-  EXPECT_GE(seqs.size(), 16u);
+  EXPECT_LE(seqs.size(), 256u);
+  EXPECT_GE(seqs.size(), 200u);
   for (size_t i = 1; i < seqs.size(); ++i) ASSERT_EQ(seqs[i], seqs[i - 1] + 1) << "kept events are contiguous";
 }
 

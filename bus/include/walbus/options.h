@@ -99,7 +99,7 @@ struct Options {
   // in the outbox for Bus::Replay. A kept event stays while it is within
   // every limit set: the newest retain_events of them, younger than
   // retain_for (by event time), and the newest ones that fit in
-  // retain_bytes (as the storage estimates their size). Zero sets no limit
+  // retain_bytes (judged by the mean size of a sample of them). Zero sets no limit
   // of that kind; all three zero (the default) keeps nothing: an event is
   // removed as soon as every subscriber passed it. Removal is by range
   // deletion at trim time, never point by point.

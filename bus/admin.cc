@@ -329,6 +329,7 @@ std::string ReplayJson(const ReplayReport& r) {
          ",\"selected\":" + std::to_string(r.selected) + ",\"delivered\":" + std::to_string(r.delivered) +
          ",\"skipped\":" + std::to_string(r.skipped) + ",\"failed\":" + std::to_string(r.failed) +
          ",\"next_seq\":" + std::to_string(r.next_seq) + ",\"error\":" + JsonString(r.error) +
+         ",\"cancelled_by\":" + JsonString(r.cancelled_by) + ",\"cancel_reason\":" + JsonString(r.cancel_reason) +
          ",\"seqs\":" + SeqsJson(r.seqs) + "}";
 }
 
@@ -632,7 +633,7 @@ std::string ExecuteAdminRequest(Bus& bus, const AdminRequest& r) {
       s = bus.Replay(r.replay, &replay);
       return s.ok() ? OkReply(ReplayJson(replay)) : ErrorReply(s);
     case AdminVerb::kReplayCancel:
-      s = bus.CancelReplay(r.replay_id);
+      s = bus.CancelReplay(r.replay_id, r.action);
       if (!s.ok()) return ErrorReply(s);
       // The record as it stands after the cancel; the cancel itself took
       // effect even when it cannot be read back.

@@ -24,8 +24,8 @@
 //       subscriber, operator, reason (required), mode=same-inbox|fresh-scope,
 //       from-seq, to-seq, since, until (RFC 3339), type (list), subject,
 //       id (list; event ids), max, dry-run=true|false
-//   replay-cancel   replay (required), operator, reason (required; checked,
-//                   but Bus::CancelReplay keeps no record of who cancelled)
+//   replay-cancel   replay, operator, reason (required; recorded with the
+//                   replay)
 //   replay-status   replay (required)
 //
 // The reply is a line `ok` or `error <code name>` (CodeName), then a body

@@ -53,7 +53,7 @@ class BusImpl final : public Bus, public CommitListener {
   Status PurgeDeadLetters(const DeadLetterSelection& selection, const OperatorAction& action,
                           ActionReport* report) override;
   Status Replay(const ReplayRequest& request, ReplayReport* report) override;
-  Status CancelReplay(uint64_t replay_id) override;
+  Status CancelReplay(uint64_t replay_id, const OperatorAction& action) override;
   Status GetReplay(uint64_t replay_id, ReplayReport* report) override;
   Status WaitIdle(std::chrono::milliseconds timeout) override;
   BusStats Stats() override;

@@ -104,7 +104,7 @@ class Dispatcher {
   // resumes when that subscriber is). REQUIRES: record.state is kRunning.
   void StartReplay(uint64_t replay_id, storage::ReplayRecord record);
   // Stops a running replay: nothing more is selected; what runs finishes.
-  void CancelReplay(uint64_t replay_id);
+  void CancelReplay(uint64_t replay_id, const OperatorAction& action);
   // Blocks until the watermark of every added subscriber (or of those
   // named, when `names` is not empty) reaches `target`, or a paused one
   // stands in the way.

@@ -112,6 +112,8 @@ ReplayReport ReportFromRecord(uint64_t replay_id, const storage::ReplayRecord& r
   report.failed = r.failed;
   report.next_seq = r.next_seq;
   report.error = r.error;
+  report.cancelled_by = r.cancelled_by;
+  report.cancel_reason = r.cancel_reason;
   return report;
 }
 
@@ -282,7 +284,10 @@ Status BusImpl::GetReplay(uint64_t replay_id, ReplayReport* report) {
   return Status::OK();
 }
 
-Status BusImpl::CancelReplay(uint64_t replay_id) {
+Status BusImpl::CancelReplay(uint64_t replay_id, const OperatorAction& action) {
+  if (action.operator_name.empty() || action.reason.empty()) {
+    return Status::InvalidArgument("cancelling a replay needs an operator name and a reason");
+  }
   ReplayReport report;
   if (Status s = GetReplay(replay_id, &report); !s.ok()) return s;
   if (report.state != ReplayState::kRunning) return Status::OK();
@@ -293,7 +298,7 @@ Status BusImpl::CancelReplay(uint64_t replay_id) {
     active = it != registry_.by_name.end() && it->second.active != nullptr;
   }
   if (active) {
-    dispatcher_->CancelReplay(replay_id);  // it records the end once its events finish
+    dispatcher_->CancelReplay(replay_id, action);  // it records the end once its events finish
     return Status::OK();
   }
   std::lock_guard<std::mutex> lock(actions_mu_);
@@ -304,8 +309,11 @@ Status BusImpl::CancelReplay(uint64_t replay_id) {
     return s;
   }
   if (!found || !storage::DecodeReplay(value, &record)) return Status::NotFound("no replay " + std::to_string(replay_id));
+  if (record.state != static_cast<uint8_t>(ReplayState::kRunning)) return Status::OK();
   record.state = static_cast<uint8_t>(ReplayState::kCancelled);
   record.ended_ms = static_cast<uint64_t>(UnixMillis(options_.clock->WallNow()));
+  record.cancelled_by = action.operator_name;
+  record.cancel_reason = action.reason;
   ScopeRep scope(this);
   scope.AddOp(Op{Op::Kind::kPut, db_->cf(storage::Cf::kReplays), storage::OutboxKey(replay_id),
                  storage::EncodeReplay(record)});
@@ -324,17 +332,23 @@ void Dispatcher::StartReplay(uint64_t replay_id, storage::ReplayRecord record) {
   Send(std::move(m));
 }
 
-void Dispatcher::CancelReplay(uint64_t replay_id) {
+void Dispatcher::CancelReplay(uint64_t replay_id, const OperatorAction& action) {
   Message m;
   m.kind = Message::Kind::kCancelReplay;
   m.replay_id = replay_id;
+  m.replay = std::make_shared<storage::ReplayRecord>();  // carries who and why
+  m.replay->cancelled_by = action.operator_name;
+  m.replay->cancel_reason = action.reason;
   Send(std::move(m));
 }
 
 void Dispatcher::HandleReplay(Message& m) {
   if (m.kind == Message::Kind::kCancelReplay) {
     for (auto& sub : subs_) {
-      if (sub->replay != nullptr && sub->replay->id == m.replay_id) DropQueuedReplay(sub.get());
+      if (sub->replay == nullptr || sub->replay->id != m.replay_id || sub->replay->cancelled) continue;
+      sub->replay->record.cancelled_by = std::move(m.replay->cancelled_by);
+      sub->replay->record.cancel_reason = std::move(m.replay->cancel_reason);
+      DropQueuedReplay(sub.get());
     }
     return;
   }

@@ -152,6 +152,8 @@ std::string EncodeReplay(const ReplayRecord& r) {
     PutBe64(&out, v);
   }
   PutBytes(&out, Capped(r.error, kMaxErrorBytes));
+  PutBytes(&out, Capped(r.cancelled_by, kMaxShortBytes));
+  PutBytes(&out, Capped(r.cancel_reason, kMaxShortBytes));
   return out;
 }
 
@@ -181,7 +183,8 @@ bool DecodeReplay(std::string_view in, ReplayRecord* r) {
   }
   return rd.U64(&r->max_events) && rd.U64(&r->started_ms) && rd.U64(&r->ended_ms) && rd.U64(&r->selected) &&
          rd.U64(&r->delivered) && rd.U64(&r->skipped) && rd.U64(&r->failed) && rd.U64(&r->next_seq) &&
-         rd.Bytes(&r->error, kMaxErrorBytes) && rd.AtEnd();
+         rd.Bytes(&r->error, kMaxErrorBytes) && rd.Bytes(&r->cancelled_by, kMaxShortBytes) &&
+         rd.Bytes(&r->cancel_reason, kMaxShortBytes) && rd.AtEnd();
 }
 
 std::string ReplayScopeKey(uint64_t replay_id, std::string_view event_id16) {

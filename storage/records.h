@@ -76,6 +76,8 @@ struct ReplayRecord {
   uint64_t failed = 0;
   uint64_t next_seq = 0;  // every selected event below it completed
   std::string error;
+  std::string cancelled_by;   // who cancelled it
+  std::string cancel_reason;  // and why
 };
 // Caps on what a replay record holds.
 inline constexpr size_t kMaxReplayListEntries = 4096;

@@ -464,6 +464,8 @@ TEST(AdminTest, ReplayRequestsAreParsedIntoTheirFields) {
                   .ok());
   EXPECT_EQ(r.verb, internal::AdminVerb::kReplayCancel);
   EXPECT_EQ(r.replay_id, 4u);
+  EXPECT_EQ(r.action.operator_name, "carol") << "recorded with the cancelled replay";
+  EXPECT_EQ(r.action.reason, "wrong range");
   ASSERT_TRUE(internal::ParseAdminRequest(Request("replay-status", {{"replay", "4"}}), &r).ok());
   EXPECT_EQ(r.verb, internal::AdminVerb::kReplayStatus);
   EXPECT_EQ(r.replay_id, 4u);

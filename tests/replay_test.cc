@@ -326,14 +326,19 @@ TEST(ReplayTest, OneAtATimePerSubscriberAndCancellable) {
   ASSERT_TRUE(bus->Replay(Request(ReplayMode::kFreshScope), &first).ok());
   EXPECT_TRUE(bus->Replay(Request(ReplayMode::kFreshScope), &second).IsBusy());
   std::this_thread::sleep_for(50ms);
-  ASSERT_TRUE(bus->CancelReplay(first.replay_id).ok());
+  EXPECT_TRUE(bus->CancelReplay(first.replay_id, {"ops-ben", "", false}).IsInvalidArgument()) << "why is required";
+  ASSERT_TRUE(bus->CancelReplay(first.replay_id, {"ops-ben", "wrong selection", false}).ok());
   ReplayReport done = WaitReplay(*bus, first.replay_id);
   EXPECT_EQ(done.state, ReplayState::kCancelled);
   EXPECT_LT(done.delivered, 500u);
-  EXPECT_TRUE(bus->CancelReplay(first.replay_id).ok()) << "cancelling an ended replay is a no-op";
-  EXPECT_TRUE(bus->CancelReplay(999).IsNotFound());
+  EXPECT_EQ(done.cancelled_by, "ops-ben");
+  EXPECT_EQ(done.cancel_reason, "wrong selection");
+  EXPECT_TRUE(bus->CancelReplay(first.replay_id, {"ops-cy", "again", false}).ok()) << "an ended replay: no-op";
+  ASSERT_TRUE(bus->GetReplay(first.replay_id, &done).ok());
+  EXPECT_EQ(done.cancelled_by, "ops-ben");
+  EXPECT_TRUE(bus->CancelReplay(999, {"ops-ben", "typo", false}).IsNotFound());
   ASSERT_TRUE(bus->Replay(Request(ReplayMode::kFreshScope), &second).ok()) << "the subscriber is free again";
-  ASSERT_TRUE(bus->CancelReplay(second.replay_id).ok());
+  ASSERT_TRUE(bus->CancelReplay(second.replay_id, {"ops-ben", "test over", false}).ok());
 }
 
 TEST(ReplayTest, RecordedWhileTheSubscriberIsAwayRunsWhenItSubscribes) {

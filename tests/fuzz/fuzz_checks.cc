@@ -341,7 +341,8 @@ bool Same(const storage::ReplayRecord& a, const storage::ReplayRecord& b) {
          a.since_ms == b.since_ms && a.until_ms == b.until_ms && a.types == b.types && a.subject == b.subject &&
          a.ids == b.ids && a.max_events == b.max_events && a.started_ms == b.started_ms &&
          a.ended_ms == b.ended_ms && a.selected == b.selected && a.delivered == b.delivered &&
-         a.skipped == b.skipped && a.failed == b.failed && a.next_seq == b.next_seq && a.error == b.error;
+         a.skipped == b.skipped && a.failed == b.failed && a.next_seq == b.next_seq && a.error == b.error &&
+         a.cancelled_by == b.cancelled_by && a.cancel_reason == b.cancel_reason;
 }
 
 // A record the decoder accepted re-encodes to the very same bytes (the

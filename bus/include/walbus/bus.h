@@ -427,6 +427,11 @@ struct ReplayReport {
   uint64_t failed = 0;          // dead-lettered by this replay
   uint64_t next_seq = 0;        // resumes here after a crash
   std::string error;            // kRefused: why
+  // kCancelled: who cancelled it and why (Bus::CancelReplay).
+  // @{
+  std::string cancelled_by;
+  std::string cancel_reason;
+  // @}
   // Dry run: the selected events' seqs (at most 10000).
   std::vector<uint64_t> seqs;
 };
@@ -567,9 +572,11 @@ class WALBUS_EXPORT Bus {
   // NotSupported for kFreshScope on an active subscriber not
   // side_effect_safe.
   [[nodiscard]] virtual Status Replay(const ReplayRequest& request, ReplayReport* report) = 0;
-  // Stops a running replay; what it completed stays. NotFound for an
-  // unknown id; OK when it has ended already.
-  [[nodiscard]] virtual Status CancelReplay(uint64_t replay_id) = 0;
+  // Stops a running replay, recording who and why (action.dry_run is
+  // ignored); what it completed stays. InvalidArgument without an
+  // operator name and a reason; NotFound for an unknown id; OK (and no
+  // change) when it has ended already.
+  [[nodiscard]] virtual Status CancelReplay(uint64_t replay_id, const OperatorAction& action) = 0;
   // The record of one replay, its counts up to date. NotFound when none.
   [[nodiscard]] virtual Status GetReplay(uint64_t replay_id, ReplayReport* report) = 0;
 

@@ -30,6 +30,9 @@ namespace {
 constexpr uint64_t kSubjects = 4096;
 constexpr uint64_t kEventsPerCommit = 256;
 constexpr size_t kMaxTailCache = size_t{1} << 24;  // Options::tail_cache_events' bound
+// What one event of the burst counts against Options::tail_cache_bytes, with
+// room to spare: its ~200 B payload, its strings and sizeof(Event).
+constexpr size_t kTailBytesPerEvent = 1024;
 constexpr auto kDrainTimeout = std::chrono::minutes(10);
 
 fs::path MemoryBackedDir() {
@@ -60,6 +63,9 @@ void RunWalbus(benchmark::State& state, bool handled) {
     TempDir dir(MemoryBackedDir());
     walbus::Options opt = BusOptions(dir.path(), walbus::Durability::kBuffered);
     opt.tail_cache_events = std::clamp<size_t>(static_cast<size_t>(events) + 1, 16, kMaxTailCache);
+    // Room for every event's bytes too: past the default 64 MiB the oldest
+    // would be read back from the outbox, which is not the in-memory path.
+    opt.tail_cache_bytes = std::max<size_t>(opt.tail_cache_bytes, static_cast<size_t>(events) * kTailBytesPerEvent);
     std::unique_ptr<walbus::Bus> bus;
     walbus::Status s = walbus::Bus::Open(opt, &bus);
     if (s.ok()) {

@@ -83,7 +83,8 @@ void Dispatcher::Add(std::shared_ptr<Subscriber> subscriber) {
   has_subscribers_.store(true, std::memory_order_release);
   Message m;
   m.kind = Message::Kind::kAdd;
-  m.added = std::move(subscriber);
+  m.control = std::make_unique<Message::Control>();
+  m.control->added = std::move(subscriber);
   Send(std::move(m));
 }
 
@@ -163,7 +164,7 @@ void Dispatcher::Handle(Message& m) {
     case Message::Kind::kWake:
       break;
     case Message::Kind::kAdd:
-      subs_.push_back(std::move(m.added));
+      subs_.push_back(std::move(m.control->added));
       break;
     case Message::Kind::kDone:
       m.sub->handled.fetch_add(1, std::memory_order_relaxed);
@@ -273,10 +274,11 @@ void Dispatcher::Redrive(const std::string& subscriber, std::vector<uint64_t> se
                          bool rerun) {
   Message m;
   m.kind = Message::Kind::kRedrive;
-  m.subscriber = subscriber;
-  m.seqs = std::move(seqs);
-  m.release = std::move(release);
-  m.rerun = rerun;
+  m.control = std::make_unique<Message::Control>();
+  m.control->subscriber = subscriber;
+  m.control->seqs = std::move(seqs);
+  m.control->release = std::move(release);
+  m.control->rerun = rerun;
   Send(std::move(m));
 }
 
@@ -314,17 +316,18 @@ void Dispatcher::LoadDeadLetters(Subscriber* sub, const std::vector<uint64_t>& s
 }
 
 void Dispatcher::HandleRedrive(Message& m) {
-  auto it = std::find_if(subs_.begin(), subs_.end(), [&](const auto& s) { return s->name == m.subscriber; });
+  const Message::Control& c = *m.control;
+  auto it = std::find_if(subs_.begin(), subs_.end(), [&](const auto& s) { return s->name == c.subscriber; });
   if (it == subs_.end()) return;
   Subscriber* sub = it->get();
-  if (!m.rerun) {
-    for (const std::string& subject : m.release) sub->parked.erase(subject);
+  if (!c.rerun) {
+    for (const std::string& subject : c.release) sub->parked.erase(subject);
     return;
   }
   std::vector<std::shared_ptr<const Event>> events;
-  LoadDeadLetters(sub, m.seqs, nullptr, &events);
+  LoadDeadLetters(sub, c.seqs, nullptr, &events);
   for (auto& e : events) sub->redrive_waiting[e->subject].push_back(std::move(e));
-  for (const std::string& subject : m.release) {
+  for (const std::string& subject : c.release) {
     sub->releasing.insert(subject);
     sub->redrive_waiting[subject];  // even with nothing selected in it
   }

@@ -148,16 +148,22 @@ class Dispatcher {
     uint32_t attempt = 0;           // kRetry: runs made; kRerun: conflicts so far
     uint64_t first_failure_ms = 0;  // kRetry
     bool check_stored = false;      // kRetry: the commit failed, state unknown
-    std::shared_ptr<Subscriber> added;
-    // kRedrive
-    std::string subscriber;
-    std::vector<uint64_t> seqs;
-    std::vector<std::string> release;
-    bool rerun = true;
+    // What the rare kinds carry (kAdd, kRedrive, kReplay, kCancelReplay),
+    // kept out of line: a completion per handled event passes through the
+    // queue, and stays small.
+    struct Control {
+      std::shared_ptr<Subscriber> added;  // kAdd
+      // kRedrive
+      std::string subscriber;
+      std::vector<uint64_t> seqs;
+      std::vector<std::string> release;
+      bool rerun = true;
+      // kReplay, kCancelReplay
+      uint64_t replay_id = 0;
+      storage::ReplayRecord replay;  // kCancelReplay: only who cancelled, and why
+    };
+    std::unique_ptr<Control> control;
     uint32_t run_attempt = 0;  // kRerun: the attempt number of the run that conflicted
-    // kReplay, kCancelReplay
-    uint64_t replay_id = 0;
-    std::shared_ptr<storage::ReplayRecord> replay;
   };
   // One handler run whose writes await their commit.
   struct Run {

@@ -327,42 +327,44 @@ void Dispatcher::StartReplay(uint64_t replay_id, storage::ReplayRecord record) {
   assert(record.state == static_cast<uint8_t>(ReplayState::kRunning));
   Message m;
   m.kind = Message::Kind::kReplay;
-  m.replay_id = replay_id;
-  m.replay = std::make_shared<storage::ReplayRecord>(std::move(record));
+  m.control = std::make_unique<Message::Control>();
+  m.control->replay_id = replay_id;
+  m.control->replay = std::move(record);
   Send(std::move(m));
 }
 
 void Dispatcher::CancelReplay(uint64_t replay_id, const OperatorAction& action) {
   Message m;
   m.kind = Message::Kind::kCancelReplay;
-  m.replay_id = replay_id;
-  m.replay = std::make_shared<storage::ReplayRecord>();  // carries who and why
-  m.replay->cancelled_by = action.operator_name;
-  m.replay->cancel_reason = action.reason;
+  m.control = std::make_unique<Message::Control>();
+  m.control->replay_id = replay_id;
+  m.control->replay.cancelled_by = action.operator_name;
+  m.control->replay.cancel_reason = action.reason;
   Send(std::move(m));
 }
 
 void Dispatcher::HandleReplay(Message& m) {
+  Message::Control& c = *m.control;
   if (m.kind == Message::Kind::kCancelReplay) {
     for (auto& sub : subs_) {
-      if (sub->replay == nullptr || sub->replay->id != m.replay_id || sub->replay->cancelled) continue;
-      sub->replay->record.cancelled_by = std::move(m.replay->cancelled_by);
-      sub->replay->record.cancel_reason = std::move(m.replay->cancel_reason);
+      if (sub->replay == nullptr || sub->replay->id != c.replay_id || sub->replay->cancelled) continue;
+      sub->replay->record.cancelled_by = std::move(c.replay.cancelled_by);
+      sub->replay->record.cancel_reason = std::move(c.replay.cancel_reason);
       DropQueuedReplay(sub.get());
     }
     return;
   }
-  auto it = std::find_if(subs_.begin(), subs_.end(), [&](const auto& s) { return s->id == m.replay->subscriber_id; });
+  auto it = std::find_if(subs_.begin(), subs_.end(), [&](const auto& s) { return s->id == c.replay.subscriber_id; });
   if (it == subs_.end()) return;  // resumes when the subscriber is active again
   Subscriber* sub = it->get();
   if (sub->replay != nullptr) {
-    config_.log->logger().error("walbus: replay {} of {} not started: replay {} is running", m.replay_id, sub->name,
+    config_.log->logger().error("walbus: replay {} of {} not started: replay {} is running", c.replay_id, sub->name,
                                 sub->replay->id);
     return;
   }
   auto job = std::make_unique<ReplayJob>();
-  job->id = m.replay_id;
-  job->record = std::move(*m.replay);
+  job->id = c.replay_id;
+  job->record = std::move(c.replay);
   job->scan_from = std::max(job->record.next_seq, job->record.from_seq);
   job->ids = SelectedIds(job->record);
   job->dirty = true;

@@ -107,7 +107,8 @@ bool Dispatcher::PrepareItem(WorkItem& item, std::deque<Run>* runs, std::vector<
                                item.attempt - 1, item.first_failure_ms, true, nullptr});
     return false;
   };
-  const std::string seq_key = storage::SubscriberSeqKey(sub.id, event.seq);
+  // Most items read and write nothing here: the key is made when needed.
+  auto seq_key = [&] { return storage::SubscriberSeqKey(sub.id, event.seq); };
   if (item.check_stored) {
     std::string value;
     bool found = false;
@@ -117,7 +118,7 @@ bool Dispatcher::PrepareItem(WorkItem& item, std::deque<Run>* runs, std::vector<
     // A same-inbox replay runs what failed: a dead letter has an inbox
     // record too, and is run again like a redriven one.
     if (found && item.replaying && item.replay_scope == 0) {
-      s = db_->Get(db_->cf(storage::Cf::kDeadLetters), seq_key, &value, &item.redrive);
+      s = db_->Get(db_->cf(storage::Cf::kDeadLetters), seq_key(), &value, &item.redrive);
       if (!s.ok()) return retry_later(s);
       found = !item.redrive;
     }
@@ -125,7 +126,7 @@ bool Dispatcher::PrepareItem(WorkItem& item, std::deque<Run>* runs, std::vector<
       replies->push_back(Message{Message::Kind::kDuplicate, &sub, item.event});
       return false;
     }
-    s = db_->Get(db_->cf(storage::Cf::kRetries), seq_key, &value, &found);
+    s = db_->Get(db_->cf(storage::Cf::kRetries), seq_key(), &value, &found);
     if (!s.ok()) return retry_later(s);
     storage::RetryRecord stored;
     item.has_retry_record = found;
@@ -162,7 +163,7 @@ bool Dispatcher::PrepareItem(WorkItem& item, std::deque<Run>* runs, std::vector<
     record.last_error = "the process stopped while handling it";
     item.first_failure_ms = record.first_failure_ms;
     item.has_retry_record = true;
-    PutOp(pre_run, db_->cf(storage::Cf::kRetries), seq_key, storage::EncodeRetry(record));
+    PutOp(pre_run, db_->cf(storage::Cf::kRetries), seq_key(), storage::EncodeRetry(record));
   }
   return true;
 }
@@ -355,6 +356,7 @@ void Dispatcher::RunGroup(std::span<WorkItem* const> items) {
   for (WorkItem* item : to_run) {
     Subscriber& sub = *item->sub;
     auto rep = std::make_unique<ScopeRep>(bus_);
+    rep->ops.reserve(4);  // a handler's write or two, the inbox record, a counter
     rep->parent = item->event.get();
     rep->subscriber_name = sub.name;
     rep->attempt = item->attempt;

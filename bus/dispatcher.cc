@@ -252,8 +252,7 @@ void Dispatcher::Complete(Subscriber* sub, const Event& event) {
   assert(it != sub->keys.end() && !it->second.events.empty());
   KeyQueue& key = it->second;
   assert(key.events.front()->seq == event.seq);
-  key.events.pop_front();
-  key = KeyQueue{std::move(key.events)};
+  key.PopFront();
   // A redriven dead letter or a replayed event sits below the watermark
   // already.
   if (sub->replaying.erase(event.seq) != 0) {

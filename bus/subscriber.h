@@ -23,10 +23,8 @@
 
 namespace walbus::internal {
 
-// The events of one subject waiting for one subscriber, oldest first. The
-// front one is the only one that may be running (per-key order).
-struct KeyQueue {
-  std::deque<std::shared_ptr<const Event>> events;
+// What a subject's queue knows of the run of its front event.
+struct KeyQueueHead {
   bool head_busy = false;          // running, or waiting for a retry timer
   uint32_t attempts = 0;           // handler runs of the front event so far
   uint32_t conflict_reruns = 0;    // consecutive effect conflicts of the front event
@@ -36,6 +34,19 @@ struct KeyQueue {
   // process: crash-loop protection has counted this process once; reruns
   // and retries here count only by their own failures.
   bool charged = false;
+};
+
+// The events of one subject waiting for one subscriber, oldest first. The
+// front one is the only one that may be running (per-key order).
+struct KeyQueue : KeyQueueHead {
+  std::deque<std::shared_ptr<const Event>> events;
+
+  // The front event is done; the next one starts afresh. (The deque is
+  // kept: a new one would cost two allocations per handled event.)
+  void PopFront() {
+    events.pop_front();
+    static_cast<KeyQueueHead&>(*this) = KeyQueueHead{};
+  }
 };
 
 // A replay running through one subscriber (Bus::Replay): the events it

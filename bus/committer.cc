@@ -9,6 +9,17 @@ namespace walbus::internal {
 namespace {
 
 constexpr size_t kMaxSummedCounters = 64;
+// Short spins before sleeping, as the dispatcher's queues (QueueTraits).
+constexpr int kWakerSpins = 64;
+
+// Each thread sleeps on a semaphore of its own while a leader writes its
+// requests. The leader signals it after releasing the queue's lock: a
+// condition variable notified under the lock would wake the thread only to
+// block it again on that lock.
+const std::shared_ptr<moodycamel::LightweightSemaphore>& ThisThreadWaker() {
+  thread_local const auto waker = std::make_shared<moodycamel::LightweightSemaphore>(0, kWakerSpins);
+  return waker;
+}
 
 }  // namespace
 
@@ -20,20 +31,30 @@ Committer::Committer(storage::Db* db, CommitLimits limits, uint64_t last_seq,
 }
 
 void Committer::Commit(std::span<CommitRequest* const> requests) {
+  const auto& waker = ThisThreadWaker();
   std::unique_lock<std::mutex> lock(mu_);
   for (CommitRequest* r : requests) {
-    assert(r->scope != nullptr && !r->done);
+    assert(r->scope != nullptr && !r->done.load(std::memory_order_relaxed));
+    r->waker = waker;
     queue_.push_back(r);
   }
   // Our requests are contiguous in the queue, so the first one not done is
-  // either at the front (we lead) or behind someone else's.
+  // either at the front (we lead) or behind someone else's. A wake-up
+  // means done or at the front; a stale one (a signal meant for an earlier
+  // wait) costs one more look.
+  // A thread woken because its request is done returns without the lock.
   for (CommitRequest* r : requests) {
-    while (!r->done) {
+    while (!r->done.load(std::memory_order_acquire)) {
+      if (!lock.owns_lock()) {
+        lock.lock();
+        continue;  // done meanwhile?
+      }
       if (queue_.front() == r) {
         LeadGroup(lock);
-      } else {
-        r->cv.wait(lock);
+        continue;
       }
+      lock.unlock();
+      waker->wait();
     }
   }
 }
@@ -67,13 +88,24 @@ void Committer::LeadGroup(std::unique_lock<std::mutex>& lock) {
   lock.unlock();
   WriteGroup(group);
   lock.lock();
+  const auto& self = ThisThreadWaker();
+  std::vector<std::shared_ptr<moodycamel::LightweightSemaphore>> wake;
+  wake.reserve(group.size() + 1);
   for (CommitRequest* r : group) {
     assert(queue_.front() == r);
     queue_.pop_front();
-    r->done = true;
-    r->cv.notify_one();
+    // Taken before `done`: once it is set, the request may be gone.
+    // (A caller's requests are contiguous: one signal per thread.)
+    if (r->waker != self && (wake.empty() || wake.back() != r->waker)) wake.push_back(r->waker);
+    r->done.store(true, std::memory_order_release);
   }
-  if (!queue_.empty()) queue_.front()->cv.notify_one();
+  if (!queue_.empty()) {
+    const auto& next = queue_.front()->waker;  // the next leader
+    if (next != self && (wake.empty() || wake.back() != next)) wake.push_back(next);
+  }
+  lock.unlock();
+  for (const auto& w : wake) w->signal();
+  lock.lock();
 }
 
 Status Committer::CheckExpectations(const ScopeRep& scope) {

@@ -15,8 +15,12 @@
 #ifndef WALBUS_BUS_COMMITTER_H_
 #define WALBUS_BUS_COMMITTER_H_
 
+// The semaphore header relies on the queue's for its macros.
+#include <concurrentqueue/concurrentqueue.h>
+#include <concurrentqueue/lightweightsemaphore.h>
+
 #include <atomic>
-#include <condition_variable>
+#include <cassert>
 #include <cstdint>
 #include <deque>
 #include <map>
@@ -42,8 +46,10 @@ struct CommitRequest {
   uint64_t first_seq = 0;
 
   // Private to the committer.
-  bool done = false;
-  std::condition_variable cv;
+  std::atomic<bool> done{false};
+  // The waiting thread's wake-up (see Committer::Commit). Shared, so that
+  // a leader may still signal it after the request itself is gone.
+  std::shared_ptr<moodycamel::LightweightSemaphore> waker;
 };
 
 // Receives the events of each successful group, in sequence order, before
@@ -92,7 +98,9 @@ class Committer {
   std::map<std::string, uint64_t> PublishedByType() const;
 
  private:
-  // Takes the group at the queue's front; called by its leader.
+  // Writes the group at the queue's front, marks its requests done and
+  // wakes their threads and the next leader, after releasing the lock.
+  // REQUIRES: lock holds mu_; this thread's request is at the front.
   void LeadGroup(std::unique_lock<std::mutex>& lock);
   void WriteGroup(const std::vector<CommitRequest*>& group);
   // Adds a kAddCounter op to the group's sums (or, past a bound on distinct

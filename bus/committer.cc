@@ -1,5 +1,6 @@
 #include "bus/committer.h"
 
+#include <algorithm>
 #include <cassert>
 
 #include "bus/fault_point.h"
@@ -11,6 +12,9 @@ namespace {
 constexpr size_t kMaxSummedCounters = 64;
 // Short spins before sleeping, as the dispatcher's queues (QueueTraits).
 constexpr int kWakerSpins = 64;
+// The longest a synced write waits for its group to fill (see
+// LingerForSyncedGroup); half the previous synced write's time otherwise.
+constexpr std::chrono::microseconds kMaxSyncLinger{1000};
 
 // Each thread sleeps on a semaphore of its own while a leader writes its
 // requests. The leader signals it after releasing the queue's lock: a
@@ -37,6 +41,12 @@ void Committer::Commit(std::span<CommitRequest* const> requests) {
     assert(r->scope != nullptr && !r->done.load(std::memory_order_relaxed));
     r->waker = waker;
     queue_.push_back(r);
+  }
+  if (lingering_leader_ != nullptr && queue_.size() >= synced_group_target_) {
+    std::shared_ptr<moodycamel::LightweightSemaphore> leader = std::move(lingering_leader_);
+    lingering_leader_.reset();
+    lock.unlock();
+    leader->signal();
   }
   // Our requests are contiguous in the queue, so the first one not done is
   // either at the front (we lead) or behind someone else's. A wake-up
@@ -74,9 +84,28 @@ std::map<std::string, uint64_t> Committer::PublishedByType() const {
   return published_by_type_;
 }
 
+void Committer::LingerForSyncedGroup(std::unique_lock<std::mutex>& lock) {
+  if (queue_.size() >= synced_group_target_) return;
+  if (std::none_of(queue_.begin(), queue_.end(), [](const CommitRequest* r) { return r->sync; })) return;
+  const auto budget = std::min(last_synced_write_ / 2, kMaxSyncLinger);
+  const auto deadline = std::chrono::steady_clock::now() + budget;
+  const auto& self = ThisThreadWaker();
+  lingering_leader_ = self;
+  while (queue_.size() < synced_group_target_) {
+    const auto left = std::chrono::duration_cast<std::chrono::microseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) break;
+    lock.unlock();
+    self->wait(left.count());  // signalled by the arrival that completes the group
+    lock.lock();
+  }
+  lingering_leader_.reset();
+}
+
 void Committer::LeadGroup(std::unique_lock<std::mutex>& lock) {
+  LingerForSyncedGroup(lock);
   std::vector<CommitRequest*> group;
   size_t bytes = 0;
+  bool synced = false;
   for (CommitRequest* r : queue_) {
     if (!group.empty() &&
         (group.size() >= limits_.max_group_commits || bytes + r->scope->bytes > limits_.max_group_bytes)) {
@@ -84,10 +113,19 @@ void Committer::LeadGroup(std::unique_lock<std::mutex>& lock) {
     }
     group.push_back(r);
     bytes += r->scope->bytes;
+    synced |= r->sync;
   }
+  const auto started = std::chrono::steady_clock::now();
   lock.unlock();
   WriteGroup(group);
   lock.lock();
+  if (synced) {
+    // Everyone who committed while this write lasted will commit again
+    // soon: the next synced write waits for as many.
+    // (The group itself is still at the queue's front.)
+    synced_group_target_ = std::min(queue_.size(), limits_.max_group_commits);
+    last_synced_write_ = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - started);
+  }
   const auto& self = ThisThreadWaker();
   std::vector<std::shared_ptr<moodycamel::LightweightSemaphore>> wake;
   wake.reserve(group.size() + 1);

@@ -252,6 +252,8 @@ class Dispatcher {
   std::chrono::milliseconds Backoff(const Subscriber& sub, uint32_t attempt) const;
   uint64_t WallMillis() const;
   void Send(Message m);
+  // Wakes the dispatcher thread unless a wake-up is pending already.
+  void WakeDispatcher();
 
   BusImpl* const bus_;
   storage::Db* const db_;
@@ -263,6 +265,9 @@ class Dispatcher {
   moodycamel::BlockingConcurrentQueue<Message, QueueTraits> messages_;
   moodycamel::BlockingConcurrentQueue<WorkItem, QueueTraits> work_;
   std::atomic<bool> wake_pending_{false};
+  // New events came while work was queued and the wake was deferred (see
+  // NotifyCommitted).
+  std::atomic<bool> wake_owed_{false};
   std::atomic<bool> has_subscribers_{false};
   std::atomic<bool> stopping_workers_{false};
   std::atomic<bool> stopping_{false};

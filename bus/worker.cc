@@ -45,6 +45,12 @@ void Dispatcher::WorkerLoop() {
     size_t n = work_.wait_dequeue_bulk_timed(items.begin(), kWorkerBulk,
                                              std::chrono::duration_cast<std::chrono::microseconds>(kIdleWait));
     if (stopping_workers_.load()) break;  // queued work is redelivered on the next open
+    // The queue is drained: the dispatcher's deferred wake is due now, so
+    // that the events committed meanwhile reach the idle workers.
+    if (n > 0 && wake_owed_.load(std::memory_order_acquire) && work_.size_approx() == 0 &&
+        wake_owed_.exchange(false, std::memory_order_acq_rel)) {
+      WakeDispatcher();
+    }
     if (n > 0) RunBatch(items, n);
   }
 }

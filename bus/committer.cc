@@ -51,8 +51,8 @@ void Committer::Commit(std::span<CommitRequest* const> requests) {
   // Our requests are contiguous in the queue, so the first one not done is
   // either at the front (we lead) or behind someone else's. A wake-up
   // means done or at the front; a stale one (a signal meant for an earlier
-  // wait) costs one more look.
-  // A thread woken because its request is done returns without the lock.
+  // wait) costs one more look. A thread woken because its request is done
+  // returns without the lock.
   for (CommitRequest* r : requests) {
     while (!r->done.load(std::memory_order_acquire)) {
       if (!lock.owns_lock()) {
@@ -129,18 +129,17 @@ void Committer::LeadGroup(std::unique_lock<std::mutex>& lock) {
   const auto& self = ThisThreadWaker();
   std::vector<std::shared_ptr<moodycamel::LightweightSemaphore>> wake;
   wake.reserve(group.size() + 1);
+  // One signal per other thread: a caller's requests are contiguous.
+  auto wake_later = [&](const std::shared_ptr<moodycamel::LightweightSemaphore>& w) {
+    if (w != self && (wake.empty() || wake.back() != w)) wake.push_back(w);
+  };
   for (CommitRequest* r : group) {
     assert(queue_.front() == r);
     queue_.pop_front();
-    // Taken before `done`: once it is set, the request may be gone.
-    // (A caller's requests are contiguous: one signal per thread.)
-    if (r->waker != self && (wake.empty() || wake.back() != r->waker)) wake.push_back(r->waker);
+    wake_later(r->waker);  // taken before `done`: once it is set, the request may be gone
     r->done.store(true, std::memory_order_release);
   }
-  if (!queue_.empty()) {
-    const auto& next = queue_.front()->waker;  // the next leader
-    if (next != self && (wake.empty() || wake.back() != next)) wake.push_back(next);
-  }
+  if (!queue_.empty()) wake_later(queue_.front()->waker);  // the next leader
   lock.unlock();
   for (const auto& w : wake) w->signal();
   lock.lock();

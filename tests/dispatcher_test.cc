@@ -32,6 +32,13 @@ Receipt CommitEvent(Bus& bus, const std::string& subject) {
   return r.ok() ? *r : Receipt{};
 }
 
+// Two workers: one can be held in a handler while the other goes on.
+std::unique_ptr<Bus> OpenWithTwoWorkers(const TempDir& dir) {
+  Options opt = testing::TestOptions(dir);
+  opt.worker_threads = 2;
+  return testing::OpenBus(opt);
+}
+
 // Holds the handlers that enter it until released, one at a time.
 class Gate {
  public:
@@ -70,9 +77,7 @@ class Gate {
 
 TEST(DispatcherTest, EventsCommittedWhileWorkIsQueuedReachTheNextFreeWorker) {
   TempDir dir;
-  Options opt = testing::TestOptions(dir);
-  opt.worker_threads = 2;
-  std::unique_ptr<Bus> bus = testing::OpenBus(opt);
+  std::unique_ptr<Bus> bus = OpenWithTwoWorkers(dir);
   ASSERT_NE(bus, nullptr);
   Gate gate;
   std::mutex mu;
@@ -114,9 +119,7 @@ TEST(DispatcherTest, EventsCommittedWhileWorkIsQueuedReachTheNextFreeWorker) {
 
 TEST(DispatcherTest, AFreeWorkerGetsNewEventsWhileAnotherHandlerStaysBlocked) {
   TempDir dir;
-  Options opt = testing::TestOptions(dir);
-  opt.worker_threads = 2;
-  std::unique_ptr<Bus> bus = testing::OpenBus(opt);
+  std::unique_ptr<Bus> bus = OpenWithTwoWorkers(dir);
   ASSERT_NE(bus, nullptr);
   Gate gate;
   std::atomic<int> free_handled{0};

@@ -19,9 +19,16 @@ namespace walbus::internal {
 namespace {
 
 constexpr size_t kFetchChunk = 1024;     // events read per outbox scan
-constexpr auto kIdleWait = std::chrono::milliseconds(50);
+std::atomic<int64_t> idle_poll_ms{50};
 
 }  // namespace
+
+std::chrono::milliseconds IdlePoll() { return std::chrono::milliseconds(idle_poll_ms.load(std::memory_order_relaxed)); }
+
+std::chrono::milliseconds SetIdlePollForTesting(std::chrono::milliseconds poll) {
+  assert(poll.count() > 0);
+  return std::chrono::milliseconds(idle_poll_ms.exchange(poll.count(), std::memory_order_relaxed));
+}
 
 Dispatcher::Dispatcher(BusImpl* bus, storage::Db* db, Committer* committer, TailCache* tail,
                        Registry* registry, DispatcherConfig config)
@@ -63,6 +70,7 @@ void Dispatcher::Stop() {
   // Workers first: what they run commits and reaches the dispatcher as
   // messages, which it applies before writing its last checkpoint.
   stopping_workers_.store(true);
+  WakeAWorkerToStop();
   for (auto& w : workers_) w.join();
   stopping_.store(true);
   Send(Message{});
@@ -97,15 +105,26 @@ void Dispatcher::ResumePaused() {
 void Dispatcher::NotifyCommitted() {
   // Without subscribers there is nothing to dispatch: spare the wake-up.
   if (!has_subscribers_.load(std::memory_order_acquire)) return;
-  // Work is queued that no worker has taken yet: the new events could only
-  // queue behind it, and every queued item's completion wakes the
-  // dispatcher anyway. The wake is owed instead: the worker that empties
-  // the queue pays it (see WorkerLoop), so an idle worker never waits for
-  // a slow handler's completion to get the new events. Under load this
+  // Work is queued that no worker has taken yet (so no worker is waiting:
+  // a waiting one would have it): the new events could only queue behind
+  // it, and every queued item's completion wakes the dispatcher anyway.
+  // The wake is owed instead: the worker that empties the queue pays it
+  // (see WorkerLoop), so the new events are queued by the time a worker is
+  // free, instead of one wake-up after its completion. Under load this
   // halves the dispatcher's wake-ups.
+  //
+  // Each side stores, then loads what the other stores (a worker: takes
+  // items, then reads wake_owed_; here: sets wake_owed_, then reads the
+  // queue's size), with a full fence between: one of the two is bound to
+  // see the other's store, so a drained queue never leaves the wake owed
+  // and unpaid. The fence also orders the committed seq (stored before
+  // this call) before the wake flags, against the one in Loop.
+  std::atomic_thread_fence(std::memory_order_seq_cst);
   if (work_.size_approx() != 0) {
-    wake_owed_.store(true, std::memory_order_release);
-    return;
+    wake_owed_.store(true, std::memory_order_relaxed);
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    // Emptied meanwhile by a worker that found nothing owed: pay it here.
+    if (work_.size_approx() != 0 || !wake_owed_.exchange(false, std::memory_order_relaxed)) return;
   }
   WakeDispatcher();
 }
@@ -147,7 +166,7 @@ Status Dispatcher::WaitFor(uint64_t target, std::chrono::milliseconds timeout, c
 void Dispatcher::Loop() {
   Message m;
   while (true) {
-    auto wait = kIdleWait;
+    auto wait = IdlePoll();
     if (!timers_.empty()) {
       auto until = std::chrono::duration_cast<std::chrono::milliseconds>(timers_.top().due - config_.clock->Now());
       wait = std::clamp(until, std::chrono::milliseconds(0), wait);
@@ -157,8 +176,13 @@ void Dispatcher::Loop() {
       while (messages_.try_dequeue(m)) Handle(m);
     }
     if (stopping_.load()) break;
-    wake_pending_.store(false, std::memory_order_release);
-    wake_owed_.store(false, std::memory_order_release);  // awake: Fetch sees every commit so far
+    // Awake: Fetch below sees every commit so far. The fence orders these
+    // stores before Fetch's read of the committed seq, against the one in
+    // NotifyCommitted: a commit either is seen or finds the flags clear
+    // and wakes the dispatcher again.
+    wake_pending_.store(false, std::memory_order_relaxed);
+    wake_owed_.store(false, std::memory_order_relaxed);
+    std::atomic_thread_fence(std::memory_order_seq_cst);
     FireTimers(config_.clock->Now());
     for (auto& sub : subs_) {
       Fetch(sub.get());

@@ -52,6 +52,14 @@ struct QueueTraits : moodycamel::ConcurrentQueueDefaultTraits {
   static const int MAX_SEMA_SPINS = 64;
 };
 
+// How long the dispatcher and an idle worker sleep when nothing wakes them,
+// before they look again: a safety net, since every commit and completion
+// wakes whoever has work for it. Tests lengthen it, so that a lost wake-up
+// shows as a stall instead of a 50 ms delay.
+// SetIdlePollForTesting returns the poll it replaced.
+std::chrono::milliseconds IdlePoll();
+std::chrono::milliseconds SetIdlePollForTesting(std::chrono::milliseconds poll);
+
 struct DispatcherConfig {
   size_t worker_threads;
   size_t max_in_flight_per_subscriber;
@@ -228,6 +236,9 @@ class Dispatcher {
 
   // Worker threads (bus/worker.cc).
   void WorkerLoop();
+  // Stop(): workers sleep until work comes, so each leaving worker wakes
+  // the next (REQUIRES: stopping_workers_ is set).
+  void WakeAWorkerToStop();
   void RunBatch(std::vector<WorkItem>& items, size_t n);
   // Prepares, runs and commits a group of items as one batch.
   void RunGroup(std::span<WorkItem* const> items);

@@ -17,7 +17,6 @@ namespace walbus::internal {
 namespace {
 
 constexpr size_t kWorkerBulk = 64;  // events one worker runs per commit
-constexpr auto kIdleWait = std::chrono::milliseconds(50);
 
 std::string_view IdBytes(const EventId& id) {
   return std::string_view(reinterpret_cast<const char*>(id.bytes.data()), id.bytes.size());
@@ -43,16 +42,29 @@ void Dispatcher::WorkerLoop() {
   std::vector<WorkItem> items(kWorkerBulk);
   while (true) {
     size_t n = work_.wait_dequeue_bulk_timed(items.begin(), kWorkerBulk,
-                                             std::chrono::duration_cast<std::chrono::microseconds>(kIdleWait));
-    if (stopping_workers_.load()) break;  // queued work is redelivered on the next open
+                                             std::chrono::duration_cast<std::chrono::microseconds>(IdlePoll()));
+    if (stopping_workers_.load()) {  // queued work is redelivered on the next open
+      WakeAWorkerToStop();             // the next one, which may be asleep
+      break;
+    }
+    if (n == 0) continue;
     // The queue is drained: the dispatcher's deferred wake is due now, so
-    // that the events committed meanwhile reach the idle workers.
-    if (n > 0 && wake_owed_.load(std::memory_order_acquire) && work_.size_approx() == 0 &&
-        wake_owed_.exchange(false, std::memory_order_acq_rel)) {
+    // that the events committed meanwhile reach the idle workers. (The
+    // fence pairs with NotifyCommitted's: see there.)
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    if (wake_owed_.load(std::memory_order_relaxed) && work_.size_approx() == 0 &&
+        wake_owed_.exchange(false, std::memory_order_relaxed)) {
       WakeDispatcher();
     }
-    if (n > 0) RunBatch(items, n);
+    RunBatch(items, n);
   }
+}
+
+void Dispatcher::WakeAWorkerToStop() {
+  // An empty item, never run: whoever takes it sees stopping_workers_.
+  bool queued = work_.enqueue(WorkItem{});
+  assert(queued);
+  (void)queued;
 }
 
 uint64_t Dispatcher::WallMillis() const {

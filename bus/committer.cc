@@ -35,6 +35,7 @@ Committer::Committer(storage::Db* db, CommitLimits limits, uint64_t last_seq,
 }
 
 void Committer::Commit(std::span<CommitRequest* const> requests) {
+  if (requests.empty()) return;
   const auto& waker = ThisThreadWaker();
   std::unique_lock<std::mutex> lock(mu_);
   for (CommitRequest* r : requests) {
@@ -42,7 +43,8 @@ void Committer::Commit(std::span<CommitRequest* const> requests) {
     r->waker = waker;
     queue_.push_back(r);
   }
-  if (lingering_leader_ != nullptr && queue_.size() >= synced_group_target_) {
+  ++queued_callers_;
+  if (lingering_leader_ != nullptr && queued_callers_ >= synced_group_target_) {
     std::shared_ptr<moodycamel::LightweightSemaphore> leader = std::move(lingering_leader_);
     lingering_leader_.reset();
     lock.unlock();
@@ -85,13 +87,13 @@ std::map<std::string, uint64_t> Committer::PublishedByType() const {
 }
 
 void Committer::LingerForSyncedGroup(std::unique_lock<std::mutex>& lock) {
-  if (queue_.size() >= synced_group_target_) return;
+  if (queued_callers_ >= synced_group_target_) return;
   if (std::none_of(queue_.begin(), queue_.end(), [](const CommitRequest* r) { return r->sync; })) return;
   const auto budget = std::min(last_synced_write_ / 2, kMaxSyncLinger);
   const auto deadline = std::chrono::steady_clock::now() + budget;
   const auto& self = ThisThreadWaker();
   lingering_leader_ = self;
-  while (queue_.size() < synced_group_target_) {
+  while (queued_callers_ < synced_group_target_) {
     const auto left = std::chrono::duration_cast<std::chrono::microseconds>(deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) break;
     lock.unlock();
@@ -105,7 +107,6 @@ void Committer::LeadGroup(std::unique_lock<std::mutex>& lock) {
   LingerForSyncedGroup(lock);
   std::vector<CommitRequest*> group;
   size_t bytes = 0;
-  bool synced = false;
   for (CommitRequest* r : queue_) {
     if (!group.empty() &&
         (group.size() >= limits_.max_group_commits || bytes + r->scope->bytes > limits_.max_group_bytes)) {
@@ -113,17 +114,17 @@ void Committer::LeadGroup(std::unique_lock<std::mutex>& lock) {
     }
     group.push_back(r);
     bytes += r->scope->bytes;
-    synced |= r->sync;
   }
   const auto started = std::chrono::steady_clock::now();
   lock.unlock();
-  WriteGroup(group);
+  const bool fsynced = WriteGroup(group);
   lock.lock();
-  if (synced) {
-    // Everyone who committed while this write lasted will commit again
-    // soon: the next synced write waits for as many.
-    // (The group itself is still at the queue's front.)
-    synced_group_target_ = std::min(queue_.size(), limits_.max_group_commits);
+  if (fsynced) {
+    // Every thread that committed while this write lasted will commit
+    // again soon: the next synced write waits for as many. Threads, not
+    // requests: a worker queues a batch of completions at once.
+    // (The group's own threads are still counted.)
+    synced_group_target_ = std::min(queued_callers_, limits_.max_group_commits);
     last_synced_write_ = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - started);
   }
   const auto& self = ThisThreadWaker();
@@ -136,6 +137,11 @@ void Committer::LeadGroup(std::unique_lock<std::mutex>& lock) {
   for (CommitRequest* r : group) {
     assert(queue_.front() == r);
     queue_.pop_front();
+    // A caller's requests are contiguous: its last one leaves with it.
+    if (queue_.empty() || queue_.front()->waker != r->waker) {
+      assert(queued_callers_ > 0);
+      --queued_callers_;
+    }
     wake_later(r->waker);  // taken before `done`: once it is set, the request may be gone
     r->done.store(true, std::memory_order_release);
   }
@@ -184,7 +190,7 @@ void Committer::AddToCounter(const Op& op) {
   group_counters_.push_back(CounterSum{op.cf, op.key, op.delta});
 }
 
-void Committer::WriteGroup(const std::vector<CommitRequest*>& group) {
+bool Committer::WriteGroup(const std::vector<CommitRequest*>& group) {
   batch_.Clear();
   group_versions_.clear();
   group_events_.clear();
@@ -221,7 +227,7 @@ void Committer::WriteGroup(const std::vector<CommitRequest*>& group) {
     }
     sync |= r->sync;
   }
-  if (accepted == 0) return;
+  if (accepted == 0) return false;
   for (const CounterSum& c : group_counters_) batch_.AddCounter(c.cf, c.key, c.delta);
   WALBUS_FAULT_POINT("commit.before_write");
   const auto started = std::chrono::steady_clock::now();
@@ -234,7 +240,7 @@ void Committer::WriteGroup(const std::vector<CommitRequest*>& group) {
         .fetch_add(1, std::memory_order_relaxed);
     for (CommitRequest* r : group)
       if (r->status.ok()) r->status = written;
-    return;
+    return false;
   }
   commits_.fetch_add(accepted, std::memory_order_relaxed);
   groups_.fetch_add(1, std::memory_order_relaxed);
@@ -247,6 +253,7 @@ void Committer::WriteGroup(const std::vector<CommitRequest*>& group) {
     last_seq_.store(next - 1, std::memory_order_release);
     listener_->OnCommitted(group_events_);
   }
+  return sync;
 }
 
 }  // namespace walbus::internal

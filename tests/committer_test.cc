@@ -2,7 +2,8 @@
 // real RocksDB in a temporary directory: many threads committing at once,
 // synced and not, each get their own transaction written exactly once, in
 // one sequence, and a synced write that waits for its group to fill never
-// holds a lone committer back for good.
+// holds a lone committer back for good, also when a group splits a
+// caller's requests.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -110,11 +111,12 @@ TEST(CommitterTest, ALoneCommitterAfterACrowdIsNotHeldBackForGood) {
   EXPECT_EQ(stats.commits, seqs.size());
 }
 
-TEST(CommitterTest, SyncedCommitsAndHandlerCompletionsShareOneSequence) {
-  // Producers' commits fsync; a handler's completions (no follow-up
-  // events) do not: both wait in the same queue and groups mix them.
-  TempDir dir;
-  std::unique_ptr<Bus> bus = testing::OpenBus(testing::TestOptions(dir, Durability::kSync));
+// Eight threads of producers' commits (fsynced under kSync) beside a
+// handler whose completions (no follow-up events) do not fsync: both wait
+// in the same queue and groups mix them. Every commit gets one seq, with
+// no gap, and every event is handled once.
+void CommitBesideAHandler(const Options& options) {
+  std::unique_ptr<Bus> bus = testing::OpenBus(options);
   ASSERT_NE(bus, nullptr);
   std::mutex mu;
   std::multiset<std::string> handled;
@@ -135,6 +137,21 @@ TEST(CommitterTest, SyncedCommitsAndHandlerCompletionsShareOneSequence) {
   std::lock_guard<std::mutex> lock(mu);
   EXPECT_EQ(handled.size(), 240u);
   for (const std::string& subject : handled) EXPECT_EQ(handled.count(subject), 1u) << subject;
+}
+
+TEST(CommitterTest, SyncedCommitsAndHandlerCompletionsShareOneSequence) {
+  TempDir dir;
+  CommitBesideAHandler(testing::TestOptions(dir, Durability::kSync));
+}
+
+TEST(CommitterTest, GroupsSmallerThanAWorkersBatchSplitIt) {
+  // A worker commits its batch of completions in one call; groups of two
+  // split it across writes, with producers' commits queued between and
+  // behind, and the next leader may be the worker itself.
+  TempDir dir;
+  Options options = testing::TestOptions(dir, Durability::kSync);
+  options.max_group_commits = 2;
+  CommitBesideAHandler(options);
 }
 
 }  // namespace

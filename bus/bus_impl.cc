@@ -129,15 +129,12 @@ Result<Receipt> BusImpl::CommitTransaction(ScopeRep* scope) {
   if (!scope->error.ok()) return scope->error;
   Receipt receipt;
   if (scope->ops.empty() && scope->expects.empty() && scope->events.empty()) return receipt;
-  // Count ourselves in before looking at closed_, so Close() either sees us
-  // and waits, or we see it and refuse.
-  active_commits_.fetch_add(1);
-  if (closed_.load()) {
-    active_commits_.fetch_sub(1);
-    return Status::Closed("the bus is closed");
+  Status s;
+  {
+    InCall call(this);
+    if (!call.admitted()) return ClosedStatus();
+    s = committer_->CommitOne(scope, options_.durability == Durability::kSync, &receipt.first_seq);
   }
-  Status s = committer_->CommitOne(scope, options_.durability == Durability::kSync, &receipt.first_seq);
-  active_commits_.fetch_sub(1);
   if (!s.ok()) return s;
   receipt.event_ids.reserve(scope->events.size());
   for (const auto& e : scope->events) receipt.event_ids.push_back(e->id);
@@ -190,7 +187,8 @@ Status BusImpl::Subscribe(SubscriberOptions subscriber) {
   for (const auto& t : subscriber.types) {
     if (Status s = ValidateEventType(t); !s.ok()) return s;
   }
-  if (closed_.load()) return Status::Closed("the bus is closed");
+  InCall call(this);
+  if (!call.admitted()) return ClosedStatus();
   std::shared_ptr<Subscriber> active;
   {
     std::lock_guard<std::mutex> lock(registry_.mu);
@@ -219,7 +217,7 @@ Status BusImpl::Subscribe(SubscriberOptions subscriber) {
 
 Status BusImpl::Start() {
   std::lock_guard<std::mutex> lock(lifecycle_mu_);
-  if (closed_.load()) return Status::Closed("the bus is closed");
+  if (closed_.load()) return ClosedStatus();
   if (!dispatcher_->started()) dispatcher_->Start();
   return Status::OK();
 }
@@ -246,7 +244,8 @@ Result<Receipt> BusImpl::Ingest(std::string_view envelope, std::string_view sour
 }
 
 Result<IngestResult> BusImpl::IngestEnvelope(std::string_view envelope, const IngestOptions& options) {
-  if (closed_.load()) return Status::Closed("the bus is closed");
+  InCall call(this);
+  if (!call.admitted()) return ClosedStatus();
   if (!options.dedup_scope.empty()) {
     if (Status s = ValidateSubscriberName(options.dedup_scope); !s.ok()) {
       return Status::InvalidArgument("dedup scope: " + s.message());
@@ -263,7 +262,8 @@ Result<IngestResult> BusImpl::IngestEnvelope(std::string_view envelope, const In
 }
 
 Result<IngestResult> BusImpl::IngestEvent(const Event& input, const IngestOptions& options) {
-  if (closed_.load()) return Status::Closed("the bus is closed");
+  InCall call(this);
+  if (!call.admitted()) return ClosedStatus();
   if (!options.dedup_scope.empty()) {
     if (Status s = ValidateSubscriberName(options.dedup_scope); !s.ok()) {
       return Status::InvalidArgument("dedup scope: " + s.message());
@@ -308,7 +308,8 @@ Result<IngestResult> BusImpl::CommitIngested(std::shared_ptr<Event> event, const
 }
 
 Status BusImpl::Quarantine(std::string_view input, std::string_view source, std::string_view reason) {
-  if (closed_.load()) return Status::Closed("the bus is closed");
+  InCall call(this);
+  if (!call.admitted()) return ClosedStatus();
   return quarantine_->Add(input, source, reason);
 }
 
@@ -344,7 +345,8 @@ Status BusImpl::StateOf(const std::string& name, const Registry::Entry& entry, c
 Status BusImpl::WaitHandled(const Receipt& receipt, const std::vector<std::string>& subscribers,
                             std::chrono::milliseconds timeout, std::vector<DeliveryState>* states) {
   states->clear();
-  if (closed_.load()) return Status::Closed("the bus is closed");
+  InCall call(this);
+  if (!call.admitted()) return ClosedStatus();
   std::vector<std::string> names = subscribers;
   {
     std::lock_guard<std::mutex> lock(registry_.mu);
@@ -374,7 +376,8 @@ Status BusImpl::WaitHandled(const Receipt& receipt, const std::vector<std::strin
 }
 
 Status BusImpl::WaitQuiescent(const Receipt& receipt, std::chrono::milliseconds timeout) {
-  if (closed_.load()) return Status::Closed("the bus is closed");
+  InCall call(this);
+  if (!call.admitted()) return ClosedStatus();
   if (receipt.event_ids.empty()) return Status::OK();
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   // The flow: each root's correlation id, or its own id when it has none
@@ -411,7 +414,8 @@ Status BusImpl::WaitQuiescent(const Receipt& receipt, std::chrono::milliseconds 
 
 Status BusImpl::EventStatus(const EventId& id, std::vector<DeliveryState>* states) {
   states->clear();
-  if (closed_.load()) return Status::Closed("the bus is closed");
+  InCall call(this);
+  if (!call.admitted()) return ClosedStatus();
   std::lock_guard<std::mutex> lock(registry_.mu);
   for (const auto& [name, entry] : registry_.by_name) {
     DeliveryState st;
@@ -448,7 +452,8 @@ std::string JsonEscaped(std::string_view s) {
 Status BusImpl::ActOnDeadLetters(ActionKind kind, const DeadLetterSelection& selection, const OperatorAction& action,
                                  ActionReport* report, uint32_t* id) {
   *report = ActionReport{};
-  if (closed_.load()) return Status::Closed("the bus is closed");
+  InCall call(this);
+  if (!call.admitted()) return ClosedStatus();
   if (action.operator_name.empty() || action.reason.empty()) {
     return Status::InvalidArgument("an operator action needs an operator name and a reason");
   }
@@ -552,7 +557,7 @@ double BusImpl::AgeOfSeconds(uint64_t seq) {
   std::optional<std::chrono::system_clock::time_point> time;
   if (tail_->Read(seq, 1, &cached) == 1) {
     time = cached[0]->time;
-  } else if (db_ != nullptr) {
+  } else {
     Status s = db_->ScanOutbox(seq, 1, [&](uint64_t found, std::string_view bytes) {
       Event e;
       if (found == seq && DecodeEnvelope(bytes, options_.max_payload_bytes, &e).ok()) time = e.time;
@@ -565,6 +570,9 @@ double BusImpl::AgeOfSeconds(uint64_t seq) {
 }
 
 std::string BusImpl::MetricsText() {
+  // Closed (or closing): the figures held in memory, without storage's.
+  InCall call(this);
+  const bool read_storage = call.admitted();
   const BusStats stats = Stats();
   MetricsWriter w;
   w.Family("walbus_events_published_total", "counter", "Events committed to the outbox, by type.");
@@ -590,10 +598,11 @@ std::string BusImpl::MetricsText() {
   uint64_t min_checkpoint = stats.last_seq;
   for (const auto& s : stats.subscribers) {
     progress.push_back({s.name, s.checkpoint, s.handled, s.duplicates, s.dead_lettered, s.stale_skipped,
-                        s.checkpoint < stats.last_seq ? AgeOfSeconds(s.checkpoint + 1) : 0});
+                        read_storage && s.checkpoint < stats.last_seq ? AgeOfSeconds(s.checkpoint + 1) : 0});
     min_checkpoint = std::min(min_checkpoint, s.checkpoint);
   }
-  WriteProgressMetrics(w, stats.last_seq, min_checkpoint < stats.last_seq ? AgeOfSeconds(min_checkpoint + 1) : 0,
+  WriteProgressMetrics(w, stats.last_seq,
+                       read_storage && min_checkpoint < stats.last_seq ? AgeOfSeconds(min_checkpoint + 1) : 0,
                        progress);
 
   // What only a running process knows.
@@ -626,7 +635,7 @@ std::string BusImpl::MetricsText() {
                          e.active->handler_seconds.Read());
     }
   }
-  if (db_ != nullptr) {
+  if (read_storage) {
     // Replays, from their records (as current as the last checkpoint).
     std::vector<std::pair<uint64_t, storage::ReplayRecord>> replays;
     LoadReplays([&](uint64_t id, storage::ReplayRecord& r) { replays.emplace_back(id, std::move(r)); }).IgnoreError();
@@ -654,7 +663,7 @@ std::string BusImpl::MetricsText() {
   w.Sample("walbus_quarantined_total", "", static_cast<double>(stats.quarantined));
   w.Family("walbus_quarantine_evicted_total", "counter", "Quarantine entries dropped to keep its bounds.");
   w.Sample("walbus_quarantine_evicted_total", "", static_cast<double>(stats.quarantine_evicted));
-  if (db_ != nullptr) {
+  if (read_storage) {
     w.Family("walbus_storage_sst_bytes", "gauge", "Bytes of table files on disk, all column families.");
     w.Sample("walbus_storage_sst_bytes", "", static_cast<double>(db_->SumProperty("rocksdb.total-sst-files-size")));
     w.Family("walbus_storage_memtable_bytes", "gauge", "Bytes of memtables, all column families.");
@@ -669,7 +678,7 @@ std::string BusImpl::MetricsText() {
 }
 
 Status BusImpl::WaitIdle(std::chrono::milliseconds timeout) {
-  if (closed_.load()) return Status::Closed("the bus is closed");
+  if (closed_.load()) return ClosedStatus();
   return dispatcher_->WaitFor(committer_->last_seq(), timeout);
 }
 
@@ -718,7 +727,8 @@ Status BusImpl::Close() {
   admin_.reset();  // its thread runs operator actions on the bus
   metrics_http_.reset();  // its thread reads the database
   closed_.store(true);
-  while (active_commits_.load() != 0) std::this_thread::sleep_for(std::chrono::microseconds(200));
+  dispatcher_->CancelWaits();
+  while (active_calls_.load() != 0) std::this_thread::sleep_for(std::chrono::microseconds(200));
   dispatcher_->Stop();
   // The committer, dispatcher and registry stay (stopped) until destruction
   // so that a Stats() or WaitIdle() racing with Close() reads valid state.

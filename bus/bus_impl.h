@@ -90,6 +90,7 @@ class BusImpl final : public Bus, public CommitListener {
                           ActionReport* report, uint32_t* id);
   // Seconds since the event at `seq` was published; 0 when it is not in
   // the outbox (nothing pending) or unreadable.
+  // REQUIRES: an admitted InCall (it may read the outbox).
   double AgeOfSeconds(uint64_t seq);
   // Visits every replay record (bus/replay.cc).
   Status LoadReplays(const std::function<void(uint64_t, storage::ReplayRecord&)>& visit);
@@ -117,8 +118,33 @@ class BusImpl final : public Bus, public CommitListener {
   std::mutex lifecycle_mu_;  // serializes Start and Close
   std::mutex actions_mu_;    // serializes operator actions (their ids)
   std::atomic<bool> closed_{false};
-  // Producer commits in progress; Close waits for them to drain.
-  std::atomic<int> active_commits_{0};
+  // Public calls inside storage (see InCall); Close waits for them to leave.
+  std::atomic<int> active_calls_{0};
+
+  // Held by a public call for as long as it may use storage (db_, the
+  // committer's writes): Close() refuses new ones (admitted() is false:
+  // return Closed) and waits for the admitted ones to leave before it
+  // stops the threads and closes storage. Counting in before looking at
+  // closed_ means Close() either sees the call and waits, or the call
+  // sees Close() and stays out. Calls that wait for the dispatcher give up
+  // with Closed when Close() starts (Dispatcher::CancelWaits), so Close()
+  // never waits out their timeouts.
+  class InCall {
+   public:
+    explicit InCall(BusImpl* bus) : bus_(bus) {
+      bus_->active_calls_.fetch_add(1);
+      admitted_ = !bus_->closed_.load();
+    }
+    ~InCall() { bus_->active_calls_.fetch_sub(1); }
+    InCall(const InCall&) = delete;
+    InCall& operator=(const InCall&) = delete;
+    bool admitted() const { return admitted_; }
+
+   private:
+    BusImpl* const bus_;
+    bool admitted_ = false;
+  };
+  static Status ClosedStatus() { return Status::Closed("the bus is closed"); }
 };
 
 }  // namespace walbus::internal

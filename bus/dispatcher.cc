@@ -152,12 +152,21 @@ Status Dispatcher::WaitFor(uint64_t target, std::chrono::milliseconds timeout, c
       return !waited_on(*s) || s->watermark.load(std::memory_order_acquire) >= target;
     });
     if (reached) return Status::OK();
+    if (waits_cancelled_) return Status::Closed("the bus is closed");
     const auto now = std::chrono::steady_clock::now();
     if (now >= deadline) {
       return Status::TimedOut("subscribers did not reach seq " + std::to_string(target) + " in time");
     }
     progress_cv_.wait_until(lock, std::min(deadline, now + std::chrono::milliseconds(10)));
   }
+}
+
+void Dispatcher::CancelWaits() {
+  {
+    std::lock_guard<std::mutex> lock(progress_mu_);
+    waits_cancelled_ = true;
+  }
+  progress_cv_.notify_all();
 }
 
 // ---------------------------------------------------------------------------

@@ -116,7 +116,10 @@ class Dispatcher {
   // Blocks until the watermark of every added subscriber (or of those
   // named, when `names` is not empty) reaches `target`, or a paused one
   // stands in the way.
+  // Closed once CancelWaits() was called.
   Status WaitFor(uint64_t target, std::chrono::milliseconds timeout, const std::vector<std::string>& names = {});
+  // Makes every WaitFor, running or to come, return Closed (Bus::Close).
+  void CancelWaits();
   bool OnWorkerThread() const;
 
  private:
@@ -303,6 +306,7 @@ class Dispatcher {
   std::mutex progress_mu_;
   std::condition_variable progress_cv_;
   std::vector<std::shared_ptr<Subscriber>> added_;  // GUARDED_BY(progress_mu_)
+  bool waits_cancelled_ = false;                     // GUARDED_BY(progress_mu_)
 };
 
 }  // namespace walbus::internal

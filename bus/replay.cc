@@ -157,7 +157,8 @@ Status BusImpl::NextActionId(uint64_t* id) {
 
 Status BusImpl::Replay(const ReplayRequest& request, ReplayReport* report) {
   *report = ReplayReport{};
-  if (closed_.load()) return Status::Closed("the bus is closed");
+  InCall call(this);
+  if (!call.admitted()) return ClosedStatus();
   if (Status s = ValidateSubscriberName(request.subscriber); !s.ok()) return s;
   std::shared_ptr<Subscriber> active;
   uint32_t sub_id = 0;
@@ -270,7 +271,8 @@ Status BusImpl::ResumeReplays(const std::shared_ptr<Subscriber>& sub) {
 
 Status BusImpl::GetReplay(uint64_t replay_id, ReplayReport* report) {
   *report = ReplayReport{};
-  if (closed_.load()) return Status::Closed("the bus is closed");
+  InCall call(this);
+  if (!call.admitted()) return ClosedStatus();
   std::string value;
   bool found = false;
   if (Status s = db_->Get(db_->cf(storage::Cf::kReplays), storage::OutboxKey(replay_id), &value, &found); !s.ok()) {
@@ -288,6 +290,8 @@ Status BusImpl::CancelReplay(uint64_t replay_id, const OperatorAction& action) {
   if (action.operator_name.empty() || action.reason.empty()) {
     return Status::InvalidArgument("cancelling a replay needs an operator name and a reason");
   }
+  InCall call(this);
+  if (!call.admitted()) return ClosedStatus();
   ReplayReport report;
   if (Status s = GetReplay(replay_id, &report); !s.ok()) return s;
   if (report.state != ReplayState::kRunning) return Status::OK();

@@ -703,6 +703,73 @@ TEST(BusTest, CloseIsIdempotentAndRefusesLaterCommits) {
   EXPECT_TRUE(bus->Start().IsClosed());
 }
 
+TEST(BusTest, CloseWhileOtherThreadsCallInAnswersThemClosedAndEndsTheirWaits) {
+  TempDir dir;
+  auto bus = OpenBus(MakeOptions(dir));
+  ASSERT_NE(bus, nullptr);
+  // Never started: its events stay pending, so a WaitHandled on them
+  // would last its whole timeout.
+  RegisterIdleSubscriber(*bus);
+  Transaction tx = bus->Begin();
+  ASSERT_TRUE(tx.Publish(Approved("pending")).ok());
+  Result<Receipt> pending = tx.Commit();
+  ASSERT_TRUE(pending.ok());
+
+  std::atomic<bool> stop{false};
+  std::atomic<int> unexpected{0};
+  auto expect_ok_or_closed = [&](const Status& s) {
+    if (!s.ok() && !s.IsClosed()) {
+      ++unexpected;
+      ADD_FAILURE() << s.ToString();
+    }
+  };
+  std::vector<std::thread> callers;
+  // Calls that write, read storage, or both, until Close() ends them.
+  callers.emplace_back([&] {
+    for (int i = 0; !stop.load(); ++i) {
+      SubscriberOptions s;
+      s.name = "late-" + std::to_string(i);
+      s.handler = [](const Event&, HandlerContext&) { return Outcome::Done(); };
+      expect_ok_or_closed(bus->Subscribe(std::move(s)));
+      Event e;
+      e.id = EventId::Generate();
+      e.type = kType;
+      e.subject = "ingested";
+      e.source = "elsewhere";
+      e.time = std::chrono::system_clock::now();
+      expect_ok_or_closed(bus->IngestEvent(e, IngestOptions{}).status());
+    }
+  });
+  callers.emplace_back([&] {
+    while (!stop.load()) {
+      std::vector<DeliveryState> states;
+      expect_ok_or_closed(bus->EventStatus(pending->event_ids[0], &states));
+      expect_ok_or_closed(bus->Quarantine("bad input", "test", "refused"));
+      EXPECT_FALSE(bus->MetricsText().empty());
+    }
+  });
+  std::atomic<int> waits_ended{0};
+  callers.emplace_back([&] {
+    std::vector<DeliveryState> states;
+    const Status s = bus->WaitHandled(*pending, {}, 120s, &states);
+    EXPECT_TRUE(s.IsClosed()) << s.ToString();
+    ++waits_ended;
+  });
+  std::this_thread::sleep_for(50ms);
+  const auto closing = std::chrono::steady_clock::now();
+  ASSERT_TRUE(bus->Close().ok());
+  // The waiter gave up when Close() began, instead of holding it for the
+  // rest of its two minutes.
+  EXPECT_LT(std::chrono::steady_clock::now() - closing, 60s);
+  stop.store(true);
+  for (auto& t : callers) t.join();
+  EXPECT_EQ(waits_ended.load(), 1);
+  EXPECT_EQ(unexpected.load(), 0);
+  std::vector<DeliveryState> states;
+  EXPECT_TRUE(bus->EventStatus(pending->event_ids[0], &states).IsClosed());
+  EXPECT_TRUE(bus->WaitHandled(*pending, {}, 1s, &states).IsClosed());
+}
+
 TEST(BusTest, OpenRefusesWhatIsNotAWalbusDatabase) {
   TempDir dir;
   std::filesystem::create_directories(dir.path());

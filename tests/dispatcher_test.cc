@@ -50,11 +50,25 @@ class DispatcherTest : public ::testing::Test {
   std::chrono::milliseconds previous_poll_{};
 };
 
-// Two workers: one can be held in a handler while the other goes on.
-std::unique_ptr<Bus> OpenWithTwoWorkers(const TempDir& dir) {
+// A started bus with two workers (one can be held in a handler while the
+// other goes on) and one subscriber, "projection", running `handler`.
+std::unique_ptr<Bus> StartWithTwoWorkers(const TempDir& dir, Handler handler) {
   Options opt = testing::TestOptions(dir);
   opt.worker_threads = 2;
-  return testing::OpenBus(opt);
+  std::unique_ptr<Bus> bus = testing::OpenBus(opt);
+  if (bus == nullptr) return nullptr;
+  SubscriberOptions sub;
+  sub.name = "projection";
+  sub.handler = std::move(handler);
+  EXPECT_TRUE(bus->Subscribe(std::move(sub)).ok());
+  EXPECT_TRUE(bus->Start().ok());
+  return bus;
+}
+
+// Keeps this thread busy (a handler's work, or a commit's exact moment).
+void SpinFor(std::chrono::microseconds span) {
+  for (auto until = std::chrono::steady_clock::now() + span; std::chrono::steady_clock::now() < until;) {
+  }
 }
 
 // Holds the handlers that enter it until released, one at a time.
@@ -95,22 +109,17 @@ class Gate {
 
 TEST_F(DispatcherTest, EventsCommittedWhileWorkIsQueuedReachTheNextFreeWorker) {
   TempDir dir;
-  std::unique_ptr<Bus> bus = OpenWithTwoWorkers(dir);
-  ASSERT_NE(bus, nullptr);
   Gate gate;
   std::mutex mu;
   std::multiset<std::string> handled;
-  SubscriberOptions sub;
-  sub.name = "projection";
-  sub.handler = [&](const Event& e, HandlerContext& ctx) {
+  std::unique_ptr<Bus> bus = StartWithTwoWorkers(dir, [&](const Event& e, HandlerContext& ctx) {
     if (e.subject.rfind("held-", 0) == 0 && !gate.Enter()) return Outcome::RetryAfter(1ms);
     if (!ctx.Put("effects", e.subject, "done").ok()) return Outcome::RetryAfter(1ms);
     std::lock_guard<std::mutex> lock(mu);
     handled.insert(e.subject);
     return Outcome::Done();
-  };
-  ASSERT_TRUE(bus->Subscribe(std::move(sub)).ok());
-  ASSERT_TRUE(bus->Start().ok());
+  });
+  ASSERT_NE(bus, nullptr);
 
   // Both workers block in a handler; more held events wait in the work
   // queue behind them (or in the same worker's batch).
@@ -137,19 +146,14 @@ TEST_F(DispatcherTest, EventsCommittedWhileWorkIsQueuedReachTheNextFreeWorker) {
 
 TEST_F(DispatcherTest, AFreeWorkerGetsNewEventsWhileAnotherHandlerStaysBlocked) {
   TempDir dir;
-  std::unique_ptr<Bus> bus = OpenWithTwoWorkers(dir);
-  ASSERT_NE(bus, nullptr);
   Gate gate;
   std::atomic<int> free_handled{0};
-  SubscriberOptions sub;
-  sub.name = "projection";
-  sub.handler = [&](const Event& e, HandlerContext&) {
+  std::unique_ptr<Bus> bus = StartWithTwoWorkers(dir, [&](const Event& e, HandlerContext&) {
     if (e.subject == "held") return gate.Enter() ? Outcome::Done() : Outcome::RetryAfter(1ms);
     ++free_handled;
     return Outcome::Done();
-  };
-  ASSERT_TRUE(bus->Subscribe(std::move(sub)).ok());
-  ASSERT_TRUE(bus->Start().ok());
+  });
+  ASSERT_NE(bus, nullptr);
   (void)CommitEvent(*bus, "held");
   ASSERT_TRUE(gate.WaitForWaiting(1));
   // One worker stays blocked for the whole test; the other handles a
@@ -165,25 +169,19 @@ TEST_F(DispatcherTest, AFreeWorkerGetsNewEventsWhileAnotherHandlerStaysBlocked) 
 
 TEST_F(DispatcherTest, EventsCommittedAtAnyMomentOfAHandOutAreDelivered) {
   TempDir dir;
-  std::unique_ptr<Bus> bus = OpenWithTwoWorkers(dir);
-  ASSERT_NE(bus, nullptr);
   Gate gate;
   std::atomic<int> handled{0};
   std::atomic<int> slow_started{0};
-  SubscriberOptions sub;
-  sub.name = "projection";
-  sub.handler = [&](const Event& e, HandlerContext&) {
+  std::unique_ptr<Bus> bus = StartWithTwoWorkers(dir, [&](const Event& e, HandlerContext&) {
     if (e.subject.rfind("held-", 0) == 0 && !gate.Enter()) return Outcome::RetryAfter(1ms);
     if (e.subject.rfind("slow-", 0) == 0) {
       ++slow_started;
-      for (auto until = std::chrono::steady_clock::now() + 1ms; std::chrono::steady_clock::now() < until;) {
-      }
+      SpinFor(1ms);
     }
     ++handled;
     return Outcome::Done();
-  };
-  ASSERT_TRUE(bus->Subscribe(std::move(sub)).ok());
-  ASSERT_TRUE(bus->Start().ok());
+  });
+  ASSERT_NE(bus, nullptr);
   // Each round holds one worker, gives the other a slow event, queues a
   // second one while it runs, and commits a last event after a delay that
   // varies from round to round: it lands while the queued one waits
@@ -201,9 +199,7 @@ TEST_F(DispatcherTest, EventsCommittedAtAnyMomentOfAHandOutAreDelivered) {
     }
     ASSERT_EQ(slow_started.load(), 2 * round + 1) << round;
     (void)CommitEvent(*bus, "slow-queued-" + n);
-    const auto delay = std::chrono::microseconds(10 * (round % 40));
-    for (auto until = std::chrono::steady_clock::now() + delay; std::chrono::steady_clock::now() < until;) {
-    }
+    SpinFor(std::chrono::microseconds(10 * (round % 40)));
     (void)CommitEvent(*bus, "free-" + n);
     ASSERT_TRUE(testing::Eventually([&] { return handled.load() == 4 * round + 3; })) << round;
     gate.ReleaseOne();

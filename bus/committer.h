@@ -104,8 +104,8 @@ class Committer {
   // REQUIRES: lock holds mu_; this thread's request is at the front.
   void LeadGroup(std::unique_lock<std::mutex>& lock);
   // A synced write costs one fsync however many commits it carries. When
-  // fewer threads are queued than the last synced write carried plus those
-  // that queued behind it, the rest are on their way (woken by that write and
+  // fewer are queued than the last synced write carried plus those that
+  // queued behind it, the rest are on their way (woken by that write and
   // building their next transaction): waiting a fraction of an fsync for
   // them saves whole fsyncs. (PostgreSQL's commit_delay, sized by the
   // previous group instead of a setting; it shrinks as soon as fewer come.)
@@ -134,7 +134,6 @@ class Committer {
 
   std::mutex mu_;
   std::deque<CommitRequest*> queue_;  // GUARDED_BY(mu_)
-  size_t queued_callers_ = 0;         // threads with requests in queue_; GUARDED_BY(mu_)
   // LingerForSyncedGroup's measure of the last synced write, and the
   // leader waiting for its group to fill. GUARDED_BY(mu_)
   size_t synced_group_target_ = 1;

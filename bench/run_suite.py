@@ -15,6 +15,10 @@ Each group runs in its own bus_bench process (so the backlog group's
 memory figures start clean) and leaves its Google Benchmark JSON in
 build/bench/<profile>/<group>.json. Ratios are always taken between
 figures of the same group run: on a shared machine only those compare.
+The throughput groups (publish, end to end) run every benchmark three
+times, the runs of all systems shuffled together (Google Benchmark's
+random interleaving), and report each one's median: a burst of other
+work on the machine then hits one run of one system, not a whole series.
 Nothing here asserts a speed: a missed target is reported, not failed.
 """
 
@@ -35,6 +39,10 @@ GROUPS = [
     ("backlog", "Backlog"),
     ("scaling", "Scaling"),
 ]
+
+# Runs per benchmark, interleaved at random, median reported (see above).
+# The smoke profile runs each once: it only shows that everything runs.
+REPETITIONS = {"publish": 3, "end-to-end": 3}
 
 # Keys summary.json must hold (numbers).
 REQUIRED_KEYS = [
@@ -70,24 +78,44 @@ def parse_name(name):
     return parts[0], params
 
 
+def counters_of(b):
+    return {k: v for k, v in b.items() if isinstance(v, (int, float)) and k not in (
+        "family_index", "per_family_instance_index", "repetitions", "repetition_index", "threads",
+        "iterations", "real_time", "cpu_time")}
+
+
 def load_group(path):
+    """One row per benchmark. Repeated ones: the median's counters, and in
+    'runs' each run's, in the order they ran."""
     with open(path) as f:
         data = json.load(f)
-    rows = []
+    runs, medians, order = {}, {}, []
     for b in data.get("benchmarks", []):
-        family, params = parse_name(b["name"])
         if b.get("error_occurred"):
             raise SystemExit(f"{b['name']} failed: {b.get('error_message')}")
-        counters = {k: v for k, v in b.items() if isinstance(v, (int, float)) and k not in (
-            "family_index", "per_family_instance_index", "repetitions", "repetition_index", "threads",
-            "iterations", "real_time", "cpu_time")}
-        rows.append({"name": b["name"], "family": family, "params": params, "counters": counters})
+        name = b.get("run_name", b["name"])
+        if b.get("run_type") == "aggregate":
+            if b.get("aggregate_name") == "median":
+                medians[name] = counters_of(b)
+            continue
+        if name not in runs:
+            runs[name] = []
+            order.append(name)
+        runs[name].append(counters_of(b))
+    rows = []
+    for name in order:
+        family, params = parse_name(name)
+        counters = medians.get(name, runs[name][0])
+        rows.append({"name": name, "family": family, "params": params, "counters": counters, "runs": runs[name]})
     return {"context": data.get("context", {}), "rows": rows}
 
 
-def run_group(bench, profile, prefix, out_path):
+def run_group(bench, profile, group, prefix, out_path):
     cmd = [bench, f"--profile={profile}", f"--benchmark_filter=^{prefix}/",
            f"--benchmark_out={out_path}", "--benchmark_out_format=json"]
+    repetitions = 1 if profile == "smoke" else REPETITIONS.get(group, 1)
+    if repetitions > 1:
+        cmd += [f"--benchmark_repetitions={repetitions}", "--benchmark_enable_random_interleaving=true"]
     print(f"==> {' '.join(cmd)}", flush=True)
     # The console table streams through; the JSON file is what is read.
     rc = subprocess.call(cmd)
@@ -331,7 +359,7 @@ def main():
     os.makedirs(group_dir, exist_ok=True)
     for group, prefix in GROUPS:
         if group in selected:
-            run_group(bench, profile, prefix, os.path.join(group_dir, group + ".json"))
+            run_group(bench, profile, group, prefix, os.path.join(group_dir, group + ".json"))
 
     groups = {}
     for group, _ in GROUPS:

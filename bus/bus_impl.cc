@@ -121,6 +121,30 @@ BusImpl::~BusImpl() {
   dispatcher_.reset();  // before the registry and committer it points into
 }
 
+namespace {
+// The bus whose admitted call this thread is in, innermost first.
+thread_local const BusImpl* innermost_call = nullptr;
+}  // namespace
+
+BusImpl::InCall::InCall(BusImpl* bus) : bus_(bus) {
+  bus_->active_calls_.fetch_add(1);
+  admitted_ = !bus_->closed_.load();
+  if (!admitted_) {
+    bus_->active_calls_.fetch_sub(1);
+    return;
+  }
+  outer_ = innermost_call;
+  innermost_call = bus_;
+}
+
+BusImpl::InCall::~InCall() {
+  if (!admitted_) return;
+  innermost_call = outer_;
+  bus_->active_calls_.fetch_sub(1);
+}
+
+bool BusImpl::InCall::InsideCallOf(const BusImpl* bus) { return innermost_call == bus; }
+
 Transaction BusImpl::Begin() { return ScopeAccess::NewTransaction(std::make_unique<ScopeRep>(this)); }
 
 Result<Receipt> BusImpl::CommitTransaction(ScopeRep* scope) {
@@ -216,6 +240,9 @@ Status BusImpl::Subscribe(SubscriberOptions subscriber) {
 }
 
 Status BusImpl::Start() {
+  // A handler runs only once started; taking the lock could wait for a
+  // Close() that waits for this very handler.
+  if (dispatcher_->OnWorkerThread()) return Status::OK();
   std::lock_guard<std::mutex> lock(lifecycle_mu_);
   if (closed_.load()) return ClosedStatus();
   if (!dispatcher_->started()) dispatcher_->Start();
@@ -391,6 +418,8 @@ Status BusImpl::WaitQuiescent(const Receipt& receipt, std::chrono::milliseconds 
   if (!read.ok()) return read;
   uint64_t target = receipt.last_seq();
   for (;;) {
+    // A cascade that keeps growing would keep this loop going past Close().
+    if (closed_.load()) return ClosedStatus();
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) return Status::TimedOut("the cascade of the receipt is not complete");
     if (Status s = dispatcher_->WaitFor(target, left); !s.ok()) return s;
@@ -719,11 +748,16 @@ BusStats BusImpl::Stats() {
 }
 
 Status BusImpl::Close() {
-  std::lock_guard<std::mutex> lock(lifecycle_mu_);
-  if (db_ == nullptr) return Status::OK();
+  // Checked before the lock: a Close() running on another thread holds it
+  // while it waits for this very handler or call to finish.
   if (dispatcher_->OnWorkerThread()) {
     return Status::InvalidArgument("Close() was called from a handler; call it from an application thread");
   }
+  if (InCall::InsideCallOf(this)) {
+    return Status::InvalidArgument("Close() was called from inside a call of this bus (a verifier or an upcaster)");
+  }
+  std::lock_guard<std::mutex> lock(lifecycle_mu_);
+  if (db_ == nullptr) return Status::OK();
   admin_.reset();  // its thread runs operator actions on the bus
   metrics_http_.reset();  // its thread reads the database
   closed_.store(true);

@@ -63,7 +63,35 @@ class BusImpl final : public Bus, public CommitListener {
   // CommitListener: the leader hands over each group's events.
   void OnCommitted(std::vector<std::shared_ptr<const Event>>& events) override;
 
-  // For WriteScope.
+  // Held by a public call for as long as it may use storage (db_, the
+  // committer's writes), and by a Transaction's calls on an application
+  // thread: Close() refuses new ones (admitted() is false: return Closed)
+  // and waits for the admitted ones to leave before it stops the threads
+  // and closes storage. Counting in before looking at closed_ means
+  // Close() either sees the call and waits, or the call sees Close() and
+  // stays out. Calls that wait for the dispatcher give up with Closed when
+  // Close() starts (Dispatcher::CancelWaits), so Close() never waits out
+  // their timeouts. A refused call leaves at once, so a stream of them
+  // cannot hold Close() up.
+  class InCall {
+   public:
+    explicit InCall(BusImpl* bus);
+    ~InCall();
+    InCall(const InCall&) = delete;
+    InCall& operator=(const InCall&) = delete;
+    bool admitted() const { return admitted_; }
+    // True while this thread is inside an admitted call of `bus` (a
+    // verifier or upcaster runs there): Close() would wait for itself.
+    static bool InsideCallOf(const BusImpl* bus);
+
+   private:
+    BusImpl* const bus_;
+    bool admitted_ = false;
+    const BusImpl* outer_ = nullptr;  // this thread's enclosing call, restored on leaving
+  };
+  static Status ClosedStatus() { return Status::Closed("the bus is closed"); }
+
+  // For WriteScope, inside an admitted InCall (or a handler's context).
   storage::Db* db() const { return db_.get(); }
   const Options& options() const { return options_; }
   const SchemaRegistry& schemas() const { return schemas_; }
@@ -118,33 +146,8 @@ class BusImpl final : public Bus, public CommitListener {
   std::mutex lifecycle_mu_;  // serializes Start and Close
   std::mutex actions_mu_;    // serializes operator actions (their ids)
   std::atomic<bool> closed_{false};
-  // Public calls inside storage (see InCall); Close waits for them to leave.
+  // Admitted calls inside storage (see InCall); Close waits for them to leave.
   std::atomic<int> active_calls_{0};
-
-  // Held by a public call for as long as it may use storage (db_, the
-  // committer's writes): Close() refuses new ones (admitted() is false:
-  // return Closed) and waits for the admitted ones to leave before it
-  // stops the threads and closes storage. Counting in before looking at
-  // closed_ means Close() either sees the call and waits, or the call
-  // sees Close() and stays out. Calls that wait for the dispatcher give up
-  // with Closed when Close() starts (Dispatcher::CancelWaits), so Close()
-  // never waits out their timeouts.
-  class InCall {
-   public:
-    explicit InCall(BusImpl* bus) : bus_(bus) {
-      bus_->active_calls_.fetch_add(1);
-      admitted_ = !bus_->closed_.load();
-    }
-    ~InCall() { bus_->active_calls_.fetch_sub(1); }
-    InCall(const InCall&) = delete;
-    InCall& operator=(const InCall&) = delete;
-    bool admitted() const { return admitted_; }
-
-   private:
-    BusImpl* const bus_;
-    bool admitted_ = false;
-  };
-  static Status ClosedStatus() { return Status::Closed("the bus is closed"); }
 };
 
 }  // namespace walbus::internal

@@ -77,11 +77,15 @@ void Dispatcher::Stop() {
   dispatcher_thread_.join();
 }
 
-bool Dispatcher::OnWorkerThread() const {
-  const auto self = std::this_thread::get_id();
-  return std::any_of(workers_.begin(), workers_.end(),
-                     [self](const std::thread& t) { return t.get_id() == self; });
-}
+namespace {
+// The dispatcher whose worker this thread is: set once, when it starts.
+// (workers_ itself may be being filled by Start() on another thread.)
+thread_local const Dispatcher* worker_of = nullptr;
+}  // namespace
+
+bool Dispatcher::OnWorkerThread() const { return worker_of == this; }
+
+void Dispatcher::MarkWorkerThread() const { worker_of = this; }
 
 void Dispatcher::Add(std::shared_ptr<Subscriber> subscriber) {
   {

@@ -120,6 +120,8 @@ class Dispatcher {
   Status WaitFor(uint64_t target, std::chrono::milliseconds timeout, const std::vector<std::string>& names = {});
   // Makes every WaitFor, running or to come, return Closed (Bus::Close).
   void CancelWaits();
+  // Whether the calling thread is one of this dispatcher's workers. Any
+  // thread, any time.
   bool OnWorkerThread() const;
 
  private:
@@ -239,6 +241,7 @@ class Dispatcher {
 
   // Worker threads (bus/worker.cc).
   void WorkerLoop();
+  void MarkWorkerThread() const;  // first thing on a worker thread
   // Stop(): workers sleep until work comes, so each leaving worker wakes
   // the next (REQUIRES: stopping_workers_ is set).
   void WakeAWorkerToStop();

@@ -1,5 +1,6 @@
 // WriteScope, Transaction and HandlerContext: thin wrappers over ScopeRep.
 #include <cassert>
+#include <optional>
 
 #include "bus/bus_impl.h"
 #include "bus/envelope.h"
@@ -12,9 +13,23 @@ namespace {
 using internal::Op;
 using internal::ScopeRep;
 
-// Resolves an application column family, recording the failure in the scope.
+// Held by each call of a Transaction made on an application thread, for
+// as long as it uses storage: Close() waits for it, or it gets Closed. A
+// handler's context needs none: Close() lets running handlers finish
+// before it closes storage.
+class ScopeCall {
+ public:
+  explicit ScopeCall(ScopeRep* rep) {
+    if (rep->parent == nullptr) call_.emplace(rep->bus);
+  }
+  bool admitted() const { return !call_.has_value() || call_->admitted(); }
+
+ private:
+  std::optional<internal::BusImpl::InCall> call_;
+};
+
+// Resolves an application column family. REQUIRES: `call` is admitted.
 Result<storage::CfHandle*> ResolveCf(ScopeRep* rep, std::string_view cf, std::string_view key) {
-  if (rep->bus->db() == nullptr) return Status::Closed("the bus is closed");
   storage::CfHandle* handle = rep->bus->db()->AppCf(cf);
   if (handle == nullptr) {
     return Status::InvalidArgument("unknown column family '" + std::string(cf) +
@@ -41,7 +56,8 @@ WriteScope& WriteScope::operator=(WriteScope&&) noexcept = default;
 WriteScope::~WriteScope() = default;
 
 Status WriteScope::Put(std::string_view column_family, std::string_view key, std::string_view value) {
-  auto cf = ResolveCf(rep_.get(), column_family, key);
+  ScopeCall call(rep_.get());
+  auto cf = call.admitted() ? ResolveCf(rep_.get(), column_family, key) : internal::BusImpl::ClosedStatus();
   if (!cf.ok()) {
     rep_->Fail(cf.status());
     return cf.status();
@@ -51,7 +67,8 @@ Status WriteScope::Put(std::string_view column_family, std::string_view key, std
 }
 
 Status WriteScope::Delete(std::string_view column_family, std::string_view key) {
-  auto cf = ResolveCf(rep_.get(), column_family, key);
+  ScopeCall call(rep_.get());
+  auto cf = call.admitted() ? ResolveCf(rep_.get(), column_family, key) : internal::BusImpl::ClosedStatus();
   if (!cf.ok()) {
     rep_->Fail(cf.status());
     return cf.status();
@@ -61,6 +78,8 @@ Status WriteScope::Delete(std::string_view column_family, std::string_view key) 
 }
 
 Result<std::optional<std::string>> WriteScope::Get(std::string_view column_family, std::string_view key) {
+  ScopeCall call(rep_.get());
+  if (!call.admitted()) return internal::BusImpl::ClosedStatus();
   auto cf = ResolveCf(rep_.get(), column_family, key);
   if (!cf.ok()) return cf.status();
   for (auto it = rep_->ops.rbegin(); it != rep_->ops.rend(); ++it) {
@@ -77,6 +96,8 @@ Result<std::optional<std::string>> WriteScope::Get(std::string_view column_famil
 }
 
 Result<uint64_t> WriteScope::GetVersion(std::string_view column_family, std::string_view key) {
+  ScopeCall call(rep_.get());
+  if (!call.admitted()) return internal::BusImpl::ClosedStatus();
   auto cf = ResolveCf(rep_.get(), column_family, key);
   if (!cf.ok()) return cf.status();
   storage::Db* db = rep_->bus->db();
@@ -90,7 +111,8 @@ Result<uint64_t> WriteScope::GetVersion(std::string_view column_family, std::str
 }
 
 Status WriteScope::ExpectVersion(std::string_view column_family, std::string_view key, uint64_t version) {
-  auto cf = ResolveCf(rep_.get(), column_family, key);
+  ScopeCall call(rep_.get());
+  auto cf = call.admitted() ? ResolveCf(rep_.get(), column_family, key) : internal::BusImpl::ClosedStatus();
   if (!cf.ok()) {
     rep_->Fail(cf.status());
     return cf.status();
@@ -103,8 +125,9 @@ Status WriteScope::ExpectVersion(std::string_view column_family, std::string_vie
 
 Result<EventId> WriteScope::Publish(const EventSpec& spec) {
   ScopeRep* rep = rep_.get();
-  if (rep->bus->db() == nullptr) {
-    rep->Fail(Status::Closed("the bus is closed"));
+  ScopeCall call(rep);
+  if (!call.admitted()) {
+    rep->Fail(internal::BusImpl::ClosedStatus());
     return rep->error;
   }
   const Options& options = rep->bus->options();

@@ -39,6 +39,7 @@ void PutOp(ScopeRep* scope, storage::CfHandle* cf, std::string key, std::string 
 }  // namespace
 
 void Dispatcher::WorkerLoop() {
+  MarkWorkerThread();
   std::vector<WorkItem> items(kWorkerBulk);
   while (true) {
     size_t n = work_.wait_dequeue_bulk_timed(items.begin(), kWorkerBulk,

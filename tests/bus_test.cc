@@ -748,16 +748,31 @@ TEST(BusTest, CloseWhileOtherThreadsCallInAnswersThemClosedAndEndsTheirWaits) {
       EXPECT_FALSE(bus->MetricsText().empty());
     }
   });
+  // An application's transactions: every call of one touches storage.
+  callers.emplace_back([&] {
+    for (int i = 0; !stop.load(); ++i) {
+      Transaction t = bus->Begin();
+      expect_ok_or_closed(t.Put("orders", "o-" + std::to_string(i), "v"));
+      expect_ok_or_closed(t.Get("orders", "o-0").status());
+      expect_ok_or_closed(t.Publish(Approved("o-" + std::to_string(i))).status());
+      expect_ok_or_closed(t.Commit().status());
+    }
+  });
+  std::atomic<bool> waiting{false};
   std::atomic<int> waits_ended{0};
   callers.emplace_back([&] {
     std::vector<DeliveryState> states;
+    waiting.store(true);
     const Status s = bus->WaitHandled(*pending, {}, 120s, &states);
     EXPECT_TRUE(s.IsClosed()) << s.ToString();
     ++waits_ended;
   });
+  while (!waiting.load()) std::this_thread::yield();
   std::this_thread::sleep_for(50ms);
+  // The waiter is inside WaitHandled (its event is never handled).
+  EXPECT_EQ(waits_ended.load(), 0);
   const auto closing = std::chrono::steady_clock::now();
-  ASSERT_TRUE(bus->Close().ok());
+  EXPECT_TRUE(bus->Close().ok());
   // The waiter gave up when Close() began, instead of holding it for the
   // rest of its two minutes.
   EXPECT_LT(std::chrono::steady_clock::now() - closing, 60s);
@@ -768,6 +783,51 @@ TEST(BusTest, CloseWhileOtherThreadsCallInAnswersThemClosedAndEndsTheirWaits) {
   std::vector<DeliveryState> states;
   EXPECT_TRUE(bus->EventStatus(pending->event_ids[0], &states).IsClosed());
   EXPECT_TRUE(bus->WaitHandled(*pending, {}, 1s, &states).IsClosed());
+}
+
+TEST(BusTest, CloseFromAHandlerOrAVerifierIsRefusedEvenWhileAnotherCloseWaits) {
+  TempDir dir;
+  auto bus = OpenBus(MakeOptions(dir));
+  ASSERT_NE(bus, nullptr);
+  // A verifier runs inside Ingest: closing from there would wait for itself.
+  Status from_verifier;
+  ASSERT_TRUE(bus->RegisterVerifier(kType, [&](std::string_view) {
+                   from_verifier = bus->Close();
+                   return Status::OK();
+                 }).ok());
+  Event e;
+  e.id = EventId::Generate();
+  e.type = kType;
+  e.subject = "ingested";
+  e.source = "elsewhere";
+  e.time = std::chrono::system_clock::now();
+  ASSERT_TRUE(bus->IngestEvent(e, IngestOptions{}).ok());
+  EXPECT_TRUE(from_verifier.IsInvalidArgument()) << from_verifier.ToString();
+
+  // A handler closes while the application's Close() waits for that very
+  // handler to finish: refused at once, and both return.
+  std::atomic<bool> entered{false};
+  std::atomic<bool> closing{false};
+  Status from_handler;
+  SubscriberOptions sub;
+  sub.name = "closer";
+  sub.handler = [&](const Event& ev, HandlerContext&) {
+    if (ev.subject != "close-from-here") return Outcome::Done();
+    entered.store(true);
+    while (!closing.load()) std::this_thread::yield();
+    std::this_thread::sleep_for(20ms);  // Close() is waiting for the workers now
+    from_handler = bus->Close();
+    return Outcome::Done();
+  };
+  ASSERT_TRUE(bus->Subscribe(std::move(sub)).ok());
+  ASSERT_TRUE(bus->Start().ok());
+  Transaction tx = bus->Begin();
+  ASSERT_TRUE(tx.Publish(Approved("close-from-here")).ok());
+  ASSERT_TRUE(tx.Commit().ok());
+  ASSERT_TRUE(testing::Eventually([&] { return entered.load(); }));
+  closing.store(true);
+  EXPECT_TRUE(bus->Close().ok());
+  EXPECT_TRUE(from_handler.IsInvalidArgument()) << from_handler.ToString();
 }
 
 TEST(BusTest, OpenRefusesWhatIsNotAWalbusDatabase) {

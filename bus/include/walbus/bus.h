@@ -592,14 +592,16 @@ class WALBUS_EXPORT Bus {
   // a hot path.
   virtual std::string MetricsText() = 0;
 
-  // Stops accepting commits, waits for commits in progress, lets running
-  // handlers finish (their effects commit), writes checkpoints, stops the
-  // threads and closes storage, releasing the directory lock. Events not
-  // yet handled stay in the outbox for the next Open. Afterwards Commit(),
-  // Subscribe(), Start() and WaitIdle() return Closed and Stats() the last
-  // figures. Idempotent. InvalidArgument when called from a handler.
-  // REQUIRES: no Transaction or HandlerContext read (Get, GetVersion) runs
-  // concurrently with Close().
+  // Stops accepting commits, waits for commits and other calls in progress,
+  // lets running handlers finish (their effects commit), writes
+  // checkpoints, stops the threads and closes storage, releasing the
+  // directory lock. Events not yet handled stay in the outbox for the next
+  // Open. A call racing with Close() (on this Bus or on a Transaction)
+  // either finishes first or returns Closed; waits (WaitHandled,
+  // WaitQuiescent, WaitIdle) end with Closed. Afterwards the calls that
+  // need storage or the bus's threads return Closed; Stats() and
+  // MetricsText() report the last figures held in memory. Idempotent.
+  // InvalidArgument when called from a handler, a verifier or an upcaster.
   [[nodiscard]] virtual Status Close() = 0;
 };
 

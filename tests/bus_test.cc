@@ -39,6 +39,17 @@ EventSpec Approved(std::string subject, std::string data = "x") {
   return e;
 }
 
+// An event made by another system, for Bus::IngestEvent.
+Event FromElsewhere() {
+  Event e;
+  e.id = EventId::Generate();
+  e.type = kType;
+  e.subject = "ingested";
+  e.source = "elsewhere";
+  e.time = std::chrono::system_clock::now();
+  return e;
+}
+
 // Reads the stopped database directly: outbox entries and an app value.
 struct Inspector {
   explicit Inspector(const std::string& dir) {
@@ -731,13 +742,7 @@ TEST(BusTest, CloseWhileOtherThreadsCallInAnswersThemClosedAndEndsTheirWaits) {
       s.name = "late-" + std::to_string(i);
       s.handler = [](const Event&, HandlerContext&) { return Outcome::Done(); };
       expect_ok_or_closed(bus->Subscribe(std::move(s)));
-      Event e;
-      e.id = EventId::Generate();
-      e.type = kType;
-      e.subject = "ingested";
-      e.source = "elsewhere";
-      e.time = std::chrono::system_clock::now();
-      expect_ok_or_closed(bus->IngestEvent(e, IngestOptions{}).status());
+      expect_ok_or_closed(bus->IngestEvent(FromElsewhere(), IngestOptions{}).status());
     }
   });
   callers.emplace_back([&] {
@@ -795,13 +800,7 @@ TEST(BusTest, CloseFromAHandlerOrAVerifierIsRefusedEvenWhileAnotherCloseWaits) {
                    from_verifier = bus->Close();
                    return Status::OK();
                  }).ok());
-  Event e;
-  e.id = EventId::Generate();
-  e.type = kType;
-  e.subject = "ingested";
-  e.source = "elsewhere";
-  e.time = std::chrono::system_clock::now();
-  ASSERT_TRUE(bus->IngestEvent(e, IngestOptions{}).ok());
+  ASSERT_TRUE(bus->IngestEvent(FromElsewhere(), IngestOptions{}).ok());
   EXPECT_TRUE(from_verifier.IsInvalidArgument()) << from_verifier.ToString();
 
   // A handler closes while the application's Close() waits for that very

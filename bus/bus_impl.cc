@@ -749,8 +749,9 @@ BusStats BusImpl::Stats() {
 
 Status BusImpl::Close() {
   // Checked before the lock: a Close() running on another thread holds it
-  // while it waits for this very handler or call to finish.
-  if (dispatcher_->OnWorkerThread()) {
+  // while it waits for this very handler or call to finish. (No dispatcher:
+  // an Open that failed, closing what it had opened.)
+  if (dispatcher_ != nullptr && dispatcher_->OnWorkerThread()) {
     return Status::InvalidArgument("Close() was called from a handler; call it from an application thread");
   }
   if (InCall::InsideCallOf(this)) {

@@ -112,6 +112,8 @@ struct Config {
   bool bridged() const { return !bridge.empty(); }
   // Where the handlers run: the receiver across the bridge, else the bus.
   std::string handler_dir() const { return bridged() ? dir + "-receiver" : dir; }
+  // The store and log of the local nats-server (--bridge local).
+  std::string nats_dir() const { return dir + "-nats"; }
 };
 
 // Retries of the stress subscribers: short, so poison is dead-lettered
@@ -271,7 +273,7 @@ Status PrepareDir(Config* cfg) {
     cfg->dir_is_ours = true;
     return Status::OK();
   }
-  for (const std::string& d : {cfg->dir, cfg->handler_dir()}) {
+  for (const std::string& d : {cfg->dir, cfg->handler_dir(), cfg->nats_dir()}) {
     if (fs::exists(d, ec) && !fs::is_empty(d, ec)) {
       return Status::InvalidArgument(d + " is not empty; the checks need a fresh database");
     }
@@ -280,13 +282,15 @@ Status PrepareDir(Config* cfg) {
 }
 
 void CleanUp(const Config& cfg, bool passed) {
+  std::error_code ec;
+  // The server's store is scratch of this run, wherever the databases are.
+  if (cfg.bridge == "local" && passed && !cfg.keep) fs::remove_all(cfg.nats_dir(), ec);
   if (!cfg.dir_is_ours) return;
   fs::path root = fs::path(cfg.dir).parent_path();
   if (cfg.keep || !passed) {
     std::cerr << "walbus-stress: database kept in " << cfg.dir << "\n";
     return;
   }
-  std::error_code ec;
   fs::remove_all(root, ec);
 }
 
@@ -832,7 +836,9 @@ int main(int argc, char** argv) {
     std::optional<walbus::tools::NatsServer> server;
     std::string url = cfg.bridge;
     if (cfg.bridge == "local") {
-      server.emplace((fs::path(cfg.dir).parent_path() / "nats").string());
+      // The server's store is this run's alone: a store shared between runs
+      // hands a fresh receiver the streams and consumers of earlier runs.
+      server.emplace(cfg.nats_dir());
       if (!server->Start()) return Fail(cfg, Status::IOError("could not start a local nats-server"));
       url = server->url();
     }

@@ -98,7 +98,10 @@ class BusImpl final : public Bus, public CommitListener {
   Result<Receipt> CommitTransaction(ScopeRep* scope);
   // Commits one verified event from elsewhere, with its dedup record when
   // dedup_scope is not empty.
-  Result<IngestResult> CommitIngested(std::shared_ptr<Event> event, const std::string& dedup_scope);
+  Result<IngestResult> CommitIngested(std::shared_ptr<Event> event, const IngestOptions& options);
+  // One try of CommitIngested with an order key, against `last_taken`.
+  Result<IngestResult> CommitOrdered(const std::shared_ptr<Event>& event, const IngestOptions& options,
+                                     uint64_t last_taken);
 
  private:
   explicit BusImpl(const Options& options) : options_(options) {

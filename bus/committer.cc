@@ -211,9 +211,9 @@ bool Committer::WriteGroup(const std::vector<CommitRequest*>& group) {
     }
     for (const Expectation& e : scope.expects) {
       std::string v;
-      storage::PutBe64(&v, e.version + 1);
+      storage::PutBe64(&v, e.Next());
       batch_.Put(db_->cf(storage::Cf::kVersions), e.version_key, v);
-      group_versions_[e.version_key] = e.version + 1;
+      group_versions_[e.version_key] = e.Next();
     }
     r->first_seq = scope.events.empty() ? 0 : next;
     for (size_t i = 0; i < scope.events.size(); ++i) {

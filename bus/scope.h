@@ -25,11 +25,14 @@ struct Op {
   uint64_t delta = 0;  // kAddCounter only
 };
 
-// "The key's version must be `version`; commit sets it to version + 1."
+// "The key's version must be `version`; commit sets it to next_version
+// (version + 1 when 0)."
 struct Expectation {
   std::string version_key;  // storage::VersionKey(cf id, key)
   uint64_t version;
   std::string description;  // "orders/order-42", for the Conflict message
+  uint64_t next_version = 0;
+  uint64_t Next() const { return next_version != 0 ? next_version : version + 1; }
 };
 
 struct ScopeRep {

@@ -35,6 +35,9 @@ std::string VersionKey(uint32_t cf_id, std::string_view key);
 // column family has it): key = dedup scope + '\0' + 16-byte event id,
 // version 1 once the event was taken.
 inline constexpr uint32_t kIngestDedupCfId = 0xFFFFFFFFu;
+// The same for the ingest order records: key = dedup scope + '\0' + order
+// key, version = the last position taken for that key.
+inline constexpr uint32_t kIngestOrderCfId = 0xFFFFFFFEu;
 
 // checkpoints: be32(subscriber id) + one field byte (+ a subject for the
 // per-subject fields).

@@ -340,12 +340,40 @@ struct IngestOptions {
   // name as for subscribers: letters, digits, '.', '_', '-'). Use one scope
   // per inbound channel, e.g. per JetStream consumer.
   std::string dedup_scope;
+  // A sender's per-key order, kept within dedup_scope (required with it):
+  // `position` is the event's place among the sender's events of
+  // `order_key`, 1, 2, 3, ... without gaps. An event is taken only when
+  // every position before it was; one that comes early is refused with
+  // IngestDisposition::kAhead and nothing is written, so the caller can
+  // hold it until the missing ones arrive. Empty order_key: no order kept.
+  // @{
+  std::string order_key;
+  uint64_t position = 0;
+  // Take an early event anyway and skip the missing positions (the caller
+  // waited for them long enough). A skipped event that arrives later is
+  // still taken once, as kLate.
+  bool accept_gap = false;
+  // @}
+};
+
+// What an ingest did with an event.
+enum class IngestDisposition : uint8_t {
+  kTaken,      // committed, in its sender's order
+  kDuplicate,  // the scope had taken this event id before; nothing written
+  kAhead,      // positions before it are missing; nothing written
+  kLate,       // committed after later positions (its gap had been skipped)
 };
 
 // What an ingest did.
 struct IngestResult {
-  Receipt receipt;         // The committed event; empty for a duplicate.
+  Receipt receipt;         // The committed event; empty unless taken or late.
   bool duplicate = false;  // The scope had taken this event id before.
+  IngestDisposition disposition = IngestDisposition::kTaken;  // See above.
+  // With an order key: the position the key waits for next, after this
+  // ingest (kAhead: the first missing one).
+  uint64_t next_position = 0;
+  // accept_gap only: how many positions the ingest skipped.
+  uint64_t skipped_positions = 0;
 };
 
 // Which dead letters of one subscriber an operator acts on.
@@ -491,7 +519,12 @@ class WALBUS_EXPORT Bus {
   // With IngestOptions::dedup_scope set, each event id is taken at most
   // once per scope: a repeat commits nothing and reports duplicate. The
   // dedup record commits atomically with the event, so a crash between
-  // commit and the sender's acknowledgement cannot make it twice.
+  // commit and the sender's acknowledgement cannot make it twice. Dedup
+  // records are kept for as long as the database: the scope's dedup is
+  // absolute. With IngestOptions::order_key the sender's per-key order is
+  // kept too (see IngestOptions); the key's last taken position commits
+  // with the event. InvalidArgument for an order key without a scope or a
+  // position.
   [[nodiscard]] virtual Result<IngestResult> IngestEvent(const Event& event, const IngestOptions& options) = 0;
 
   // Ingest of envelope bytes with IngestOptions (dedup as IngestEvent).

@@ -59,6 +59,28 @@ Headers ToHeaders(const Event& event) {
   return h;
 }
 
+void SetPosition(const SenderPosition& position, Headers* headers) {
+  (*headers)[std::string(kSeqOriginHeader)] = position.origin;
+  (*headers)[std::string(kSubjectSeqHeader)] = std::to_string(position.position);
+}
+
+Result<std::optional<SenderPosition>> ReadPosition(const Headers& headers) {
+  const std::string* origin = Find(headers, kSeqOriginHeader);
+  const std::string* seq = Find(headers, kSubjectSeqHeader);
+  if (origin == nullptr && seq == nullptr) return std::optional<SenderPosition>();
+  if (origin == nullptr || seq == nullptr) {
+    return Status::InvalidArgument("ce-subjectseq and ce-seqorigin must come together");
+  }
+  if (origin->empty() || origin->size() > 64) return Status::InvalidArgument("ce-seqorigin must be 1..64 bytes");
+  SenderPosition p;
+  p.origin = *origin;
+  auto [end, ec] = std::from_chars(seq->data(), seq->data() + seq->size(), p.position);
+  if (ec != std::errc() || end != seq->data() + seq->size() || p.position == 0) {
+    return Status::InvalidArgument("ce-subjectseq is not a positive integer: '" + *seq + "'");
+  }
+  return std::optional<SenderPosition>(std::move(p));
+}
+
 Status FromHeaders(const Headers& headers, std::string body, Event* out) {
   const std::string* spec = Find(headers, "ce-specversion");
   if (spec == nullptr) return Status::InvalidArgument("no ce-specversion header: not a CloudEvent in binary mode");

@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -22,6 +23,23 @@ using Headers = std::map<std::string, std::string>;
 inline constexpr std::string_view kMsgIdHeader = "Nats-Msg-Id";
 inline constexpr std::string_view kKeyIdHeader = "walbus-key-id";
 inline constexpr std::string_view kSignatureHeader = "walbus-signature";
+// The sender's per-subject position (CloudEvents extension attributes):
+// ce-subjectseq is the event's place among the events of its source and
+// subject that one relay sent, 1, 2, 3, ... without gaps; ce-seqorigin
+// names that relay's counter (a database made anew starts a new one).
+inline constexpr std::string_view kSubjectSeqHeader = "ce-subjectseq";
+inline constexpr std::string_view kSeqOriginHeader = "ce-seqorigin";
+
+// Where a relayed event stands in its sender's order.
+struct SenderPosition {
+  std::string origin;     // ce-seqorigin
+  uint64_t position = 0;  // ce-subjectseq, 1 or more
+};
+// Sets both headers.
+void SetPosition(const SenderPosition& position, Headers* headers);
+// The position a message carries: nullopt when it carries none; an
+// InvalidArgument when it carries a malformed one (or only one header).
+Result<std::optional<SenderPosition>> ReadPosition(const Headers& headers);
 
 // The headers of an event (ce-specversion, ce-id, ce-source, ce-type,
 // ce-subject, ce-time, and when set ce-datacontenttype, ce-traceparent,

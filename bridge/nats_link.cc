@@ -72,17 +72,28 @@ NatsLink::~NatsLink() {
 }
 
 void NatsLink::SetConnected(bool up) {
-  std::lock_guard<std::mutex> lock(mu_);
-  const bool was = connected_.load(std::memory_order_relaxed);
-  if (was == up) return;
-  const auto now = std::chrono::steady_clock::now();
-  if (up) {
-    offline_total_ += now - offline_since_;
-  } else {
-    offline_since_ = now;
-    disconnects_.fetch_add(1, std::memory_order_relaxed);
+  std::function<void()> listener;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    const bool was = connected_.load(std::memory_order_relaxed);
+    if (was == up) return;
+    const auto now = std::chrono::steady_clock::now();
+    if (up) {
+      offline_total_ += now - offline_since_;
+      epoch_.fetch_add(1, std::memory_order_acq_rel);
+      listener = listener_;
+    } else {
+      offline_since_ = now;
+      disconnects_.fetch_add(1, std::memory_order_relaxed);
+    }
+    connected_.store(up, std::memory_order_release);
   }
-  connected_.store(up, std::memory_order_release);
+  if (listener) listener();
+}
+
+void NatsLink::SetConnectedListener(std::function<void()> listener) {
+  std::lock_guard<std::mutex> lock(mu_);
+  listener_ = std::move(listener);
 }
 
 void NatsLink::OnConnected(natsConnection*, void* self) { static_cast<NatsLink*>(self)->SetConnected(true); }
@@ -103,8 +114,9 @@ double NatsLink::offline_seconds() const {
   return std::chrono::duration<double>(total).count();
 }
 
-Status NatsLink::EnsureStream(const jetstream::StreamOptions& stream) {
+Status NatsLink::EnsureStream(const jetstream::StreamOptions& stream, bool* created) {
   assert(js_ != nullptr);
+  if (created != nullptr) *created = false;
   jsStreamInfo* info = nullptr;
   jsErrCode err = static_cast<jsErrCode>(0);
   natsStatus s = js_GetStreamInfo(&info, js_, stream.name.c_str(), nullptr, &err);
@@ -126,6 +138,7 @@ Status NatsLink::EnsureStream(const jetstream::StreamOptions& stream) {
   s = js_AddStream(&info, js_, &config, nullptr, &err);
   if (s == NATS_OK) {
     jsStreamInfo_Destroy(info);
+    if (created != nullptr) *created = true;
     return Status::OK();
   }
   // Created meanwhile by another client: fine.

@@ -17,6 +17,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -39,14 +40,21 @@ class NatsLink {
   NatsLink& operator=(const NatsLink&) = delete;
 
   bool connected() const { return connected_.load(std::memory_order_acquire); }
+  // Counts the connections made: a change means the link was lost and
+  // made again (the server may have restarted in between).
+  uint64_t connection_epoch() const { return epoch_.load(std::memory_order_acquire); }
+  // Called on the client's thread after each (re)connection; set once,
+  // before the link may connect again. Must not block.
+  void SetConnectedListener(std::function<void()> listener);
   uint64_t disconnects() const { return disconnects_.load(std::memory_order_relaxed); }
   double offline_seconds() const;
   jsCtx* js() const { return js_; }
   const jetstream::ConnectionOptions& options() const { return options_; }
 
   // Creates the stream when missing (with the duplicate window asked for);
-  // an existing one is used as it is. REQUIRES: connected().
-  [[nodiscard]] Status EnsureStream(const jetstream::StreamOptions& stream);
+  // an existing one is used as it is; *created (when given) tells which.
+  // REQUIRES: connected().
+  [[nodiscard]] Status EnsureStream(const jetstream::StreamOptions& stream, bool* created = nullptr);
 
  private:
   explicit NatsLink(jetstream::ConnectionOptions options);
@@ -63,10 +71,12 @@ class NatsLink {
   jsCtx* js_ = nullptr;
   std::atomic<bool> connected_{false};
   std::atomic<uint64_t> disconnects_{0};
+  std::atomic<uint64_t> epoch_{0};
   mutable std::mutex mu_;
   std::chrono::steady_clock::time_point offline_since_;  // GUARDED_BY(mu_); valid while !connected_
   std::chrono::steady_clock::duration offline_total_{};  // GUARDED_BY(mu_)
   bool closed_ = false;                                  // GUARDED_BY(mu_)
+  std::function<void()> listener_;                       // GUARDED_BY(mu_)
   std::condition_variable closed_cv_;
 };
 

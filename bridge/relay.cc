@@ -2,11 +2,17 @@
 #include <spdlog/spdlog.h>
 
 #include <atomic>
+#include <condition_variable>
 #include <memory>
 #include <mutex>
+#include <optional>
+#include <set>
+#include <thread>
+#include <vector>
 
 #include "bridge/cloudevents.h"
 #include "bridge/nats_link.h"
+#include "bridge/relay_journal.h"
 #include "bus/log_limiter.h"
 #include "bus/metrics.h"
 #include "walbus/jetstream.h"
@@ -14,25 +20,60 @@
 namespace walbus::jetstream {
 namespace {
 
+using bridge::DecodeJournalEntry;
+using bridge::DecodeU64;
+using bridge::EncodeJournalEntry;
+using bridge::EncodeU64;
+using bridge::JournalEntry;
 using bridge::NatsLink;
 
 // What the relay's handler needs; shared by the Relay and the subscriber's
-// handler, so that either may go first.
+// handler, so that either may go first. Owns the journal checker thread,
+// stopped by StopChecker() (the Relay's destructor) or its own destructor.
 class RelayCore {
  public:
-  RelayCore(RelayOptions options, std::unique_ptr<NatsLink> link)
-      : options_(std::move(options)), link_(std::move(link)) {}
+  RelayCore(Bus* bus, RelayOptions options, std::unique_ptr<NatsLink> link, std::string origin)
+      : bus_(bus), options_(std::move(options)), link_(std::move(link)), keys_(options_.subscriber_name),
+        origin_(std::move(origin)), process_tag_(Nonce()) {
+    link_->SetConnectedListener([this] { OnConnected(); });
+    // Records of an earlier process are checked once connected.
+    check_due_ = std::chrono::steady_clock::now();
+    checker_ = std::thread([this] { RunChecker(); });
+  }
+  ~RelayCore() { StopChecker(); }
 
-  Outcome Handle(const Event& event) {
+  void StopChecker() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stopping_) return;
+      stopping_ = true;
+    }
+    cv_.notify_all();
+    if (checker_.joinable()) checker_.join();
+    link_->SetConnectedListener(nullptr);
+  }
+
+  Outcome Handle(const Event& event, HandlerContext& ctx) {
     if (!options_.only_source.empty() && event.source != options_.only_source) {
       skipped_.fetch_add(1, std::memory_order_relaxed);
       return Outcome::Done();
     }
     // Offline: wait with backoff rather than queue publishes in the client.
     if (!link_->connected()) return Outcome::RetryAfter(std::chrono::milliseconds(0));
+    WaitForReconnectCheck();
     if (Status s = EnsureStreamOnce(); !s.ok()) return Failed(event, s);
-    Status published = Publish(event);
+    const std::string position_key = keys_.Position(event.source, event.subject);
+    Result<std::optional<std::string>> last = ctx.Get(options_.column_family, position_key);
+    if (!last.ok()) return Failed(event, last.status());
+    const uint64_t position = (last->has_value() ? DecodeU64(**last).value_or(0) : 0) + 1;
+    JournalEntry entry;
+    entry.connection = ConnectionTag();
+    Status published = Publish(event, position, &entry);
     if (!published.ok()) return Failed(event, published);
+    Status kept = ctx.Put(options_.column_family, position_key, EncodeU64(position));
+    if (kept.ok()) kept = ctx.Put(options_.column_family, keys_.Journal(event.seq), EncodeJournalEntry(entry));
+    if (!kept.ok()) return Failed(event, kept);
+    ScheduleCheck(std::chrono::steady_clock::now() + options_.confirm_after);
     return Outcome::Done();
   }
 
@@ -45,50 +86,300 @@ class RelayCore {
     s.publish_errors = errors_.load(std::memory_order_relaxed);
     s.disconnects = link_->disconnects();
     s.offline_seconds = link_->offline_seconds();
+    s.server_loss_detected = loss_detected_.load(std::memory_order_relaxed);
+    s.repaired = repaired_.load(std::memory_order_relaxed);
+    s.journal_checks = checks_.load(std::memory_order_relaxed);
+    s.unrepairable_losses = unrepairable_.load(std::memory_order_relaxed);
     return s;
   }
 
   const RelayOptions& options() const { return options_; }
 
  private:
+  using Clock = std::chrono::steady_clock;
+
+  static uint64_t Nonce() {
+    const EventId id = EventId::Generate();
+    uint64_t v = 0;
+    for (size_t i = 8; i < 16; ++i) v = (v << 8) | id.bytes[i];
+    return v;
+  }
+
+  // Which connection this is, unique across processes (entries of an
+  // earlier process never match).
+  uint64_t ConnectionTag() const { return process_tag_ ^ link_->connection_epoch(); }
+
+  // The client's thread, after a (re)connection: the stream is looked up
+  // again (the server may have forgotten it) and the journal checked
+  // before new messages go out, so that what is republished comes first.
+  void OnConnected() {
+    stream_ready_.store(false, std::memory_order_release);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      reconnect_check_pending_ = true;
+      check_due_ = Clock::now();
+    }
+    cv_.notify_all();
+  }
+
+  void ScheduleCheck(Clock::time_point due) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (check_due_ && *check_due_ <= due) return;
+    check_due_ = due;
+    cv_.notify_all();
+  }
+
+  // A handler that comes while the journal check after a reconnection is
+  // pending waits for it, at most one request timeout: per-subject order
+  // on the receiver does not depend on it, only the number of messages it
+  // must hold.
+  void WaitForReconnectCheck() {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait_for(lock, options_.connection.request_timeout,
+                 [this] { return !reconnect_check_pending_ || stopping_; });
+  }
+
+  // Owned thread: sleeps until a check is due (a reconnection, or the
+  // oldest young journal entry growing old enough), never on a fixed rate.
+  void RunChecker() {
+    std::unique_lock<std::mutex> lock(mu_);
+    while (!stopping_) {
+      if (!check_due_ || !link_->connected()) {
+        cv_.wait(lock);
+        continue;
+      }
+      if (Clock::now() < *check_due_) {
+        cv_.wait_until(lock, *check_due_);
+        continue;
+      }
+      check_due_.reset();
+      lock.unlock();
+      std::optional<Clock::time_point> next = CheckJournal();
+      lock.lock();
+      if (next && (!check_due_ || *next < *check_due_)) check_due_ = next;
+      if (!next || *next > Clock::now()) reconnect_check_pending_ = false;
+      cv_.notify_all();
+    }
+    reconnect_check_pending_ = false;
+  }
+
+  uint64_t RelayCheckpoint() const {
+    for (const SubscriberStats& st : bus_->Stats().subscribers) {
+      if (st.name == options_.subscriber_name) return st.checkpoint;
+    }
+    return 0;
+  }
+
+  // Whether the stream still holds `entry` where it was acknowledged.
+  // OK(false) when it does not; an error when the server did not answer.
+  Result<bool> StreamHolds(const JournalEntry& entry) {
+    natsMsg* msg = nullptr;
+    jsErrCode err = static_cast<jsErrCode>(0);
+    jsOptions o;
+    jsOptions_Init(&o);
+    o.Wait = options_.connection.request_timeout.count();
+    natsStatus s = js_GetMsg(&msg, link_->js(), options_.stream.name.c_str(), entry.stream_seq, &o, &err);
+    if (s == NATS_NOT_FOUND || err == JSNoMessageFoundErr || err == JSStreamNotFoundErr) return false;
+    if (s != NATS_OK) return bridge::FromNats(s, "look up stream sequence " + std::to_string(entry.stream_seq));
+    const char* id = nullptr;
+    const bool same = natsMsgHeader_Get(msg, std::string(bridge::kMsgIdHeader).c_str(), &id) == NATS_OK &&
+                      id != nullptr && entry.msg_id == id;
+    natsMsg_Destroy(msg);
+    return same;
+  }
+
+  // What one check of the journal found.
+  struct CheckReport {
+    uint64_t confirmed = 0;
+    std::vector<uint64_t> lost_seqs;  // event seqs, in order
+    std::set<std::string> subjects;   // of the lost ones
+    uint64_t first_stream_seq = UINT64_MAX, last_stream_seq = 0;
+  };
+
+  // Walks the journal from the low mark to the relay's checkpoint (every
+  // entry at or below it has committed): confirms what may be trusted,
+  // republishes in order what the server lost, and moves the low mark.
+  // Returns when the next check is due (nullopt: nothing left to check).
+  std::optional<Clock::time_point> CheckJournal() {
+    const Clock::time_point retry_soon = Clock::now() + std::chrono::milliseconds(500);
+    if (Status s = EnsureStreamOnce(); !s.ok()) return retry_soon;
+    checks_.fetch_add(1, std::memory_order_relaxed);
+    const uint64_t checkpoint = RelayCheckpoint();
+    Transaction tx = bus_->Begin();
+    Result<std::optional<std::string>> mark = tx.Get(options_.column_family, keys_.LowMark());
+    if (!mark.ok()) return retry_soon;
+    uint64_t low = mark->has_value() ? DecodeU64(**mark).value_or(1) : 1;
+    const uint64_t current = ConnectionTag();
+    const uint64_t now_ms = NowMs();
+    const uint64_t confirm_ms = static_cast<uint64_t>(options_.confirm_after.count());
+    CheckReport report;
+    std::optional<uint64_t> kept_low;
+    std::optional<uint64_t> next_due_ms;
+    std::vector<std::pair<uint64_t, JournalEntry>> lost;
+    constexpr uint64_t kMaxSeqsPerCheck = 200000;
+    const uint64_t until = std::min(checkpoint, low + kMaxSeqsPerCheck);
+    for (uint64_t seq = low; seq <= until; ++seq) {
+      const std::string key = keys_.Journal(seq);
+      Result<std::optional<std::string>> got = tx.Get(options_.column_family, key);
+      if (!got.ok()) return retry_soon;
+      if (!got->has_value()) continue;
+      std::optional<JournalEntry> entry = DecodeJournalEntry(**got);
+      if (!entry) {
+        (void)tx.Delete(options_.column_family, key);  // damaged: nothing to trust or republish
+        continue;
+      }
+      if (entry->connection == current) {
+        if (now_ms >= entry->acked_ms + confirm_ms) {
+          (void)tx.Delete(options_.column_family, key);
+          ++report.confirmed;
+        } else {
+          if (!kept_low) kept_low = seq;
+          next_due_ms = std::min(next_due_ms.value_or(UINT64_MAX), entry->acked_ms + confirm_ms);
+        }
+        continue;
+      }
+      Result<bool> held = StreamHolds(*entry);
+      if (!held.ok()) return retry_soon;
+      if (*held) {
+        (void)tx.Delete(options_.column_family, key);
+        ++report.confirmed;
+        continue;
+      }
+      lost.emplace_back(seq, std::move(*entry));
+    }
+    bool all_repaired = true;
+    for (auto& [seq, entry] : lost) {
+      if (!kept_low) kept_low = seq;
+      report.lost_seqs.push_back(seq);
+      report.first_stream_seq = std::min(report.first_stream_seq, entry.stream_seq);
+      report.last_stream_seq = std::max(report.last_stream_seq, entry.stream_seq);
+      if (!all_repaired) continue;
+      JournalEntry again = entry;
+      again.connection = current;
+      if (Status s = Republish(&again); !s.ok()) {
+        all_repaired = false;
+        continue;
+      }
+      if (const auto subject = SubjectOf(again)) report.subjects.insert(*subject);
+      (void)tx.Put(options_.column_family, keys_.Journal(seq), EncodeJournalEntry(again));
+      next_due_ms = std::min(next_due_ms.value_or(UINT64_MAX), again.acked_ms + confirm_ms);
+    }
+    const uint64_t new_low = kept_low.value_or(until + 1);
+    if (new_low != low) (void)tx.Put(options_.column_family, keys_.LowMark(), EncodeU64(new_low));
+    if (Result<Receipt> done = tx.Commit(); !done.ok()) return retry_soon;
+    ReportLoss(report, all_repaired);
+    if (!all_repaired || until < checkpoint) return retry_soon;
+    if (!next_due_ms) return std::nullopt;
+    const uint64_t wait_ms = *next_due_ms > now_ms ? *next_due_ms - now_ms : 0;
+    return Clock::now() + std::chrono::milliseconds(wait_ms);
+  }
+
+  static uint64_t NowMs() {
+    return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                     std::chrono::system_clock::now().time_since_epoch())
+                                     .count());
+  }
+
+  static std::optional<std::string> SubjectOf(const JournalEntry& entry) {
+    bridge::Headers headers;
+    std::string body;
+    if (!bridge::ParseMessageBytes(entry.message, &headers, &body)) return std::nullopt;
+    auto it = headers.find("ce-subject");
+    if (it == headers.end()) return std::nullopt;
+    return it->second;
+  }
+
+  void ReportLoss(const CheckReport& report, bool all_repaired) {
+    if (report.lost_seqs.empty()) return;
+    loss_detected_.fetch_add(report.lost_seqs.size(), std::memory_order_relaxed);
+    std::string subjects;
+    size_t shown = 0;
+    for (const std::string& subject : report.subjects) {
+      if (shown++ == 8) {
+        subjects += ", ...";
+        break;
+      }
+      subjects += (subjects.empty() ? "" : ", ") + subject;
+    }
+    spdlog::error(
+        "walbus relay {}: stream {} lost {} acknowledged messages (stream sequences {}..{}, event seqs {}..{}, "
+        "subjects {}); {}",
+        options_.subscriber_name, options_.stream.name, report.lost_seqs.size(), report.first_stream_seq,
+        report.last_stream_seq, report.lost_seqs.front(), report.lost_seqs.back(), subjects,
+        all_repaired ? "republished in order from the journal" : "republishing; the rest at the next try");
+  }
+
   Status EnsureStreamOnce() {
     if (stream_ready_.load(std::memory_order_acquire)) return Status::OK();
     std::lock_guard<std::mutex> lock(stream_mu_);
     if (stream_ready_.load(std::memory_order_relaxed)) return Status::OK();
-    Status s = link_->EnsureStream(options_.stream);
+    bool created = false;
+    Status s = link_->EnsureStream(options_.stream, &created);
+    if (s.ok() && created && published_to_stream_.load(std::memory_order_relaxed)) {
+      unrepairable_.fetch_add(1, std::memory_order_relaxed);
+      spdlog::error(
+          "walbus relay {}: stream {} was gone from the server after this relay had published to it; it was "
+          "created anew. Messages the journal no longer kept (confirmed earlier) are lost on the server and "
+          "cannot be republished; the journal's are republished.",
+          options_.subscriber_name, options_.stream.name);
+    }
     if (s.ok()) stream_ready_.store(true, std::memory_order_release);
     return s;
   }
 
-  Status Publish(const Event& event) {
-    const std::string subject =
+  // Builds the message of `event` at `position` and publishes it; fills
+  // the journal entry of what JetStream acknowledged.
+  Status Publish(const Event& event, uint64_t position, JournalEntry* entry) {
+    entry->nats_subject =
         options_.subject_for ? options_.subject_for(event) : bridge::DefaultSubject(options_.subject_prefix, event);
-    natsMsg* msg = nullptr;
-    natsStatus s = natsMsg_Create(&msg, subject.c_str(), nullptr, event.data.data(), static_cast<int>(event.data.size()));
-    if (s != NATS_OK) return bridge::FromNats(s, "make a message on " + subject);
     bridge::Headers headers = bridge::ToHeaders(event);
+    bridge::SetPosition(bridge::SenderPosition{origin_, position}, &headers);
     if (!options_.signing.secret.empty()) {
       headers[std::string(bridge::kKeyIdHeader)] = options_.signing.key_id;
       headers[std::string(bridge::kSignatureHeader)] = bridge::Sign(event, options_.signing.secret);
     }
+    entry->msg_id = event.id.ToString();
+    entry->message = bridge::MessageBytes(headers, event.data);
+    return PublishMessage(entry->nats_subject, headers, event.data, entry);
+  }
+
+  Status Republish(JournalEntry* entry) {
+    bridge::Headers headers;
+    std::string body;
+    if (!bridge::ParseMessageBytes(entry->message, &headers, &body)) {
+      return Status::Corruption("journal entry of " + entry->msg_id);
+    }
+    Status s = PublishMessage(entry->nats_subject, headers, body, entry);
+    if (s.ok()) repaired_.fetch_add(1, std::memory_order_relaxed);
+    return s;
+  }
+
+  Status PublishMessage(const std::string& subject, const bridge::Headers& headers, std::string_view body,
+                        JournalEntry* entry) {
+    natsMsg* msg = nullptr;
+    natsStatus s = natsMsg_Create(&msg, subject.c_str(), nullptr, body.data(), static_cast<int>(body.size()));
+    if (s != NATS_OK) return bridge::FromNats(s, "make a message on " + subject);
     for (const auto& [name, value] : headers) {
       if (s == NATS_OK) s = natsMsgHeader_Set(msg, name.c_str(), value.c_str());
     }
     jsPubOptions publish;
     jsPubOptions_Init(&publish);
-    const std::string id = event.id.ToString();
-    publish.MsgId = id.c_str();
+    publish.MsgId = entry->msg_id.c_str();
     publish.MaxWait = options_.connection.request_timeout.count();
     jsPubAck* ack = nullptr;
     jsErrCode err = static_cast<jsErrCode>(0);
     if (s == NATS_OK) s = js_PublishMsg(&ack, link_->js(), msg, &publish, &err);
     natsMsg_Destroy(msg);
     if (s != NATS_OK) {
-      if (err != 0) return Status::IOError("publish " + id + " to " + subject + ": JetStream error " + std::to_string(err));
-      return bridge::FromNats(s, "publish " + id + " to " + subject);
+      const std::string what = "publish " + entry->msg_id + " to " + subject;
+      if (err != 0) return Status::IOError(what + ": JetStream error " + std::to_string(err));
+      return bridge::FromNats(s, what);
     }
     published_.fetch_add(1, std::memory_order_relaxed);
+    published_to_stream_.store(true, std::memory_order_relaxed);
     if (ack->Duplicate) duplicates_.fetch_add(1, std::memory_order_relaxed);
+    entry->stream_seq = ack->Sequence;
+    entry->acked_ms = NowMs();
     jsPubAck_Destroy(ack);
     return Status::OK();
   }
@@ -104,19 +395,37 @@ class RelayCore {
     return Outcome::RetryAfter(std::chrono::milliseconds(0));
   }
 
+  Bus* const bus_;
   const RelayOptions options_;
   const std::unique_ptr<NatsLink> link_;
+  const bridge::RelayKeys keys_;
+  const std::string origin_;
+  const uint64_t process_tag_;
   std::mutex stream_mu_;
   std::atomic<bool> stream_ready_{false};
+  std::atomic<bool> published_to_stream_{false};
   std::atomic<uint64_t> published_{0};
   std::atomic<uint64_t> duplicates_{0};
   std::atomic<uint64_t> skipped_{0};
   std::atomic<uint64_t> errors_{0};
+  std::atomic<uint64_t> loss_detected_{0};
+  std::atomic<uint64_t> repaired_{0};
+  std::atomic<uint64_t> checks_{0};
+  std::atomic<uint64_t> unrepairable_{0};
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stopping_ = false;                       // GUARDED_BY(mu_)
+  bool reconnect_check_pending_ = false;        // GUARDED_BY(mu_)
+  std::optional<Clock::time_point> check_due_;  // GUARDED_BY(mu_)
+  std::thread checker_;                         // last: starts once the rest is built
 };
 
 class RelayImpl final : public Relay {
  public:
   explicit RelayImpl(std::shared_ptr<RelayCore> core) : core_(std::move(core)) {}
+  // The handler may outlive the Relay (the bus holds it); the journal
+  // checker does not: the next Attach checks what is left.
+  ~RelayImpl() override { core_->StopChecker(); }
   RelayStats Stats() const override { return core_->Stats(); }
 
   std::string MetricsText() const override {
@@ -135,12 +444,38 @@ class RelayImpl final : public Relay {
     w.Sample("walbus_relay_disconnects_total", label, static_cast<double>(s.disconnects));
     w.Family("walbus_relay_offline_seconds_total", "counter", "Time spent without a connection to NATS.");
     w.Sample("walbus_relay_offline_seconds_total", label, s.offline_seconds);
+    w.Family("walbus_relay_server_loss_detected_total", "counter",
+             "Acknowledged messages the server no longer held, found by a journal check.");
+    w.Sample("walbus_relay_server_loss_detected_total", label, static_cast<double>(s.server_loss_detected));
+    w.Family("walbus_relay_server_loss_repaired_total", "counter", "Lost messages republished from the journal.");
+    w.Sample("walbus_relay_server_loss_repaired_total", label, static_cast<double>(s.repaired));
+    w.Family("walbus_relay_server_loss_unrepairable_total", "counter",
+             "Times the stream was gone after the relay had published to it.");
+    w.Sample("walbus_relay_server_loss_unrepairable_total", label, static_cast<double>(s.unrepairable_losses));
+    w.Family("walbus_relay_journal_checks_total", "counter", "Journal checks run.");
+    w.Sample("walbus_relay_journal_checks_total", label, static_cast<double>(s.journal_checks));
     return w.text();
   }
 
  private:
   std::shared_ptr<RelayCore> core_;
 };
+
+// The relay's origin id, made and committed on its first Attach.
+Result<std::string> LoadOrigin(Bus* bus, const RelayOptions& options) {
+  const bridge::RelayKeys keys(options.subscriber_name);
+  Transaction tx = bus->Begin();
+  Result<std::optional<std::string>> got = tx.Get(options.column_family, keys.Origin());
+  if (!got.ok()) {
+    return Status::InvalidArgument("relay column family '" + options.column_family +
+                                   "': " + got.status().message());
+  }
+  if (got->has_value()) return **got;
+  const std::string origin = EventId::Generate().ToString();
+  if (Status s = tx.Put(options.column_family, keys.Origin(), origin); !s.ok()) return s;
+  if (Result<Receipt> r = tx.Commit(); !r.ok()) return r.status();
+  return origin;
+}
 
 }  // namespace
 
@@ -153,14 +488,17 @@ Status Relay::Attach(Bus* bus, RelayOptions options, std::unique_ptr<Relay>* out
   if (options.subject_prefix.empty() && !options.subject_for) {
     return Status::InvalidArgument("no subject prefix and no subject mapping given");
   }
+  if (options.confirm_after.count() < 0) return Status::InvalidArgument("confirm_after must not be negative");
+  Result<std::string> origin = LoadOrigin(bus, options);
+  if (!origin.ok()) return origin.status();
   std::unique_ptr<NatsLink> link;
   if (Status s = NatsLink::Open(options.connection, &link); !s.ok()) return s;
-  auto core = std::make_shared<RelayCore>(options, std::move(link));
+  auto core = std::make_shared<RelayCore>(bus, options, std::move(link), std::move(*origin));
   SubscriberOptions subscriber;
   subscriber.name = options.subscriber_name;
   subscriber.types = options.types;
   subscriber.retry = options.retry;
-  subscriber.handler = [core](const Event& event, HandlerContext&) { return core->Handle(event); };
+  subscriber.handler = [core](const Event& event, HandlerContext& ctx) { return core->Handle(event, ctx); };
   if (Status s = bus->Subscribe(std::move(subscriber)); !s.ok()) return s;
   *out = std::make_unique<RelayImpl>(std::move(core));
   return Status::OK();

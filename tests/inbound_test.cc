@@ -32,6 +32,7 @@ struct Node {
   explicit Node(const std::string& source) {
     Options o = testing::TestOptions(dir);
     o.source = source;
+    o.column_families.push_back("jetstream-relay");
     bus = testing::OpenBus(o);
     SubscriberOptions s;
     s.name = "effects";

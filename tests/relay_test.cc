@@ -76,10 +76,17 @@ void ExpectEachOnceInSubjectOrder(const NatsServer& server, int expected, const 
 }
 
 // Events committed that the subscriber has not completed.
+// A bus with the relay's column family.
+Options RelayBusOptions(const TempDir& dir) {
+  Options o = testing::TestOptions(dir);
+  o.column_families.push_back("jetstream-relay");
+  return o;
+}
+
 // A bus with a relay to `server`, started.
 struct RelayedBus {
   explicit RelayedBus(const NatsServer& server) {
-    bus = testing::OpenBus(testing::TestOptions(dir));
+    bus = testing::OpenBus(RelayBusOptions(dir));
     EXPECT_TRUE(Relay::Attach(bus.get(), MakeRelayOptions(server), &relay).ok());
     EXPECT_TRUE(bus->Start().ok());
   }
@@ -180,7 +187,7 @@ TEST(RelayTest, DeviceKilledBetweenPubAckAndCheckpointIsDeduplicated) {
 
 TEST(RelayTest, BadOptionsAreRefused) {
   TempDir dir;
-  auto bus = testing::OpenBus(testing::TestOptions(dir));
+  auto bus = testing::OpenBus(RelayBusOptions(dir));
   std::unique_ptr<Relay> relay;
   RelayOptions o;
   EXPECT_EQ(Relay::Attach(bus.get(), o, &relay).code(), Status::Code::kInvalidArgument) << "no stream";
@@ -189,6 +196,14 @@ TEST(RelayTest, BadOptionsAreRefused) {
   EXPECT_EQ(Relay::Attach(bus.get(), o, &relay).code(), Status::Code::kInvalidArgument) << "no url";
   EXPECT_EQ(Relay::Attach(nullptr, o, &relay).code(), Status::Code::kInvalidArgument);
   EXPECT_EQ(relay, nullptr);
+
+  // The relay's records need their column family.
+  TempDir other;
+  auto plain = testing::OpenBus(testing::TestOptions(other));
+  o.connection.url = "nats://127.0.0.1:1";
+  Status missing = Relay::Attach(plain.get(), o, &relay);
+  EXPECT_EQ(missing.code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(missing.message().find("jetstream-relay"), std::string::npos) << missing.ToString();
 }
 
 }  // namespace

@@ -93,6 +93,22 @@ struct RelayOptions {
   // match the stream's subjects. Called on worker threads.
   std::function<std::string(const Event&)> subject_for;
   SigningKey signing;  // Signing of the relayed events; default: unsigned.
+  // The application column family (listed in Options::column_families)
+  // where the relay keeps its records: each subject's position and the
+  // journal of relayed messages not yet trusted to the server. Required to
+  // exist; several relays may share it (their keys start with their
+  // subscriber names).
+  std::string column_family = "jetstream-relay";
+  // A relayed message stays in the journal until the relay has reason to
+  // believe the server holds it: it was found in the stream after a
+  // reconnection (the server may have restarted meanwhile), or it was
+  // acknowledged this long ago on a connection that has not dropped since.
+  // Until then, a server that lost it is detected at the next connection
+  // and the message republished. nats-server 2.9 writes an acknowledged
+  // message to its files a moment after the PubAck (a SIGKILL loses that
+  // moment) and syncs them every 2 minutes (a power loss loses those): set
+  // 2 minutes or more to cover the host's power loss too.
+  std::chrono::milliseconds confirm_after{std::chrono::seconds(10)};
   // Retries while unreachable: unlimited attempts, backoff up to 5 s.
   RetryPolicy retry{.max_attempts = UINT32_MAX,
                     .base = std::chrono::milliseconds(50),
@@ -108,6 +124,15 @@ struct RelayStats {
   uint64_t publish_errors = 0;  // failed publishes (each retried)
   uint64_t disconnects = 0;     // connections lost
   double offline_seconds = 0;   // total time without a connection
+  // Relayed messages JetStream had acknowledged and no longer held, found
+  // when the relay checked its journal after a reconnection.
+  uint64_t server_loss_detected = 0;
+  uint64_t repaired = 0;         // of those, republished from the journal
+  uint64_t journal_checks = 0;   // journal checks run
+  // Times the stream itself was gone (created anew) after the relay had
+  // published to it: messages confirmed before that are lost on the
+  // server and cannot be republished (logged as an error).
+  uint64_t unrepairable_losses = 0;
 };
 
 // A relay from one bus to JetStream (see the top of this file).
@@ -164,6 +189,20 @@ struct InboundOptions {
   std::string skip_source;
   // Delay of the redelivery after a local failure.
   std::chrono::milliseconds nak_delay{1000};
+  // Per-subject order: a message carrying its sender's position
+  // (ce-subjectseq) that comes before the ones ahead of it in that order is
+  // held (negatively acknowledged with hold_delay, so the server delivers it
+  // again) until they arrive. Once a gap has been waited for gap_timeout,
+  // the held message is taken and the missing positions are skipped
+  // (walbus_inbound_gaps_total, an error in the log); a skipped message
+  // that arrives afterwards is still taken once, out of order, as late.
+  // @{
+  std::chrono::milliseconds hold_delay{250};
+  std::chrono::milliseconds gap_timeout{std::chrono::minutes(5)};
+  // @}
+  // Messages delivered and not yet acknowledged, held ones included; the
+  // server stops delivering at this bound.
+  int max_ack_pending = 20000;
 };
 
 // What an inbound consumer did in this process.
@@ -175,6 +214,14 @@ struct InboundStats {
   uint64_t skipped = 0;      // acknowledged without effect: skip_source
   uint64_t quarantined = 0;  // refused, quarantined and terminated
   uint64_t naks = 0;         // local failures, delivered again later
+  uint64_t held = 0;         // early in their sender's order: delivered again later
+  uint64_t gaps = 0;         // gaps given up on after gap_timeout
+  uint64_t skipped_positions = 0;  // positions those gaps skipped
+  uint64_t late = 0;         // skipped messages taken after all, out of order
+  // Times the durable consumer was found ahead of its stream after the
+  // server restarted (it would skip what the stream stores next) and made
+  // again from the newest message this consumer had taken.
+  uint64_t consumer_resets = 0;
 };
 
 // A durable JetStream consumer feeding one bus (see the top of this file).

@@ -1,0 +1,58 @@
+// The relay's records in its column family (RelayOptions::column_family),
+// each key starting with the relay's subscriber name and a NUL:
+//
+//   <name>\0o                        the relay's origin id (ce-seqorigin)
+//   <name>\0p<source>\0<subject>     the last position given to that
+//                                    source and subject (ce-subjectseq)
+//   <name>\0j<be64 event seq>        a journal entry: a relayed message the
+//                                    relay does not yet trust the server to
+//                                    hold, with its stream sequence
+//   <name>\0l                        be64: every journal entry below it is
+//                                    gone (confirmed)
+//
+// Positions and journal entries commit with the relay's completion of the
+// event (its handler's context), so a crash between PubAck and checkpoint
+// republishes the same message with the same position.
+#ifndef WALBUS_BRIDGE_RELAY_JOURNAL_H_
+#define WALBUS_BRIDGE_RELAY_JOURNAL_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace walbus::bridge {
+
+class RelayKeys {
+ public:
+  explicit RelayKeys(std::string_view relay_name);
+  std::string Origin() const;
+  std::string Position(std::string_view source, std::string_view subject) const;
+  std::string Journal(uint64_t event_seq) const;
+  std::string LowMark() const;
+
+ private:
+  std::string prefix_;  // name + '\0'
+};
+
+// A relayed message kept until the relay trusts the server to hold it.
+struct JournalEntry {
+  uint64_t stream_seq = 0;  // the stream sequence JetStream acknowledged
+  uint64_t acked_ms = 0;    // wall time of that acknowledgement, unix ms
+  uint64_t connection = 0;  // which connection it was acknowledged on
+  std::string msg_id;       // Nats-Msg-Id
+  std::string nats_subject;
+  std::string message;      // MessageBytes(headers, body)
+};
+
+std::string EncodeJournalEntry(const JournalEntry& entry);
+// nullopt when `bytes` is not an entry (a damaged record).
+std::optional<JournalEntry> DecodeJournalEntry(std::string_view bytes);
+
+// Big-endian 8 bytes, as the records store counters.
+std::string EncodeU64(uint64_t v);
+std::optional<uint64_t> DecodeU64(std::string_view bytes);
+
+}  // namespace walbus::bridge
+
+#endif  // WALBUS_BRIDGE_RELAY_JOURNAL_H_

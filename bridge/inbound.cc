@@ -6,6 +6,7 @@
 #include <memory>
 #include <mutex>
 #include <thread>
+#include <unordered_map>
 
 #include "bridge/cloudevents.h"
 #include "bridge/nats_link.h"
@@ -61,6 +62,11 @@ class InboundImpl final : public Inbound {
     s.skipped = skipped_.load(std::memory_order_relaxed);
     s.quarantined = quarantined_.load(std::memory_order_relaxed);
     s.naks = naks_.load(std::memory_order_relaxed);
+    s.held = held_.load(std::memory_order_relaxed);
+    s.gaps = gaps_taken_.load(std::memory_order_relaxed);
+    s.skipped_positions = skipped_positions_.load(std::memory_order_relaxed);
+    s.late = late_.load(std::memory_order_relaxed);
+    s.consumer_resets = consumer_resets_.load(std::memory_order_relaxed);
     return s;
   }
 
@@ -81,6 +87,12 @@ class InboundImpl final : public Inbound {
         {"walbus_inbound_skipped_total", "The bus's own events, acknowledged without effect.", s.skipped},
         {"walbus_inbound_quarantined_total", "Messages refused, quarantined and terminated.", s.quarantined},
         {"walbus_inbound_naks_total", "Local failures; the message comes again later.", s.naks},
+        {"walbus_inbound_held_total", "Messages early in their sender's order, delivered again later.", s.held},
+        {"walbus_inbound_gaps_total", "Gaps in a sender's order given up on after gap_timeout.", s.gaps},
+        {"walbus_inbound_skipped_positions_total", "Positions skipped by those gaps.", s.skipped_positions},
+        {"walbus_inbound_late_total", "Skipped messages taken after all, out of order.", s.late},
+        {"walbus_inbound_consumer_resets_total", "Times the consumer was found ahead of its stream and made again.",
+         s.consumer_resets},
     };
     for (const auto& c : counters) {
       w.Family(c.name, "counter", c.help);
@@ -107,8 +119,16 @@ class InboundImpl final : public Inbound {
         Sleep(50ms);
         continue;
       }
+      if (const uint64_t epoch = link_->connection_epoch(); epoch != checked_epoch_) {
+        if (Status s = CheckConsumer(); !s.ok()) {
+          Warn("check the consumer", s);
+          Sleep(500ms);
+          continue;
+        }
+        checked_epoch_ = epoch;
+      }
       if (sub_ == nullptr) {
-        if (Status s = Subscribe(); !s.ok()) {
+        if (Status s = Subscribe(0); !s.ok()) {
           Warn("subscribe", s);
           Sleep(500ms);
           continue;
@@ -128,14 +148,18 @@ class InboundImpl final : public Inbound {
     }
   }
 
-  Status Subscribe() {
+  // Binds to the durable consumer, creating it when missing: from the
+  // stream's start, or from `start_seq` when not 0.
+  Status Subscribe(uint64_t start_seq) {
     jsSubOptions so;
     jsSubOptions_Init(&so);
     so.Stream = options_.stream.c_str();
     so.Config.Durable = options_.durable.c_str();
     so.Config.AckPolicy = js_AckExplicit;
     so.Config.AckWait = std::chrono::duration_cast<std::chrono::nanoseconds>(options_.ack_wait).count();
-    so.Config.DeliverPolicy = js_DeliverAll;
+    so.Config.MaxAckPending = options_.max_ack_pending;
+    so.Config.DeliverPolicy = start_seq == 0 ? js_DeliverAll : js_DeliverByStartSequence;
+    so.Config.OptStartSeq = start_seq;
     jsErrCode err = static_cast<jsErrCode>(0);
     natsStatus s = js_PullSubscribe(&sub_, link_->js(), options_.filter_subject.c_str(), options_.durable.c_str(),
                                     nullptr, &so, &err);
@@ -143,6 +167,80 @@ class InboundImpl final : public Inbound {
       sub_ = nullptr;
       return bridge::FromNats(s, "pull subscribe " + options_.durable + " on " + options_.stream);
     }
+    return Status::OK();
+  }
+
+  // When the stream stored message `seq` (ns since the epoch); 0 when it
+  // holds no such message.
+  int64_t StoredTime(uint64_t seq) {
+    natsMsg* msg = nullptr;
+    jsErrCode err = static_cast<jsErrCode>(0);
+    if (js_GetMsg(&msg, link_->js(), options_.stream.c_str(), seq, nullptr, &err) != NATS_OK) return 0;
+    const int64_t t = natsMsg_GetTime(msg);
+    natsMsg_Destroy(msg);
+    return t;
+  }
+
+  // The first sequence in [lo, hi] stored after `t`, hi + 1 when none (a
+  // stream's times grow with its sequences). A sequence the stream does
+  // not hold counts as stored after: the search errs towards the start.
+  uint64_t FirstStoredAfter(int64_t t, uint64_t lo, uint64_t hi) {
+    while (lo <= hi) {
+      const uint64_t mid = lo + (hi - lo) / 2;
+      const int64_t stored = StoredTime(mid);
+      if (stored == 0 || stored > t) {
+        if (mid == lo) return lo;
+        hi = mid - 1;
+      } else {
+        lo = mid + 1;
+      }
+    }
+    return lo;
+  }
+
+  // After every (re)connection. A server killed and restarted may keep a
+  // consumer's state but lose the tail of its stream: the consumer then
+  // counts as delivered the sequences the stream stores next (the
+  // sender's republished messages among them) and would skip them. Such a
+  // consumer is made again from the first sequence it has not truly
+  // taken: past its ack floor, or the first one stored after its last
+  // delivery, whichever comes first. Redelivered messages are duplicates.
+  Status CheckConsumer() {
+    jsConsumerInfo* ci = nullptr;
+    jsErrCode err = static_cast<jsErrCode>(0);
+    natsStatus s = js_GetConsumerInfo(&ci, link_->js(), options_.stream.c_str(), options_.durable.c_str(), nullptr,
+                                      &err);
+    if (s == NATS_NOT_FOUND) return Status::OK();  // Subscribe creates it
+    if (s != NATS_OK) return bridge::FromNats(s, "look up consumer " + options_.durable);
+    const jsSequenceInfo delivered = ci->Delivered;
+    const jsSequenceInfo floor = ci->AckFloor;
+    jsConsumerInfo_Destroy(ci);
+    jsStreamInfo* si = nullptr;
+    s = js_GetStreamInfo(&si, link_->js(), options_.stream.c_str(), nullptr, &err);
+    if (s != NATS_OK) return bridge::FromNats(s, "look up stream " + options_.stream);
+    const uint64_t first = si->State.FirstSeq, last = si->State.LastSeq;
+    jsStreamInfo_Destroy(si);
+    bool ahead = delivered.Stream > last;
+    if (!ahead && delivered.Stream >= first && delivered.Stream > 0 && delivered.Last > 0) {
+      const int64_t stored = StoredTime(delivered.Stream);
+      ahead = stored > delivered.Last;  // that sequence was used again after the consumer delivered it
+    }
+    if (!ahead) return Status::OK();
+    uint64_t start = floor.Stream + 1;
+    if (delivered.Last > 0 && first <= std::min(last, floor.Stream)) {
+      start = std::min(start, FirstStoredAfter(delivered.Last, first, std::min(last, floor.Stream)));
+    }
+    start = std::max(start, std::max<uint64_t>(first, 1));
+    if (sub_ != nullptr) natsSubscription_Destroy(sub_);
+    sub_ = nullptr;
+    s = js_DeleteConsumer(link_->js(), options_.stream.c_str(), options_.durable.c_str(), nullptr, &err);
+    if (s != NATS_OK && s != NATS_NOT_FOUND) return bridge::FromNats(s, "delete consumer " + options_.durable);
+    if (Status made = Subscribe(start); !made.ok()) return made;
+    consumer_resets_.fetch_add(1, std::memory_order_relaxed);
+    spdlog::warn(
+        "walbus inbound {}: consumer was ahead of stream {} after a server restart (delivered up to {}, ack floor "
+        "{}, stream holds {}..{}); made again from sequence {}",
+        options_.durable, options_.stream, delivered.Stream, floor.Stream, first, last, start);
     return Status::OK();
   }
 
@@ -186,10 +284,13 @@ class InboundImpl final : public Inbound {
 
     Event event;
     std::string refusal;
+    Result<std::optional<bridge::SenderPosition>> position = std::optional<bridge::SenderPosition>();
     if (bytes > options_.max_message_bytes) {
       refusal = Refusal(headers, bytes, event);
     } else if (Status parsed = bridge::FromHeaders(headers, body, &event); !parsed.ok()) {
       refusal = parsed.message();
+    } else if (position = bridge::ReadPosition(headers); !position.ok()) {
+      refusal = position.status().message();
     } else {
       refusal = Refusal(headers, bytes, event);
     }
@@ -208,12 +309,65 @@ class InboundImpl final : public Inbound {
       natsMsg_Ack(msg, nullptr);
       return;
     }
+    Take(msg, event, *position);
+  }
+
+  // The key of a sender's order on this side: its relay's origin, then
+  // the event's source and subject.
+  static std::string OrderKey(const bridge::SenderPosition& position, const Event& event) {
+    std::string key = position.origin;
+    key.push_back('\0');
+    key += event.source;
+    key.push_back('\0');
+    key += event.subject;
+    return key;
+  }
+
+  // Whether the gap before `next_position` of `key` has been waited for
+  // long enough. Remembers when it was first met (in memory: a restart
+  // waits again).
+  bool GapTimedOut(const std::string& key, uint64_t next_position) {
+    const auto now = std::chrono::steady_clock::now();
+    if (gaps_.size() > kMaxTrackedGaps) gaps_.clear();  // bound: start waiting again
+    auto [it, fresh] = gaps_.try_emplace(key, Gap{next_position, now});
+    if (!fresh && it->second.waiting_for != next_position) it->second = Gap{next_position, now};
+    return now - it->second.since >= options_.gap_timeout;
+  }
+
+  // Commits a verified event into the bus in its sender's order, then
+  // acknowledges it; an early one is held.
+  void Take(natsMsg* msg, const Event& event, const std::optional<bridge::SenderPosition>& position) {
     IngestOptions ingest;
     ingest.source = source_label_;
     ingest.dedup_scope = options_.durable;
+    if (position) {
+      ingest.order_key = OrderKey(*position, event);
+      ingest.position = position->position;
+    }
     Result<IngestResult> r = bus_->IngestEvent(event, ingest);
+    if (r.ok() && r->disposition == IngestDisposition::kAhead) {
+      if (!GapTimedOut(ingest.order_key, r->next_position)) {
+        held_.fetch_add(1, std::memory_order_relaxed);
+        natsMsg_NakWithDelay(msg, options_.hold_delay.count(), nullptr);
+        return;
+      }
+      ingest.accept_gap = true;
+      r = bus_->IngestEvent(event, ingest);
+      if (r.ok() && r->skipped_positions > 0) ReportGap(event, *position, r->skipped_positions);
+    }
     if (r.ok()) {
-      (r->duplicate ? duplicates_ : ingested_).fetch_add(1, std::memory_order_relaxed);
+      if (position) gaps_.erase(ingest.order_key);
+      switch (r->disposition) {
+        case IngestDisposition::kDuplicate: duplicates_.fetch_add(1, std::memory_order_relaxed); break;
+        case IngestDisposition::kLate:
+          late_.fetch_add(1, std::memory_order_relaxed);
+          ingested_.fetch_add(1, std::memory_order_relaxed);
+          spdlog::warn("walbus inbound {}: event {} of subject '{}' (position {}) arrived after its gap was skipped; "
+                       "taken out of order",
+                       options_.durable, event.id.ToString(), event.subject, position ? position->position : 0);
+          break;
+        default: ingested_.fetch_add(1, std::memory_order_relaxed); break;
+      }
       // A lost ack only brings the message back, and the dedup record
       // makes that a duplicate.
       natsMsg_Ack(msg, nullptr);
@@ -223,6 +377,16 @@ class InboundImpl final : public Inbound {
     } else {
       Nak(msg, r.status());
     }
+  }
+
+  void ReportGap(const Event& event, const bridge::SenderPosition& position, uint64_t skipped) {
+    gaps_taken_.fetch_add(1, std::memory_order_relaxed);
+    skipped_positions_.fetch_add(skipped, std::memory_order_relaxed);
+    spdlog::error(
+        "walbus inbound {}: source '{}' subject '{}' (origin {}): positions {}..{} did not arrive within {} ms; "
+        "skipped, and position {} taken",
+        options_.durable, event.source, event.subject, position.origin, position.position - skipped,
+        position.position - 1, options_.gap_timeout.count(), position.position);
   }
 
   void Nak(natsMsg* msg, const Status& why) {
@@ -250,6 +414,17 @@ class InboundImpl final : public Inbound {
   bool stopping_ = false;  // GUARDED_BY(mu_)
   std::atomic<bool> connected_{false};
   std::atomic<uint64_t> received_{0}, ingested_{0}, duplicates_{0}, skipped_{0}, quarantined_{0}, naks_{0};
+  std::atomic<uint64_t> held_{0}, gaps_taken_{0}, skipped_positions_{0}, late_{0}, consumer_resets_{0};
+  // Used by thread_ alone.
+  // @{
+  struct Gap {
+    uint64_t waiting_for;  // the first missing position
+    std::chrono::steady_clock::time_point since;
+  };
+  static constexpr size_t kMaxTrackedGaps = 100000;
+  std::unordered_map<std::string, Gap> gaps_;
+  uint64_t checked_epoch_ = 0;  // the connection whose consumer was checked
+  // @}
   std::thread thread_;  // last: starts once the rest is built
 };
 
@@ -266,6 +441,12 @@ Status Inbound::Start(Bus* bus, InboundOptions options, std::unique_ptr<Inbound>
   if (options.filter_subject.empty()) return Status::InvalidArgument("an inbound consumer needs a filter subject");
   if (options.fetch_batch < 1 || options.fetch_wait.count() < 1) {
     return Status::InvalidArgument("fetch_batch and fetch_wait must be positive");
+  }
+  if (options.hold_delay.count() < 1 || options.gap_timeout.count() < 0) {
+    return Status::InvalidArgument("hold_delay must be positive and gap_timeout not negative");
+  }
+  if (options.max_ack_pending < options.fetch_batch) {
+    return Status::InvalidArgument("max_ack_pending must be at least fetch_batch");
   }
   std::unique_ptr<NatsLink> link;
   if (Status s = NatsLink::Open(options.connection, &link); !s.ok()) return s;

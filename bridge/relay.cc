@@ -1,8 +1,10 @@
 // The relay: a subscriber whose effect is a JetStream publish.
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -172,14 +174,15 @@ class RelayCore {
 
   // Whether the stream still holds `entry` where it was acknowledged.
   // OK(false) when it does not; an error when the server did not answer.
-  Result<bool> StreamHolds(const JournalEntry& entry) {
+  Result<bool> StreamHolds(const JournalEntry& entry, uint64_t last_seq) {
+    if (entry.stream_seq > last_seq) return false;
     natsMsg* msg = nullptr;
     jsErrCode err = static_cast<jsErrCode>(0);
     jsOptions o;
     jsOptions_Init(&o);
     o.Wait = options_.connection.request_timeout.count();
     natsStatus s = js_GetMsg(&msg, link_->js(), options_.stream.name.c_str(), entry.stream_seq, &o, &err);
-    if (s == NATS_NOT_FOUND || err == JSNoMessageFoundErr || err == JSStreamNotFoundErr) return false;
+    if (s == NATS_NOT_FOUND || err == JSNoMessageFoundErr) return false;
     if (s != NATS_OK) return bridge::FromNats(s, "look up stream sequence " + std::to_string(entry.stream_seq));
     const char* id = nullptr;
     const bool same = natsMsgHeader_Get(msg, std::string(bridge::kMsgIdHeader).c_str(), &id) == NATS_OK &&
@@ -188,9 +191,43 @@ class RelayCore {
     return same;
   }
 
+  Result<uint64_t> StreamLastSeq() {
+    jsStreamInfo* info = nullptr;
+    jsErrCode err = static_cast<jsErrCode>(0);
+    natsStatus s = js_GetStreamInfo(&info, link_->js(), options_.stream.name.c_str(), nullptr, &err);
+    if (s != NATS_OK) return bridge::FromNats(s, "look up stream " + options_.stream.name);
+    const uint64_t last = info->State.LastSeq;
+    jsStreamInfo_Destroy(info);
+    return last;
+  }
+
+  struct Journaled {
+    uint64_t seq;        // the event's
+    std::string key;
+    JournalEntry entry;
+  };
+
+  // Of entries acknowledged on one earlier connection, sorted by stream
+  // sequence, how many the stream still holds. The server appends in
+  // sequence order, so what one run of it kept of what it acknowledged is
+  // a prefix: a binary search finds its end in a few look-ups.
+  Result<size_t> HeldPrefix(const std::vector<const Journaled*>& by_stream_seq, uint64_t last_seq) {
+    size_t lo = 0, hi = by_stream_seq.size();  // [0, lo) held, [hi, n) lost
+    while (lo < hi) {
+      const size_t mid = lo + (hi - lo) / 2;
+      Result<bool> held = StreamHolds(by_stream_seq[mid]->entry, last_seq);
+      if (!held.ok()) return held.status();
+      if (*held) {
+        lo = mid + 1;
+      } else {
+        hi = mid;
+      }
+    }
+    return lo;
+  }
+
   // What one check of the journal found.
   struct CheckReport {
-    uint64_t confirmed = 0;
     std::vector<uint64_t> lost_seqs;  // event seqs, in order
     std::set<std::string> subjects;   // of the lost ones
     uint64_t first_stream_seq = UINT64_MAX, last_stream_seq = 0;
@@ -201,25 +238,19 @@ class RelayCore {
   // republishes in order what the server lost, and moves the low mark.
   // Returns when the next check is due (nullopt: nothing left to check).
   std::optional<Clock::time_point> CheckJournal() {
-    const Clock::time_point retry_soon = Clock::now() + std::chrono::milliseconds(500);
+    const Clock::time_point retry_soon = Clock::now() + std::chrono::milliseconds(200);
     if (Status s = EnsureStreamOnce(); !s.ok()) return retry_soon;
     checks_.fetch_add(1, std::memory_order_relaxed);
     const uint64_t checkpoint = RelayCheckpoint();
     Transaction tx = bus_->Begin();
     Result<std::optional<std::string>> mark = tx.Get(options_.column_family, keys_.LowMark());
     if (!mark.ok()) return retry_soon;
-    uint64_t low = mark->has_value() ? DecodeU64(**mark).value_or(1) : 1;
-    const uint64_t current = ConnectionTag();
-    const uint64_t now_ms = NowMs();
-    const uint64_t confirm_ms = static_cast<uint64_t>(options_.confirm_after.count());
-    CheckReport report;
-    std::optional<uint64_t> kept_low;
-    std::optional<uint64_t> next_due_ms;
-    std::vector<std::pair<uint64_t, JournalEntry>> lost;
+    const uint64_t low = mark->has_value() ? DecodeU64(**mark).value_or(1) : 1;
     constexpr uint64_t kMaxSeqsPerCheck = 200000;
     const uint64_t until = std::min(checkpoint, low + kMaxSeqsPerCheck);
+    std::vector<Journaled> journal;
     for (uint64_t seq = low; seq <= until; ++seq) {
-      const std::string key = keys_.Journal(seq);
+      std::string key = keys_.Journal(seq);
       Result<std::optional<std::string>> got = tx.Get(options_.column_family, key);
       if (!got.ok()) return retry_soon;
       if (!got->has_value()) continue;
@@ -228,41 +259,56 @@ class RelayCore {
         (void)tx.Delete(options_.column_family, key);  // damaged: nothing to trust or republish
         continue;
       }
-      if (entry->connection == current) {
-        if (now_ms >= entry->acked_ms + confirm_ms) {
-          (void)tx.Delete(options_.column_family, key);
-          ++report.confirmed;
+      journal.push_back(Journaled{seq, std::move(key), std::move(*entry)});
+    }
+    Result<uint64_t> last_seq = StreamLastSeq();
+    if (!last_seq.ok()) return retry_soon;
+    const uint64_t current = ConnectionTag();
+    const uint64_t now_ms = NowMs();
+    const uint64_t confirm_ms = static_cast<uint64_t>(options_.confirm_after.count());
+    // Entries of earlier connections, by connection, in stream order.
+    std::map<uint64_t, std::vector<const Journaled*>> earlier;
+    for (const Journaled& j : journal) {
+      if (j.entry.connection != current) earlier[j.entry.connection].push_back(&j);
+    }
+    std::set<const Journaled*> lost;
+    for (auto& [connection, entries] : earlier) {
+      std::sort(entries.begin(), entries.end(),
+                [](const Journaled* a, const Journaled* b) { return a->entry.stream_seq < b->entry.stream_seq; });
+      Result<size_t> held = HeldPrefix(entries, *last_seq);
+      if (!held.ok()) return retry_soon;
+      for (size_t i = *held; i < entries.size(); ++i) lost.insert(entries[i]);
+    }
+    CheckReport report;
+    std::optional<uint64_t> kept_low;
+    std::optional<uint64_t> next_due_ms;
+    auto keep = [&](const Journaled& j, uint64_t acked_ms) {
+      if (!kept_low) kept_low = j.seq;
+      next_due_ms = std::min(next_due_ms.value_or(UINT64_MAX), acked_ms + confirm_ms);
+    };
+    bool all_repaired = true;
+    for (const Journaled& j : journal) {  // in event seq order: each subject's order
+      if (!lost.contains(&j)) {
+        if (j.entry.connection != current || now_ms >= j.entry.acked_ms + confirm_ms) {
+          (void)tx.Delete(options_.column_family, j.key);
         } else {
-          if (!kept_low) kept_low = seq;
-          next_due_ms = std::min(next_due_ms.value_or(UINT64_MAX), entry->acked_ms + confirm_ms);
+          keep(j, j.entry.acked_ms);
         }
         continue;
       }
-      Result<bool> held = StreamHolds(*entry);
-      if (!held.ok()) return retry_soon;
-      if (*held) {
-        (void)tx.Delete(options_.column_family, key);
-        ++report.confirmed;
-        continue;
-      }
-      lost.emplace_back(seq, std::move(*entry));
-    }
-    bool all_repaired = true;
-    for (auto& [seq, entry] : lost) {
-      if (!kept_low) kept_low = seq;
-      report.lost_seqs.push_back(seq);
-      report.first_stream_seq = std::min(report.first_stream_seq, entry.stream_seq);
-      report.last_stream_seq = std::max(report.last_stream_seq, entry.stream_seq);
-      if (!all_repaired) continue;
-      JournalEntry again = entry;
+      report.lost_seqs.push_back(j.seq);
+      report.first_stream_seq = std::min(report.first_stream_seq, j.entry.stream_seq);
+      report.last_stream_seq = std::max(report.last_stream_seq, j.entry.stream_seq);
+      if (const auto subject = SubjectOf(j.entry)) report.subjects.insert(*subject);
+      JournalEntry again = j.entry;
       again.connection = current;
-      if (Status s = Republish(&again); !s.ok()) {
+      if (!all_repaired || !Republish(&again).ok()) {
         all_repaired = false;
+        keep(j, j.entry.acked_ms);
         continue;
       }
-      if (const auto subject = SubjectOf(again)) report.subjects.insert(*subject);
-      (void)tx.Put(options_.column_family, keys_.Journal(seq), EncodeJournalEntry(again));
-      next_due_ms = std::min(next_due_ms.value_or(UINT64_MAX), again.acked_ms + confirm_ms);
+      (void)tx.Put(options_.column_family, j.key, EncodeJournalEntry(again));
+      keep(j, again.acked_ms);
     }
     const uint64_t new_low = kept_low.value_or(until + 1);
     if (new_low != low) (void)tx.Put(options_.column_family, keys_.LowMark(), EncodeU64(new_low));

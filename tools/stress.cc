@@ -582,6 +582,8 @@ struct BridgeReport {
   uint64_t duplicates = 0;   // deliveries the receiver had taken already
   uint64_t disconnects = 0;
   int server_kills = 0;
+  walbus::jetstream::RelayStats relay;      // the last relay's
+  walbus::jetstream::InboundStats inbound;  // the last inbound consumer's
 };
 
 
@@ -628,13 +630,15 @@ Status RunBridgedLoad(const Config& cfg, const std::string& url, walbus::tools::
   report->server_kills = killer.kills();
   if (inbound) {
     inbound->Stop();
-    report->ingested = inbound->Stats().ingested;
-    report->duplicates = inbound->Stats().duplicates;
+    report->inbound = inbound->Stats();
+    report->ingested = report->inbound.ingested;
+    report->duplicates = report->inbound.duplicates;
   }
   if (relay) {
-    report->published = relay->Stats().published;
-    report->republished = relay->Stats().duplicates;
-    report->disconnects = relay->Stats().disconnects;
+    report->relay = relay->Stats();
+    report->published = report->relay.published;
+    report->republished = report->relay.duplicates;
+    report->disconnects = report->relay.disconnects;
   }
   Status closed_sender = sender->Close();
   Status closed_receiver = receiver->Close();
@@ -794,6 +798,16 @@ void PrintJson(const Config& cfg, const std::vector<ProducerResult>& results, do
                 static_cast<unsigned long long>(bridge.published), static_cast<unsigned long long>(bridge.republished),
                 static_cast<unsigned long long>(bridge.ingested), static_cast<unsigned long long>(bridge.duplicates),
                 static_cast<unsigned long long>(bridge.disconnects), bridge.server_kills);
+    const auto& r = bridge.relay;
+    const auto& in = bridge.inbound;
+    std::printf("\"server_loss_detected\":%llu,\"server_loss_repaired\":%llu,\"server_loss_unrepairable\":%llu,"
+                "\"journal_checks\":%llu,\"inbound_held\":%llu,\"inbound_gaps\":%llu,"
+                "\"inbound_skipped_positions\":%llu,\"inbound_late\":%llu,\"consumer_resets\":%llu,",
+                static_cast<unsigned long long>(r.server_loss_detected), static_cast<unsigned long long>(r.repaired),
+                static_cast<unsigned long long>(r.unrepairable_losses),
+                static_cast<unsigned long long>(r.journal_checks), static_cast<unsigned long long>(in.held),
+                static_cast<unsigned long long>(in.gaps), static_cast<unsigned long long>(in.skipped_positions),
+                static_cast<unsigned long long>(in.late), static_cast<unsigned long long>(in.consumer_resets));
   }
   std::printf(
       "\"seed\":%llu,\"producers\":%zu,\"subscribers\":%zu,\"subjects\":%zu,\"events\":%llu,"

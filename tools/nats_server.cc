@@ -10,6 +10,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cassert>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -121,6 +123,28 @@ void NatsServer::Signal(int sig) {
   int status = 0;
   ::waitpid(pid_, &status, 0);
   pid_ = -1;
+}
+
+uint64_t NatsServer::DropStreamTail(const std::string& stream, uint64_t max_bytes) {
+  assert(!running());
+  namespace fs = std::filesystem;
+  const fs::path msgs = fs::path(dir_) / "store" / "jetstream" / "$G" / "streams" / stream / "msgs";
+  std::error_code ec;
+  long newest = -1;
+  for (const auto& entry : fs::directory_iterator(msgs, ec)) {
+    if (entry.path().extension() != ".blk") continue;
+    const long n = std::strtol(entry.path().stem().c_str(), nullptr, 10);
+    newest = std::max(newest, n);
+  }
+  if (newest < 0) return 0;
+  const fs::path block = msgs / (std::to_string(newest) + ".blk");
+  const uint64_t size = fs::file_size(block, ec);
+  if (ec || size == 0) return 0;
+  const uint64_t cut = std::min(size, max_bytes);
+  fs::resize_file(block, size - cut, ec);
+  if (ec) return 0;
+  for (const char* ext : {".idx", ".fss"}) fs::remove(msgs / (std::to_string(newest) + ext), ec);
+  return cut;
 }
 
 void NatsServer::Kill() { Signal(SIGKILL); }

@@ -10,6 +10,7 @@
 
 #include <sys/types.h>
 
+#include <cstdint>
 #include <string>
 
 namespace walbus::tools {
@@ -32,6 +33,14 @@ class NatsServer {
   // SIGTERM, and wait for the process.
   void Stop();
   bool running() const { return pid_ > 0; }
+  // What a crash can do to a server that acknowledged writes it had not
+  // yet written out (nats-server 2.9 acknowledges before its files have
+  // them): cuts up to `max_bytes` off the end of the newest message block
+  // of `stream` and removes that block's index files, so that the next
+  // Start() rebuilds the stream without its tail. The consumers' state is
+  // left as it was (it may then be ahead of the stream). Returns the bytes
+  // cut. REQUIRES: !running().
+  uint64_t DropStreamTail(const std::string& stream, uint64_t max_bytes);
   std::string url() const { return "nats://127.0.0.1:" + std::to_string(port_); }
 
  private:

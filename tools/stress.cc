@@ -106,6 +106,7 @@ struct Config {
   bool dir_is_ours = false;  // Created by this run under /tmp.
   std::string bridge;             // "", "local" or a NATS url
   double kill_server_every = 0;   // seconds; --bridge local only
+  bool lose_acked = false;        // each kill cuts the stream's tail
   uint64_t retain_events = 0;     // Options::retain_events of every bus
   double inbox_window = 0;        // seconds; Options::inbox_window of every bus
   bool soak() const { return soak_seconds > 0; }
@@ -228,6 +229,9 @@ std::optional<int> ParseArgs(int argc, char** argv, Config* cfg) {
   app.add_option("--kill-server-every", cfg->kill_server_every,
                  "With --bridge local: kill and restart the server every SECONDS")
       ->check(CLI::Range(0.5, 86400.0))->needs(bridge);
+  app.add_flag("--lose-acked", cfg->lose_acked,
+               "With --kill-server-every: each kill also cuts up to 64 KiB off the end of the stream's newest "
+               "block, as a crash of a server that had not yet written what it acknowledged");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -302,14 +306,20 @@ constexpr char kBridgePrefix[] = "walbus-stress";
 // The NATS server of --bridge local, restarted on --kill-server-every.
 class ServerKiller {
  public:
-  ServerKiller(walbus::tools::NatsServer* server, double every_seconds) : server_(server) {
+  // With lose_acked, each kill also cuts up to 64 KiB (a few hundred
+  // messages) off the stream's newest block before the restart.
+  ServerKiller(walbus::tools::NatsServer* server, double every_seconds, bool lose_acked, uint64_t seed)
+      : server_(server) {
     if (every_seconds <= 0) return;
-    thread_ = std::thread([this, every_seconds] {
+    thread_ = std::thread([this, every_seconds, lose_acked, seed] {
+      std::mt19937_64 rng(seed ^ 0x5eed);
+      std::uniform_int_distribution<uint64_t> cut(1, 64 << 10);
       std::unique_lock<std::mutex> lock(mu_);
       while (!cv_.wait_for(lock, std::chrono::duration<double>(every_seconds), [this] { return stop_; })) {
         server_->Kill();
         ++kills_;
-        cv_.wait_for(lock, std::chrono::seconds(1), [this] { return stop_; });
+        if (lose_acked && server_->DropStreamTail(kBridgeStream, cut(rng)) > 0) ++tails_dropped_;
+        cv_.wait_for(lock, std::chrono::milliseconds(300), [this] { return stop_; });
         if (!server_->Start()) std::cerr << "walbus-stress: the NATS server did not come back\n";
       }
     });
@@ -324,6 +334,7 @@ class ServerKiller {
     if (thread_.joinable()) thread_.join();
   }
   int kills() const { return kills_; }  // REQUIRES: stopped
+  int tails_dropped() const { return tails_dropped_; }  // REQUIRES: stopped
 
  private:
   walbus::tools::NatsServer* const server_;
@@ -331,6 +342,7 @@ class ServerKiller {
   std::condition_variable cv_;
   bool stop_ = false;  // GUARDED_BY(mu_)
   int kills_ = 0;      // the killer thread's until joined
+  int tails_dropped_ = 0;
   std::thread thread_;
 };
 
@@ -582,6 +594,7 @@ struct BridgeReport {
   uint64_t duplicates = 0;   // deliveries the receiver had taken already
   uint64_t disconnects = 0;
   int server_kills = 0;
+  int tails_dropped = 0;  // kills after which the stream lost its tail
   walbus::jetstream::RelayStats relay;      // the last relay's
   walbus::jetstream::InboundStats inbound;  // the last inbound consumer's
 };
@@ -597,6 +610,9 @@ Status RunBridgedLoad(const Config& cfg, const std::string& url, walbus::tools::
   if (Status s = OpenAt(cfg, cfg.handler_dir(), &receiver); !s.ok()) return s;
   walbus::jetstream::RelayOptions relay_options;
   relay_options.connection.url = url;
+  // Short timeouts: a killed server costs the relay one request timeout.
+  relay_options.connection.request_timeout = std::chrono::milliseconds(1000);
+  relay_options.connection.reconnect_wait = std::chrono::milliseconds(100);
   relay_options.stream.name = kBridgeStream;
   relay_options.stream.subjects = {std::string(kBridgePrefix) + ".>"};
   relay_options.subject_prefix = kBridgePrefix;
@@ -609,12 +625,17 @@ Status RunBridgedLoad(const Config& cfg, const std::string& url, walbus::tools::
   inbound_options.durable = "stress-receiver";
   inbound_options.filter_subject = std::string(kBridgePrefix) + ".>";
   inbound_options.ack_wait = std::chrono::seconds(5);
+  inbound_options.connection.request_timeout = std::chrono::milliseconds(1000);
+  inbound_options.connection.reconnect_wait = std::chrono::milliseconds(100);
+  // A gap not repaired within this fails the run (the checks see it)
+  // instead of holding the subject for the default 5 minutes.
+  inbound_options.gap_timeout = std::chrono::seconds(30);
   std::unique_ptr<walbus::jetstream::Inbound> inbound;
   if (s.ok()) s = walbus::jetstream::Inbound::Start(receiver.get(), inbound_options, &inbound);
   if (s.ok()) s = sender->Start();
   if (s.ok()) s = receiver->Start();
   const auto start = SteadyClock::now();
-  ServerKiller killer(server, cfg.kill_server_every);
+  ServerKiller killer(server, cfg.kill_server_every, cfg.lose_acked, cfg.seed);
   std::atomic<uint64_t> committed{0};
   if (s.ok()) s = RunProducers(*sender, cfg, start, results, &committed);
   if (s.ok()) s = sender->WaitIdle(kIdleTimeout);  // the relay published everything
@@ -628,6 +649,7 @@ Status RunBridgedLoad(const Config& cfg, const std::string& url, walbus::tools::
   *seconds = std::chrono::duration<double>(SteadyClock::now() - start).count();
   killer.Stop();
   report->server_kills = killer.kills();
+  report->tails_dropped = killer.tails_dropped();
   if (inbound) {
     inbound->Stop();
     report->inbound = inbound->Stats();
@@ -794,10 +816,10 @@ void PrintJson(const Config& cfg, const std::vector<ProducerResult>& results, do
   if (cfg.bridged()) {
     std::printf("\"mode\":\"bridge\",\"relay_published\":%llu,\"relay_republished\":%llu,"
                 "\"inbound_ingested\":%llu,\"inbound_duplicates\":%llu,\"relay_disconnects\":%llu,"
-                "\"server_kills\":%d,",
+                "\"server_kills\":%d,\"server_tails_dropped\":%d,",
                 static_cast<unsigned long long>(bridge.published), static_cast<unsigned long long>(bridge.republished),
                 static_cast<unsigned long long>(bridge.ingested), static_cast<unsigned long long>(bridge.duplicates),
-                static_cast<unsigned long long>(bridge.disconnects), bridge.server_kills);
+                static_cast<unsigned long long>(bridge.disconnects), bridge.server_kills, bridge.tails_dropped);
     const auto& r = bridge.relay;
     const auto& in = bridge.inbound;
     std::printf("\"server_loss_detected\":%llu,\"server_loss_repaired\":%llu,\"server_loss_unrepairable\":%llu,"

@@ -148,9 +148,24 @@ class InboundImpl final : public Inbound {
     }
   }
 
-  // Binds to the durable consumer, creating it when missing: from the
-  // stream's start, or from `start_seq` when not 0.
+  // Binds to the durable consumer as it is on the server (made again from
+  // another start by CheckConsumer, say), creating it when missing: from
+  // the stream's start, or from `start_seq` when not 0.
   Status Subscribe(uint64_t start_seq) {
+    jsErrCode err = static_cast<jsErrCode>(0);
+    if (start_seq == 0) {
+      jsSubOptions bind;
+      jsSubOptions_Init(&bind);
+      bind.Stream = options_.stream.c_str();
+      bind.Consumer = options_.durable.c_str();
+      natsStatus s = js_PullSubscribe(&sub_, link_->js(), options_.filter_subject.c_str(), options_.durable.c_str(),
+                                      nullptr, &bind, &err);
+      if (s == NATS_OK) return Status::OK();
+      sub_ = nullptr;
+      if (s != NATS_NOT_FOUND && err != JSConsumerNotFoundErr) {
+        return bridge::FromNats(s, "bind to consumer " + options_.durable + " on " + options_.stream);
+      }
+    }
     jsSubOptions so;
     jsSubOptions_Init(&so);
     so.Stream = options_.stream.c_str();
@@ -160,7 +175,6 @@ class InboundImpl final : public Inbound {
     so.Config.MaxAckPending = options_.max_ack_pending;
     so.Config.DeliverPolicy = start_seq == 0 ? js_DeliverAll : js_DeliverByStartSequence;
     so.Config.OptStartSeq = start_seq;
-    jsErrCode err = static_cast<jsErrCode>(0);
     natsStatus s = js_PullSubscribe(&sub_, link_->js(), options_.filter_subject.c_str(), options_.durable.c_str(),
                                     nullptr, &so, &err);
     if (s != NATS_OK) {

@@ -42,9 +42,13 @@
 // error.
 #include <CLI/CLI.hpp>
 
+#include <pthread.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <charconv>
 #include <chrono>
@@ -54,6 +58,8 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <initializer_list>
 #include <iostream>
 #include <limits>
 #include <memory>
@@ -107,10 +113,15 @@ struct Config {
   std::string bridge;             // "", "local" or a NATS url
   double kill_server_every = 0;   // seconds; --bridge local only
   bool lose_acked = false;        // each kill cuts the stream's tail
+  double kill_devices_every = 0;  // seconds; sender and receiver as processes
+  std::string role;               // "", or "sender"/"receiver": a device process of the run
+  std::string role_url;           // the NATS url of a device process
+  double timeout = 600;           // seconds the bridged load may take
   uint64_t retain_events = 0;     // Options::retain_events of every bus
   double inbox_window = 0;        // seconds; Options::inbox_window of every bus
   bool soak() const { return soak_seconds > 0; }
   bool bridged() const { return !bridge.empty(); }
+  bool devices() const { return kill_devices_every > 0; }
   // Where the handlers run: the receiver across the bridge, else the bus.
   std::string handler_dir() const { return bridged() ? dir + "-receiver" : dir; }
   // The store and log of the local nats-server (--bridge local).
@@ -232,6 +243,15 @@ std::optional<int> ParseArgs(int argc, char** argv, Config* cfg) {
   app.add_flag("--lose-acked", cfg->lose_acked,
                "With --kill-server-every: each kill also cuts up to 64 KiB off the end of the stream's newest "
                "block, as a crash of a server that had not yet written what it acknowledged");
+  app.add_option("--kill-devices-every", cfg->kill_devices_every,
+                 "With --bridge: run the sender and the receiver as processes of their own and SIGKILL one of "
+                 "them (at random) about every SECONDS, starting it again at once")
+      ->check(CLI::Range(0.5, 86400.0))->needs(bridge);
+  app.add_option("--timeout", cfg->timeout, "With --bridge: seconds the receiver may take to get every event")
+      ->capture_default_str()->check(CLI::Range(1.0, 86400.0))->needs(bridge);
+  // A device process of a --kill-devices-every run (started by the run).
+  app.add_option("--role", cfg->role)->check(CLI::IsMember({"sender", "receiver"}))->group("");
+  app.add_option("--role-url", cfg->role_url)->group("");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -251,6 +271,11 @@ std::optional<int> ParseArgs(int argc, char** argv, Config* cfg) {
   }
   if (cfg->bridged() && cfg->bridge != "local" && !cfg->bridge.starts_with("nats://")) {
     std::cerr << "walbus-stress: --bridge takes 'local' or a nats:// url, not '" << cfg->bridge << "'\n";
+    return kExitError;
+  }
+  if (cfg->devices() && (cfg->poison_rate > 0 || cfg->transient_rate > 0)) {
+    std::cerr << "walbus-stress: --kill-devices-every checks clean events only (no --poison-rate, "
+                 "--transient-rate)\n";
     return kExitError;
   }
   if (cfg->bridged() && cfg->soak()) {
@@ -595,10 +620,39 @@ struct BridgeReport {
   uint64_t disconnects = 0;
   int server_kills = 0;
   int tails_dropped = 0;  // kills after which the stream lost its tail
+  int sender_kills = 0;   // --kill-devices-every
+  int receiver_kills = 0;
   walbus::jetstream::RelayStats relay;      // the last relay's
   walbus::jetstream::InboundStats inbound;  // the last inbound consumer's
 };
 
+
+// Short timeouts: a killed server costs the relay one request timeout.
+walbus::jetstream::RelayOptions StressRelayOptions(const std::string& url) {
+  walbus::jetstream::RelayOptions o;
+  o.connection.url = url;
+  o.connection.request_timeout = std::chrono::milliseconds(1000);
+  o.connection.reconnect_wait = std::chrono::milliseconds(100);
+  o.stream.name = kBridgeStream;
+  o.stream.subjects = {std::string(kBridgePrefix) + ".>"};
+  o.subject_prefix = kBridgePrefix;
+  return o;
+}
+
+walbus::jetstream::InboundOptions StressInboundOptions(const std::string& url) {
+  walbus::jetstream::InboundOptions o;
+  o.connection.url = url;
+  o.connection.request_timeout = std::chrono::milliseconds(1000);
+  o.connection.reconnect_wait = std::chrono::milliseconds(100);
+  o.stream = kBridgeStream;
+  o.durable = "stress-receiver";
+  o.filter_subject = std::string(kBridgePrefix) + ".>";
+  o.ack_wait = std::chrono::seconds(5);
+  // A gap not repaired within this fails the run (the checks see it)
+  // instead of holding the subject for the default 5 minutes.
+  o.gap_timeout = std::chrono::seconds(30);
+  return o;
+}
 
 // The load across JetStream: producers on the sender, relay, inbound
 // consumer, subscribers on the receiver. Returns once the receiver has
@@ -608,28 +662,10 @@ Status RunBridgedLoad(const Config& cfg, const std::string& url, walbus::tools::
   std::unique_ptr<walbus::Bus> sender, receiver;
   if (Status s = OpenAt(cfg, cfg.dir, &sender); !s.ok()) return s;
   if (Status s = OpenAt(cfg, cfg.handler_dir(), &receiver); !s.ok()) return s;
-  walbus::jetstream::RelayOptions relay_options;
-  relay_options.connection.url = url;
-  // Short timeouts: a killed server costs the relay one request timeout.
-  relay_options.connection.request_timeout = std::chrono::milliseconds(1000);
-  relay_options.connection.reconnect_wait = std::chrono::milliseconds(100);
-  relay_options.stream.name = kBridgeStream;
-  relay_options.stream.subjects = {std::string(kBridgePrefix) + ".>"};
-  relay_options.subject_prefix = kBridgePrefix;
   std::unique_ptr<walbus::jetstream::Relay> relay;
-  Status s = walbus::jetstream::Relay::Attach(sender.get(), relay_options, &relay);
+  Status s = walbus::jetstream::Relay::Attach(sender.get(), StressRelayOptions(url), &relay);
   if (s.ok()) s = SubscribeAll(*receiver, cfg.subscribers, HandleItem, StressRetries());
-  walbus::jetstream::InboundOptions inbound_options;
-  inbound_options.connection.url = url;
-  inbound_options.stream = kBridgeStream;
-  inbound_options.durable = "stress-receiver";
-  inbound_options.filter_subject = std::string(kBridgePrefix) + ".>";
-  inbound_options.ack_wait = std::chrono::seconds(5);
-  inbound_options.connection.request_timeout = std::chrono::milliseconds(1000);
-  inbound_options.connection.reconnect_wait = std::chrono::milliseconds(100);
-  // A gap not repaired within this fails the run (the checks see it)
-  // instead of holding the subject for the default 5 minutes.
-  inbound_options.gap_timeout = std::chrono::seconds(30);
+  const walbus::jetstream::InboundOptions inbound_options = StressInboundOptions(url);
   std::unique_ptr<walbus::jetstream::Inbound> inbound;
   if (s.ok()) s = walbus::jetstream::Inbound::Start(receiver.get(), inbound_options, &inbound);
   if (s.ok()) s = sender->Start();
@@ -640,7 +676,8 @@ Status RunBridgedLoad(const Config& cfg, const std::string& url, walbus::tools::
   if (s.ok()) s = RunProducers(*sender, cfg, start, results, &committed);
   if (s.ok()) s = sender->WaitIdle(kIdleTimeout);  // the relay published everything
   const uint64_t sent = sender->Stats().last_seq;
-  const auto deadline = SteadyClock::now() + kIdleTimeout;
+  const auto deadline = start + std::chrono::duration_cast<SteadyClock::duration>(
+                                    std::chrono::duration<double>(cfg.timeout));
   while (s.ok() && receiver->Stats().last_seq < sent) {
     if (SteadyClock::now() > deadline) s = Status::TimedOut("the receiver did not get every event");
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
@@ -666,6 +703,285 @@ Status RunBridgedLoad(const Config& cfg, const std::string& url, walbus::tools::
   Status closed_receiver = receiver->Close();
   if (s.ok()) s = closed_sender;
   return s.ok() ? closed_receiver : s;
+}
+
+// ---- the bridge with its devices as processes (--kill-devices-every) ----
+
+// Where a device process leaves what its bridge side did (one line of
+// counts), rewritten four times a second and at its end, so that a
+// killed one leaves what it did until shortly before: one file a process.
+std::string StatsPrefix(const Config& cfg, const std::string& role) { return cfg.dir + "-" + role + ".stats."; }
+
+// Writes `counts()` to this process's file until destroyed.
+class StatsWriter {
+ public:
+  StatsWriter(const Config& cfg, const std::string& role, std::function<std::string()> counts)
+      : path_(StatsPrefix(cfg, role) + std::to_string(::getpid())), counts_(std::move(counts)) {
+    thread_ = std::thread([this] {
+      std::unique_lock<std::mutex> lock(mu_);
+      while (!cv_.wait_for(lock, std::chrono::milliseconds(250), [this] { return stop_; })) Write();
+    });
+  }
+  ~StatsWriter() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+    Write();
+  }
+
+ private:
+  void Write() {
+    const std::string tmp = path_ + ".tmp";
+    std::ofstream(tmp) << counts_() << "\n";
+    std::error_code ec;
+    fs::rename(tmp, path_, ec);
+  }
+  const std::string path_;
+  const std::function<std::string()> counts_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;  // GUARDED_BY(mu_)
+  std::thread thread_;
+};
+
+std::string Counts(std::initializer_list<uint64_t> values) {
+  std::string out;
+  for (uint64_t v : values) out += std::to_string(v) + " ";
+  return out;
+}
+
+// The sender process: commits its share of --events (what the database
+// already holds counts: a restarted sender goes on where the killed one
+// stopped), then keeps relaying and repairing until SIGTERM.
+int RunSenderRole(const Config& cfg) {
+  sigset_t term;
+  sigemptyset(&term);
+  sigaddset(&term, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &term, nullptr);  // before any thread: SIGTERM is taken by sigwait alone
+  std::unique_ptr<walbus::Bus> bus;
+  std::unique_ptr<walbus::jetstream::Relay> relay;
+  Status s = OpenAt(cfg, cfg.dir, &bus);
+  if (s.ok()) s = walbus::jetstream::Relay::Attach(bus.get(), StressRelayOptions(cfg.role_url), &relay);
+  if (s.ok()) s = bus->Start();
+  if (!s.ok()) {
+    std::cerr << "walbus-stress sender: " << s.ToString() << "\n";
+    return kExitError;
+  }
+  std::optional<StatsWriter> stats;
+  stats.emplace(cfg, "sender", [&relay] {
+    const walbus::jetstream::RelayStats r = relay->Stats();
+    return Counts({r.published, r.duplicates, r.disconnects, r.server_loss_detected, r.repaired,
+                   r.unrepairable_losses, r.journal_checks});
+  });
+  const uint64_t had = bus->Stats().last_seq;
+  std::atomic<uint64_t> next{had};
+  FirstError error;
+  std::vector<std::thread> producers;
+  for (size_t i = 0; i < cfg.producers; ++i) {
+    producers.emplace_back([&, i] {
+      std::seed_seq seq{cfg.seed, static_cast<uint64_t>(i), had};
+      std::mt19937_64 rng(seq);
+      std::uniform_int_distribution<size_t> pick(0, cfg.subjects - 1);
+      while (!error.failed() && next.fetch_add(1) < cfg.events) {
+        const std::string subject = SubjectName(pick(rng));
+        const std::string payload = RandomPayload(rng, cfg.payload_bytes);
+        uint64_t version = 0;
+        walbus::Receipt receipt;
+        Status c;
+        while ((c = CommitItem(*bus, subject, payload, &version, &receipt)).IsConflict()) {
+        }
+        if (!c.ok()) error.Set(c);
+      }
+    });
+  }
+  for (auto& t : producers) t.join();
+  if (error.failed()) {
+    std::cerr << "walbus-stress sender: " << error.Get().ToString() << "\n";
+    return kExitError;
+  }
+  int sig = 0;
+  sigwait(&term, &sig);
+  s = bus->WaitIdle(kIdleTimeout);
+  stats.reset();
+  relay.reset();
+  Status closed = bus->Close();
+  return s.ok() && closed.ok() ? kExitPassed : kExitError;
+}
+
+// The receiver process: takes events in and handles them until it holds
+// all of --events and has handled them, then ends.
+int RunReceiverRole(const Config& cfg) {
+  std::unique_ptr<walbus::Bus> bus;
+  std::unique_ptr<walbus::jetstream::Inbound> inbound;
+  Status s = OpenAt(cfg, cfg.handler_dir(), &bus);
+  if (s.ok()) s = SubscribeAll(*bus, cfg.subscribers, HandleItem, StressRetries());
+  if (s.ok()) s = walbus::jetstream::Inbound::Start(bus.get(), StressInboundOptions(cfg.role_url), &inbound);
+  if (s.ok()) s = bus->Start();
+  std::optional<StatsWriter> stats;
+  if (s.ok()) {
+    stats.emplace(cfg, "receiver", [&inbound] {
+      const walbus::jetstream::InboundStats in = inbound->Stats();
+      return Counts({in.ingested, in.duplicates, in.held, in.gaps, in.skipped_positions, in.late,
+                     in.consumer_resets});
+    });
+  }
+  while (s.ok() && !(bus->Stats().last_seq >= cfg.events && bus->WaitIdle(std::chrono::seconds(1)).ok())) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  if (!s.ok()) {
+    std::cerr << "walbus-stress receiver: " << s.ToString() << "\n";
+    return kExitError;
+  }
+  inbound->Stop();
+  stats.reset();
+  Status closed = bus->Close();
+  return closed.ok() ? kExitPassed : kExitError;
+}
+
+// A device process of this run: this program again, with --role.
+class Device {
+ public:
+  Device(const Config& cfg, std::string role, std::string url) : role_(std::move(role)) {
+    const auto n = [](auto v) { return std::to_string(v); };
+    args_ = {"/proc/self/exe", "--role", role_, "--role-url", url, "--bridge", cfg.bridge, "--dir", cfg.dir,
+             "--events", n(cfg.events), "--producers", n(cfg.producers), "--subjects", n(cfg.subjects),
+             "--subscribers", n(cfg.subscribers), "--payload-bytes", n(cfg.payload_bytes),
+             "--durability", cfg.durability, "--seed", n(cfg.seed), "--workers", n(cfg.workers)};
+  }
+  ~Device() { Kill(); }
+
+  bool Start() {
+    std::vector<char*> argv;
+    for (std::string& a : args_) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    std::fflush(nullptr);
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      ::dup2(2, 1);  // the run's stdout is its JSON report alone
+      ::execv(argv[0], argv.data());
+      ::_exit(127);
+    }
+    return pid_ > 0;
+  }
+  void Kill() { Signal(SIGKILL); }
+  // SIGTERM and wait; the exit status, or -1.
+  int Stop() { return Signal(SIGTERM); }
+  // The exit status once it ended by itself, else nullopt.
+  std::optional<int> Ended() {
+    int status = 0;
+    if (pid_ <= 0 || ::waitpid(pid_, &status, WNOHANG) != pid_) return std::nullopt;
+    pid_ = -1;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  }
+  const std::string& role() const { return role_; }
+
+ private:
+  int Signal(int sig) {
+    if (pid_ <= 0) return -1;
+    ::kill(pid_, sig);
+    int status = 0;
+    ::waitpid(pid_, &status, 0);
+    pid_ = -1;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  }
+  const std::string role_;
+  std::vector<std::string> args_;
+  pid_t pid_ = -1;
+};
+
+// The sums of the counts every process of `role` left.
+template <size_t N>
+void SumCounts(const Config& cfg, const std::string& role, std::array<uint64_t, N>* sums) {
+  const std::string prefix = StatsPrefix(cfg, role);
+  const fs::path dir = fs::path(prefix).parent_path();
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    const std::string path = entry.path().string();
+    if (!path.starts_with(prefix) || path.ends_with(".tmp")) continue;
+    std::ifstream in(path);
+    for (uint64_t& sum : *sums) {
+      uint64_t v = 0;
+      in >> v;
+      sum += v;
+    }
+    fs::remove(entry.path(), ec);
+  }
+}
+
+// The load across JetStream with sender and receiver as processes, one of
+// them SIGKILLed about every --kill-devices-every seconds (and the server
+// with --kill-server-every). Returns once the receiver has taken and
+// handled every event, with both processes ended.
+Status RunBridgedDevices(const Config& cfg, const std::string& url, walbus::tools::NatsServer* server,
+                         std::vector<ProducerResult>* results, double* seconds, BridgeReport* report) {
+  Device sender(cfg, "sender", url), receiver(cfg, "receiver", url);
+  if (!sender.Start() || !receiver.Start()) return Status::IOError("could not start the device processes");
+  const auto start = SteadyClock::now();
+  ServerKiller killer(server, cfg.kill_server_every, cfg.lose_acked, cfg.seed);
+  std::mt19937_64 rng(cfg.seed ^ 0xd371ce);
+  std::uniform_real_distribution<double> jitter(0.5, 1.5);
+  auto next_kill = [&] {
+    return SteadyClock::now() + std::chrono::duration_cast<SteadyClock::duration>(
+                                    std::chrono::duration<double>(cfg.kill_devices_every * jitter(rng)));
+  };
+  auto kill_at = next_kill();
+  const auto deadline = start + std::chrono::duration_cast<SteadyClock::duration>(
+                                    std::chrono::duration<double>(cfg.timeout));
+  Status s;
+  while (s.ok()) {
+    if (std::optional<int> rc = receiver.Ended()) {
+      if (*rc != 0) s = Status::IOError("the receiver process failed (exit " + std::to_string(*rc) + ")");
+      break;
+    }
+    if (std::optional<int> rc = sender.Ended()) {
+      s = Status::IOError("the sender process ended by itself (exit " + std::to_string(*rc) + ")");
+      break;
+    }
+    if (SteadyClock::now() > deadline) {
+      s = Status::TimedOut("the receiver did not take and handle every event");
+      break;
+    }
+    if (SteadyClock::now() >= kill_at) {
+      Device& victim = rng() % 2 == 0 ? sender : receiver;
+      victim.Kill();
+      ++(victim.role() == "sender" ? report->sender_kills : report->receiver_kills);
+      if (!victim.Start()) s = Status::IOError("could not start the " + victim.role() + " again");
+      kill_at = next_kill();
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  *seconds = std::chrono::duration<double>(SteadyClock::now() - start).count();
+  killer.Stop();
+  report->server_kills = killer.kills();
+  report->tails_dropped = killer.tails_dropped();
+  const int sender_rc = sender.Stop();
+  receiver.Kill();
+  if (s.ok() && sender_rc != 0) s = Status::IOError("the sender process failed at its end");
+  std::array<uint64_t, 7> r{}, in{};
+  SumCounts(cfg, "sender", &r);
+  SumCounts(cfg, "receiver", &in);
+  report->published = r[0];
+  report->republished = r[1];
+  report->disconnects = r[2];
+  report->relay.server_loss_detected = r[3];
+  report->relay.repaired = r[4];
+  report->relay.unrepairable_losses = r[5];
+  report->relay.journal_checks = r[6];
+  report->ingested = in[0];
+  report->duplicates = in[1];
+  report->inbound.held = in[2];
+  report->inbound.gaps = in[3];
+  report->inbound.skipped_positions = in[4];
+  report->inbound.late = in[5];
+  report->inbound.consumer_resets = in[6];
+  ProducerResult all;
+  all.events = cfg.events;
+  all.newest_seq = cfg.events;
+  results->assign(1, all);
+  return s;
 }
 
 // ---- verification, on a reopened bus whose handlers never run ----
@@ -816,10 +1132,11 @@ void PrintJson(const Config& cfg, const std::vector<ProducerResult>& results, do
   if (cfg.bridged()) {
     std::printf("\"mode\":\"bridge\",\"relay_published\":%llu,\"relay_republished\":%llu,"
                 "\"inbound_ingested\":%llu,\"inbound_duplicates\":%llu,\"relay_disconnects\":%llu,"
-                "\"server_kills\":%d,\"server_tails_dropped\":%d,",
+                "\"server_kills\":%d,\"server_tails_dropped\":%d,\"sender_kills\":%d,\"receiver_kills\":%d,",
                 static_cast<unsigned long long>(bridge.published), static_cast<unsigned long long>(bridge.republished),
                 static_cast<unsigned long long>(bridge.ingested), static_cast<unsigned long long>(bridge.duplicates),
-                static_cast<unsigned long long>(bridge.disconnects), bridge.server_kills, bridge.tails_dropped);
+                static_cast<unsigned long long>(bridge.disconnects), bridge.server_kills, bridge.tails_dropped,
+                bridge.sender_kills, bridge.receiver_kills);
     const auto& r = bridge.relay;
     const auto& in = bridge.inbound;
     std::printf("\"server_loss_detected\":%llu,\"server_loss_repaired\":%llu,\"server_loss_unrepairable\":%llu,"
@@ -858,6 +1175,8 @@ int Fail(const Config& cfg, const Status& s) {
 int main(int argc, char** argv) {
   Config cfg;
   if (std::optional<int> rc = ParseArgs(argc, argv, &cfg)) return *rc;
+  if (cfg.role == "sender") return RunSenderRole(cfg);
+  if (cfg.role == "receiver") return RunReceiverRole(cfg);
   std::cerr << "walbus-stress: seed " << cfg.seed << "\n";
   if (Status s = PrepareDir(&cfg); !s.ok()) {
     std::cerr << "walbus-stress: " << s.ToString() << "\n";
@@ -878,9 +1197,10 @@ int main(int argc, char** argv) {
       if (!server->Start()) return Fail(cfg, Status::IOError("could not start a local nats-server"));
       url = server->url();
     }
-    if (Status s = RunBridgedLoad(cfg, url, server ? &*server : nullptr, &results, &seconds, &bridge); !s.ok()) {
-      return Fail(cfg, s);
-    }
+    walbus::tools::NatsServer* owned = server ? &*server : nullptr;
+    const Status s = cfg.devices() ? RunBridgedDevices(cfg, url, owned, &results, &seconds, &bridge)
+                                   : RunBridgedLoad(cfg, url, owned, &results, &seconds, &bridge);
+    if (!s.ok()) return Fail(cfg, s);
   } else if (Status s = RunLoad(cfg, &results, &seconds, &peaks); !s.ok()) {
     return Fail(cfg, s);
   }

@@ -10,6 +10,7 @@
 
 #include "bridge/cloudevents.h"
 #include "bridge/nats_link.h"
+#include "bridge/relay_journal.h"
 #include "bus/log_limiter.h"
 #include "bus/metrics.h"
 #include "walbus/jetstream.h"
@@ -120,7 +121,9 @@ class InboundImpl final : public Inbound {
         continue;
       }
       if (const uint64_t epoch = link_->connection_epoch(); epoch != checked_epoch_) {
-        if (Status s = CheckConsumer(); !s.ok()) {
+        Status s = LoadCursor();
+        if (s.ok()) s = CheckConsumer();
+        if (!s.ok()) {
           Warn("check the consumer", s);
           Sleep(500ms);
           continue;
@@ -144,6 +147,7 @@ class InboundImpl final : public Inbound {
         continue;
       }
       for (int i = 0; i < list.Count; ++i) Process(list.Msgs[i]);
+      KeepCursor();
       natsMsgList_Destroy(&list);
     }
   }
@@ -234,15 +238,23 @@ class InboundImpl final : public Inbound {
     if (s != NATS_OK) return bridge::FromNats(s, "look up stream " + options_.stream);
     const uint64_t first = si->State.FirstSeq, last = si->State.LastSeq;
     jsStreamInfo_Destroy(si);
-    bool ahead = delivered.Stream > last;
-    if (!ahead && delivered.Stream >= first && delivered.Stream > 0 && delivered.Last > 0) {
-      const int64_t stored = StoredTime(delivered.Stream);
-      ahead = stored > delivered.Last;  // that sequence was used again after the consumer delivered it
+    // The stream lost its tail when it no longer holds, where it was, the
+    // newest message this consumer took.
+    bool lost_tail = false;
+    if (cursor_ && cursor_->seq > last) {
+      lost_tail = true;
+    } else if (cursor_ && cursor_->seq >= first) {
+      const int64_t stored = StoredTime(cursor_->seq);
+      lost_tail = stored != cursor_->time;
     }
-    if (!ahead) return Status::OK();
+    if (delivered.Stream <= last && !lost_tail) return Status::OK();
+    // Past the ack floor every message is unsettled; before it, the first
+    // one stored after the cursor is the first this consumer never took.
     uint64_t start = floor.Stream + 1;
-    if (delivered.Last > 0 && first <= std::min(last, floor.Stream)) {
-      start = std::min(start, FirstStoredAfter(delivered.Last, first, std::min(last, floor.Stream)));
+    if (cursor_) {
+      start = std::min(start, FirstStoredAfter(cursor_->time, first, last));
+    } else {
+      start = first;  // nothing kept: read the stream again (the dedup records make repeats duplicates)
     }
     start = std::max(start, std::max<uint64_t>(first, 1));
     if (sub_ != nullptr) natsSubscription_Destroy(sub_);
@@ -253,8 +265,9 @@ class InboundImpl final : public Inbound {
     consumer_resets_.fetch_add(1, std::memory_order_relaxed);
     spdlog::warn(
         "walbus inbound {}: consumer was ahead of stream {} after a server restart (delivered up to {}, ack floor "
-        "{}, stream holds {}..{}); made again from sequence {}",
-        options_.durable, options_.stream, delivered.Stream, floor.Stream, first, last, start);
+        "{}, stream holds {}..{}, newest taken {}); made again from sequence {}",
+        options_.durable, options_.stream, delivered.Stream, floor.Stream, first, last,
+        cursor_ ? cursor_->seq : 0, start);
     return Status::OK();
   }
 
@@ -315,12 +328,12 @@ class InboundImpl final : public Inbound {
         return;
       }
       quarantined_.fetch_add(1, std::memory_order_relaxed);
-      natsMsg_Term(msg, nullptr);
+      Settle(msg, /*terminate=*/true);
       return;
     }
     if (!options_.skip_source.empty() && event.source == options_.skip_source) {
       skipped_.fetch_add(1, std::memory_order_relaxed);
-      natsMsg_Ack(msg, nullptr);
+      Settle(msg, /*terminate=*/false);
       return;
     }
     Take(msg, event, *position);
@@ -384,10 +397,10 @@ class InboundImpl final : public Inbound {
       }
       // A lost ack only brings the message back, and the dedup record
       // makes that a duplicate.
-      natsMsg_Ack(msg, nullptr);
+      Settle(msg, /*terminate=*/false);
     } else if (r.status().code() == Status::Code::kInvalidArgument) {
       quarantined_.fetch_add(1, std::memory_order_relaxed);  // the bus quarantined it
-      natsMsg_Term(msg, nullptr);
+      Settle(msg, /*terminate=*/true);
     } else {
       Nak(msg, r.status());
     }
@@ -401,6 +414,53 @@ class InboundImpl final : public Inbound {
         "skipped, and position {} taken",
         options_.durable, event.source, event.subject, position.origin, position.position - skipped,
         position.position - 1, options_.gap_timeout.count(), position.position);
+  }
+
+  // Acknowledges (or terminates) a message this consumer is done with, and
+  // notes it for the cursor.
+  void Settle(natsMsg* msg, bool terminate) {
+    jsMsgMetaData* meta = nullptr;
+    if (natsMsg_GetMetaData(&meta, msg) == NATS_OK) {
+      if (!batch_cursor_ || meta->Sequence.Stream > batch_cursor_->seq) {
+        batch_cursor_ = Cursor{meta->Sequence.Stream, meta->Timestamp};
+      }
+      jsMsgMetaData_Destroy(meta);
+    }
+    if (terminate) {
+      natsMsg_Term(msg, nullptr);
+    } else {
+      natsMsg_Ack(msg, nullptr);
+    }
+  }
+
+  // After each fetched batch: the newest message taken, kept in the column
+  // family (one small commit a batch) for CheckConsumer.
+  void KeepCursor() {
+    if (!batch_cursor_) return;
+    if (!cursor_ || batch_cursor_->seq > cursor_->seq) {
+      cursor_ = batch_cursor_;
+      if (!options_.column_family.empty()) {
+        Transaction tx = bus_->Begin();
+        Status s = tx.Put(options_.column_family, bridge::InboundCursorKey(options_.durable),
+                          bridge::EncodeU64(cursor_->seq) + bridge::EncodeU64(static_cast<uint64_t>(cursor_->time)));
+        if (s.ok()) s = tx.Commit().status();
+        if (!s.ok()) Warn("keep the consumer's cursor", s);
+      }
+    }
+    batch_cursor_.reset();
+  }
+
+  // The cursor an earlier process kept; an error when it cannot be read.
+  Status LoadCursor() {
+    if (options_.column_family.empty() || cursor_) return Status::OK();
+    Transaction tx = bus_->Begin();
+    Result<std::optional<std::string>> got = tx.Get(options_.column_family, bridge::InboundCursorKey(options_.durable));
+    if (!got.ok()) return got.status();
+    if (got->has_value() && (*got)->size() == 16) {
+      cursor_ = Cursor{*bridge::DecodeU64(std::string_view(**got).substr(0, 8)),
+                       static_cast<int64_t>(*bridge::DecodeU64(std::string_view(**got).substr(8)))};
+    }
+    return Status::OK();
   }
 
   void Nak(natsMsg* msg, const Status& why) {
@@ -438,6 +498,12 @@ class InboundImpl final : public Inbound {
   static constexpr size_t kMaxTrackedGaps = 100000;
   std::unordered_map<std::string, Gap> gaps_;
   uint64_t checked_epoch_ = 0;  // the connection whose consumer was checked
+  struct Cursor {
+    uint64_t seq;  // stream sequence of the newest message taken
+    int64_t time;  // when the stream stored it, ns since the epoch
+  };
+  std::optional<Cursor> cursor_;        // as kept in the column family
+  std::optional<Cursor> batch_cursor_;  // the newest of the batch being processed
   // @}
   std::thread thread_;  // last: starts once the rest is built
 };
@@ -461,6 +527,13 @@ Status Inbound::Start(Bus* bus, InboundOptions options, std::unique_ptr<Inbound>
   }
   if (options.max_ack_pending < options.fetch_batch) {
     return Status::InvalidArgument("max_ack_pending must be at least fetch_batch");
+  }
+  if (!options.column_family.empty()) {
+    Transaction tx = bus->Begin();
+    if (Result<std::optional<std::string>> got = tx.Get(options.column_family, bridge::InboundCursorKey(options.durable));
+        !got.ok()) {
+      return Status::InvalidArgument("inbound column family '" + options.column_family + "': " + got.status().message());
+    }
   }
   std::unique_ptr<NatsLink> link;
   if (Status s = NatsLink::Open(options.connection, &link); !s.ok()) return s;

@@ -25,7 +25,20 @@ bool TakeField(std::string_view* in, std::string* field) {
 
 }  // namespace
 
-RelayKeys::RelayKeys(std::string_view relay_name) : prefix_(relay_name) { prefix_.push_back('\0'); }
+RelayKeys::RelayKeys(std::string_view relay_name) : prefix_("relay") {
+  prefix_.push_back('\0');
+  prefix_.append(relay_name);
+  prefix_.push_back('\0');
+}
+
+std::string InboundCursorKey(std::string_view durable) {
+  std::string k = "inbound";
+  k.push_back('\0');
+  k.append(durable);
+  k.push_back('\0');
+  k.append("cursor");
+  return k;
+}
 
 std::string RelayKeys::Origin() const { return prefix_ + "o"; }
 

@@ -1,5 +1,6 @@
-// The relay's records in its column family (RelayOptions::column_family),
-// each key starting with the relay's subscriber name and a NUL:
+// The bridge's records in its column family (RelayOptions::column_family,
+// InboundOptions::column_family). A relay's keys start with "relay\0" and
+// its subscriber name and a NUL:
 //
 //   <name>\0o                        the relay's origin id (ce-seqorigin)
 //   <name>\0p<source>\0<subject>     the last position given to that
@@ -9,6 +10,9 @@
 //                                    hold, with its stream sequence
 //   <name>\0l                        be64: every journal entry below it is
 //                                    gone (confirmed)
+//
+// An inbound consumer's one key: "inbound\0" <durable> "\0cursor", be64
+// stream sequence + be64 stored time (ns) of the newest message it took.
 //
 // Positions and journal entries commit with the relay's completion of the
 // event (its handler's context), so a crash between PubAck and checkpoint
@@ -34,6 +38,8 @@ class RelayKeys {
  private:
   std::string prefix_;  // name + '\0'
 };
+
+std::string InboundCursorKey(std::string_view durable);
 
 // A relayed message kept until the relay trusts the server to hold it.
 struct JournalEntry {

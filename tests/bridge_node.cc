@@ -37,7 +37,7 @@ Options NodeOptions(const std::string& dir, const std::string& source) {
   Options o;
   o.dir = dir;
   o.durability = Durability::kBuffered;
-  o.column_families = {"orders", "effects", "jetstream-relay"};
+  o.column_families = {"orders", "effects", "jetstream"};
   o.checkpoint_interval = 5ms;
   o.source = source;
   return o;

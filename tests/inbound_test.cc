@@ -32,7 +32,7 @@ struct Node {
   explicit Node(const std::string& source) {
     Options o = testing::TestOptions(dir);
     o.source = source;
-    o.column_families.push_back("jetstream-relay");
+    o.column_families.push_back("jetstream");
     bus = testing::OpenBus(o);
     SubscriberOptions s;
     s.name = "effects";
@@ -44,6 +44,7 @@ struct Node {
       if (!ctx.Put("effects", e.id.ToString(), std::to_string(n + 1)).ok()) return Outcome::RetryAfter(1ms);
       std::lock_guard<std::mutex> lock(mu);
       ++handled;
+      handled_data.push_back(e.data);
       return Outcome::Done();
     };
     EXPECT_TRUE(bus->Subscribe(std::move(s)).ok());
@@ -57,10 +58,15 @@ struct Node {
     std::lock_guard<std::mutex> lock(mu);
     return handled;
   }
+  std::vector<std::string> handled_in_order() {
+    std::lock_guard<std::mutex> lock(mu);
+    return handled_data;
+  }
   TempDir dir;
   std::unique_ptr<Bus> bus;
   std::mutex mu;
   int handled = 0;
+  std::vector<std::string> handled_data;  // in the order handled
 };
 
 InboundOptions MakeInboundOptions(const NatsServer& server, const std::string& durable, const std::string& filter) {
@@ -261,6 +267,98 @@ TEST(InboundTest, ReceiverKilledBeforeItsAcksHasOneEffectPerEvent) {
     effects += v->has_value() ? 1 : 0;
   }
   EXPECT_EQ(effects, static_cast<uint64_t>(kEvents));
+}
+
+// A message of sender origin "relay-1" at `position` of its subject.
+bool PublishAt(const NatsServer& server, const Event& e, uint64_t position) {
+  bridge::Headers position_headers;
+  bridge::SetPosition(bridge::SenderPosition{"relay-1", position}, &position_headers);
+  return PublishEvent(server, e, position_headers);
+}
+
+TEST(InboundTest, MessagesEarlyInTheirSendersOrderAreHeldUntilTheGapFills) {
+  NatsServer server;
+  ASSERT_TRUE(server.Start());
+  ASSERT_TRUE(testing::CreateStream(server.url(), kStream, {"walbus.>"}));
+  Node cloud("cloud");
+  ASSERT_TRUE(cloud.bus->Start().ok());
+  InboundOptions o = MakeInboundOptions(server, "cloud-in", "walbus.>");
+  o.hold_delay = 50ms;
+  o.gap_timeout = 1s;
+  std::unique_ptr<Inbound> in;
+  ASSERT_TRUE(Inbound::Start(cloud.bus.get(), o, &in).ok());
+  std::vector<Event> events;
+  for (int i = 1; i <= 7; ++i) events.push_back(MakeEvent("device-7", "orders.order-placed.v1", std::to_string(i)));
+  // The stream holds 1, 3, 4, 2: 3 and 4 wait for 2.
+  for (uint64_t p : {1, 3, 4, 2}) ASSERT_TRUE(PublishAt(server, events[p - 1], p));
+  ASSERT_TRUE(testing::Eventually([&] { return cloud.handled_count() == 4; }, 30s)) << cloud.handled_count();
+  EXPECT_EQ(cloud.handled_in_order(), (std::vector<std::string>{"1", "2", "3", "4"}));
+  EXPECT_GT(in->Stats().held, 0u);
+  // 2 again (another message, the same event): a duplicate, no effect.
+  ASSERT_TRUE(PublishAt(server, events[1], 2));
+  ASSERT_TRUE(testing::Eventually([&] { return in->Stats().duplicates == 1; }, 30s));
+
+  // 6 while 5 never comes: held for gap_timeout, then taken, 5 skipped.
+  const auto before = std::chrono::steady_clock::now();
+  ASSERT_TRUE(PublishAt(server, events[5], 6));
+  ASSERT_TRUE(testing::Eventually([&] { return cloud.handled_count() == 5; }, 30s));
+  EXPECT_GE(std::chrono::steady_clock::now() - before, 1s) << "held for the gap timeout first";
+  EXPECT_EQ(in->Stats().gaps, 1u);
+  EXPECT_EQ(in->Stats().skipped_positions, 1u);
+  // 5 arriving after all is taken once, late; 7 follows 6 at once.
+  ASSERT_TRUE(PublishAt(server, events[4], 5));
+  ASSERT_TRUE(PublishAt(server, events[6], 7));
+  ASSERT_TRUE(testing::Eventually([&] { return cloud.handled_count() == 7; }, 30s));
+  EXPECT_EQ(cloud.handled_in_order(), (std::vector<std::string>{"1", "2", "3", "4", "6", "5", "7"}));
+  EXPECT_EQ(in->Stats().late, 1u);
+  for (const Event& e : events) EXPECT_EQ(cloud.Effects(e.id), 1) << e.data;
+  const std::string metrics = in->MetricsText();
+  EXPECT_NE(metrics.find("walbus_inbound_gaps_total{consumer=\"cloud-in\"} 1"), std::string::npos) << metrics;
+  EXPECT_NE(metrics.find("walbus_inbound_late_total{consumer=\"cloud-in\"} 1"), std::string::npos) << metrics;
+}
+
+TEST(InboundTest, MalformedPositionIsQuarantined) {
+  NatsServer server;
+  ASSERT_TRUE(server.Start());
+  ASSERT_TRUE(testing::CreateStream(server.url(), kStream, {"walbus.>"}));
+  Node cloud("cloud");
+  ASSERT_TRUE(cloud.bus->Start().ok());
+  std::unique_ptr<Inbound> in;
+  ASSERT_TRUE(Inbound::Start(cloud.bus.get(), MakeInboundOptions(server, "cloud-in", "walbus.>"), &in).ok());
+  const Event e = MakeEvent("device-7", "orders.order-placed.v1", "x");
+  ASSERT_TRUE(PublishEvent(server, e, {{"ce-subjectseq", "0"}, {"ce-seqorigin", "relay-1"}}));
+  ASSERT_TRUE(PublishEvent(server, e, {{"ce-subjectseq", "3"}}));
+  ASSERT_TRUE(testing::Eventually([&] { return in->Stats().quarantined == 2; }, 30s));
+  EXPECT_EQ(cloud.Effects(e.id), 0);
+}
+
+TEST(InboundTest, ConsumerAheadOfItsStreamAfterAServerCrashIsMadeAgain) {
+  NatsServer server;
+  ASSERT_TRUE(server.Start());
+  ASSERT_TRUE(testing::CreateStream(server.url(), kStream, {"walbus.>"}));
+  Node cloud("cloud");
+  ASSERT_TRUE(cloud.bus->Start().ok());
+  const InboundOptions o = MakeInboundOptions(server, "cloud-in", "walbus.>");
+  std::unique_ptr<Inbound> in;
+  ASSERT_TRUE(Inbound::Start(cloud.bus.get(), o, &in).ok());
+  for (int i = 0; i < 200; ++i) ASSERT_TRUE(PublishEvent(server, MakeEvent("device-7", "orders.order-placed.v1", "a")));
+  ASSERT_TRUE(testing::Eventually([&] { return cloud.handled_count() == 200; }, 30s));
+  in->Stop();
+  std::this_thread::sleep_for(500ms);  // the consumer's acknowledgements reach its state file
+  // The stream loses its tail, its consumer keeps its state: the consumer
+  // is ahead, and would skip the sequences the stream stores next.
+  server.Kill();
+  ASSERT_GT(server.DropStreamTail(kStream, 8 << 10), 0u);
+  ASSERT_TRUE(server.Start());
+  std::vector<Event> after;
+  for (int i = 0; i < 50; ++i) {
+    after.push_back(MakeEvent("device-7", "orders.order-placed.v1", "b"));
+    ASSERT_TRUE(PublishEvent(server, after.back()));
+  }
+  ASSERT_TRUE(Inbound::Start(cloud.bus.get(), o, &in).ok());
+  ASSERT_TRUE(testing::Eventually([&] { return cloud.handled_count() == 250; }, 30s)) << cloud.handled_count();
+  for (const Event& e : after) EXPECT_EQ(cloud.Effects(e.id), 1);
+  EXPECT_EQ(in->Stats().consumer_resets, 1u);
 }
 
 TEST(InboundTest, BadOptionsAreRefused) {

@@ -45,7 +45,7 @@ Options BusOptions(const std::string& dir, Durability durability, size_t workers
   Options opt;
   opt.dir = dir;
   opt.durability = durability;
-  opt.column_families = {std::string(kStateCf), std::string(kEffectsCf), std::string(kOrderCf), "jetstream-relay"};
+  opt.column_families = {std::string(kStateCf), std::string(kEffectsCf), std::string(kOrderCf), "jetstream"};
   opt.worker_threads = workers;
   opt.source = "walbus-stress";
   return opt;

@@ -81,7 +81,7 @@ Status OpenNode(Node* node, const std::string& url, const std::string& relay_url
   options.dir = node->dir;
   options.source = node->name;
   options.durability = walbus::Durability::kBuffered;
-  options.column_families = {"orders", "effects", "jetstream-relay"};
+  options.column_families = {"orders", "effects", "jetstream"};
   if (Status s = walbus::Bus::Open(options, &node->bus); !s.ok()) return s;
   const bool cloud = node->name == "cloud";
   walbus::SubscriberOptions handler;

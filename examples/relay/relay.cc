@@ -23,7 +23,7 @@ int main(int argc, char** argv) {
   walbus::Options options;
   options.dir = argv[1];
   options.source = "device-1";
-  options.column_families = {"orders", "jetstream-relay"};  // the relay keeps its records in the last
+  options.column_families = {"orders", "jetstream"};  // the bridge keeps its records in the last
   std::unique_ptr<walbus::Bus> bus;
   if (walbus::Status s = walbus::Bus::Open(options, &bus); !s.ok()) {
     std::fprintf(stderr, "relay: %s\n", s.ToString().c_str());

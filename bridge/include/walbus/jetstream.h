@@ -94,11 +94,11 @@ struct RelayOptions {
   std::function<std::string(const Event&)> subject_for;
   SigningKey signing;  // Signing of the relayed events; default: unsigned.
   // The application column family (listed in Options::column_families)
-  // where the relay keeps its records: each subject's position and the
-  // journal of relayed messages not yet trusted to the server. Required to
-  // exist; several relays may share it (their keys start with their
-  // subscriber names).
-  std::string column_family = "jetstream-relay";
+  // where the bridge keeps its records; for a relay, each subject's
+  // position and the journal of relayed messages not yet trusted to the
+  // server. Required to exist. Relays and inbound consumers may share it
+  // (their keys start with their kind and name).
+  std::string column_family = "jetstream";
   // A relayed message stays in the journal until the relay has reason to
   // believe the server holds it: it was found in the stream after a
   // reconnection (the server may have restarted meanwhile), or it was
@@ -203,6 +203,14 @@ struct InboundOptions {
   // Messages delivered and not yet acknowledged, held ones included; the
   // server stops delivering at this bound.
   int max_ack_pending = 20000;
+  // The application column family (listed in Options::column_families)
+  // where the consumer keeps the stream sequence and time of the newest
+  // message it took, written once per fetched batch: after a server
+  // restart, a stream that no longer holds that message at that sequence
+  // lost its tail, and a consumer ahead of it is made again (see
+  // InboundStats::consumer_resets). Empty: kept in memory only, so a
+  // restart of this process finds only a consumer past the stream's end.
+  std::string column_family = "jetstream";
 };
 
 // What an inbound consumer did in this process.

@@ -363,6 +363,7 @@ class RelayCore {
     Status s = link_->EnsureStream(options_.stream, &created);
     if (s.ok() && created && published_to_stream_.load(std::memory_order_relaxed)) {
       unrepairable_.fetch_add(1, std::memory_order_relaxed);
+      RecordUnrepairable();
       spdlog::error(
           "walbus relay {}: stream {} was gone from the server after this relay had published to it; it was "
           "created anew. Messages the journal no longer kept (confirmed earlier) are lost on the server and "
@@ -371,6 +372,18 @@ class RelayCore {
     }
     if (s.ok()) stream_ready_.store(true, std::memory_order_release);
     return s;
+  }
+
+  // Counts the incident in the relay's records too, where `walbus bridge`
+  // shows it after this process is gone.
+  void RecordUnrepairable() {
+    Transaction tx = bus_->Begin();
+    Result<std::optional<std::string>> got = tx.Get(options_.column_family, keys_.Unrepairable());
+    uint64_t count = 0;
+    if (got.ok() && got->has_value() && (*got)->size() == 16) count = *DecodeU64(std::string_view(**got).substr(0, 8));
+    Status s = tx.Put(options_.column_family, keys_.Unrepairable(), EncodeU64(count + 1) + EncodeU64(NowMs()));
+    if (s.ok()) s = tx.Commit().status();
+    if (!s.ok()) spdlog::error("walbus relay {}: could not record the loss: {}", options_.subscriber_name, s.ToString());
   }
 
   // Builds the message of `event` at `position` and publishes it; fills

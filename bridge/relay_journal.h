@@ -34,6 +34,9 @@ class RelayKeys {
   std::string Position(std::string_view source, std::string_view subject) const;
   std::string Journal(uint64_t event_seq) const;
   std::string LowMark() const;
+  // be64 count + be64 unix ms of the last: times the stream was found gone
+  // after this relay had published to it (messages lost for good).
+  std::string Unrepairable() const;
 
  private:
   std::string prefix_;  // name + '\0'

@@ -433,18 +433,24 @@ Status Db::LastOutboxSeq(uint64_t* seq) const {
 
 Status Db::Scan(Cf which, std::string_view prefix, size_t limit,
                 const std::function<bool(std::string_view, std::string_view)>& visit) const {
+  return Scan(cf(which), prefix, limit, visit);
+}
+
+Status Db::Scan(CfHandle* handle, std::string_view prefix, size_t limit,
+                const std::function<bool(std::string_view, std::string_view)>& visit) const {
+  assert(handle != nullptr);
   rocksdb::Slice lower = ToSlice(prefix);
   rocksdb::ReadOptions ro;
   ro.iterate_lower_bound = &lower;
   ro.fill_cache = false;
-  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(ro, cf(which)));
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(ro, handle));
   size_t n = 0;
   for (it->Seek(lower); it->Valid() && n < limit && it->key().starts_with(lower); it->Next(), ++n) {
     rocksdb::Slice k = it->key();
     rocksdb::Slice v = it->value();
     if (!visit(std::string_view(k.data(), k.size()), std::string_view(v.data(), v.size()))) break;
   }
-  return FromRocks(it->status(), std::string("scan ") + CfName(which));
+  return FromRocks(it->status(), "scan " + handle->GetName());
 }
 
 Batch::Batch() : rep_(std::make_unique<rocksdb::WriteBatch>()) {}

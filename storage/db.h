@@ -126,6 +126,9 @@ class Db {
   // stopping early when visit returns false.
   Status Scan(Cf cf, std::string_view prefix, size_t limit,
               const std::function<bool(std::string_view key, std::string_view value)>& visit) const;
+  // The same over any column family, the application's included.
+  Status Scan(CfHandle* cf, std::string_view prefix, size_t limit,
+              const std::function<bool(std::string_view key, std::string_view value)>& visit) const;
 
   // A RocksDB integer property summed over every column family
   // ("rocksdb.total-sst-files-size"); 0 when unknown.

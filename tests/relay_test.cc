@@ -223,6 +223,48 @@ TEST(RelayTest, PositionsAndJournalSurviveARestartOfTheDevice) {
   for (const auto& [subject, h] : highest) EXPECT_EQ(h, 40u) << subject << ": positions go on after a restart";
 }
 
+TEST(RelayTest, AStreamTheServerForgotIsReportedLoudlyAndKeptByTheTool) {
+  NatsServer server;
+  ASSERT_TRUE(server.Start());
+  TempDir dir;
+  auto bus = testing::OpenBus(RelayBusOptions(dir));
+  RelayOptions o = MakeRelayOptions(server);
+  o.confirm_after = 0ms;  // trust the server at once: nothing left to republish
+  std::unique_ptr<Relay> relay;
+  ASSERT_TRUE(Relay::Attach(bus.get(), o, &relay).ok());
+  ASSERT_TRUE(bus->Start().ok());
+  PublishRange(*bus, 0, 50, 5);
+  ASSERT_TRUE(bus->WaitIdle(60s).ok());
+  ASSERT_TRUE(testing::Eventually([&] { return relay->Stats().journal_checks >= 2; }, 10s));
+  server.Kill();
+  server.ForgetStream(kStream);
+  ASSERT_TRUE(server.Start());
+  PublishRange(*bus, 50, 60, 5);
+  ASSERT_TRUE(bus->WaitIdle(60s).ok());
+  EXPECT_EQ(relay->Stats().unrepairable_losses, 1u);
+  EXPECT_EQ(testing::ReadStream(server.url(), kStream, "walbus.>").size(), 10u + relay->Stats().repaired)
+      << "the stream made anew holds what came after, and what the journal still held";
+  EXPECT_LT(relay->Stats().repaired, 50u) << "confirmed messages were no longer in the journal";
+  // The tool shows it, from the running bus's database.
+  const std::string tool = std::string(WALBUS_CLI) + " bridge " + dir.path();
+  FILE* p = popen((tool + " 2>&1").c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  std::string out;
+  char buf[512];
+  while (fgets(buf, sizeof buf, p) != nullptr) out += buf;
+  EXPECT_EQ(pclose(p), 0) << out;
+  EXPECT_NE(out.find("relay jetstream-relay"), std::string::npos) << out;
+  EXPECT_NE(out.find("LOST          1 time(s) the stream was gone"), std::string::npos) << out;
+  EXPECT_NE(out.find("subjects      5 with a position"), std::string::npos) << out;
+  p = popen((tool + " --json 2>&1").c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  out.clear();
+  while (fgets(buf, sizeof buf, p) != nullptr) out += buf;
+  EXPECT_EQ(pclose(p), 0) << out;
+  EXPECT_NE(out.find("\"unrepairable_losses\":1"), std::string::npos) << out;
+  EXPECT_EQ(std::system((tool + " --column-family nope >/dev/null 2>&1").c_str()) >> 8, 1);
+}
+
 TEST(RelayTest, OfflineBacklogDrainsInSubjectOrderOnReconnect) {
   NatsServer server;  // not started yet: the device is offline
   RelayedBus node(server);  // an unreachable server is not an error: the outbox waits

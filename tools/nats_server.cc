@@ -147,6 +147,12 @@ uint64_t NatsServer::DropStreamTail(const std::string& stream, uint64_t max_byte
   return cut;
 }
 
+void NatsServer::ForgetStream(const std::string& stream) {
+  assert(!running());
+  std::error_code ec;
+  std::filesystem::remove_all(std::filesystem::path(dir_) / "store" / "jetstream" / "$G" / "streams" / stream, ec);
+}
+
 void NatsServer::Kill() { Signal(SIGKILL); }
 void NatsServer::Stop() { Signal(SIGTERM); }
 

@@ -41,6 +41,9 @@ class NatsServer {
   // left as it was (it may then be ahead of the stream). Returns the bytes
   // cut. REQUIRES: !running().
   uint64_t DropStreamTail(const std::string& stream, uint64_t max_bytes);
+  // A server that forgot a whole stream (reported of 2.10 after a crash):
+  // removes its files. REQUIRES: !running().
+  void ForgetStream(const std::string& stream);
   std::string url() const { return "nats://127.0.0.1:" + std::to_string(port_); }
 
  private:

@@ -56,6 +56,7 @@
 #include <utility>
 #include <vector>
 
+#include "tools/walbus_bridge.h"
 #include "bus/admin.h"
 #include "bus/inspect.h"
 #include "bus/inspect_util.h"
@@ -375,6 +376,14 @@ int main(int argc, char** argv) {
                  "bus's MetricsText uses).");
   metrics->add_option("dir", dir, "Database directory")->required();
 
+  std::string bridge_cf = "jetstream";
+  CLI::App* bridge = app.add_subcommand(
+      "bridge", "What the NATS JetStream bridge keeps: each relay's origin, positions, journal of messages not yet "
+                "confirmed on the server and losses it could not repair; each inbound consumer's newest message.");
+  bridge->add_option("dir", dir, "Database directory")->required();
+  bridge->add_option("--column-family", bridge_cf, "The bridge's column family")->capture_default_str();
+  bridge->add_flag("--json", json, "One JSON object per relay and consumer");
+
   CLI::App* dlq = app.add_subcommand(
       "dlq", "The dead-letter store: events a subscriber gave up on after its retry budget, with their errors.");
   dlq->require_subcommand(1);
@@ -526,6 +535,7 @@ int main(int argc, char** argv) {
   }
   if (stats->parsed()) return RunStats(dir, json);
   if (metrics->parsed()) return RunMetrics(dir);
+  if (bridge->parsed()) return walbus::tools::RunBridge(dir, bridge_cf, json);
   if (dlq_ls->parsed()) return RunDlqLs(dir, subscriber, limit, json);
   if (dlq_show->parsed()) return RunDlqShow(dir, subscriber, seq, json);
   for (const DlqAction& a : dlq_actions) {

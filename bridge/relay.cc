@@ -289,7 +289,10 @@ class RelayCore {
     bool all_repaired = true;
     for (const Journaled& j : journal) {  // in event seq order: each subject's order
       if (!lost.contains(&j)) {
-        if (j.entry.connection != current || now_ms >= j.entry.acked_ms + confirm_ms) {
+        // Found after a reconnection or not, an entry stays confirm_after:
+        // a server that comes back with a message may still lose it to a
+        // power loss before its next sync.
+        if (now_ms >= j.entry.acked_ms + confirm_ms) {
           (void)tx.Delete(options_.column_family, j.key);
         } else {
           keep(j, j.entry.acked_ms);

@@ -102,7 +102,10 @@ bool NatsServer::Start() {
   while (std::chrono::steady_clock::now() < deadline) {
     if (Accepts(port_)) {
       // JetStream is ready a moment after the listener.
-      if (JetStreamAnswers(url())) return true;
+      if (JetStreamAnswers(url())) {
+        NoteBlockSizes();
+        return true;
+      }
     }
     int status = 0;
     if (::waitpid(pid_, &status, WNOHANG) == pid_) {
@@ -125,6 +128,16 @@ void NatsServer::Signal(int sig) {
   pid_ = -1;
 }
 
+void NatsServer::NoteBlockSizes() {
+  namespace fs = std::filesystem;
+  block_sizes_at_start_.clear();
+  std::error_code ec;
+  for (auto it = fs::recursive_directory_iterator(fs::path(dir_) / "store", ec);
+       !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
+    if (it->path().extension() == ".blk") block_sizes_at_start_[it->path().string()] = fs::file_size(it->path(), ec);
+  }
+}
+
 uint64_t NatsServer::DropStreamTail(const std::string& stream, uint64_t max_bytes) {
   assert(!running());
   namespace fs = std::filesystem;
@@ -140,7 +153,10 @@ uint64_t NatsServer::DropStreamTail(const std::string& stream, uint64_t max_byte
   const fs::path block = msgs / (std::to_string(newest) + ".blk");
   const uint64_t size = fs::file_size(block, ec);
   if (ec || size == 0) return 0;
-  const uint64_t cut = std::min(size, max_bytes);
+  auto at_start = block_sizes_at_start_.find(block.string());
+  const uint64_t written_since = size - std::min(size, at_start == block_sizes_at_start_.end() ? 0 : at_start->second);
+  const uint64_t cut = std::min(written_since, max_bytes);
+  if (cut == 0) return 0;
   fs::resize_file(block, size - cut, ec);
   if (ec) return 0;
   for (const char* ext : {".idx", ".fss"}) fs::remove(msgs / (std::to_string(newest) + ext), ec);

@@ -11,6 +11,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <map>
 #include <string>
 
 namespace walbus::tools {
@@ -36,10 +37,11 @@ class NatsServer {
   // What a crash can do to a server that acknowledged writes it had not
   // yet written out (nats-server 2.9 acknowledges before its files have
   // them): cuts up to `max_bytes` off the end of the newest message block
-  // of `stream` and removes that block's index files, so that the next
-  // Start() rebuilds the stream without its tail. The consumers' state is
-  // left as it was (it may then be ahead of the stream). Returns the bytes
-  // cut. REQUIRES: !running().
+  // of `stream`, never more than was written to it since the last Start()
+  // (what a server showed after a restart it had on disk), and removes
+  // that block's index files, so that the next Start() rebuilds the stream
+  // without its tail. The consumers' state is left as it was (it may then
+  // be ahead of the stream). Returns the bytes cut. REQUIRES: !running().
   uint64_t DropStreamTail(const std::string& stream, uint64_t max_bytes);
   // A server that forgot a whole stream (reported of 2.10 after a crash):
   // removes its files. REQUIRES: !running().
@@ -48,6 +50,9 @@ class NatsServer {
 
  private:
   void Signal(int sig);
+  void NoteBlockSizes();
+  // The size of every message block when the server last started.
+  std::map<std::string, uint64_t> block_sizes_at_start_;
   const std::string dir_;
   int port_ = 0;
   pid_t pid_ = -1;

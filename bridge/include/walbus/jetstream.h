@@ -99,15 +99,14 @@ struct RelayOptions {
   // server. Required to exist. Relays and inbound consumers may share it
   // (their keys start with their kind and name).
   std::string column_family = "jetstream";
-  // A relayed message stays in the journal until the relay has reason to
-  // believe the server holds it: it was found in the stream after a
-  // reconnection (the server may have restarted meanwhile), or it was
-  // acknowledged this long ago on a connection that has not dropped since.
-  // Until then, a server that lost it is detected at the next connection
-  // and the message republished. nats-server 2.9 writes an acknowledged
-  // message to its files a moment after the PubAck (a SIGKILL loses that
-  // moment) and syncs them every 2 minutes (a power loss loses those): set
-  // 2 minutes or more to cover the host's power loss too.
+  // How long a relayed message stays in the journal after its PubAck.
+  // Within that time, a server found to have lost it after a reconnection
+  // gets it again (republished in order); after it, the relay trusts the
+  // server. nats-server 2.9 writes an acknowledged message to its files a
+  // moment after the PubAck (a SIGKILL loses that moment) and syncs them
+  // every 2 minutes (a power loss loses those): set 2 minutes or more to
+  // cover a power loss of the server's host too. The journal holds this
+  // long's worth of relayed messages.
   std::chrono::milliseconds confirm_after{std::chrono::seconds(10)};
   // Retries while unreachable: unlimited attempts, backoff up to 5 s.
   RetryPolicy retry{.max_attempts = UINT32_MAX,

@@ -14,6 +14,7 @@
 #include <cassert>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <memory>
 #include <thread>
@@ -70,6 +71,28 @@ std::string ServerBinary() {
   return "nats-server";  // from PATH
 }
 
+// The server's version as major * 100 + minor (209 for 2.9.10); 0 when
+// it cannot be told.
+int ServerVersion(const std::string& binary) {
+  FILE* p = ::popen((binary + " --version 2>&1").c_str(), "r");
+  if (p == nullptr) return 0;
+  char line[256] = {};
+  const bool read = std::fgets(line, sizeof line, p) != nullptr;
+  ::pclose(p);
+  if (!read) return 0;
+  const char* v = std::strstr(line, "v");
+  int major = 0, minor = 0;
+  if (v == nullptr || std::sscanf(v, "v%d.%d", &major, &minor) != 2) return 0;
+  return major * 100 + minor;
+}
+
+// $WALBUS_NATS_SETTINGS: "defaults" runs the server as users do; anything
+// else (the default) with the most durable settings its version offers.
+bool MostDurable() {
+  const char* env = std::getenv("WALBUS_NATS_SETTINGS");
+  return env == nullptr || std::string(env) != "defaults";
+}
+
 }  // namespace
 
 NatsServer::NatsServer(std::string dir) : dir_(std::move(dir)), port_(FreeLoopbackPort()) {}
@@ -84,6 +107,17 @@ bool NatsServer::Start() {
   const std::string log = dir_ + "/nats-server.log";
   std::error_code ec;
   std::filesystem::create_directories(dir_, ec);
+  // 2.10 and later can fsync before every PubAck; 2.9 has no such setting
+  // (it acknowledges before writing out and syncs every 2 minutes).
+  std::string config;
+  static const int version = ServerVersion(binary);
+  if (MostDurable() && version >= 210) {
+    config = dir_ + "/nats-server.conf";
+    std::FILE* f = std::fopen(config.c_str(), "w");
+    if (f == nullptr) return false;
+    std::fprintf(f, "jetstream {\n  store_dir: \"%s\"\n  sync_interval: always\n}\n", store.c_str());
+    std::fclose(f);
+  }
   std::fflush(nullptr);
   pid_ = ::fork();
   if (pid_ == 0) {
@@ -92,8 +126,13 @@ bool NatsServer::Start() {
       ::dup2(fd, 1);
       ::dup2(fd, 2);
     }
-    ::execlp(binary.c_str(), binary.c_str(), "-js", "-a", "127.0.0.1", "-p", port.c_str(), "-sd", store.c_str(),
-             static_cast<char*>(nullptr));
+    if (config.empty()) {
+      ::execlp(binary.c_str(), binary.c_str(), "-js", "-a", "127.0.0.1", "-p", port.c_str(), "-sd", store.c_str(),
+               static_cast<char*>(nullptr));
+    } else {
+      ::execlp(binary.c_str(), binary.c_str(), "-c", config.c_str(), "-a", "127.0.0.1", "-p", port.c_str(),
+               static_cast<char*>(nullptr));
+    }
     std::perror("exec nats-server");
     ::_exit(127);
   }

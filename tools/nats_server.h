@@ -2,7 +2,9 @@
 // bridge's tests, walbus-stress --bridge local and the fleet demo: loopback
 // only, a free port, its store in a directory of the caller's, stopped (or
 // killed, as a crash) by PID. The binary is $WALBUS_NATS_SERVER, else
-// nats-server from the system.
+// nats-server from the system. It runs with the most durable settings its
+// version offers (2.10+: `sync_interval: always`; 2.9 has none), or with
+// the server's defaults when $WALBUS_NATS_SETTINGS is "defaults".
 //
 // Threading: not thread-safe; one owner starts and stops it.
 #ifndef WALBUS_TOOLS_NATS_SERVER_H_

@@ -231,32 +231,35 @@ class InboundImpl final : public Inbound {
     if (s == NATS_NOT_FOUND) return Status::OK();  // Subscribe creates it
     if (s != NATS_OK) return bridge::FromNats(s, "look up consumer " + options_.durable);
     const jsSequenceInfo delivered = ci->Delivered;
-    const jsSequenceInfo floor = ci->AckFloor;
+    // Every sequence at or below it is settled: the ack floor, or for a
+    // consumer made from a start sequence that settled nothing yet, the one
+    // before its start.
+    uint64_t settled = ci->AckFloor.Stream;
+    if (ci->Config != nullptr && ci->Config->OptStartSeq > 0) settled = std::max(settled, ci->Config->OptStartSeq - 1);
     jsConsumerInfo_Destroy(ci);
     jsStreamInfo* si = nullptr;
     s = js_GetStreamInfo(&si, link_->js(), options_.stream.c_str(), nullptr, &err);
     if (s != NATS_OK) return bridge::FromNats(s, "look up stream " + options_.stream);
     const uint64_t first = si->State.FirstSeq, last = si->State.LastSeq;
     jsStreamInfo_Destroy(si);
-    // The stream lost its tail when it no longer holds, where it was, the
-    // newest message this consumer took.
-    bool lost_tail = false;
+    // From where the stream holds messages this consumer never took: past
+    // its end, or, when it no longer holds the newest message this consumer
+    // took where it was (it lost its tail and stored new ones there), from
+    // the first one stored after that message.
+    uint64_t new_from = last + 1;
     if (cursor_ && cursor_->seq > last) {
-      lost_tail = true;
-    } else if (cursor_ && cursor_->seq >= first) {
-      const int64_t stored = StoredTime(cursor_->seq);
-      lost_tail = stored != cursor_->time;
+      new_from = FirstStoredAfter(cursor_->time, first, last);
+    } else if (cursor_ && cursor_->seq >= first && StoredTime(cursor_->seq) != cursor_->time) {
+      new_from = FirstStoredAfter(cursor_->time, first, last);
     }
-    if (delivered.Stream <= last && !lost_tail) return Status::OK();
-    // Past the ack floor every message is unsettled; before it, the first
-    // one stored after the cursor is the first this consumer never took.
-    uint64_t start = floor.Stream + 1;
-    if (cursor_) {
-      start = std::min(start, FirstStoredAfter(cursor_->time, first, last));
-    } else {
+    // Ahead: it counts as delivered some of those, and would skip them.
+    if (delivered.Stream < new_from) return Status::OK();
+    uint64_t start = std::min(settled + 1, new_from);
+    if (!cursor_ && delivered.Stream > last) {
       start = first;  // nothing kept: read the stream again (the dedup records make repeats duplicates)
     }
     start = std::max(start, std::max<uint64_t>(first, 1));
+    const uint64_t floor_stream = settled;
     if (sub_ != nullptr) natsSubscription_Destroy(sub_);
     sub_ = nullptr;
     s = js_DeleteConsumer(link_->js(), options_.stream.c_str(), options_.durable.c_str(), nullptr, &err);
@@ -264,9 +267,9 @@ class InboundImpl final : public Inbound {
     if (Status made = Subscribe(start); !made.ok()) return made;
     consumer_resets_.fetch_add(1, std::memory_order_relaxed);
     spdlog::warn(
-        "walbus inbound {}: consumer was ahead of stream {} after a server restart (delivered up to {}, ack floor "
-        "{}, stream holds {}..{}, newest taken {}); made again from sequence {}",
-        options_.durable, options_.stream, delivered.Stream, floor.Stream, first, last,
+        "walbus inbound {}: consumer was ahead of stream {} after a server restart (delivered up to {}, settled "
+        "up to {}, stream holds {}..{}, newest taken {}); made again from sequence {}",
+        options_.durable, options_.stream, delivered.Stream, floor_stream, first, last,
         cursor_ ? cursor_->seq : 0, start);
     return Status::OK();
   }

@@ -359,6 +359,25 @@ TEST(InboundTest, ConsumerAheadOfItsStreamAfterAServerCrashIsMadeAgain) {
   ASSERT_TRUE(testing::Eventually([&] { return cloud.handled_count() == 250; }, 30s)) << cloud.handled_count();
   for (const Event& e : after) EXPECT_EQ(cloud.Effects(e.id), 1);
   EXPECT_EQ(in->Stats().consumer_resets, 1u);
+
+  // Again, with the consumer now made from a start sequence: it is made
+  // again from where the new messages begin, not from the stream's start.
+  ASSERT_TRUE(cloud.bus->WaitIdle(30s).ok());
+  std::this_thread::sleep_for(200ms);
+  in->Stop();
+  server.Kill();
+  ASSERT_GT(server.DropStreamTail(kStream, 2 << 10), 0u);
+  ASSERT_TRUE(server.Start());
+  std::vector<Event> later;
+  for (int i = 0; i < 20; ++i) {
+    later.push_back(MakeEvent("device-7", "orders.order-placed.v1", "c"));
+    ASSERT_TRUE(PublishEvent(server, later.back()));
+  }
+  ASSERT_TRUE(Inbound::Start(cloud.bus.get(), o, &in).ok());
+  ASSERT_TRUE(testing::Eventually([&] { return cloud.handled_count() == 270; }, 30s)) << cloud.handled_count();
+  for (const Event& e : later) EXPECT_EQ(cloud.Effects(e.id), 1);
+  EXPECT_EQ(in->Stats().consumer_resets, 1u);
+  EXPECT_LT(in->Stats().received, 100u) << "read again from near the new messages, not from the stream's start";
 }
 
 TEST(InboundTest, BadOptionsAreRefused) {

@@ -332,6 +332,31 @@ TEST(InboundTest, MalformedPositionIsQuarantined) {
   EXPECT_EQ(cloud.Effects(e.id), 0);
 }
 
+// With the consumer stopped: the server killed, its stream's tail lost (its
+// consumers keep their state, so they are ahead of it), started again and
+// given `count` new events; then the consumer started again, and every new
+// event must be taken once.
+void LoseTailThenTakeNewEvents(NatsServer& server, Node& node, const InboundOptions& o,
+                               std::unique_ptr<Inbound>* in, int count) {
+  const int before = node.handled_count();
+  ASSERT_TRUE(node.bus->WaitIdle(30s).ok());
+  std::this_thread::sleep_for(300ms);  // the consumer's acknowledgements reach its state file
+  (*in)->Stop();
+  server.Kill();
+  ASSERT_GT(server.DropStreamTail(kStream, 8 << 10), 0u);
+  ASSERT_TRUE(server.Start());
+  std::vector<Event> events;
+  for (int i = 0; i < count; ++i) {
+    events.push_back(MakeEvent("device-7", "orders.order-placed.v1", "b"));
+    ASSERT_TRUE(PublishEvent(server, events.back()));
+  }
+  ASSERT_TRUE(Inbound::Start(node.bus.get(), o, in).ok());
+  ASSERT_TRUE(testing::Eventually([&] { return node.handled_count() == before + count; }, 30s))
+      << node.handled_count() - before << " of " << count << " new events taken";
+  for (const Event& e : events) EXPECT_EQ(node.Effects(e.id), 1);
+  EXPECT_EQ((*in)->Stats().consumer_resets, 1u);
+}
+
 TEST(InboundTest, ConsumerAheadOfItsStreamAfterAServerCrashIsMadeAgain) {
   NatsServer server;
   ASSERT_TRUE(server.Start());
@@ -343,40 +368,10 @@ TEST(InboundTest, ConsumerAheadOfItsStreamAfterAServerCrashIsMadeAgain) {
   ASSERT_TRUE(Inbound::Start(cloud.bus.get(), o, &in).ok());
   for (int i = 0; i < 200; ++i) ASSERT_TRUE(PublishEvent(server, MakeEvent("device-7", "orders.order-placed.v1", "a")));
   ASSERT_TRUE(testing::Eventually([&] { return cloud.handled_count() == 200; }, 30s));
-  in->Stop();
-  std::this_thread::sleep_for(500ms);  // the consumer's acknowledgements reach its state file
-  // The stream loses its tail, its consumer keeps its state: the consumer
-  // is ahead, and would skip the sequences the stream stores next.
-  server.Kill();
-  ASSERT_GT(server.DropStreamTail(kStream, 8 << 10), 0u);
-  ASSERT_TRUE(server.Start());
-  std::vector<Event> after;
-  for (int i = 0; i < 50; ++i) {
-    after.push_back(MakeEvent("device-7", "orders.order-placed.v1", "b"));
-    ASSERT_TRUE(PublishEvent(server, after.back()));
-  }
-  ASSERT_TRUE(Inbound::Start(cloud.bus.get(), o, &in).ok());
-  ASSERT_TRUE(testing::Eventually([&] { return cloud.handled_count() == 250; }, 30s)) << cloud.handled_count();
-  for (const Event& e : after) EXPECT_EQ(cloud.Effects(e.id), 1);
-  EXPECT_EQ(in->Stats().consumer_resets, 1u);
-
+  LoseTailThenTakeNewEvents(server, cloud, o, &in, 50);
   // Again, with the consumer now made from a start sequence: it is made
   // again from where the new messages begin, not from the stream's start.
-  ASSERT_TRUE(cloud.bus->WaitIdle(30s).ok());
-  std::this_thread::sleep_for(200ms);
-  in->Stop();
-  server.Kill();
-  ASSERT_GT(server.DropStreamTail(kStream, 2 << 10), 0u);
-  ASSERT_TRUE(server.Start());
-  std::vector<Event> later;
-  for (int i = 0; i < 20; ++i) {
-    later.push_back(MakeEvent("device-7", "orders.order-placed.v1", "c"));
-    ASSERT_TRUE(PublishEvent(server, later.back()));
-  }
-  ASSERT_TRUE(Inbound::Start(cloud.bus.get(), o, &in).ok());
-  ASSERT_TRUE(testing::Eventually([&] { return cloud.handled_count() == 270; }, 30s)) << cloud.handled_count();
-  for (const Event& e : later) EXPECT_EQ(cloud.Effects(e.id), 1);
-  EXPECT_EQ(in->Stats().consumer_resets, 1u);
+  LoseTailThenTakeNewEvents(server, cloud, o, &in, 20);
   EXPECT_LT(in->Stats().received, 100u) << "read again from near the new messages, not from the stream's start";
 }
 

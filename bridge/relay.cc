@@ -35,8 +35,8 @@ using bridge::NatsLink;
 class RelayCore {
  public:
   RelayCore(Bus* bus, RelayOptions options, std::unique_ptr<NatsLink> link, std::string origin)
-      : bus_(bus), options_(std::move(options)), link_(std::move(link)), keys_(options_.subscriber_name),
-        origin_(std::move(origin)), process_tag_(Nonce()) {
+      : bus_(bus), options_(std::move(options)), keys_(options_.subscriber_name), origin_(std::move(origin)),
+        process_tag_(Nonce()), link_(std::move(link)) {
     link_->SetConnectedListener([this] { OnConnected(); });
     // Records of an earlier process are checked once connected.
     check_due_ = std::chrono::steady_clock::now();
@@ -459,7 +459,6 @@ class RelayCore {
 
   Bus* const bus_;
   const RelayOptions options_;
-  const std::unique_ptr<NatsLink> link_;
   const bridge::RelayKeys keys_;
   const std::string origin_;
   const uint64_t process_tag_;
@@ -479,7 +478,10 @@ class RelayCore {
   bool stopping_ = false;                       // GUARDED_BY(mu_)
   bool reconnect_check_pending_ = false;        // GUARDED_BY(mu_)
   std::optional<Clock::time_point> check_due_;  // GUARDED_BY(mu_)
-  std::thread checker_;                         // last: starts once the rest is built
+  // Destroyed before the state its callbacks touch: its destructor waits
+  // for the client's last callback.
+  const std::unique_ptr<NatsLink> link_;
+  std::thread checker_;  // last: starts once the rest is built
 };
 
 class RelayImpl final : public Relay {

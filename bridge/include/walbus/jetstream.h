@@ -124,7 +124,9 @@ struct RelayStats {
   uint64_t disconnects = 0;     // connections lost
   double offline_seconds = 0;   // total time without a connection
   // Relayed messages JetStream had acknowledged and no longer held, found
-  // when the relay checked its journal after a reconnection.
+  // when the relay checked its journal after a reconnection: counted at
+  // each check that finds them missing, so a message whose republish was
+  // cut short (the server went away again) counts again at the next one.
   uint64_t server_loss_detected = 0;
   uint64_t repaired = 0;         // of those, republished from the journal
   uint64_t journal_checks = 0;   // journal checks run

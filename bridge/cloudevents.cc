@@ -10,6 +10,7 @@
 #include <charconv>
 #include <cstdio>
 #include <ctime>
+#include <map>
 #include <optional>
 
 namespace walbus::bridge {
@@ -34,9 +35,75 @@ std::string Hex(const unsigned char* bytes, size_t n) {
   return out;
 }
 
-const std::string* Find(const Headers& headers, std::string_view name) {
+bool SameName(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (std::tolower(static_cast<unsigned char>(a[i])) != std::tolower(static_cast<unsigned char>(b[i]))) return false;
+  }
+  return true;
+}
+
+int HexDigit(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+}  // namespace
+
+const std::string* FindHeader(const Headers& headers, std::string_view name) {
   auto it = headers.find(std::string(name));
-  return it == headers.end() ? nullptr : &it->second;
+  if (it != headers.end()) return &it->second;
+  for (const auto& [key, value] : headers) {
+    if (SameName(key, name)) return &value;
+  }
+  return nullptr;
+}
+
+std::string PercentEncode(std::string_view value) {
+  static constexpr char kDigits[] = "0123456789ABCDEF";
+  std::string out;
+  out.reserve(value.size());
+  for (char ch : value) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (c > 0x20 && c < 0x7f && c != '"' && c != '%') {
+      out.push_back(ch);
+    } else {
+      out.push_back('%');
+      out.push_back(kDigits[c >> 4]);
+      out.push_back(kDigits[c & 0xf]);
+    }
+  }
+  return out;
+}
+
+Result<std::string> PercentDecode(std::string_view value) {
+  std::string out;
+  out.reserve(value.size());
+  for (size_t i = 0; i < value.size(); ++i) {
+    if (value[i] != '%') {
+      out.push_back(value[i]);
+      continue;
+    }
+    const int hi = i + 1 < value.size() ? HexDigit(value[i + 1]) : -1;
+    const int lo = i + 2 < value.size() ? HexDigit(value[i + 2]) : -1;
+    if (hi < 0 || lo < 0) return Status::InvalidArgument("malformed percent escape at byte " + std::to_string(i));
+    out.push_back(static_cast<char>(hi * 16 + lo));
+    i += 2;
+  }
+  return out;
+}
+
+namespace {
+
+// A ce-* attribute's value, percent-decoded; nullopt when absent.
+Result<std::optional<std::string>> Attribute(const Headers& headers, std::string_view name) {
+  const std::string* raw = FindHeader(headers, name);
+  if (raw == nullptr) return std::optional<std::string>();
+  Result<std::string> decoded = PercentDecode(*raw);
+  if (!decoded.ok()) return Status::InvalidArgument(std::string(name) + ": " + decoded.status().message());
+  return std::optional<std::string>(std::move(*decoded));
 }
 
 }  // namespace
@@ -46,12 +113,12 @@ Headers ToHeaders(const Event& event) {
   const std::string id = event.id.ToString();
   h["ce-specversion"] = std::string(kSpecVersion);
   h["ce-id"] = id;
-  h["ce-source"] = event.source;
-  h["ce-type"] = event.type;
-  h["ce-subject"] = event.subject;
+  h["ce-source"] = PercentEncode(event.source);
+  h["ce-type"] = PercentEncode(event.type);
+  h["ce-subject"] = PercentEncode(event.subject);
   h["ce-time"] = internal::FormatRfc3339(event.time);
-  if (!event.content_type.empty()) h["ce-datacontenttype"] = event.content_type;
-  if (!event.traceparent.empty()) h["ce-traceparent"] = event.traceparent;
+  if (!event.content_type.empty()) h["ce-datacontenttype"] = PercentEncode(event.content_type);
+  if (!event.traceparent.empty()) h["ce-traceparent"] = PercentEncode(event.traceparent);
   if (event.subject_version != 0) h["ce-subjectversion"] = std::to_string(event.subject_version);
   if (event.correlation_id) h["ce-correlationid"] = event.correlation_id->ToString();
   if (event.causation_id) h["ce-causationid"] = event.causation_id->ToString();
@@ -60,13 +127,17 @@ Headers ToHeaders(const Event& event) {
 }
 
 void SetPosition(const SenderPosition& position, Headers* headers) {
-  (*headers)[std::string(kSeqOriginHeader)] = position.origin;
+  (*headers)[std::string(kSeqOriginHeader)] = PercentEncode(position.origin);
   (*headers)[std::string(kSubjectSeqHeader)] = std::to_string(position.position);
 }
 
 Result<std::optional<SenderPosition>> ReadPosition(const Headers& headers) {
-  const std::string* origin = Find(headers, kSeqOriginHeader);
-  const std::string* seq = Find(headers, kSubjectSeqHeader);
+  Result<std::optional<std::string>> origin_value = Attribute(headers, kSeqOriginHeader);
+  Result<std::optional<std::string>> seq_value = Attribute(headers, kSubjectSeqHeader);
+  if (!origin_value.ok()) return origin_value.status();
+  if (!seq_value.ok()) return seq_value.status();
+  const std::string* origin = origin_value->has_value() ? &**origin_value : nullptr;
+  const std::string* seq = seq_value->has_value() ? &**seq_value : nullptr;
   if (origin == nullptr && seq == nullptr) return std::optional<SenderPosition>();
   if (origin == nullptr || seq == nullptr) {
     return Status::InvalidArgument("ce-subjectseq and ce-seqorigin must come together");
@@ -82,33 +153,52 @@ Result<std::optional<SenderPosition>> ReadPosition(const Headers& headers) {
 }
 
 Status FromHeaders(const Headers& headers, std::string body, Event* out) {
-  const std::string* spec = Find(headers, "ce-specversion");
+  std::map<std::string_view, std::string> attr;
+  for (const char* name : {"ce-specversion", "ce-id", "ce-source", "ce-type", "ce-subject", "ce-time",
+                           "ce-datacontenttype", "content-type", "ce-traceparent", "ce-subjectversion",
+                           "ce-correlationid", "ce-causationid"}) {
+    Result<std::optional<std::string>> v = Attribute(headers, name);
+    if (!v.ok()) return v.status();
+    if (v->has_value()) attr[name] = std::move(**v);
+  }
+  auto get = [&attr](std::string_view name) -> const std::string* {
+    auto it = attr.find(name);
+    return it == attr.end() ? nullptr : &it->second;
+  };
+  const std::string* spec = get("ce-specversion");
   if (spec == nullptr) return Status::InvalidArgument("no ce-specversion header: not a CloudEvent in binary mode");
   if (*spec != kSpecVersion) return Status::InvalidArgument("unsupported ce-specversion '" + *spec + "'");
-  Event e;
-  for (const char* required : {"ce-id", "ce-source", "ce-type", "ce-subject", "ce-time"}) {
-    const std::string* v = Find(headers, required);
+  for (const char* required : {"ce-id", "ce-source", "ce-type", "ce-time"}) {
+    const std::string* v = get(required);
     if (v == nullptr || v->empty()) return Status::InvalidArgument(std::string("missing header ") + required);
   }
-  auto id = EventId::Parse(*Find(headers, "ce-id"));
-  if (!id) return Status::InvalidArgument("ce-id is not a UUID: '" + *Find(headers, "ce-id") + "'");
+  Event e;
+  auto id = EventId::Parse(*get("ce-id"));
+  if (!id) return Status::InvalidArgument("ce-id is not a UUID: '" + *get("ce-id") + "'");
   e.id = *id;
-  e.source = *Find(headers, "ce-source");
-  e.type = *Find(headers, "ce-type");
-  e.subject = *Find(headers, "ce-subject");
-  if (!internal::ParseRfc3339(*Find(headers, "ce-time"), &e.time)) {
-    return Status::InvalidArgument("ce-time is not an RFC 3339 time: '" + *Find(headers, "ce-time") + "'");
+  e.source = *get("ce-source");
+  e.type = *get("ce-type");
+  // The subject is optional in CloudEvents: without one, an event is
+  // ordered by its source.
+  const std::string* subject = get("ce-subject");
+  e.subject = subject != nullptr && !subject->empty() ? *subject : e.source;
+  if (!internal::ParseRfc3339(*get("ce-time"), &e.time)) {
+    return Status::InvalidArgument("ce-time is not an RFC 3339 time: '" + *get("ce-time") + "'");
   }
-  if (const std::string* v = Find(headers, "ce-datacontenttype")) e.content_type = *v;
-  if (const std::string* v = Find(headers, "ce-traceparent")) e.traceparent = *v;
-  if (const std::string* v = Find(headers, "ce-subjectversion")) {
+  if (const std::string* v = get("ce-datacontenttype")) {
+    e.content_type = *v;
+  } else if (const std::string* c = get("content-type")) {
+    e.content_type = *c;
+  }
+  if (const std::string* v = get("ce-traceparent")) e.traceparent = *v;
+  if (const std::string* v = get("ce-subjectversion")) {
     auto [end, ec] = std::from_chars(v->data(), v->data() + v->size(), e.subject_version);
     if (ec != std::errc() || end != v->data() + v->size()) {
       return Status::InvalidArgument("ce-subjectversion is not a number: '" + *v + "'");
     }
   }
   for (auto [name, field] : {std::pair{"ce-correlationid", &e.correlation_id}, std::pair{"ce-causationid", &e.causation_id}}) {
-    if (const std::string* v = Find(headers, name)) {
+    if (const std::string* v = get(name)) {
       auto parsed = EventId::Parse(*v);
       if (!parsed) return Status::InvalidArgument(std::string(name) + " is not a UUID: '" + *v + "'");
       *field = *parsed;

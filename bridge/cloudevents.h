@@ -44,12 +44,28 @@ Result<std::optional<SenderPosition>> ReadPosition(const Headers& headers);
 // The headers of an event (ce-specversion, ce-id, ce-source, ce-type,
 // ce-subject, ce-time, and when set ce-datacontenttype, ce-traceparent,
 // ce-subjectversion, ce-correlationid, ce-causationid), plus Nats-Msg-Id.
+// Values are percent-encoded as the binding requires (PercentEncode), so
+// every byte of a subject, control characters included, arrives as sent.
 Headers ToHeaders(const Event& event);
 
-// The event a message carries. InvalidArgument naming what is wrong: a
-// missing or malformed required attribute, an unsupported specversion.
+// The event a message carries. Header names match in any case; values are
+// percent-decoded. The data's media type is ce-datacontenttype, else
+// content-type. A CloudEvent without a subject takes its source as its
+// subject, so its source orders it. InvalidArgument naming what is wrong:
+// a missing or malformed required attribute (id, source, type, time,
+// specversion), an unsupported specversion, a malformed percent escape.
 // The rules of the bus (type format, sizes) are checked by Bus::IngestEvent.
 Status FromHeaders(const Headers& headers, std::string body, Event* out);
+
+// The value of header `name`, matched in any case (header names are
+// case-insensitive); nullptr when absent.
+const std::string* FindHeader(const Headers& headers, std::string_view name);
+
+// The binding's encoding of a header value: a space, '"', '%' and every
+// byte outside printable ASCII become %XX (UTF-8 bytes, uppercase hex).
+std::string PercentEncode(std::string_view value);
+// Its inverse; InvalidArgument for a '%' not followed by two hex digits.
+Result<std::string> PercentDecode(std::string_view value);
 
 // Hex HMAC-SHA256 with `secret` over the length-prefixed id, type, source,
 // subject, time (RFC 3339 as in the ce-time header) and data of `event`.

@@ -280,19 +280,19 @@ class InboundImpl final : public Inbound {
       return "message of " + std::to_string(bytes) + " bytes exceeds the cap of " +
              std::to_string(options_.max_message_bytes);
     }
-    auto signature = headers.find(std::string(bridge::kSignatureHeader));
-    if (signature == headers.end()) {
+    const std::string* signature = bridge::FindHeader(headers, bridge::kSignatureHeader);
+    if (signature == nullptr) {
       if (options_.require_signature) return "unsigned message; a signature is required";
     } else {
-      auto key_id = headers.find(std::string(bridge::kKeyIdHeader));
-      if (key_id == headers.end()) return "signature without a key id";
-      auto key = options_.keys.find(key_id->second);
-      if (key == options_.keys.end()) return "signed with unknown key '" + key_id->second + "'";
+      const std::string* key_id = bridge::FindHeader(headers, bridge::kKeyIdHeader);
+      if (key_id == nullptr) return "signature without a key id";
+      auto key = options_.keys.find(*key_id);
+      if (key == options_.keys.end()) return "signed with unknown key '" + *key_id + "'";
       auto bound = options_.key_id_by_source.find(event.source);
-      if (bound != options_.key_id_by_source.end() && bound->second != key_id->second) {
-        return "key '" + key_id->second + "' may not sign for source '" + event.source + "'";
+      if (bound != options_.key_id_by_source.end() && bound->second != *key_id) {
+        return "key '" + *key_id + "' may not sign for source '" + event.source + "'";
       }
-      if (!bridge::SignatureMatches(event, key->second, signature->second)) return "signature does not match";
+      if (!bridge::SignatureMatches(event, key->second, *signature)) return "signature does not match";
     }
     if (!options_.allowed_types_by_source.empty()) {
       auto allowed = options_.allowed_types_by_source.find(event.source);

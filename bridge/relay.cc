@@ -333,9 +333,11 @@ class RelayCore {
     bridge::Headers headers;
     std::string body;
     if (!bridge::ParseMessageBytes(entry.message, &headers, &body)) return std::nullopt;
-    auto it = headers.find("ce-subject");
-    if (it == headers.end()) return std::nullopt;
-    return it->second;
+    const std::string* subject = bridge::FindHeader(headers, "ce-subject");
+    if (subject == nullptr) return std::nullopt;
+    Result<std::string> decoded = bridge::PercentDecode(*subject);
+    if (!decoded.ok()) return std::nullopt;
+    return *decoded;
   }
 
   void ReportLoss(const CheckReport& report, bool all_repaired) {

@@ -46,6 +46,56 @@ TEST(CloudEventsTest, HeadersRoundTripEveryAttribute) {
   EXPECT_EQ(out.data, in.data);
 }
 
+TEST(CloudEventsTest, HeaderValuesArePercentEncodedAndEveryByteComesBack) {
+  for (const std::string subject : {"pct%41x", "caf\xc3\xa9-\xe2\x82\xac", "with space", "quote\"d",
+                                    "evil\r\nce-type: forged.thing.v1", "tab\there"}) {
+    Event in = Sample();
+    in.subject = subject;
+    in.content_type = "text/plain; charset=utf-8";
+    const Headers h = ToHeaders(in);
+    for (char c : h.at("ce-subject")) {
+      EXPECT_TRUE(c > 0x20 && c < 0x7f && c != '"') << "raw byte " << int(static_cast<unsigned char>(c)) << " in "
+                                                     << h.at("ce-subject");
+    }
+    Event out;
+    ASSERT_TRUE(FromHeaders(h, in.data, &out).ok()) << subject;
+    EXPECT_EQ(out.subject, subject) << "the ordering key arrives as sent";
+    EXPECT_EQ(out.content_type, in.content_type);
+  }
+  Event in = Sample();
+  in.subject = "pct%41x with space";
+  EXPECT_EQ(ToHeaders(in).at("ce-subject"), "pct%2541x%20with%20space");
+  EXPECT_EQ(ToHeaders(Sample()).at("ce-source"), "device-7/orders") << "printable ASCII stays as it is";
+  EXPECT_EQ(*PercentDecode("a%20b%C3%A9"), "a b\xc3\xa9");
+  for (const char* bad : {"%", "%4", "%G1", "x%zz"}) {
+    EXPECT_EQ(PercentDecode(bad).status().code(), Status::Code::kInvalidArgument) << bad;
+  }
+}
+
+TEST(CloudEventsTest, WhatTheSdkSendsIsTaken) {
+  // As the CloudEvents SDK's binary mode writes it: names in another case,
+  // the media type as content-type, no subject.
+  const Event sample = Sample();
+  Headers h = {{"Ce-Specversion", "1.0"},
+               {"Ce-Id", sample.id.ToString()},
+               {"Ce-Source", "cloud/orders"},
+               {"Ce-Type", "orders.order-approved.v1"},
+               {"Ce-Time", "2026-12-01T10:00:00.000Z"},
+               {"content-type", "application/json"}};
+  Event out;
+  Status s = FromHeaders(h, "{}", &out);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(out.id, sample.id);
+  EXPECT_EQ(out.source, "cloud/orders");
+  EXPECT_EQ(out.subject, "cloud/orders") << "without a subject, the source orders it";
+  EXPECT_EQ(out.content_type, "application/json");
+  h["ce-datacontenttype"] = "text/plain";
+  ASSERT_TRUE(FromHeaders(h, "{}", &out).ok());
+  EXPECT_EQ(out.content_type, "text/plain") << "ce-datacontenttype wins over content-type";
+  EXPECT_EQ(*FindHeader(h, "CE-ID"), sample.id.ToString());
+  EXPECT_EQ(FindHeader(h, "ce-missing"), nullptr);
+}
+
 TEST(CloudEventsTest, MalformedHeadersAreRefusedWithTheReason) {
   const Headers good = ToHeaders(Sample());
   struct Case {
@@ -57,7 +107,7 @@ TEST(CloudEventsTest, MalformedHeadersAreRefusedWithTheReason) {
       {"ce-id", nullptr, "ce-id"},                   {"ce-id", "not-a-uuid", "not a UUID"},
       {"ce-type", nullptr, "ce-type"},               {"ce-source", "", "ce-source"},
       {"ce-time", "yesterday", "RFC 3339"},          {"ce-subjectversion", "12x", "not a number"},
-      {"ce-causationid", "x", "not a UUID"},
+      {"ce-causationid", "x", "not a UUID"},          {"ce-subject", "bad%zz", "percent escape"},
   };
   for (const Case& c : cases) {
     Headers h = good;

@@ -8,11 +8,11 @@
 #include <thread>
 #include <unordered_map>
 
+#include "bridge/bridge_metrics.h"
 #include "bridge/cloudevents.h"
 #include "bridge/nats_link.h"
 #include "bridge/relay_journal.h"
 #include "bus/log_limiter.h"
-#include "bus/metrics.h"
 #include "walbus/jetstream.h"
 
 namespace walbus::jetstream {
@@ -30,6 +30,69 @@ bool TypeAllowed(const std::vector<std::string>& allowed, const std::string& typ
   }
   return false;
 }
+
+// What an inbound consumer counts, in this process.
+struct InboundCounters {
+  std::atomic<bool> connected{false};
+  std::atomic<uint64_t> received{0}, ingested{0}, duplicates{0}, skipped{0}, quarantined{0}, naks{0};
+  std::atomic<uint64_t> held{0}, gaps_taken{0}, skipped_positions{0}, late{0}, consumer_resets{0};
+
+  InboundStats Read() const {
+    InboundStats s;
+    s.connected = connected.load(std::memory_order_relaxed);
+    s.received = received.load(std::memory_order_relaxed);
+    s.ingested = ingested.load(std::memory_order_relaxed);
+    s.duplicates = duplicates.load(std::memory_order_relaxed);
+    s.skipped = skipped.load(std::memory_order_relaxed);
+    s.quarantined = quarantined.load(std::memory_order_relaxed);
+    s.naks = naks.load(std::memory_order_relaxed);
+    s.held = held.load(std::memory_order_relaxed);
+    s.gaps = gaps_taken.load(std::memory_order_relaxed);
+    s.skipped_positions = skipped_positions.load(std::memory_order_relaxed);
+    s.late = late.load(std::memory_order_relaxed);
+    s.consumer_resets = consumer_resets.load(std::memory_order_relaxed);
+    return s;
+  }
+};
+
+// walbus_inbound_*, one series per durable consumer.
+class InboundMetrics final : public MetricsSource {
+ public:
+  InboundMetrics(std::shared_ptr<const InboundCounters> counters, std::string durable)
+      : counters_(std::move(counters)), durable_(std::move(durable)) {}
+
+  void CollectMetrics(std::vector<MetricFamily>* out) const override {
+    const InboundStats s = counters_->Read();
+    const MetricLabel label{"consumer", durable_};
+    bridge::AddSeries(out, "walbus_inbound_connected", MetricType::kGauge, "1 while the consumer is connected to NATS.",
+                      label, s.connected ? 1 : 0);
+    const struct {
+      const char* name;
+      const char* help;
+      uint64_t value;
+    } counters[] = {
+        {"walbus_inbound_received_total", "Messages fetched.", s.received},
+        {"walbus_inbound_ingested_total", "Messages committed into the bus.", s.ingested},
+        {"walbus_inbound_duplicates_total", "Messages already taken, acknowledged without effect.", s.duplicates},
+        {"walbus_inbound_skipped_total", "The bus's own events, acknowledged without effect.", s.skipped},
+        {"walbus_inbound_quarantined_total", "Messages refused, quarantined and terminated.", s.quarantined},
+        {"walbus_inbound_naks_total", "Local failures; the message comes again later.", s.naks},
+        {"walbus_inbound_held_total", "Messages early in their sender's order, delivered again later.", s.held},
+        {"walbus_inbound_gaps_total", "Gaps in a sender's order given up on after gap_timeout.", s.gaps},
+        {"walbus_inbound_skipped_positions_total", "Positions skipped by those gaps.", s.skipped_positions},
+        {"walbus_inbound_late_total", "Skipped messages taken after all, out of order.", s.late},
+        {"walbus_inbound_consumer_resets_total", "Times the consumer was found ahead of its stream and made again.",
+         s.consumer_resets},
+    };
+    for (const auto& c : counters) {
+      bridge::AddSeries(out, c.name, MetricType::kCounter, c.help, label, static_cast<double>(c.value));
+    }
+  }
+
+ private:
+  const std::shared_ptr<const InboundCounters> counters_;
+  const std::string durable_;
+};
 
 class InboundImpl final : public Inbound {
  public:
@@ -54,53 +117,14 @@ class InboundImpl final : public Inbound {
     link_.reset();
   }
 
-  InboundStats Stats() const override {
-    InboundStats s;
-    s.connected = connected_.load(std::memory_order_relaxed);
-    s.received = received_.load(std::memory_order_relaxed);
-    s.ingested = ingested_.load(std::memory_order_relaxed);
-    s.duplicates = duplicates_.load(std::memory_order_relaxed);
-    s.skipped = skipped_.load(std::memory_order_relaxed);
-    s.quarantined = quarantined_.load(std::memory_order_relaxed);
-    s.naks = naks_.load(std::memory_order_relaxed);
-    s.held = held_.load(std::memory_order_relaxed);
-    s.gaps = gaps_taken_.load(std::memory_order_relaxed);
-    s.skipped_positions = skipped_positions_.load(std::memory_order_relaxed);
-    s.late = late_.load(std::memory_order_relaxed);
-    s.consumer_resets = consumer_resets_.load(std::memory_order_relaxed);
-    return s;
-  }
+  InboundStats Stats() const override { return counters_->Read(); }
 
   std::string MetricsText() const override {
-    const InboundStats s = Stats();
-    const std::string label = internal::MetricsWriter::Label("consumer", options_.durable);
-    internal::MetricsWriter w;
-    w.Family("walbus_inbound_connected", "gauge", "1 while the consumer is connected to NATS.");
-    w.Sample("walbus_inbound_connected", label, s.connected ? 1 : 0);
-    const struct {
-      const char* name;
-      const char* help;
-      uint64_t value;
-    } counters[] = {
-        {"walbus_inbound_received_total", "Messages fetched.", s.received},
-        {"walbus_inbound_ingested_total", "Messages committed into the bus.", s.ingested},
-        {"walbus_inbound_duplicates_total", "Messages already taken, acknowledged without effect.", s.duplicates},
-        {"walbus_inbound_skipped_total", "The bus's own events, acknowledged without effect.", s.skipped},
-        {"walbus_inbound_quarantined_total", "Messages refused, quarantined and terminated.", s.quarantined},
-        {"walbus_inbound_naks_total", "Local failures; the message comes again later.", s.naks},
-        {"walbus_inbound_held_total", "Messages early in their sender's order, delivered again later.", s.held},
-        {"walbus_inbound_gaps_total", "Gaps in a sender's order given up on after gap_timeout.", s.gaps},
-        {"walbus_inbound_skipped_positions_total", "Positions skipped by those gaps.", s.skipped_positions},
-        {"walbus_inbound_late_total", "Skipped messages taken after all, out of order.", s.late},
-        {"walbus_inbound_consumer_resets_total", "Times the consumer was found ahead of its stream and made again.",
-         s.consumer_resets},
-    };
-    for (const auto& c : counters) {
-      w.Family(c.name, "counter", c.help);
-      w.Sample(c.name, label, static_cast<double>(c.value));
-    }
-    return w.text();
+    std::vector<MetricFamily> families;
+    metrics_->CollectMetrics(&families);
+    return PrometheusText(families);
   }
+  std::shared_ptr<const MetricsSource> metrics() const { return metrics_; }
 
  private:
   bool Sleep(std::chrono::milliseconds d) {
@@ -115,7 +139,7 @@ class InboundImpl final : public Inbound {
   // Owned thread: subscribes once connected, then fetches until Stop().
   void Run() {
     while (!stopping()) {
-      connected_.store(link_->connected(), std::memory_order_relaxed);
+      counters_->connected.store(link_->connected(), std::memory_order_relaxed);
       if (!link_->connected()) {
         Sleep(50ms);
         continue;
@@ -265,7 +289,7 @@ class InboundImpl final : public Inbound {
     s = js_DeleteConsumer(link_->js(), options_.stream.c_str(), options_.durable.c_str(), nullptr, &err);
     if (s != NATS_OK && s != NATS_NOT_FOUND) return bridge::FromNats(s, "delete consumer " + options_.durable);
     if (Status made = Subscribe(start); !made.ok()) return made;
-    consumer_resets_.fetch_add(1, std::memory_order_relaxed);
+    counters_->consumer_resets.fetch_add(1, std::memory_order_relaxed);
     spdlog::warn(
         "walbus inbound {}: consumer was ahead of stream {} after a server restart (delivered up to {}, settled "
         "up to {}, stream holds {}..{}, newest taken {}); made again from sequence {}",
@@ -305,7 +329,7 @@ class InboundImpl final : public Inbound {
   }
 
   void Process(natsMsg* msg) {
-    received_.fetch_add(1, std::memory_order_relaxed);
+    counters_->received.fetch_add(1, std::memory_order_relaxed);
     const bridge::Headers headers = bridge::ReadHeaders(msg);
     const char* data = natsMsg_GetData(msg);
     const std::string body(data == nullptr ? "" : data, static_cast<size_t>(natsMsg_GetDataLength(msg)));
@@ -330,12 +354,12 @@ class InboundImpl final : public Inbound {
         Nak(msg, q);  // Keep it on the server until it can be recorded.
         return;
       }
-      quarantined_.fetch_add(1, std::memory_order_relaxed);
+      counters_->quarantined.fetch_add(1, std::memory_order_relaxed);
       Settle(msg, /*terminate=*/true);
       return;
     }
     if (!options_.skip_source.empty() && event.source == options_.skip_source) {
-      skipped_.fetch_add(1, std::memory_order_relaxed);
+      counters_->skipped.fetch_add(1, std::memory_order_relaxed);
       Settle(msg, /*terminate=*/false);
       return;
     }
@@ -377,7 +401,7 @@ class InboundImpl final : public Inbound {
     Result<IngestResult> r = bus_->IngestEvent(event, ingest);
     if (r.ok() && r->disposition == IngestDisposition::kAhead) {
       if (!GapTimedOut(ingest.order_key, r->next_position)) {
-        held_.fetch_add(1, std::memory_order_relaxed);
+        counters_->held.fetch_add(1, std::memory_order_relaxed);
         natsMsg_NakWithDelay(msg, options_.hold_delay.count(), nullptr);
         return;
       }
@@ -388,21 +412,21 @@ class InboundImpl final : public Inbound {
     if (r.ok()) {
       if (position) gaps_.erase(ingest.order_key);
       switch (r->disposition) {
-        case IngestDisposition::kDuplicate: duplicates_.fetch_add(1, std::memory_order_relaxed); break;
+        case IngestDisposition::kDuplicate: counters_->duplicates.fetch_add(1, std::memory_order_relaxed); break;
         case IngestDisposition::kLate:
-          late_.fetch_add(1, std::memory_order_relaxed);
-          ingested_.fetch_add(1, std::memory_order_relaxed);
+          counters_->late.fetch_add(1, std::memory_order_relaxed);
+          counters_->ingested.fetch_add(1, std::memory_order_relaxed);
           spdlog::warn("walbus inbound {}: event {} of subject '{}' (position {}) arrived after its gap was skipped; "
                        "taken out of order",
                        options_.durable, event.id.ToString(), event.subject, position ? position->position : 0);
           break;
-        default: ingested_.fetch_add(1, std::memory_order_relaxed); break;
+        default: counters_->ingested.fetch_add(1, std::memory_order_relaxed); break;
       }
       // A lost ack only brings the message back, and the dedup record
       // makes that a duplicate.
       Settle(msg, /*terminate=*/false);
     } else if (r.status().code() == Status::Code::kInvalidArgument) {
-      quarantined_.fetch_add(1, std::memory_order_relaxed);  // the bus quarantined it
+      counters_->quarantined.fetch_add(1, std::memory_order_relaxed);  // the bus quarantined it
       Settle(msg, /*terminate=*/true);
     } else {
       Nak(msg, r.status());
@@ -410,8 +434,8 @@ class InboundImpl final : public Inbound {
   }
 
   void ReportGap(const Event& event, const bridge::SenderPosition& position, uint64_t skipped) {
-    gaps_taken_.fetch_add(1, std::memory_order_relaxed);
-    skipped_positions_.fetch_add(skipped, std::memory_order_relaxed);
+    counters_->gaps_taken.fetch_add(1, std::memory_order_relaxed);
+    counters_->skipped_positions.fetch_add(skipped, std::memory_order_relaxed);
     spdlog::error(
         "walbus inbound {}: source '{}' subject '{}' (origin {}): positions {}..{} did not arrive within {} ms; "
         "skipped, and position {} taken",
@@ -467,7 +491,7 @@ class InboundImpl final : public Inbound {
   }
 
   void Nak(natsMsg* msg, const Status& why) {
-    naks_.fetch_add(1, std::memory_order_relaxed);
+    counters_->naks.fetch_add(1, std::memory_order_relaxed);
     Warn("take a message in", why);
     natsMsg_NakWithDelay(msg, options_.nak_delay.count(), nullptr);
   }
@@ -489,9 +513,9 @@ class InboundImpl final : public Inbound {
   std::mutex mu_;
   std::condition_variable wake_;
   bool stopping_ = false;  // GUARDED_BY(mu_)
-  std::atomic<bool> connected_{false};
-  std::atomic<uint64_t> received_{0}, ingested_{0}, duplicates_{0}, skipped_{0}, quarantined_{0}, naks_{0};
-  std::atomic<uint64_t> held_{0}, gaps_taken_{0}, skipped_positions_{0}, late_{0}, consumer_resets_{0};
+  // Shared with the bus's metrics, which may read them after this is gone.
+  const std::shared_ptr<InboundCounters> counters_ = std::make_shared<InboundCounters>();
+  const std::shared_ptr<const MetricsSource> metrics_ = std::make_shared<InboundMetrics>(counters_, options_.durable);
   // Used by thread_ alone.
   // @{
   struct Gap {
@@ -540,7 +564,9 @@ Status Inbound::Start(Bus* bus, InboundOptions options, std::unique_ptr<Inbound>
   }
   std::unique_ptr<NatsLink> link;
   if (Status s = NatsLink::Open(options.connection, &link); !s.ok()) return s;
-  *out = std::make_unique<InboundImpl>(bus, std::move(options), std::move(link));
+  auto inbound = std::make_unique<InboundImpl>(bus, std::move(options), std::move(link));
+  if (Status s = bus->AddMetricsSource(inbound->metrics()); !s.ok()) return s;
+  *out = std::move(inbound);
   return Status::OK();
 }
 

@@ -12,11 +12,11 @@
 #include <thread>
 #include <vector>
 
+#include "bridge/bridge_metrics.h"
 #include "bridge/cloudevents.h"
 #include "bridge/nats_link.h"
 #include "bridge/relay_journal.h"
 #include "bus/log_limiter.h"
-#include "bus/metrics.h"
 #include "walbus/jetstream.h"
 
 namespace walbus::jetstream {
@@ -486,6 +486,47 @@ class RelayCore {
   std::thread checker_;  // last: starts once the rest is built
 };
 
+// walbus_relay_*, one series per relay.
+class RelayMetrics final : public MetricsSource {
+ public:
+  explicit RelayMetrics(std::shared_ptr<RelayCore> core) : core_(std::move(core)) {}
+
+  void CollectMetrics(std::vector<MetricFamily>* out) const override {
+    const RelayStats s = core_->Stats();
+    const MetricLabel label{"relay", core_->options().subscriber_name};
+    const struct {
+      const char* name;
+      MetricType type;
+      const char* help;
+      double value;
+    } series[] = {
+        {"walbus_relay_connected", MetricType::kGauge, "1 while the relay is connected to NATS.",
+         s.connected ? 1.0 : 0.0},
+        {"walbus_relay_published_total", MetricType::kCounter, "Events JetStream acknowledged.",
+         double(s.published)},
+        {"walbus_relay_duplicates_total", MetricType::kCounter, "Republished events JetStream recognised by their id.",
+         double(s.duplicates)},
+        {"walbus_relay_publish_errors_total", MetricType::kCounter, "Publishes that failed and wait for a retry.",
+         double(s.publish_errors)},
+        {"walbus_relay_disconnects_total", MetricType::kCounter, "Times the connection to NATS was lost.",
+         double(s.disconnects)},
+        {"walbus_relay_offline_seconds_total", MetricType::kCounter, "Time spent without a connection to NATS.",
+         s.offline_seconds},
+        {"walbus_relay_server_loss_detected_total", MetricType::kCounter,
+         "Acknowledged messages the server no longer held, found by a journal check.", double(s.server_loss_detected)},
+        {"walbus_relay_server_loss_repaired_total", MetricType::kCounter, "Lost messages republished from the journal.",
+         double(s.repaired)},
+        {"walbus_relay_server_loss_unrepairable_total", MetricType::kCounter,
+         "Times the stream was gone after the relay had published to it.", double(s.unrepairable_losses)},
+        {"walbus_relay_journal_checks_total", MetricType::kCounter, "Journal checks run.", double(s.journal_checks)},
+    };
+    for (const auto& m : series) bridge::AddSeries(out, m.name, m.type, m.help, label, m.value);
+  }
+
+ private:
+  const std::shared_ptr<RelayCore> core_;
+};
+
 class RelayImpl final : public Relay {
  public:
   explicit RelayImpl(std::shared_ptr<RelayCore> core) : core_(std::move(core)) {}
@@ -495,36 +536,15 @@ class RelayImpl final : public Relay {
   RelayStats Stats() const override { return core_->Stats(); }
 
   std::string MetricsText() const override {
-    const RelayStats s = core_->Stats();
-    const std::string label = internal::MetricsWriter::Label("relay", core_->options().subscriber_name);
-    internal::MetricsWriter w;
-    w.Family("walbus_relay_connected", "gauge", "1 while the relay is connected to NATS.");
-    w.Sample("walbus_relay_connected", label, s.connected ? 1 : 0);
-    w.Family("walbus_relay_published_total", "counter", "Events JetStream acknowledged.");
-    w.Sample("walbus_relay_published_total", label, static_cast<double>(s.published));
-    w.Family("walbus_relay_duplicates_total", "counter", "Republished events JetStream recognised by their id.");
-    w.Sample("walbus_relay_duplicates_total", label, static_cast<double>(s.duplicates));
-    w.Family("walbus_relay_publish_errors_total", "counter", "Publishes that failed and wait for a retry.");
-    w.Sample("walbus_relay_publish_errors_total", label, static_cast<double>(s.publish_errors));
-    w.Family("walbus_relay_disconnects_total", "counter", "Times the connection to NATS was lost.");
-    w.Sample("walbus_relay_disconnects_total", label, static_cast<double>(s.disconnects));
-    w.Family("walbus_relay_offline_seconds_total", "counter", "Time spent without a connection to NATS.");
-    w.Sample("walbus_relay_offline_seconds_total", label, s.offline_seconds);
-    w.Family("walbus_relay_server_loss_detected_total", "counter",
-             "Acknowledged messages the server no longer held, found by a journal check.");
-    w.Sample("walbus_relay_server_loss_detected_total", label, static_cast<double>(s.server_loss_detected));
-    w.Family("walbus_relay_server_loss_repaired_total", "counter", "Lost messages republished from the journal.");
-    w.Sample("walbus_relay_server_loss_repaired_total", label, static_cast<double>(s.repaired));
-    w.Family("walbus_relay_server_loss_unrepairable_total", "counter",
-             "Times the stream was gone after the relay had published to it.");
-    w.Sample("walbus_relay_server_loss_unrepairable_total", label, static_cast<double>(s.unrepairable_losses));
-    w.Family("walbus_relay_journal_checks_total", "counter", "Journal checks run.");
-    w.Sample("walbus_relay_journal_checks_total", label, static_cast<double>(s.journal_checks));
-    return w.text();
+    std::vector<MetricFamily> families;
+    metrics_->CollectMetrics(&families);
+    return PrometheusText(families);
   }
+  std::shared_ptr<const MetricsSource> metrics() const { return metrics_; }
 
  private:
   std::shared_ptr<RelayCore> core_;
+  std::shared_ptr<const MetricsSource> metrics_ = std::make_shared<RelayMetrics>(core_);
 };
 
 // The relay's origin id, made and committed on its first Attach.
@@ -566,7 +586,9 @@ Status Relay::Attach(Bus* bus, RelayOptions options, std::unique_ptr<Relay>* out
   subscriber.retry = options.retry;
   subscriber.handler = [core](const Event& event, HandlerContext& ctx) { return core->Handle(event, ctx); };
   if (Status s = bus->Subscribe(std::move(subscriber)); !s.ok()) return s;
-  *out = std::make_unique<RelayImpl>(std::move(core));
+  auto relay = std::make_unique<RelayImpl>(std::move(core));
+  if (Status s = bus->AddMetricsSource(relay->metrics()); !s.ok()) return s;
+  *out = std::move(relay);
   return Status::OK();
 }
 

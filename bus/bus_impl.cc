@@ -683,31 +683,15 @@ double BusImpl::AgeOfSeconds(uint64_t seq) {
   return std::max(0.0, std::chrono::duration<double>(options_.clock->WallNow() - *time).count());
 }
 
-std::string BusImpl::MetricsText() {
+std::string BusImpl::MetricsText() { return PrometheusText(Metrics()); }
+
+std::vector<MetricFamily> BusImpl::Metrics() {
   // Closed (or closing): the figures held in memory, without storage's.
   InCall call(this);
   const bool read_storage = call.admitted();
   const BusStats stats = Stats();
   MetricsWriter w;
-  w.Family("walbus_events_published_total", "counter", "Events committed to the outbox, by type.");
-  for (const auto& [type, n] : committer_->PublishedByType()) {
-    w.Sample("walbus_events_published_total", MetricsWriter::Label("type", type), static_cast<double>(n));
-  }
-  w.Family("walbus_commits_total", "counter", "Commits (transactions, handler completions, checkpoints) written.");
-  w.Sample("walbus_commits_total", "", static_cast<double>(stats.commits));
-  w.Family("walbus_storage_write_failures_total", "counter",
-           "Writes storage refused: no_space (a full disk) or other (I/O errors).");
-  w.Sample("walbus_storage_write_failures_total", MetricsWriter::Label("reason", "no_space"),
-           static_cast<double>(stats.write_failures_no_space));
-  w.Sample("walbus_storage_write_failures_total", MetricsWriter::Label("reason", "other"),
-           static_cast<double>(stats.write_failures_other));
-  w.Family("walbus_storage_writes_failing", "gauge",
-           "1 while the newest write failed: commits fail until storage recovers.");
-  w.Sample("walbus_storage_writes_failing", "", stats.writes_failing ? 1 : 0);
-  w.Family("walbus_commit_batch_size", "histogram", "Commits written together in one group (one write, one fsync).");
-  w.HistogramSamples("walbus_commit_batch_size", "", committer_->group_sizes().Read());
-  w.Family("walbus_commit_write_duration_seconds", "histogram", "Time to write one commit group to storage.");
-  w.HistogramSamples("walbus_commit_write_duration_seconds", "", committer_->write_seconds().Read());
+  WriteCommitMetrics(w, stats);
   std::vector<SubscriberProgress> progress;
   uint64_t min_checkpoint = stats.last_seq;
   for (const auto& s : stats.subscribers) {
@@ -718,77 +702,168 @@ std::string BusImpl::MetricsText() {
   WriteProgressMetrics(w, stats.last_seq,
                        read_storage && min_checkpoint < stats.last_seq ? AgeOfSeconds(min_checkpoint + 1) : 0,
                        progress);
+  WriteProcessSubscriberMetrics(w, stats);
+  if (read_storage) WriteReplayMetrics(w);
+  WriteQuarantineMetrics(w);
+  if (read_storage) WriteStorageMetrics(w);
+  std::vector<MetricFamily> families = w.TakeFamilies();
+  for (const auto& source : LiveMetricsSources()) source->CollectMetrics(&families);
+  return families;
+}
 
-  // What only a running process knows.
+std::vector<std::shared_ptr<const MetricsSource>> BusImpl::LiveMetricsSources() {
+  std::vector<std::shared_ptr<const MetricsSource>> live;
+  std::lock_guard<std::mutex> lock(metrics_sources_mu_);
+  std::erase_if(metrics_sources_, [&](const std::weak_ptr<const MetricsSource>& weak) {
+    std::shared_ptr<const MetricsSource> source = weak.lock();
+    if (source == nullptr) return true;
+    live.push_back(std::move(source));
+    return false;
+  });
+  return live;
+}
+
+Status BusImpl::AddMetricsSource(std::weak_ptr<const MetricsSource> source) {
+  const std::shared_ptr<const MetricsSource> added = source.lock();
+  if (added == nullptr) return Status::InvalidArgument("AddMetricsSource: no source (null or destroyed)");
+  for (const auto& live : LiveMetricsSources()) {
+    if (live == added) return Status::InvalidArgument("AddMetricsSource: the source was added already");
+  }
+  std::lock_guard<std::mutex> lock(metrics_sources_mu_);
+  metrics_sources_.push_back(std::move(source));
+  return Status::OK();
+}
+
+void BusImpl::WriteCommitMetrics(MetricsWriter& w, const BusStats& stats) {
+  w.Family("walbus_events_published_total", MetricType::kCounter, "Events committed to the outbox, by type.");
+  for (const auto& [type, n] : committer_->PublishedByType()) {
+    w.Sample("walbus_events_published_total", MetricsWriter::Label("type", type), static_cast<double>(n));
+  }
+  w.Family("walbus_commits_total", MetricType::kCounter,
+           "Commits (transactions, handler completions, checkpoints) written.");
+  w.Sample("walbus_commits_total", {}, static_cast<double>(stats.commits));
+  w.Family("walbus_storage_write_failures_total", MetricType::kCounter,
+           "Writes storage refused: no_space (a full disk) or other (I/O errors).");
+  w.Sample("walbus_storage_write_failures_total", MetricsWriter::Label("reason", "no_space"),
+           static_cast<double>(stats.write_failures_no_space));
+  w.Sample("walbus_storage_write_failures_total", MetricsWriter::Label("reason", "other"),
+           static_cast<double>(stats.write_failures_other));
+  w.Family("walbus_storage_writes_failing", MetricType::kGauge,
+           "1 while the newest write failed: commits fail until storage recovers.");
+  w.Sample("walbus_storage_writes_failing", {}, stats.writes_failing ? 1 : 0);
+  w.Family("walbus_commit_batch_size", MetricType::kHistogram,
+           "Commits written together in one group (one write, one fsync).");
+  w.HistogramSamples("walbus_commit_batch_size", {}, committer_->group_sizes().Read());
+  w.Family("walbus_commit_write_duration_seconds", MetricType::kHistogram, "Time to write one commit group to storage.");
+  w.HistogramSamples("walbus_commit_write_duration_seconds", {}, committer_->write_seconds().Read());
+}
+
+namespace {
+
+// A durable count less its value at open; 0 should it have gone down.
+double CountedSince(uint64_t now, uint64_t at_open) { return now >= at_open ? double(now - at_open) : 0; }
+
+}  // namespace
+
+void BusImpl::WriteProcessSubscriberMetrics(MetricsWriter& w, const BusStats& stats) {
+  // The durable counts less what they were when this process opened the
+  // database: counters that start from zero here.
+  std::map<std::string, DurableCounters> at_open;
+  {
+    std::lock_guard<std::mutex> lock(registry_.mu);
+    for (const auto& [name, e] : registry_.by_name) at_open[name] = e.durable;
+  }
   struct PerSubscriber {
     const char* name;
-    const char* type;
+    MetricType type;
     const char* help;
-    double (*value)(const SubscriberStats&);
+    double (*value)(const SubscriberStats&, const DurableCounters& at_open);
   };
   static const PerSubscriber kPerSubscriber[] = {
-      {"walbus_subscriber_retries_total", "counter", "Handler attempts that failed and were retried (this process).",
-       [](const SubscriberStats& s) { return double(s.retries); }},
-      {"walbus_subscriber_pauses_total", "counter", "Times the subscriber paused on an unknown version (this process).",
-       [](const SubscriberStats& s) { return double(s.pauses); }},
-      {"walbus_subscriber_paused", "gauge", "1 while the subscriber waits for an upcaster.",
-       [](const SubscriberStats& s) { return s.paused ? 1.0 : 0.0; }},
-      {"walbus_subscriber_in_flight_events", "gauge", "Events fetched into memory and not completed.",
-       [](const SubscriberStats& s) { return double(s.in_flight); }},
+      {"walbus_subscriber_handled_total", MetricType::kCounter, "Events whose handler effects committed.",
+       [](const SubscriberStats& s, const DurableCounters& o) { return CountedSince(s.handled, o.handled); }},
+      {"walbus_subscriber_duplicates_total", MetricType::kCounter, "Redeliveries the inbox recognised and skipped.",
+       [](const SubscriberStats& s, const DurableCounters& o) { return CountedSince(s.duplicates, o.duplicates); }},
+      {"walbus_subscriber_dead_lettered_total", MetricType::kCounter, "Events sent to the dead-letter store.",
+       [](const SubscriberStats& s, const DurableCounters& o) { return CountedSince(s.dead_lettered, o.dead_lettered); }},
+      {"walbus_subscriber_stale_skipped_total", MetricType::kCounter,
+       "Events skipped as older than the applied version.",
+       [](const SubscriberStats& s, const DurableCounters& o) { return CountedSince(s.stale_skipped, o.stale_skipped); }},
+      {"walbus_subscriber_retries_total", MetricType::kCounter, "Handler attempts that failed and were retried.",
+       [](const SubscriberStats& s, const DurableCounters&) { return double(s.retries); }},
+      {"walbus_subscriber_pauses_total", MetricType::kCounter, "Times the subscriber paused on an unknown version.",
+       [](const SubscriberStats& s, const DurableCounters&) { return double(s.pauses); }},
+      {"walbus_subscriber_paused", MetricType::kGauge, "1 while the subscriber waits for an upcaster.",
+       [](const SubscriberStats& s, const DurableCounters&) { return s.paused ? 1.0 : 0.0; }},
+      {"walbus_subscriber_in_flight_events", MetricType::kGauge, "Events fetched into memory and not completed.",
+       [](const SubscriberStats& s, const DurableCounters&) { return double(s.in_flight); }},
   };
   for (const PerSubscriber& m : kPerSubscriber) {
     w.Family(m.name, m.type, m.help);
-    for (const auto& s : stats.subscribers) w.Sample(m.name, MetricsWriter::Label("subscriber", s.name), m.value(s));
-  }
-  w.Family("walbus_subscriber_handler_duration_seconds", "histogram", "Time one handler call took.");
-  {
-    std::lock_guard<std::mutex> lock(registry_.mu);
-    for (const auto& [name, e] : registry_.by_name) {
-      if (e.active == nullptr) continue;
-      w.HistogramSamples("walbus_subscriber_handler_duration_seconds", MetricsWriter::Label("subscriber", name),
-                         e.active->handler_seconds.Read());
+    for (const auto& s : stats.subscribers) {
+      w.Sample(m.name, MetricsWriter::Label("subscriber", s.name), m.value(s, at_open[s.name]));
     }
   }
-  if (read_storage) {
-    // Replays, from their records (as current as the last checkpoint).
-    std::vector<std::pair<uint64_t, storage::ReplayRecord>> replays;
-    LoadReplays([&](uint64_t id, storage::ReplayRecord& r) { replays.emplace_back(id, std::move(r)); }).IgnoreError();
-    w.Family("walbus_replays_running", "gauge", "Replays recorded and not ended, by subscriber.");
-    std::map<std::string, int> running;
-    for (const auto& [id, r] : replays) running[r.subscriber] += r.state == static_cast<uint8_t>(ReplayState::kRunning);
-    for (const auto& [name, n] : running) w.Sample("walbus_replays_running", MetricsWriter::Label("subscriber", name), n);
-    w.Family("walbus_replay_events_total", "counter",
-             "Events of replays, ended or running, by subscriber and outcome (selected, delivered, skipped, failed).");
-    std::map<std::string, std::array<uint64_t, 4>> events;
-    for (const auto& [id, r] : replays) {
-      auto& e = events[r.subscriber];
-      e[0] += r.selected, e[1] += r.delivered, e[2] += r.skipped, e[3] += r.failed;
-    }
-    static const char* const kOutcomes[] = {"selected", "delivered", "skipped", "failed"};
-    for (const auto& [name, e] : events) {
-      for (size_t i = 0; i < 4; ++i) {
-        w.Sample("walbus_replay_events_total",
-                 MetricsWriter::Label("subscriber", name) + "," + MetricsWriter::Label("outcome", kOutcomes[i]),
-                 static_cast<double>(e[i]));
-      }
+  w.Family("walbus_subscriber_handler_duration_seconds", MetricType::kHistogram, "Time one handler call took.");
+  std::lock_guard<std::mutex> lock(registry_.mu);
+  for (const auto& [name, e] : registry_.by_name) {
+    if (e.active == nullptr) continue;
+    w.HistogramSamples("walbus_subscriber_handler_duration_seconds", MetricsWriter::Label("subscriber", name),
+                       e.active->handler_seconds.Read());
+  }
+}
+
+void BusImpl::WriteReplayMetrics(MetricsWriter& w) {
+  // From the replays' records (as current as the last checkpoint).
+  std::vector<std::pair<uint64_t, storage::ReplayRecord>> replays;
+  LoadReplays([&](uint64_t id, storage::ReplayRecord& r) { replays.emplace_back(id, std::move(r)); }).IgnoreError();
+  w.Family("walbus_replays_running", MetricType::kGauge, "Replays recorded and not ended, by subscriber.");
+  std::map<std::string, int> running;
+  for (const auto& [id, r] : replays) running[r.subscriber] += r.state == static_cast<uint8_t>(ReplayState::kRunning);
+  for (const auto& [name, n] : running) w.Sample("walbus_replays_running", MetricsWriter::Label("subscriber", name), n);
+  w.Family("walbus_replay_events_persisted", MetricType::kGauge,
+           "Events of replays, ended or running, by subscriber and outcome (selected, delivered, skipped, failed).");
+  std::map<std::string, std::array<uint64_t, 4>> events;
+  for (const auto& [id, r] : replays) {
+    auto& e = events[r.subscriber];
+    e[0] += r.selected, e[1] += r.delivered, e[2] += r.skipped, e[3] += r.failed;
+  }
+  static const char* const kOutcomes[] = {"selected", "delivered", "skipped", "failed"};
+  for (const auto& [name, e] : events) {
+    for (size_t i = 0; i < 4; ++i) {
+      MetricsWriter::Labels labels = MetricsWriter::Label("subscriber", name);
+      labels.push_back({"outcome", kOutcomes[i]});
+      w.Sample("walbus_replay_events_persisted", std::move(labels), static_cast<double>(e[i]));
     }
   }
-  w.Family("walbus_quarantined_total", "counter", "Inputs refused into the quarantine.");
-  w.Sample("walbus_quarantined_total", "", static_cast<double>(stats.quarantined));
-  w.Family("walbus_quarantine_evicted_total", "counter", "Quarantine entries dropped to keep its bounds.");
-  w.Sample("walbus_quarantine_evicted_total", "", static_cast<double>(stats.quarantine_evicted));
-  if (read_storage) {
-    w.Family("walbus_storage_sst_bytes", "gauge", "Bytes of table files on disk, all column families.");
-    w.Sample("walbus_storage_sst_bytes", "", static_cast<double>(db_->SumProperty("rocksdb.total-sst-files-size")));
-    w.Family("walbus_storage_memtable_bytes", "gauge", "Bytes of memtables, all column families.");
-    w.Sample("walbus_storage_memtable_bytes", "", static_cast<double>(db_->SumProperty("rocksdb.cur-size-all-mem-tables")));
-    w.Family("walbus_storage_write_stopped", "gauge", "1 while storage stops writes (a write stall).");
-    w.Sample("walbus_storage_write_stopped", "", db_->DbProperty("rocksdb.is-write-stopped") > 0 ? 1 : 0);
-    w.Family("walbus_storage_delayed_write_rate_bytes", "gauge", "Write rate storage throttles to; 0 when not delayed.");
-    w.Sample("walbus_storage_delayed_write_rate_bytes", "",
-             static_cast<double>(db_->DbProperty("rocksdb.actual-delayed-write-rate")));
-  }
-  return w.text();
+}
+
+void BusImpl::WriteQuarantineMetrics(MetricsWriter& w) {
+  const uint64_t added = quarantine_->added();
+  const uint64_t evicted = quarantine_->evicted();
+  w.Family("walbus_quarantined_total", MetricType::kCounter, "Inputs refused into the quarantine.");
+  w.Sample("walbus_quarantined_total", {}, static_cast<double>(added - quarantine_->added_at_open()));
+  w.Family("walbus_quarantine_evicted_total", MetricType::kCounter, "Quarantine entries dropped to keep its bounds.");
+  w.Sample("walbus_quarantine_evicted_total", {}, static_cast<double>(evicted - quarantine_->evicted_at_open()));
+  w.Family("walbus_quarantined_persisted", MetricType::kGauge,
+           "Inputs refused into the quarantine, over the database's life.");
+  w.Sample("walbus_quarantined_persisted", {}, static_cast<double>(added));
+  w.Family("walbus_quarantine_evicted_persisted", MetricType::kGauge,
+           "Quarantine entries dropped to keep its bounds, over the database's life.");
+  w.Sample("walbus_quarantine_evicted_persisted", {}, static_cast<double>(evicted));
+}
+
+void BusImpl::WriteStorageMetrics(MetricsWriter& w) {
+  w.Family("walbus_storage_sst_bytes", MetricType::kGauge, "Bytes of table files on disk, all column families.");
+  w.Sample("walbus_storage_sst_bytes", {}, static_cast<double>(db_->SumProperty("rocksdb.total-sst-files-size")));
+  w.Family("walbus_storage_memtable_bytes", MetricType::kGauge, "Bytes of memtables, all column families.");
+  w.Sample("walbus_storage_memtable_bytes", {}, static_cast<double>(db_->SumProperty("rocksdb.cur-size-all-mem-tables")));
+  w.Family("walbus_storage_write_stopped", MetricType::kGauge, "1 while storage stops writes (a write stall).");
+  w.Sample("walbus_storage_write_stopped", {}, db_->DbProperty("rocksdb.is-write-stopped") > 0 ? 1 : 0);
+  w.Family("walbus_storage_delayed_write_rate_bytes_per_second", MetricType::kGauge,
+           "Write rate storage throttles to; 0 when not delayed.");
+  w.Sample("walbus_storage_delayed_write_rate_bytes_per_second", {},
+           static_cast<double>(db_->DbProperty("rocksdb.actual-delayed-write-rate")));
 }
 
 Status BusImpl::WaitIdle(std::chrono::milliseconds timeout) {

@@ -58,6 +58,8 @@ class BusImpl final : public Bus, public CommitListener {
   Status WaitIdle(std::chrono::milliseconds timeout) override;
   BusStats Stats() override;
   std::string MetricsText() override;
+  std::vector<MetricFamily> Metrics() override;
+  Status AddMetricsSource(std::weak_ptr<const MetricsSource> source) override;
   Status Close() override;
 
   // CommitListener: the leader hands over each group's events.
@@ -123,6 +125,16 @@ class BusImpl final : public Bus, public CommitListener {
   // the outbox (nothing pending) or unreadable.
   // REQUIRES: an admitted InCall (it may read the outbox).
   double AgeOfSeconds(uint64_t seq);
+  // The added sources not destroyed yet (forgetting the others).
+  std::vector<std::shared_ptr<const MetricsSource>> LiveMetricsSources();
+  // The parts of Metrics().
+  // @{
+  void WriteCommitMetrics(MetricsWriter& w, const BusStats& stats);
+  void WriteProcessSubscriberMetrics(MetricsWriter& w, const BusStats& stats);
+  void WriteReplayMetrics(MetricsWriter& w);
+  void WriteQuarantineMetrics(MetricsWriter& w);
+  void WriteStorageMetrics(MetricsWriter& w);
+  // @}
   // Visits every replay record (bus/replay.cc).
   Status LoadReplays(const std::function<void(uint64_t, storage::ReplayRecord&)>& visit);
   // The id of the next operator action (dead-letter actions and replays).
@@ -148,6 +160,8 @@ class BusImpl final : public Bus, public CommitListener {
 
   std::mutex lifecycle_mu_;  // serializes Start and Close
   std::mutex actions_mu_;    // serializes operator actions (their ids)
+  std::mutex metrics_sources_mu_;
+  std::vector<std::weak_ptr<const MetricsSource>> metrics_sources_;  // guarded by metrics_sources_mu_
   std::atomic<bool> closed_{false};
   // Admitted calls inside storage (see InCall); Close waits for them to leave.
   std::atomic<int> active_calls_{0};

@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "walbus/metrics.h"
+
 namespace walbus::internal {
 
 class Histogram {
@@ -28,7 +30,7 @@ class Histogram {
   };
   Snapshot Read() const;
 
-  // Bucket bounds for durations (seconds) and for group sizes.
+  // Bucket bounds for durations (seconds) and for counts of one or more.
   static std::vector<double> SecondsBounds();
   static std::vector<double> SizeBounds();
 
@@ -38,21 +40,29 @@ class Histogram {
   std::atomic<uint64_t> sum_nanos_{0};  // sum in units of 1e-9
 };
 
-// Renders Prometheus text exposition, one family at a time.
+// Collects metric families (walbus/metrics.h), one family at a time: each
+// Sample or HistogramSamples call adds a series to the family named last.
 class MetricsWriter {
  public:
-  // `type` is "counter", "gauge" or "histogram". Labels are rendered as
-  // given ("subscriber=\"x\""), already escaped.
-  void Family(const std::string& name, const std::string& type, const std::string& help);
-  void Sample(const std::string& name, const std::string& labels, double value);
-  void HistogramSamples(const std::string& name, const std::string& labels, const Histogram::Snapshot& h);
-  const std::string& text() const { return out_; }
+  using Labels = std::vector<MetricLabel>;
 
-  // Escapes a label value (backslash, quote, newline).
-  static std::string Label(const std::string& key, const std::string& value);
+  void Family(const std::string& name, MetricType type, const std::string& help);
+  // REQUIRES: `name` is the family named last.
+  // @{
+  void Sample(const std::string& name, Labels labels, double value);
+  void HistogramSamples(const std::string& name, Labels labels, const Histogram::Snapshot& h);
+  // @}
+  const std::vector<MetricFamily>& families() const { return families_; }
+  std::vector<MetricFamily> TakeFamilies() { return std::move(families_); }
+  std::string text() const { return PrometheusText(families_); }
+
+  // One label, e.g. Label("subscriber", name).
+  static Labels Label(std::string key, std::string value);
 
  private:
-  std::string out_;
+  MetricSample& NewSample(const std::string& name, Labels labels);
+
+  std::vector<MetricFamily> families_;
 };
 
 // What the database itself records of a subscriber's progress: the part of

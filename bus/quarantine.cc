@@ -47,6 +47,8 @@ Status Quarantine::Load() {
     uint64_t n = 0;
     if (found && storage::DecodeCounter(v, &n)) counter->store(n);
   }
+  added_at_open_ = added_.load();
+  evicted_at_open_ = evicted_.load();
   return Status::OK();
 }
 

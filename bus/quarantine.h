@@ -37,6 +37,9 @@ class Quarantine {
 
   uint64_t added() const { return added_.load(std::memory_order_relaxed); }
   uint64_t evicted() const { return evicted_.load(std::memory_order_relaxed); }
+  // The two counts as Load() found them (the database's, before this open).
+  uint64_t added_at_open() const { return added_at_open_; }
+  uint64_t evicted_at_open() const { return evicted_at_open_; }
 
  private:
   struct Entry {
@@ -57,6 +60,8 @@ class Quarantine {
   uint64_t next_arrival_ = 1;  // GUARDED_BY(mu_)
   std::atomic<uint64_t> added_{0};
   std::atomic<uint64_t> evicted_{0};
+  uint64_t added_at_open_ = 0;  // set by Load(), before other threads run
+  uint64_t evicted_at_open_ = 0;
 };
 
 }  // namespace walbus::internal

@@ -78,6 +78,8 @@ Status ReadRecoveredState(const storage::Db& db, RecoveredState* state) {
     if (e.durable.checkpoint > state->last_seq) {
       return Status::Corruption("subscriber " + name + " checkpoint is above the last seq");
     }
+    // Only events that existed then can have been handed to a handler.
+    e.durable.horizon = std::min(e.durable.horizon, state->last_seq);
   }
   return Status::OK();
 }

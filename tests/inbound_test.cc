@@ -222,6 +222,9 @@ TEST(InboundTest, HostileMessagesAreQuarantinedTerminatedAndCounted) {
   }
   const std::string metrics = in->MetricsText();
   EXPECT_NE(metrics.find("walbus_inbound_quarantined_total{consumer=\"cloud-in\"} 6"), std::string::npos) << metrics;
+  const std::string on_bus = cloud.bus->MetricsText();
+  EXPECT_NE(on_bus.find("walbus_inbound_quarantined_total{consumer=\"cloud-in\"} 6"), std::string::npos) << on_bus;
+  EXPECT_NE(on_bus.find("walbus_quarantined_total 6"), std::string::npos) << on_bus;
 }
 
 // A receiving process killed (SIGKILL) again and again while it takes

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -75,6 +76,67 @@ TEST(MetricsTest, EachMetricMovesWithItsCause) {
       << "one success and two failed runs; the stale skip runs no handler";
 }
 
+// One rule for every counter: it counts this process, from zero at each
+// open; what the database counts over its life is a *_persisted gauge.
+TEST(MetricsTest, CountersStartAtZeroInEachProcessAndPersistedGaugesCarryOn) {
+  TempDir dir;
+  const auto run = [&](const std::vector<std::string>& data) {
+    auto bus = testing::OpenBus(testing::TestOptions(dir));
+    SubscriberOptions s;
+    s.name = "invoicing";
+    s.retry.max_attempts = 1;
+    s.handler = [](const Event& e, HandlerContext&) -> Outcome {
+      if (e.data == "poison") throw std::runtime_error("bad");
+      return Outcome::Done();
+    };
+    EXPECT_TRUE(bus->Subscribe(std::move(s)).ok());
+    EXPECT_TRUE(bus->Start().ok());
+    for (const std::string& d : data) Publish(*bus, "order-" + d, d);
+    EXPECT_FALSE(bus->Ingest("garbage", "test").ok());
+    EXPECT_TRUE(bus->WaitIdle(10s).ok());
+    return bus->MetricsText();
+  };
+  run({"a", "b", "poison"});
+  const std::string second = run({"c"});
+  const std::string sub = "{subscriber=\"invoicing\"}";
+  EXPECT_EQ(Value(second, "walbus_subscriber_handled_total" + sub), 1);
+  EXPECT_EQ(Value(second, "walbus_subscriber_handled_persisted" + sub), 3);
+  EXPECT_EQ(Value(second, "walbus_subscriber_dead_lettered_total" + sub), 0);
+  EXPECT_EQ(Value(second, "walbus_subscriber_dead_lettered_persisted" + sub), 1);
+  EXPECT_EQ(Value(second, "walbus_events_published_total{type=\"orders.order-approved.v1\"}"), 1);
+  EXPECT_EQ(Value(second, "walbus_quarantined_total"), 1);
+  EXPECT_EQ(Value(second, "walbus_quarantined_persisted"), 2);
+  EXPECT_NE(second.find("# TYPE walbus_subscriber_handled_persisted gauge\n"), std::string::npos);
+  EXPECT_NE(second.find("# TYPE walbus_storage_delayed_write_rate_bytes_per_second gauge\n"), std::string::npos);
+  // Every counter is named *_total, and nothing else is.
+  std::istringstream in(second);
+  for (std::string line; std::getline(in, line);) {
+    if (!line.starts_with("# TYPE ")) continue;
+    const bool counter = line.ends_with(" counter");
+    const std::string name = line.substr(7, line.find(' ', 7) - 7);
+    EXPECT_EQ(counter, name.ends_with("_total")) << line;
+  }
+}
+
+class FixedSource final : public MetricsSource {
+ public:
+  void CollectMetrics(std::vector<MetricFamily>* out) const override {
+    out->push_back({"walbus_test_things", MetricType::kGauge, "Things.", {MetricSample{{{"k", "v"}}, 7}}});
+  }
+};
+
+TEST(MetricsTest, AddedSourcesAppearWhileTheyLive) {
+  TempDir dir;
+  auto bus = testing::OpenBus(testing::TestOptions(dir));
+  auto source = std::make_shared<FixedSource>();
+  EXPECT_EQ(bus->AddMetricsSource(std::weak_ptr<const MetricsSource>()).code(), Status::Code::kInvalidArgument);
+  ASSERT_TRUE(bus->AddMetricsSource(source).ok());
+  EXPECT_EQ(bus->AddMetricsSource(source).code(), Status::Code::kInvalidArgument) << "added twice";
+  EXPECT_EQ(Value(bus->MetricsText(), "walbus_test_things{k=\"v\"}"), 7);
+  source.reset();
+  EXPECT_EQ(bus->MetricsText().find("walbus_test_things"), std::string::npos);
+}
+
 TEST(MetricsTest, BacklogAgeFollowsTheInjectedClock) {
   TempDir dir;
   Options o = testing::TestOptions(dir);
@@ -125,7 +187,34 @@ TEST(MetricsTest, HistogramBucketsAreCumulative) {
   EXPECT_EQ(s.cumulative, (std::vector<uint64_t>{1, 2, 3}));
   EXPECT_EQ(s.count, 3u);
   EXPECT_NEAR(s.sum, 55.5, 1e-6);
-  EXPECT_EQ(internal::MetricsWriter::Label("k", "a\"b\\c\nd"), "k=\"a\\\"b\\\\c\\nd\"");
+}
+
+TEST(MetricsTest, TextEscapesLabelsAndPrintsShortestNumbers) {
+  internal::MetricsWriter w;
+  w.Family("walbus_x_seconds", MetricType::kHistogram, "Help with a \\ and a\nnewline.");
+  internal::Histogram h(internal::Histogram::SecondsBounds());
+  h.Observe(0.0002);
+  w.HistogramSamples("walbus_x_seconds", internal::MetricsWriter::Label("k", "a\"b\\c\nd"), h.Read());
+  w.Family("walbus_y", MetricType::kGauge, "A gauge.");
+  w.Sample("walbus_y", {}, 0.1);
+  const std::string text = w.text();
+  EXPECT_NE(text.find("# HELP walbus_x_seconds Help with a \\\\ and a\\nnewline.\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("walbus_x_seconds_bucket{k=\"a\\\"b\\\\c\\nd\",le=\"5e-05\"} 0\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("le=\"0.00025\"} 1\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("le=\"2.5\"} 1\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("le=\"+Inf\"} 1\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("walbus_y 0.1\n"), std::string::npos) << text;
+  // Every bound is written short and reads back as the double it was.
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    const size_t le = line.find("le=\"");
+    if (le == std::string::npos || line.find("+Inf") != std::string::npos) continue;
+    const std::string value = line.substr(le + 4, line.find('"', le + 4) - le - 4);
+    EXPECT_LE(value.size(), 7u) << line;
+    const double parsed = std::stod(value);
+    const auto bounds = internal::Histogram::SecondsBounds();
+    EXPECT_NE(std::find(bounds.begin(), bounds.end(), parsed), bounds.end()) << line;
+  }
 }
 
 }  // namespace

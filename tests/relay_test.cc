@@ -126,6 +126,13 @@ TEST(RelayTest, PublishesEveryEventOnceInSubjectOrder) {
   const std::string metrics = relay->MetricsText();
   EXPECT_NE(metrics.find("walbus_relay_published_total{relay=\"jetstream-relay\"} 500"), std::string::npos)
       << metrics;
+  // The bus's own metrics (its /metrics endpoint) carry the relay's too,
+  // for as long as the relay lives.
+  const std::string on_bus = bus->MetricsText();
+  EXPECT_NE(on_bus.find("walbus_relay_published_total{relay=\"jetstream-relay\"} 500"), std::string::npos) << on_bus;
+  EXPECT_NE(on_bus.find("walbus_subscriber_handled_total{subscriber=\"jetstream-relay\"} 500"), std::string::npos);
+  relay.reset();
+  EXPECT_EQ(bus->MetricsText().find("walbus_relay_"), std::string::npos) << "a destroyed relay is forgotten";
 }
 
 TEST(RelayTest, ServerKilledAndRestartedMidStreamLosesAndDuplicatesNothing) {

@@ -151,7 +151,7 @@ TEST(ReplayTest, SameInboxSkipsHandledEventsAndRunsWhatFailed) {
   EXPECT_EQ(states[0].state, Delivery::kHandled) << "the dead letter is gone once it ran";
   EXPECT_EQ(bus->Stats().subscribers[0].duplicates, 0u) << "skips of a replay are its own count";
   const std::string metrics = bus->MetricsText();
-  EXPECT_NE(metrics.find("walbus_replay_events_total{subscriber=\"projection\",outcome=\"delivered\"} 5"),
+  EXPECT_NE(metrics.find("walbus_replay_events_persisted{subscriber=\"projection\",outcome=\"delivered\"} 5"),
             std::string::npos)
       << metrics;
   EXPECT_NE(metrics.find("walbus_replays_running{subscriber=\"projection\"} 0"), std::string::npos);

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <atomic>
 #include <fstream>
+#include <map>
 #include <mutex>
 #include <thread>
 
@@ -224,6 +225,43 @@ TEST(WorkerTest, RetryBudgetSurvivesARestart) {
   auto letters = DeadLetters(dir.path());
   ASSERT_EQ(letters.size(), 1u);
   EXPECT_EQ(letters[0].record.attempts, 5u);
+}
+
+// Attempts count handler runs. After a clean Close nothing was running:
+// events committed after the next open start at attempt 1, however small
+// the budget.
+TEST(WorkerTest, CleanRestartChargesNoAttempt) {
+  TempDir dir;
+  std::mutex mu;
+  std::map<std::string, uint32_t> first_attempt;
+  auto recording = [&] {
+    SubscriberOptions s;
+    s.name = "recording";
+    s.retry.max_attempts = 1;
+    s.handler = [&](const Event& e, HandlerContext& ctx) {
+      std::lock_guard<std::mutex> lock(mu);
+      first_attempt.emplace(e.data, ctx.Attempt());
+      return Outcome::Done();
+    };
+    return s;
+  };
+  {
+    auto bus = OpenBus(MakeOptions(dir));
+    ASSERT_TRUE(bus->Subscribe(recording()).ok());
+    ASSERT_TRUE(bus->Start().ok());
+    Publish(*bus, "order-1", "before");
+    ASSERT_TRUE(bus->WaitIdle(10s).ok());
+    ASSERT_TRUE(bus->Close().ok());
+  }
+  auto bus = OpenBus(MakeOptions(dir));
+  ASSERT_TRUE(bus->Subscribe(recording()).ok());
+  ASSERT_TRUE(bus->Start().ok());
+  for (int i = 0; i < 5; ++i) Publish(*bus, "order-" + std::to_string(i + 2), "after-" + std::to_string(i));
+  ASSERT_TRUE(bus->WaitIdle(10s).ok());
+  std::lock_guard<std::mutex> lock(mu);
+  ASSERT_EQ(first_attempt.size(), 6u) << "none dead-lettered without running";
+  for (const auto& [data, attempt] : first_attempt) EXPECT_EQ(attempt, 1u) << data;
+  EXPECT_TRUE(DeadLetters(dir.path()).empty());
 }
 
 // A handler that takes the whole process down on one event: each run

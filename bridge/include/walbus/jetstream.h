@@ -149,6 +149,8 @@ class Relay {
   // What it did so far, in this process. Thread-safe.
   virtual RelayStats Stats() const = 0;
   // Prometheus text: walbus_relay_* (lag is the subscriber's lag metrics).
+  // Attach adds the same to the bus's metrics (Bus::Metrics, the
+  // Options::metrics_http endpoint) for as long as the Relay lives.
   virtual std::string MetricsText() const = 0;
 };
 
@@ -246,7 +248,9 @@ class Inbound {
   virtual ~Inbound();
   // What it did so far, in this process. Thread-safe.
   virtual InboundStats Stats() const = 0;
-  // Prometheus text: walbus_inbound_*.
+  // Prometheus text: walbus_inbound_*. Start adds the same to the bus's
+  // metrics (Bus::Metrics, the Options::metrics_http endpoint) for as long
+  // as the Inbound lives.
   virtual std::string MetricsText() const = 0;
 };
 

@@ -38,6 +38,7 @@
 
 #include "walbus/event.h"
 #include "walbus/export.h"
+#include "walbus/metrics.h"
 #include "walbus/options.h"
 #include "walbus/status.h"
 
@@ -616,14 +617,24 @@ class WALBUS_EXPORT Bus {
   // The counters of this bus; after Close(), the last ones.
   virtual BusStats Stats() = 0;
 
-  // Every metric of this bus in the Prometheus text exposition format
-  // (names walbus_*, units spelled out, counters ending in _total):
-  // publishes by type, commit group sizes and write durations, the outbox
-  // backlog and the age of its oldest event, per subscriber progress, lag
-  // (events and seconds), outcomes and handler durations, the quarantine,
-  // and storage figures. Reads a few records; call it from a scraper, not
-  // a hot path.
+  // Every metric of this bus (names walbus_*, units spelled out): publishes
+  // by type, commit group sizes and write durations, the outbox backlog
+  // and the age of its oldest event, per subscriber progress, lag (events
+  // and seconds), outcomes and handler durations, replays, the quarantine
+  // and storage figures; then the families of every added MetricsSource.
+  // Counters count this process (from zero at each Open); the database's
+  // lifetime totals are the *_persisted gauges (walbus/metrics.h).
+  // Reads a few records; call it from a scraper, not a hot path.
+  virtual std::vector<MetricFamily> Metrics() = 0;
+  // Metrics() in the Prometheus text exposition format (PrometheusText):
+  // what Options::metrics_http serves.
   virtual std::string MetricsText() = 0;
+  // Adds `source`'s families to Metrics() for as long as the source lives:
+  // the bus holds it only while it collects, and forgets it once it is
+  // destroyed (so the source may outlive the bus, or not). The JetStream
+  // bridge adds its relays and inbound consumers itself. InvalidArgument
+  // for a null or destroyed source, or one added already.
+  [[nodiscard]] virtual Status AddMetricsSource(std::weak_ptr<const MetricsSource> source) = 0;
 
   // Stops accepting commits, waits for commits and other calls in progress,
   // lets running handlers finish (their effects commit), writes

@@ -155,8 +155,8 @@ Result<std::optional<SenderPosition>> ReadPosition(const Headers& headers) {
 Status FromHeaders(const Headers& headers, std::string body, Event* out) {
   std::map<std::string_view, std::string> attr;
   for (const char* name : {"ce-specversion", "ce-id", "ce-source", "ce-type", "ce-subject", "ce-time",
-                           "ce-datacontenttype", "content-type", "ce-traceparent", "ce-subjectversion",
-                           "ce-correlationid", "ce-causationid"}) {
+                           "ce-datacontenttype", "ce-traceparent", "ce-subjectversion", "ce-correlationid",
+                           "ce-causationid"}) {
     Result<std::optional<std::string>> v = Attribute(headers, name);
     if (!v.ok()) return v.status();
     if (v->has_value()) attr[name] = std::move(**v);
@@ -187,8 +187,8 @@ Status FromHeaders(const Headers& headers, std::string body, Event* out) {
   }
   if (const std::string* v = get("ce-datacontenttype")) {
     e.content_type = *v;
-  } else if (const std::string* c = get("content-type")) {
-    e.content_type = *c;
+  } else if (const std::string* c = FindHeader(headers, "content-type")) {
+    e.content_type = *c;  // a header of its own, not a ce- attribute: as it is
   }
   if (const std::string* v = get("ce-traceparent")) e.traceparent = *v;
   if (const std::string* v = get("ce-subjectversion")) {
@@ -253,19 +253,32 @@ bool ParseMessageBytes(std::string_view bytes, Headers* headers, std::string* bo
   return true;
 }
 
-std::string DefaultSubject(std::string_view prefix, const Event& event) {
-  auto token = [](std::string_view text, bool dots_too) {
-    std::string t(text.empty() ? "_" : text);
-    for (char& c : t) {
-      if (c == '*' || c == '>' || std::isspace(static_cast<unsigned char>(c)) || (dots_too && c == '.')) c = '_';
+std::string SubjectToken(std::string_view text) {
+  static constexpr char kDigits[] = "0123456789ABCDEF";
+  if (text.empty()) return "_";
+  std::string token;
+  token.reserve(text.size());
+  for (char ch : text) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (c > 0x20 && c < 0x7f && c != '.' && c != '*' && c != '>' && c != '%') {
+      token.push_back(ch);
+    } else {
+      token.push_back('%');
+      token.push_back(kDigits[c >> 4]);
+      token.push_back(kDigits[c & 0xf]);
     }
-    return t;
-  };
+  }
+  return token;
+}
+
+std::string DefaultSubject(std::string_view prefix, const Event& event) {
+  // A type is dotted words of [a-z0-9-] (Publish checks it): NATS tokens
+  // as it stands, so subscribers can filter on "prefix.*.orders.>".
   std::string subject(prefix);
   subject += '.';
-  subject += token(event.source, true);
+  subject += SubjectToken(event.source);
   subject += '.';
-  subject += token(event.type, false);
+  subject += event.type;
   return subject;
 }
 

@@ -80,9 +80,12 @@ std::string MessageBytes(const Headers& headers, std::string_view body);
 // header line without ": ".
 bool ParseMessageBytes(std::string_view bytes, Headers* headers, std::string* body);
 
-// The default NATS subject of an event: prefix.source.type with the
-// characters a NATS subject token may not hold replaced by '_' (in the
-// source also '.', so that it stays one token).
+// `text` as one NATS subject token, reversibly: '%', '.', '*', '>' and
+// every byte outside printable ASCII (white space included) become %XX
+// (uppercase hex), so PercentDecode gives `text` back. "_" for "".
+std::string SubjectToken(std::string_view text);
+// The default NATS subject of an event: prefix.SubjectToken(source).type;
+// the type's words stay tokens of their own.
 std::string DefaultSubject(std::string_view prefix, const Event& event);
 
 }  // namespace walbus::bridge

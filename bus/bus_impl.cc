@@ -38,7 +38,7 @@ Status ValidateOptions(const Options& o) {
   if (o.inbox_window.count() < 0) return Status::InvalidArgument("Options::inbox_window must not be negative");
   if (o.source.empty() || o.source.size() > kMaxSourceBytes)
     return Status::InvalidArgument("Options::source must be 1..256 bytes");
-  return Status::OK();
+  return ValidateUriReference("Options::source", o.source);
 }
 
 }  // namespace
@@ -317,6 +317,7 @@ Result<IngestResult> BusImpl::IngestEnvelope(std::string_view envelope, const In
   if (Status s = ValidateIngestOptions(options); !s.ok()) return s;
   auto event = std::make_shared<Event>();
   Status verified = DecodeEnvelope(envelope, options_.max_payload_bytes, event.get());
+  if (verified.ok()) verified = ValidateNewEvent(*event, options_.max_payload_bytes);
   if (verified.ok()) verified = schemas_.Verify(event->type, event->data);
   if (!verified.ok()) {
     if (Status q = quarantine_->Add(envelope, options.source, verified.message()); !q.ok()) return q;
@@ -332,7 +333,7 @@ Result<IngestResult> BusImpl::IngestEvent(const Event& input, const IngestOption
   auto event = std::make_shared<Event>(input);
   event->seq = 0;
   Status verified = event->id.IsNil() ? Status::InvalidArgument("the event has no id") : Status::OK();
-  if (verified.ok()) verified = ValidateEvent(*event, options_.max_payload_bytes);
+  if (verified.ok()) verified = ValidateNewEvent(*event, options_.max_payload_bytes);
   if (verified.ok()) verified = schemas_.Verify(event->type, event->data);
   if (!verified.ok()) {
     // What arrived, as an envelope: the quarantine keeps every attribute.

@@ -2,7 +2,10 @@
 
 #include <flatbuffers/flatbuffers.h>
 
+#include <algorithm>
+#include <cstdio>
 #include <cstring>
+#include <string>
 #include <memory>
 
 #include "envelope_generated.h"
@@ -85,6 +88,111 @@ Status ValidateEvent(const Event& e, size_t max_payload_bytes) {
   if (e.content_type.size() > kMaxContentTypeBytes) return Status::InvalidArgument("content type too long");
   if (e.id.IsNil()) return Status::InvalidArgument("event id is nil");
   return Status::OK();
+}
+
+namespace {
+
+// The code point of the UTF-8 sequence at text[*i], advancing *i past it;
+// -1 for a malformed, overlong or surrogate sequence.
+int32_t NextCodePoint(std::string_view text, size_t* i) {
+  const auto byte = [&](size_t k) { return static_cast<unsigned char>(text[k]); };
+  const unsigned char lead = byte(*i);
+  size_t n = 0;
+  int32_t cp = 0;
+  int32_t min = 0;
+  if (lead < 0x80) {
+    ++*i;
+    return lead;
+  } else if ((lead & 0xE0) == 0xC0) {
+    n = 1, cp = lead & 0x1F, min = 0x80;
+  } else if ((lead & 0xF0) == 0xE0) {
+    n = 2, cp = lead & 0x0F, min = 0x800;
+  } else if ((lead & 0xF8) == 0xF0) {
+    n = 3, cp = lead & 0x07, min = 0x10000;
+  } else {
+    return -1;
+  }
+  if (*i + n >= text.size()) return -1;
+  for (size_t k = 1; k <= n; ++k) {
+    if ((byte(*i + k) & 0xC0) != 0x80) return -1;
+    cp = (cp << 6) | (byte(*i + k) & 0x3F);
+  }
+  if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return -1;
+  *i += n + 1;
+  return cp;
+}
+
+bool DisallowedInCloudEvents(int32_t cp) {
+  return cp <= 0x1F || (cp >= 0x7F && cp <= 0x9F) || (cp >= 0xFDD0 && cp <= 0xFDEF) || (cp & 0xFFFE) == 0xFFFE;
+}
+
+bool IsHexDigit(char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'); }
+
+bool IsAlpha(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
+
+// unreserved, gen-delims and sub-delims of RFC 3986 (the '%' of an escape
+// is checked apart).
+bool IsUriChar(char c) {
+  if (IsAlpha(c) || (c >= '0' && c <= '9')) return true;
+  static constexpr std::string_view kOthers = "-._~:/?#[]@!$&'()*+,;=";
+  return kOthers.find(c) != std::string_view::npos;
+}
+
+}  // namespace
+
+Status ValidateCloudEventString(std::string_view what, std::string_view value) {
+  for (size_t i = 0; i < value.size();) {
+    const size_t at = i;
+    const int32_t cp = NextCodePoint(value, &i);
+    if (cp < 0) return Status::InvalidArgument(std::string(what) + " is not valid UTF-8 at byte " + std::to_string(at));
+    if (DisallowedInCloudEvents(cp)) {
+      char code[16];
+      std::snprintf(code, sizeof code, "U+%04X", static_cast<unsigned>(cp));
+      return Status::InvalidArgument(std::string(what) + " holds " + code + " at byte " + std::to_string(at) +
+                                     ", which a CloudEvents string may not (control characters and noncharacters)");
+    }
+  }
+  return Status::OK();
+}
+
+Status ValidateUriReference(std::string_view what, std::string_view value) {
+  const auto invalid = [&](const std::string& why) {
+    return Status::InvalidArgument(std::string(what) + " '" + std::string(value.substr(0, 64)) +
+                                   "' is not a URI-reference (" + why + "); percent-encode other characters as UTF-8");
+  };
+  if (value.empty()) return invalid("it is empty");
+  for (size_t i = 0; i < value.size(); ++i) {
+    const char c = value[i];
+    if (c == '%') {
+      if (i + 2 >= value.size() || !IsHexDigit(value[i + 1]) || !IsHexDigit(value[i + 2])) {
+        return invalid("'%' at byte " + std::to_string(i) + " is not followed by two hex digits");
+      }
+      i += 2;
+    } else if (!IsUriChar(c)) {
+      return invalid("byte " + std::to_string(i) + " may not stand in a URI");
+    }
+  }
+  // A ':' before the first '/', '?' or '#' ends a scheme: ALPHA *( ALPHA
+  // / DIGIT / "+" / "-" / "." ). Otherwise the first segment holds none.
+  const size_t first_segment_end = std::min(value.find_first_of("/?#"), value.size());
+  const size_t colon = value.substr(0, first_segment_end).find(':');
+  if (colon != std::string_view::npos) {
+    bool scheme = colon > 0 && IsAlpha(value[0]);
+    for (size_t i = 1; scheme && i < colon; ++i) {
+      const char c = value[i];
+      scheme = IsAlpha(c) || (c >= '0' && c <= '9') || c == '+' || c == '-' || c == '.';
+    }
+    if (!scheme) return invalid("the part before ':' is not a scheme");
+  }
+  return Status::OK();
+}
+
+Status ValidateNewEvent(const Event& e, size_t max_payload_bytes) {
+  if (Status s = ValidateEvent(e, max_payload_bytes); !s.ok()) return s;
+  if (Status s = ValidateCloudEventString("event subject", e.subject); !s.ok()) return s;
+  if (Status s = ValidateUriReference("event source", e.source); !s.ok()) return s;
+  if (Status s = ValidateCloudEventString("content type", e.content_type); !s.ok()) return s;
+  return ValidateCloudEventString("traceparent", e.traceparent);
 }
 
 std::string EncodeEnvelope(const Event& e) {

@@ -148,7 +148,7 @@ Result<EventId> WriteScope::Publish(const EventSpec& spec) {
     if (!event->correlation_id) event->correlation_id = rep->parent->correlation_id.value_or(rep->parent->id);
     if (event->traceparent.empty()) event->traceparent = rep->parent->traceparent;
   }
-  Status valid = internal::ValidateEvent(*event, options.max_payload_bytes);
+  Status valid = internal::ValidateNewEvent(*event, options.max_payload_bytes);
   if (valid.ok()) valid = rep->bus->schemas().Verify(event->type, event->data);
   if (!valid.ok()) {
     rep->Fail(valid);

@@ -205,6 +205,13 @@ TEST(BusTest, InvalidPublishesAreRefusedAndWriteNothing) {
   cases.back().why = "type";
   cases.push_back({Approved(""), "empty subject"});
   cases.push_back({Approved("s", std::string(1001, 'x')), "payload"});
+  // Every event is a CloudEvent: its subject a CloudEvents string (a key
+  // is never altered on the way; one that could not travel is refused
+  // here), its source a URI-reference.
+  cases.push_back({Approved("evil\r\nce-type: forged.thing.v1"), "a subject with CR LF"});
+  cases.push_back({Approved("bad\xff utf-8"), "a subject that is not UTF-8"});
+  cases.push_back({Approved("s"), "a source that is not a URI-reference"});
+  cases.back().spec.source = "urn:dev/7 b\xc3\xa4r";
   for (auto& c : cases) {
     Transaction tx = bus->Begin();
     ASSERT_TRUE(tx.Put("orders", "k", "v").ok());
@@ -213,6 +220,12 @@ TEST(BusTest, InvalidPublishesAreRefusedAndWriteNothing) {
     auto r = tx.Commit();
     EXPECT_TRUE(r.status().IsInvalidArgument()) << c.why << ": the scope must fail as a whole";
   }
+  Options bad_source = MakeOptions(dir);
+  bad_source.source = "my app";
+  std::unique_ptr<Bus> refused;
+  const Status open = Bus::Open(bad_source, &refused);
+  EXPECT_TRUE(open.IsInvalidArgument()) << open.ToString();
+  EXPECT_NE(open.message().find("Options::source 'my app' is not a URI-reference"), std::string::npos) << open.ToString();
   Transaction bad_cf = bus->Begin();
   EXPECT_TRUE(bad_cf.Put("no-such-cf", "k", "v").IsInvalidArgument());
   EXPECT_TRUE(bad_cf.Commit().status().IsInvalidArgument());

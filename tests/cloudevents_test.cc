@@ -140,11 +140,19 @@ TEST(CloudEventsTest, SignatureCoversIdentityAndData) {
   EXPECT_FALSE(SignatureMatches(e, "secret-1", sig.substr(1)));
 }
 
-TEST(CloudEventsTest, DefaultSubjectKeepsSourceOneToken) {
+TEST(CloudEventsTest, DefaultSubjectKeepsSourceOneTokenReversibly) {
   Event e = Sample();
-  e.source = "fleet.device 7/*";
+  e.source = "https://fleet.example/dev%207/*>";
   e.type = "orders.order-approved.v1";
-  EXPECT_EQ(DefaultSubject("walbus", e), "walbus.fleet_device_7/_.orders.order-approved.v1");
+  EXPECT_EQ(DefaultSubject("walbus", e), "walbus.https://fleet%2Eexample/dev%25207/%2A%3E.orders.order-approved.v1");
+  for (const std::string source : {"urn:dev:7", "fleet.device 7/*", "a%2Eb", "x.y.z", "caf\xc3\xa9", ">"}) {
+    const std::string token = SubjectToken(source);
+    EXPECT_EQ(token.find_first_of(".*> \t"), std::string::npos) << token;
+    Result<std::string> back = PercentDecode(token);
+    ASSERT_TRUE(back.ok()) << token;
+    EXPECT_EQ(*back, source);
+  }
+  EXPECT_NE(SubjectToken("a.b"), SubjectToken("a_b")) << "distinct sources, distinct tokens";
 }
 
 }  // namespace

@@ -76,6 +76,35 @@ TEST(EnvelopeTest, TypeRules) {
   }
 }
 
+TEST(EnvelopeTest, CloudEventStringRules) {
+  for (std::string_view ok : {"order-42", "caf\xc3\xa9 \xe2\x82\xac", "quo\"te %41 \\", "\xf0\x9f\x98\x80", ""}) {
+    EXPECT_TRUE(ValidateCloudEventString("subject", ok).ok()) << ok;
+  }
+  for (std::string_view bad : {std::string_view("a\r\nb"), std::string_view("tab\there"), std::string_view("\x7f"),
+                               std::string_view("c1 \xc2\x85"), std::string_view("\xff"), std::string_view("\xc0\xa0"),
+                               std::string_view("\xed\xa0\x80"), std::string_view("\xef\xbf\xbe"),
+                               std::string_view("cut \xe2\x82"), std::string_view("nul\0", 4)}) {
+    const Status s = ValidateCloudEventString("subject", bad);
+    EXPECT_TRUE(s.IsInvalidArgument()) << bad;
+    EXPECT_TRUE(s.message().starts_with("subject ")) << s.ToString();
+  }
+}
+
+// Accepted and refused as the CloudEvents SDK's uri-reference check does
+// (tests/cloudevents_sdk_test.cc has the SDK validate what is accepted).
+TEST(EnvelopeTest, SourcesAreUriReferences) {
+  for (std::string_view ok : {"https://example.com/dev/7", "dev-7", "/a/b", "urn:dev:7", "urn:dev/7%20b%C3%A4r",
+                              "walbus", "//host:8080/x?y=1#z", "mailto:ops@example.com", "a+b.c-d:x", "./x:y"}) {
+    EXPECT_TRUE(ValidateUriReference("source", ok).ok()) << ok;
+  }
+  for (std::string_view bad : {"urn:dev/7 b\xc3\xa4r", "a b", "%zz", "%4", "b\xc3\xa4r", "a\r\nb", "", "1:x", "a_b:c",
+                               "quo\"te", "back\\slash", "<x>", "{x}"}) {
+    const Status s = ValidateUriReference("source", bad);
+    EXPECT_TRUE(s.IsInvalidArgument()) << bad;
+    EXPECT_NE(s.message().find("is not a URI-reference"), std::string::npos) << s.ToString();
+  }
+}
+
 TEST(EnvelopeTest, EventIdsAreTimeOrderedAndParse) {
   EventId a = EventId::Generate();
   EventId b = EventId::Generate();

@@ -3,12 +3,14 @@
 // Reads every message of JetStream stream STREAM on the NATS server at URL
 // (sequence 1 to the stream's last) with the official NATS client, and
 // decodes each with the official CloudEvents SDK in binary mode
-// (HTTP.toEvent). EXPECTED_FILE holds one JSON object per line, in stream
-// order: id, source, type, subject, time, datacontenttype (optional),
+// (HTTP.toEvent). EXPECTED_FILE holds one JSON object per line, matched to
+// a message by id (and each source and subject's lines in their order):
+// id, source, type, subject, time, datacontenttype (optional),
 // subjectversion (optional), subjectseq and seqorigin (extensions), and
 // data_base64 (the exact body). For each message it checks that id, source,
 // type, subject, datacontenttype, subjectversion, subjectseq and seqorigin
-// come out as exactly the expected strings; traceparent, correlationid and
+// come out as exactly the expected strings, and that the SDK finds the
+// event valid (validate(): the source a uri-reference...); traceparent, correlationid and
 // causationid too when a line has them; that the time is the same instant;
 // that Nats-Msg-Id is the id; and that the body is data_base64 byte for byte.
 // The number of messages must be the number of lines. It also checks what
@@ -127,6 +129,11 @@ function checkOne(where, stored, expected) {
     fail(where, `the SDK does not decode it: ${e.message}`);
   }
   if (Array.isArray(event)) fail(where, "the SDK decoded a batch, not one event");
+  try {
+    event.validate();  // toEvent does not: the source a uri-reference, and so on
+  } catch (e) {
+    fail(where, `the SDK finds it invalid: ${e.message} ${JSON.stringify(e.errors || [])}`);
+  }
   if (event.specversion !== "1.0") fail(where, `specversion ${JSON.stringify(event.specversion)} != "1.0"`);
   const attrs = STRING_ATTRS.concat(OPTIONAL_ATTRS.filter((a) => expected[a] !== undefined));
   for (const attr of attrs) {
@@ -170,6 +177,11 @@ async function main() {
     fail(`stream ${stream}`, e.message);
   }
   if (state.messages !== expected.length) fail(`stream ${stream}`, `holds ${state.messages} messages, expected ${expected.length}`);
+  // Relays keep each subject's order, not one order across subjects: a
+  // message is matched to its line by id, and each source and subject's
+  // positions must rise in stream order.
+  const byId = new Map(expected.map((e) => [e.id, e]));
+  const lastPosition = new Map();
   let decoded = 0;
   for (let seq = 1; seq <= state.last_seq; seq++) {
     const where = `stream ${stream} seq ${seq}`;
@@ -179,7 +191,15 @@ async function main() {
     } catch (e) {
       fail(where, `cannot read it: ${e.message}`);
     }
-    decoded += checkOne(where, stored, expected[seq - 1]);
+    const id = stored.header.get("Nats-Msg-Id", Match.IgnoreCase);
+    const line = byId.get(id);
+    if (line === undefined) fail(where, `id ${JSON.stringify(id)} is not expected, or came twice`);
+    byId.delete(id);
+    decoded += checkOne(where, stored, line);
+    const key = JSON.stringify([line.source, line.subject]);
+    const position = BigInt(line.subjectseq);
+    if (lastPosition.has(key) && lastPosition.get(key) >= position) fail(where, `out of order on ${key}`);
+    lastPosition.set(key, position);
   }
   await nc.close();
   console.log(`${expected.length} relayed events decoded by the CloudEvents SDK, every attribute as sent (${decoded} header values percent-decoded)`);

@@ -85,9 +85,11 @@ struct RelayOptions {
   // say events taken in from elsewhere, complete without a publish): a
   // device relays its own events, not the ones it received.
   std::string only_source;
-  // NATS subject of an event. Default "<subject_prefix>.<source>.<type>"
-  // with characters NATS forbids in a token ('.', '*', '>', white space in
-  // the source; '*', '>', white space in the type) replaced by '_'.
+  // NATS subject of an event. Default "<subject_prefix>.<source>.<type>",
+  // the source one token by a reversible rule: '%', '.', '*', '>' and any
+  // byte outside printable ASCII become %XX ("https://fleet.example/7" is
+  // "https://fleet%2Eexample/7"; percent-decoding gives the source back);
+  // the type's dotted words are tokens of their own.
   std::string subject_prefix = "walbus";
   // Maps an event to its NATS subject instead of the default; it must
   // match the stream's subjects. Called on worker threads.

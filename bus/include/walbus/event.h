@@ -49,8 +49,15 @@ struct WALBUS_EXPORT EventId {
 //   type: lowercase dotted words of [a-z0-9-], at least two words, ending in
 //         ".v<N>", N >= 1, at most 200 bytes, e.g. "orders.order-approved.v1".
 //         Name events as facts, in the past tense.
-//   subject: 1..512 bytes, no NUL. The ordering key: events of one subject
-//         are handled in commit order by each subscriber.
+//   subject: 1..512 bytes of UTF-8 without control characters (U+0000..
+//         U+001F, U+007F..U+009F) or noncharacters: a CloudEvents string,
+//         so it travels through any binding unaltered. The ordering key:
+//         events of one subject are handled in commit order by each
+//         subscriber.
+//   source (EventSpec::source, else Options::source): a URI-reference
+//         (RFC 3986), 1..256 bytes of ASCII, e.g. "urn:device:7" or
+//         "https://fleet.example/devices/7"; percent-encode anything else.
+//   content_type, traceparent: CloudEvents strings, as the subject.
 //   data: at most Options::max_payload_bytes.
 struct EventSpec {
   // The event type, e.g. "orders.order-approved.v1" (rules above).

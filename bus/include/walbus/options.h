@@ -51,7 +51,9 @@ struct Options {
   std::vector<std::string> column_families;
 
   // The CloudEvents `source` stamped on events that do not set their own,
-  // e.g. "device-17/orders". Default "walbus".
+  // e.g. "urn:device:17" or "device-17/orders": a URI-reference (RFC
+  // 3986, ASCII; Open refuses anything else with InvalidArgument).
+  // Default "walbus".
   std::string source = "walbus";
 
   // Threads that run handlers, shared by all subscribers. Default 2.

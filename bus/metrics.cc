@@ -113,8 +113,10 @@ void WriteProgressMetrics(MetricsWriter& w, uint64_t last_seq, double oldest_bac
 namespace walbus {
 namespace {
 
-// The shortest text that reads back as the same double, as Prometheus'
-// own clients print: 0.00025, 5e-05, 1, +Inf.
+// The shortest text that reads back as the same double, in the form Go's
+// strconv.FormatFloat(v, 'g', -1, 64) gives, which Prometheus' own clients
+// print: exponent form below 1e-4 and from 1e+06 on, else fixed
+// (5e-05, 0.0005, 0.00025, 1, 123456, 1e+06, +Inf).
 void AppendNumber(std::string* out, double v) {
   if (std::isinf(v)) {
     out->append(v > 0 ? "+Inf" : "-Inf");
@@ -124,10 +126,21 @@ void AppendNumber(std::string* out, double v) {
     out->append("NaN");
     return;
   }
-  char buf[32];
-  const auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v);
+  char buf[64];
+  auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v, std::chars_format::scientific);
   assert(ec == std::errc());
-  out->append(buf, end);
+  const std::string_view scientific(buf, static_cast<size_t>(end - buf));
+  const size_t e = scientific.find('e');
+  const size_t digits = e + (scientific[e + 1] == '+' ? 2 : 1);  // from_chars takes '-', not '+'
+  int exponent = 0;
+  std::from_chars(scientific.data() + digits, scientific.data() + scientific.size(), exponent);
+  if (v == 0 || exponent < -4 || exponent >= 6) {
+    out->append(v == 0 ? "0" : scientific);
+    return;
+  }
+  const std::to_chars_result fixed = std::to_chars(buf, buf + sizeof buf, v, std::chars_format::fixed);
+  assert(fixed.ec == std::errc());
+  out->append(buf, fixed.ptr);
 }
 
 void AppendEscaped(std::string* out, std::string_view value, bool quote_too) {

@@ -1,63 +1,22 @@
 // bus/metrics_http.cc: the optional /metrics endpoint (Options::metrics_http).
 #include "bus/metrics_http.h"
 
-#include <arpa/inet.h>
 #include <gtest/gtest.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
-#include <signal.h>
-#include <sys/wait.h>
-
-#include <cctype>
 #include <chrono>
-#include <cstdio>
-#include <fstream>
 #include <string>
-#include <thread>
 
+#include "tests/prometheus_server.h"
 #include "tests/test_util.h"
 #include "walbus/bus.h"
 
 namespace walbus {
 namespace {
 
+using testing::Exchange;
+using testing::FreePort;
+using testing::PrometheusServer;
 using testing::TempDir;
-
-int FreePort() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof addr;
-  int port = 0;
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 &&
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
-    port = ntohs(addr.sin_port);
-  }
-  ::close(fd);
-  return port;
-}
-
-// Sends `request` to 127.0.0.1:port and returns the whole response; empty
-// when nothing listens.
-std::string Exchange(int port, const std::string& request) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  std::string response;
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0) {
-    ::send(fd, request.data(), request.size(), MSG_NOSIGNAL);
-    char buf[4096];
-    ssize_t n = 0;
-    while ((n = ::recv(fd, buf, sizeof buf, 0)) > 0) response.append(buf, static_cast<size_t>(n));
-  }
-  ::close(fd);
-  return response;
-}
 
 TEST(MetricsHttpTest, ServesMetricsToScrapersAndNothingElse) {
   TempDir dir;
@@ -111,69 +70,6 @@ TEST(MetricsHttpTest, BadOrTakenAddressesFailOpen) {
   EXPECT_NE(taken.message().find("metrics endpoint"), std::string::npos) << taken.ToString();
 }
 
-// A Prometheus server (the Debian package's binary) on loopback, scraping
-// one target every second, its store in `dir`; stopped on destruction.
-class PrometheusServer {
- public:
-  PrometheusServer(const std::string& dir, int target_port) : port_(FreePort()) {
-    const std::string config = dir + "/prometheus.yml";
-    std::ofstream(config) << "global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: walbus\n"
-                             "    static_configs:\n      - targets: ['127.0.0.1:"
-                          << target_port << "']\n";
-    const std::string log = dir + "/prometheus.log";
-    pid_ = ::fork();
-    if (pid_ == 0) {
-      std::freopen(log.c_str(), "w", stdout);
-      std::freopen(log.c_str(), "a", stderr);
-      const std::string config_flag = "--config.file=" + config;
-      const std::string store_flag = "--storage.tsdb.path=" + dir + "/tsdb";
-      const std::string listen_flag = "--web.listen-address=127.0.0.1:" + std::to_string(port_);
-      ::execlp("prometheus", "prometheus", config_flag.c_str(), store_flag.c_str(), listen_flag.c_str(),
-               "--log.level=warn", static_cast<char*>(nullptr));
-      ::_exit(127);
-    }
-  }
-  ~PrometheusServer() {
-    if (pid_ <= 0) return;
-    ::kill(pid_, SIGTERM);
-    ::waitpid(pid_, nullptr, 0);
-  }
-
-  // The body of GET /api/v1/<what>; empty while the server is not up.
-  std::string Api(const std::string& what) const {
-    const std::string response = Exchange(port_, "GET /api/v1/" + what + " HTTP/1.0\r\n\r\n");
-    const size_t body = response.find("\r\n\r\n");
-    return body == std::string::npos ? "" : response.substr(body + 4);
-  }
-  // The value of an instant query that yields one series, as Prometheus
-  // prints it; empty when it yields none.
-  std::string Query(const std::string& promql) const {
-    const std::string body = Api("query?query=" + UrlEncode(promql));
-    const size_t value = body.find("\"value\":[");
-    if (value == std::string::npos) return "";
-    const size_t open = body.find('"', body.find(',', value) + 1);
-    return body.substr(open + 1, body.find('"', open + 1) - open - 1);
-  }
-
- private:
-  static std::string UrlEncode(const std::string& text) {
-    std::string out;
-    char buf[4];
-    for (unsigned char c : text) {
-      if (std::isalnum(c) || c == '_' || c == '.' || c == '-') {
-        out.push_back(static_cast<char>(c));
-      } else {
-        std::snprintf(buf, sizeof buf, "%%%02X", c);
-        out += buf;
-      }
-    }
-    return out;
-  }
-
-  const int port_;
-  pid_t pid_ = -1;
-};
-
 void PublishSome(Bus& bus, int events) {
   for (int i = 0; i < events; ++i) {
     Transaction tx = bus.Begin();
@@ -190,7 +86,7 @@ void PublishSome(Bus& bus, int events) {
 // sees the restart); the *_persisted gauges carry on; types, bucket
 // bounds and names come through as written.
 TEST(MetricsHttpTest, PrometheusScrapesThroughARestart) {
-  if (std::system("command -v prometheus >/dev/null 2>&1") != 0) {
+  if (!testing::HavePrometheus()) {
     GTEST_SKIP() << "prometheus is not installed (Debian package prometheus; tools/dev deps installs it)";
   }
   TempDir dir;

@@ -189,6 +189,21 @@ TEST(MetricsTest, HistogramBucketsAreCumulative) {
   EXPECT_NEAR(s.sum, 55.5, 1e-6);
 }
 
+// As Go's strconv.FormatFloat(v, 'g', -1, 64), which Prometheus' clients use.
+TEST(MetricsTest, NumbersPrintAsPrometheusClientsPrintThem) {
+  const std::pair<double, const char*> cases[] = {
+      {0, "0"},          {1, "1"},           {-1, "-1"},          {0.1, "0.1"},           {5e-05, "5e-05"},
+      {0.0001, "0.0001"}, {0.0005, "0.0005"}, {0.00025, "0.00025"}, {2.5, "2.5"},          {123456, "123456"},
+      {1e6, "1e+06"},    {1234567, "1.234567e+06"}, {1e21, "1e+21"}, {23.466, "23.466"}, {0.999, "0.999"},
+  };
+  for (const auto& [value, text] : cases) {
+    internal::MetricsWriter w;
+    w.Family("walbus_v", MetricType::kGauge, "v");
+    w.Sample("walbus_v", {}, value);
+    EXPECT_EQ(w.text(), std::string("# HELP walbus_v v\n# TYPE walbus_v gauge\nwalbus_v ") + text + "\n") << value;
+  }
+}
+
 TEST(MetricsTest, TextEscapesLabelsAndPrintsShortestNumbers) {
   internal::MetricsWriter w;
   w.Family("walbus_x_seconds", MetricType::kHistogram, "Help with a \\ and a\nnewline.");
@@ -204,6 +219,7 @@ TEST(MetricsTest, TextEscapesLabelsAndPrintsShortestNumbers) {
   EXPECT_NE(text.find("le=\"2.5\"} 1\n"), std::string::npos) << text;
   EXPECT_NE(text.find("le=\"+Inf\"} 1\n"), std::string::npos) << text;
   EXPECT_NE(text.find("walbus_y 0.1\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("le=\"0.0005\"} 1\n"), std::string::npos) << "fixed from 1e-4 on, as Go prints: " << text;
   // Every bound is written short and reads back as the double it was.
   std::istringstream in(text);
   for (std::string line; std::getline(in, line);) {

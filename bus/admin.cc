@@ -317,7 +317,10 @@ std::string ActionJson(std::string_view action, const AdminRequest& r, const Act
   return "{\"action\":\"" + std::string(action) + "\",\"subscriber\":" + JsonString(r.selection.subscriber) +
          ",\"dry_run\":" + (r.action.dry_run ? "true" : "false") +
          ",\"action_id\":" + std::to_string(report.action_id) + ",\"seqs\":" + SeqsJson(report.seqs) +
-         ",\"released_subjects\":" + StringsJson(report.released_subjects) + "}";
+         ",\"released_subjects\":" + StringsJson(report.released_subjects) +
+         (report.seqs.empty() && report.released_subjects.empty() ? ",\"note\":\"nothing selected; nothing recorded\""
+                                                                   : "") +
+         "}";
 }
 
 std::string ReplayJson(const ReplayReport& r) {

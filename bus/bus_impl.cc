@@ -616,7 +616,8 @@ Status BusImpl::ActOnDeadLetters(ActionKind kind, const DeadLetterSelection& sel
     return true;
   });
   if (!parked.ok()) return parked;
-  if (action.dry_run) return Status::OK();
+  // Nothing selected: nothing to do and nothing to record (action_id 0).
+  if (action.dry_run || (report->seqs.empty() && report->released_subjects.empty())) return Status::OK();
 
   std::lock_guard<std::mutex> lock(actions_mu_);
   if (Status s = NextActionId(&report->action_id); !s.ok()) return s;

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <map>
@@ -401,7 +402,7 @@ Status InspectDatabase(const std::string& dir, DatabaseReport* report) {
     r.lag_events = state.last_seq - e.durable.checkpoint;
     r.handled = e.durable.handled;
     r.duplicates = e.durable.duplicates;
-    r.rejected = e.durable.dead_lettered;
+    r.dead_lettered = e.durable.dead_lettered;
     r.stale_skipped = e.durable.stale_skipped;
     min_checkpoint = std::min(min_checkpoint, r.checkpoint);
     report->subscribers.push_back(std::move(r));
@@ -428,16 +429,45 @@ Status InspectDatabase(const std::string& dir, DatabaseReport* report) {
   return Status::OK();
 }
 
-std::string ReportMetrics(const DatabaseReport& r) {
+std::vector<MetricFamily> ReportMetrics(const DatabaseReport& r) {
   std::vector<SubscriberProgress> progress;
   for (const SubscriberReport& s : r.subscribers) {
-    progress.push_back({s.name, s.checkpoint, s.handled, s.duplicates, s.rejected, s.stale_skipped,
+    progress.push_back({s.name, s.checkpoint, s.handled, s.duplicates, s.dead_lettered, s.stale_skipped,
                         s.lag_age_ms ? static_cast<double>(*s.lag_age_ms) / 1000.0 : 0.0});
   }
   MetricsWriter w;
   WriteProgressMetrics(w, r.last_seq,
                        r.oldest_backlog_age_ms ? static_cast<double>(*r.oldest_backlog_age_ms) / 1000.0 : 0.0, progress);
-  return w.text();
+  return w.TakeFamilies();
+}
+
+std::string MetricSampleJson(const MetricFamily& family, const MetricSample& sample) {
+  // One number form for both expositions: the text one's.
+  const auto number = [](double v) {
+    std::string text = PrometheusText({MetricFamily{"n", MetricType::kGauge, "", {MetricSample{{}, v}}}});
+    text = text.substr(text.rfind(' ') + 1);
+    text.pop_back();  // the newline
+    return std::isfinite(v) ? text : "\"" + text + "\"";
+  };
+  static const char* const kTypes[] = {"counter", "gauge", "histogram"};
+  std::ostringstream o;
+  o << "{\"name\":" << JsonString(family.name) << ",\"type\":\"" << kTypes[static_cast<int>(family.type)]
+    << "\",\"labels\":{";
+  for (size_t i = 0; i < sample.labels.size(); ++i) {
+    o << (i ? "," : "") << JsonString(sample.labels[i].name) << ":" << JsonString(sample.labels[i].value);
+  }
+  o << "}";
+  if (family.type != MetricType::kHistogram) {
+    o << ",\"value\":" << number(sample.value) << "}";
+    return o.str();
+  }
+  o << ",\"buckets\":[";
+  for (size_t i = 0; i < sample.buckets.size(); ++i) {
+    o << (i ? "," : "") << "{\"le\":" << number(sample.buckets[i].upper_bound)
+      << ",\"count\":" << sample.buckets[i].cumulative_count << "}";
+  }
+  o << "],\"sum\":" << number(sample.sum) << ",\"count\":" << sample.count << "}";
+  return o.str();
 }
 
 std::string ReportJson(const DatabaseReport& r) {
@@ -454,7 +484,7 @@ std::string ReportJson(const DatabaseReport& r) {
     const SubscriberReport& s = r.subscribers[i];
     o << (i ? "," : "") << "{\"name\":" << JsonString(s.name) << ",\"checkpoint\":" << s.checkpoint
       << ",\"lag_events\":" << s.lag_events << ",\"handled\":" << s.handled << ",\"duplicates\":" << s.duplicates
-      << ",\"rejected\":" << s.rejected << "}";
+      << ",\"dead_lettered\":" << s.dead_lettered << "}";
   }
   o << "]}";
   return o.str();
@@ -470,7 +500,7 @@ std::string ReportText(const DatabaseReport& r) {
   if (r.subscribers.empty()) o << "subscribers     none\n";
   for (const SubscriberReport& s : r.subscribers) {
     o << "subscriber      " << s.name << ": checkpoint " << s.checkpoint << ", lag " << s.lag_events
-      << ", handled " << s.handled << ", duplicates " << s.duplicates << ", rejected " << s.rejected << "\n";
+      << ", handled " << s.handled << ", duplicates " << s.duplicates << ", dead-lettered " << s.dead_lettered << "\n";
   }
   return o.str();
 }

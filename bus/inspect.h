@@ -18,6 +18,7 @@
 
 #include "storage/records.h"
 #include "walbus/event.h"
+#include "walbus/metrics.h"
 #include "walbus/status.h"
 
 namespace walbus::internal {
@@ -29,7 +30,7 @@ struct SubscriberReport {
   uint64_t lag_events = 0;  // last_seq - checkpoint
   uint64_t handled = 0;
   uint64_t duplicates = 0;
-  uint64_t rejected = 0;        // dead-lettered
+  uint64_t dead_lettered = 0;
   uint64_t stale_skipped = 0;
   std::optional<int64_t> lag_age_ms;  // age of its oldest uncompleted event
 };
@@ -54,7 +55,10 @@ std::string ReportJson(const DatabaseReport& report);
 std::string ReportText(const DatabaseReport& report);
 // The report as Prometheus text: the progress metrics a running bus
 // exposes too (same names), as recorded in the database.
-std::string ReportMetrics(const DatabaseReport& report);
+std::vector<MetricFamily> ReportMetrics(const DatabaseReport& report);
+// One sample of a family as one JSON object: name, type, labels, and the
+// value, or for a histogram its buckets ({"le", "count"}), sum and count.
+std::string MetricSampleJson(const MetricFamily& family, const MetricSample& sample);
 
 // One entry of the dead-letter store.
 struct DeadLetterEntry {

@@ -454,7 +454,7 @@ Status ListSubscribers(const std::string& dir, std::vector<SubscriberDetail>* ou
 std::string SubscribersTable(const std::vector<SubscriberDetail>& subscribers) {
   if (subscribers.empty()) return "no subscribers registered\n";
   std::vector<std::vector<std::string>> rows = {
-      {"NAME", "CHECKPOINT", "LAG", "OLDEST", "HANDLED", "DUPLICATES", "DEAD", "RETRYING", "PARKED"}};
+      {"NAME", "CHECKPOINT", "LAG", "OLDEST", "HANDLED", "DUPLICATES", "DEAD-LETTERED", "RETRYING", "PARKED"}};
   for (const SubscriberDetail& d : subscribers) {
     const SubscriberReport& r = d.report;
     rows.push_back({TextSafe(r.name), std::to_string(r.checkpoint), std::to_string(r.lag_events),
@@ -470,7 +470,7 @@ std::string SubscriberJson(const SubscriberDetail& d) {
   std::ostringstream o;
   o << "{\"name\":" << JsonString(r.name) << ",\"id\":" << r.id << ",\"checkpoint\":" << r.checkpoint
     << ",\"lag_events\":" << r.lag_events << ",\"lag_age_ms\":" << (r.lag_age_ms ? std::to_string(*r.lag_age_ms) : "null")
-    << ",\"handled\":" << r.handled << ",\"duplicates\":" << r.duplicates << ",\"dead_lettered\":" << r.rejected
+    << ",\"handled\":" << r.handled << ",\"duplicates\":" << r.duplicates << ",\"dead_lettered\":" << r.dead_lettered
     << ",\"stale_skipped\":" << r.stale_skipped << ",\"dead_letters\":" << d.dead_letters
     << ",\"retrying\":" << d.retrying << ",\"parked\":" << d.parked << "}";
   return o.str();

@@ -525,6 +525,11 @@ TEST(AdminTest, CliActsThroughTheSocketAndOnAStoppedDatabase) {
   EXPECT_TRUE(Contains(out, "\"action_id\":3,\"seqs\":[2,3]")) << out;
   EXPECT_EQ(DeadLetters(dir, "invoicing"), 0u);
   EXPECT_EQ(ActionRecords(dir), 3u);
+  // A selection of nothing is no action: said so, and nothing recorded.
+  EXPECT_EQ(Cli("dlq purge " + dir.path() + " --subscriber invoicing --all" + who, &out), 0) << out;
+  EXPECT_TRUE(Contains(out, "nothing selected; nothing recorded")) << out;
+  EXPECT_TRUE(Contains(out, "action id        0\n")) << out;
+  EXPECT_EQ(ActionRecords(dir), 3u);
   EXPECT_EQ(Cli("dlq redrive " + dir.path() + " --subscriber invoicing --all" + who, &out, true), 1) << out;
   EXPECT_TRUE(Contains(out, "not active")) << out;
 

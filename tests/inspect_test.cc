@@ -97,6 +97,78 @@ int RunCliOutput(const std::string& args, std::string* out) {
   return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
 }
 
+std::vector<std::string> Lines(const std::string& text);
+
+// Runs the CLI and captures what it says on standard error.
+int RunCliErrors(const std::string& args, std::string* err) {
+  err->clear();
+  FILE* p = popen((std::string(WALBUS_CLI) + " " + args + " 2>&1 >/dev/null").c_str(), "r");
+  if (p == nullptr) return -1;
+  char buf[4096];
+  size_t n = 0;
+  while ((n = fread(buf, 1, sizeof(buf), p)) > 0) err->append(buf, n);
+  int rc = pclose(p);
+  return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+}
+
+// A bad value is a usage error that names the option and the value; an
+// unknown word is named, with the commands there are; every message has
+// the "walbus <command>:" prefix.
+TEST(InspectTest, UsageErrorsNameWhatIsWrong) {
+  TempDir dir;
+  Options o;
+  o.dir = dir.path();
+  {
+    std::unique_ptr<Bus> bus;
+    ASSERT_TRUE(Bus::Open(o, &bus).ok());
+  }
+  const std::string d = " " + dir.path();
+  std::string err;
+  for (const auto& [args, expected] : std::vector<std::pair<std::string, std::string>>{
+           {"outbox show" + d + " --seq -1", "walbus outbox show: --seq: '-1' is not a whole number"},
+           {"dlq ls" + d + " --limit -5", "walbus dlq ls: --limit: '-5' is not a whole number"},
+           {"outbox ls" + d + " --from-seq 12x", "walbus outbox ls: --from-seq: '12x' is not a whole number"},
+           {"quarantine show" + d + " --arrival 1e3", "walbus quarantine show: --arrival: '1e3' is not a whole number"},
+           {"dlq redrive" + d + " --subscriber s --seq -3 --operator o --reason r",
+            "walbus dlq redrive: --seq: '-3' is not a whole number"},
+           {"replay" + d + " --status -1", "walbus replay: --status: '-1' is not a whole number"},
+           {"frobnicate" + d, "walbus: unknown command 'frobnicate'; the commands are: stats, metrics,"},
+           {"dlq frob" + d, "walbus dlq: unknown command 'frob'; the commands are: ls, show, redrive, skip, purge"},
+           {"dlq", "walbus dlq: a command is needed: ls, show,"},
+           {"stats", "walbus stats: dir is required"},
+       }) {
+    EXPECT_EQ(RunCliErrors(args, &err), 2) << args;
+    EXPECT_TRUE(err.starts_with(expected)) << args << ": " << err;
+  }
+  EXPECT_EQ(RunCliOutput("outbox show" + d + " --seq 18446744073709551616", &err), 2) << "too large for 64 bits";
+}
+
+TEST(InspectTest, MetricsAsJsonLines) {
+  TempDir dir;
+  Options o;
+  o.dir = dir.path();
+  {
+    std::unique_ptr<Bus> bus;
+    ASSERT_TRUE(Bus::Open(o, &bus).ok());
+    SubscriberOptions s;
+    s.name = "billing";
+    s.handler = [](const Event&, HandlerContext&) { return Outcome::Done(); };
+    ASSERT_TRUE(bus->Subscribe(std::move(s)).ok());
+  }
+  std::string out;
+  ASSERT_EQ(RunCliOutput("metrics " + dir.path() + " --json", &out), 0);
+  EXPECT_NE(out.find("{\"name\":\"walbus_last_sequence\",\"type\":\"gauge\",\"labels\":{},\"value\":0}\n"),
+            std::string::npos) << out;
+  EXPECT_NE(out.find("{\"name\":\"walbus_subscriber_handled_persisted\",\"type\":\"gauge\",\"labels\":"
+                     "{\"subscriber\":\"billing\"},\"value\":0}\n"),
+            std::string::npos) << out;
+  std::string text;
+  ASSERT_EQ(RunCliOutput("metrics " + dir.path(), &text), 0);
+  size_t samples = 0;
+  for (const std::string& line : Lines(text)) samples += !line.starts_with("#");
+  EXPECT_EQ(Lines(out).size(), samples) << "one object per sample";
+}
+
 std::vector<std::string> Lines(const std::string& text) {
   std::vector<std::string> lines;
   size_t start = 0;
@@ -416,7 +488,7 @@ TEST(InspectTest, MetricsFromTheDatabasePassPromtool) {
   ASSERT_NO_FATAL_FAILURE(BuildBacklog(*bus, "reporting", 3));
   DatabaseReport report;
   ASSERT_TRUE(InspectDatabase(dir.path(), &report).ok()) << "live, through a secondary instance";
-  const std::string text = ReportMetrics(report);
+  const std::string text = PrometheusText(ReportMetrics(report));
   EXPECT_NE(text.find("walbus_outbox_backlog_events 3\n"), std::string::npos) << text;
   EXPECT_NE(text.find("walbus_subscriber_lag_events{subscriber=\"reporting\"} 3\n"), std::string::npos) << text;
   ASSERT_TRUE(report.subscribers[0].lag_age_ms.has_value());

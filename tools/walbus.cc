@@ -1,7 +1,7 @@
 // walbus: the operator's command-line tool.
 //
 //   walbus stats <dir> [--json]
-//   walbus metrics <dir>
+//   walbus metrics <dir> [--json]
 //   walbus dlq ls <dir> [--subscriber S] [--limit N] [--json]
 //   walbus dlq show <dir> --subscriber S --seq N [--json]
 //   walbus quarantine ls <dir> [--limit N] [--json]
@@ -43,12 +43,14 @@
 // database, or is held by a process without the admin socket.
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <charconv>
 #include <cstdint>
 #include <cstdio>
 #include <iostream>
 #include <limits>
 #include <memory>
 #include <optional>
+#include <set>
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
 #include <string_view>
@@ -95,6 +97,69 @@ void NoteTruncated(std::string_view command, size_t limit) {
             << " entries; use --limit N for more (0 for all)\n";
 }
 
+// A count, a sequence number or an arrival number: decimal digits only.
+// (CLI11 alone reads "-1" as 18446744073709551615.)
+const CLI::Validator kWholeNumber(
+    [](std::string& text) -> std::string {
+      uint64_t value = 0;
+      const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+      if (text.empty() || ec != std::errc() || end != text.data() + text.size()) {
+        return "'" + text + "' is not a whole number (0 or more)";
+      }
+      return "";
+    },
+    "N");
+
+// Every option that takes a number, in every command, takes only digits.
+void CheckWholeNumbers(CLI::App* app) {
+  static const std::set<std::string> kNumbers = {"--limit", "--seq",   "--arrival", "--from-seq",
+                                                 "--to-seq", "--max", "--status",  "--cancel"};
+  for (CLI::Option* option : app->get_options()) {
+    if (kNumbers.count(option->get_name()) > 0) option->check(kWholeNumber);
+  }
+  for (CLI::App* sub : app->get_subcommands([](CLI::App*) { return true; })) CheckWholeNumbers(sub);
+}
+
+// The command the words name, e.g. "dlq ls", and where they stop naming
+// one (*next: the index of the first word past it).
+const CLI::App* NamedCommand(const CLI::App& app, int argc, char** argv, int* next, std::string* path) {
+  const CLI::App* at = &app;
+  int i = 1;
+  for (; i < argc; ++i) {
+    const CLI::App* sub = nullptr;
+    for (const CLI::App* candidate : at->get_subcommands([](const CLI::App*) { return true; })) {
+      if (candidate->get_name() == argv[i]) sub = candidate;
+    }
+    if (sub == nullptr) break;
+    at = sub;
+    *path += (path->empty() ? "" : " ") + sub->get_name();
+  }
+  *next = i;
+  return at;
+}
+
+// A usage error as every other error is said: "walbus <command>: why",
+// naming an unknown command word and listing the ones there are. Exit 2.
+int UsageError(const CLI::App& app, int argc, char** argv, const CLI::ParseError& e) {
+  int next = 0;
+  std::string path;
+  const CLI::App* at = NamedCommand(app, argc, argv, &next, &path);
+  const auto commands = at->get_subcommands([](const CLI::App*) { return true; });
+  std::cerr << "walbus" << (path.empty() ? "" : " " + path) << ": ";
+  if (!commands.empty()) {
+    std::string names;
+    for (const CLI::App* c : commands) names += (names.empty() ? "" : ", ") + c->get_name();
+    if (next < argc && argv[next][0] != '-') {
+      std::cerr << "unknown command '" << argv[next] << "'; the commands are: " << names << "\n";
+    } else {
+      std::cerr << "a command is needed: " << names << "\n";
+    }
+  } else {
+    std::cerr << e.what() << " (walbus" << (path.empty() ? "" : " " + path) << " --help says more)\n";
+  }
+  return 2;
+}
+
 int RunStats(const std::string& dir, bool json) {
   walbus::internal::DatabaseReport report;
   walbus::Status s = walbus::internal::InspectDatabase(dir, &report);
@@ -103,11 +168,18 @@ int RunStats(const std::string& dir, bool json) {
   return 0;
 }
 
-int RunMetrics(const std::string& dir) {
+int RunMetrics(const std::string& dir, bool json) {
   walbus::internal::DatabaseReport report;
   walbus::Status s = walbus::internal::InspectDatabase(dir, &report);
   if (!s.ok()) return Fail("metrics", s);
-  std::cout << walbus::internal::ReportMetrics(report);
+  const std::vector<walbus::MetricFamily> families = walbus::internal::ReportMetrics(report);
+  if (!json) {
+    std::cout << walbus::PrometheusText(families);
+    return 0;
+  }
+  for (const walbus::MetricFamily& f : families) {
+    for (const walbus::MetricSample& sample : f.samples) std::cout << walbus::internal::MetricSampleJson(f, sample) << "\n";
+  }
   return 0;
 }
 
@@ -375,6 +447,7 @@ int main(int argc, char** argv) {
       "metrics", "The progress metrics recorded in the database, in Prometheus text format (the names a running "
                  "bus's MetricsText uses).");
   metrics->add_option("dir", dir, "Database directory")->required();
+  metrics->add_flag("--json", json, "Print JSON Lines: one object per sample (series)");
 
   std::string bridge_cf = "jetstream";
   CLI::App* bridge = app.add_subcommand(
@@ -527,14 +600,20 @@ int main(int argc, char** argv) {
   CLI::Option* r_cancel = replay->add_option("--cancel", cancel_id, "Stop the replay with this id");
   replay->add_flag("--json", json, "Print the report as one JSON object");
 
+  CheckWholeNumbers(&app);
   try {
     app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    int rc = app.exit(e);
-    return rc == 0 ? 0 : 2;
+    return UsageError(app, argc, argv, e);
   }
   if (stats->parsed()) return RunStats(dir, json);
-  if (metrics->parsed()) return RunMetrics(dir);
+  if (metrics->parsed()) return RunMetrics(dir, json);
   if (bridge->parsed()) return walbus::tools::RunBridge(dir, bridge_cf, json);
   if (dlq_ls->parsed()) return RunDlqLs(dir, subscriber, limit, json);
   if (dlq_show->parsed()) return RunDlqShow(dir, subscriber, seq, json);

@@ -394,7 +394,7 @@ struct OperatorAction {
 
 // What an operator action selected (in seq order) and its record's id.
 struct ActionReport {
-  uint64_t action_id = 0;  // 0 for a dry run
+  uint64_t action_id = 0;  // 0 for a dry run, and when nothing was selected (nothing recorded)
   std::vector<uint64_t> seqs;  // the dead letters selected
   std::vector<std::string> released_subjects;  // unparked (PoisonPolicy::kParkKey)
 };
@@ -574,7 +574,8 @@ class WALBUS_EXPORT Bus {
   // their original per-subject order and before any later event of their
   // subject; a parked subject is released once its held events are back
   // in line. Each redriven event runs under the subscriber's retry policy
-  // again. The action is recorded first (walbus.replays).
+  // again. The action is recorded first (walbus.replays); a selection of
+  // nothing is no action: OK, action_id 0, no record.
   [[nodiscard]] virtual Status RedriveDeadLetters(const DeadLetterSelection& selection, const OperatorAction& action,
                                                   ActionReport* report) = 0;
   // Releases the parked subjects of the selection without running their

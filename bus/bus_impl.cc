@@ -54,6 +54,7 @@ Status BusImpl::OpenWithEnv(const Options& options, rocksdb::Env* env, std::uniq
   storage::OpenOptions so;
   so.dir = options.dir;
   so.create_if_missing = options.create_if_missing;
+  so.share_with_group = options.share_with_group;
   so.app_column_families = options.column_families;
   so.env = env;
   if (options.inbox_window.count() > 0) {
@@ -68,6 +69,11 @@ Status BusImpl::OpenWithEnv(const Options& options, rocksdb::Env* env, std::uniq
   bus->committer_ = std::make_unique<Committer>(
       bus->db_.get(), CommitLimits{options.max_group_commits, options.max_group_bytes}, last_seq, bus.get());
   bus->log_ = std::make_unique<BusLog>(options.logger, options.hash_subjects_in_logs);
+  if (bus->db_->open_to_others()) {
+    bus->log_->logger().warn("walbus: {} lets other users in (a permission bit for others): they can read every "
+                             "payload; chmod o= {} (a new database is created 0700)",
+                             options.dir, options.dir);
+  }
   bus->quarantine_ = std::make_unique<internal::Quarantine>(bus.get(), bus->db_.get(), bus->committer_.get(),
                                                  bus->options_.clock.get(), bus->log_.get(),
                                                  options.quarantine_max_entries, options.quarantine_max_bytes);
@@ -793,6 +799,9 @@ void BusImpl::WriteProcessSubscriberMetrics(MetricsWriter& w, const BusStats& st
        [](const SubscriberStats& s, const DurableCounters& o) { return CountedSince(s.stale_skipped, o.stale_skipped); }},
       {"walbus_subscriber_retries_total", MetricType::kCounter, "Handler attempts that failed and were retried.",
        [](const SubscriberStats& s, const DurableCounters&) { return double(s.retries); }},
+      {"walbus_subscriber_conflicts_total", MetricType::kCounter,
+       "Outcomes that met a concurrent update and ran again.",
+       [](const SubscriberStats& s, const DurableCounters&) { return double(s.conflicts); }},
       {"walbus_subscriber_pauses_total", MetricType::kCounter, "Times the subscriber paused on an unknown version.",
        [](const SubscriberStats& s, const DurableCounters&) { return double(s.pauses); }},
       {"walbus_subscriber_paused", MetricType::kGauge, "1 while the subscriber waits for an upcaster.",
@@ -892,6 +901,7 @@ BusStats BusImpl::Stats() {
       s.handled = e.active->handled.load();
       s.duplicates = e.active->duplicates.load();
       s.retries = e.active->retries.load();
+      s.conflicts = e.active->conflicts.load();
       s.dead_lettered = e.active->dead_lettered.load();
       s.stale_skipped = e.active->stale_skipped.load();
       s.in_flight = e.active->in_flight.load();

@@ -1,11 +1,25 @@
 #include "bus/log.h"
 
+#include <spdlog/sinks/stdout_color_sinks.h>
+
 #include <cstdio>
 
 namespace walbus::internal {
+namespace {
+
+// The log of buses given no logger: standard error, as an application's
+// standard output is its own. One for the process, made on first use and
+// not registered with spdlog (an application's registry stays its own).
+std::shared_ptr<spdlog::logger> StandardErrorLogger() {
+  static const std::shared_ptr<spdlog::logger> logger =
+      std::make_shared<spdlog::logger>("walbus", std::make_shared<spdlog::sinks::stderr_color_sink_mt>());
+  return logger;
+}
+
+}  // namespace
 
 BusLog::BusLog(std::shared_ptr<spdlog::logger> logger, bool hash_subjects)
-    : logger_(logger != nullptr ? std::move(logger) : spdlog::default_logger()), hash_subjects_(hash_subjects) {}
+    : logger_(logger != nullptr ? std::move(logger) : StandardErrorLogger()), hash_subjects_(hash_subjects) {}
 
 std::string BusLog::Subject(std::string_view subject) const {
   if (!hash_subjects_) return std::string(subject);

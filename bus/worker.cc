@@ -441,15 +441,25 @@ void Dispatcher::CommitRuns(std::deque<Run>& runs, std::vector<Message>* replies
                                  item.first_failure_ms, false, nullptr});
     } else if (s.ok()) {
       replies->push_back(Message{r.on_success, &sub, item.event});
-    } else if (s.IsConflict() && item.conflict_reruns + 1 <= sub.retry.max_conflict_reruns) {
-      Message rerun{Message::Kind::kRerun, &sub, item.event, {}, item.conflict_reruns + 1};
-      rerun.run_attempt = item.attempt;
-      replies->push_back(std::move(rerun));
+    } else if (s.IsConflict()) {
+      // Optimistic concurrency at work, rerun by design: counted
+      // (walbus_subscriber_conflicts_total), not a warning.
+      sub.conflicts.fetch_add(1, std::memory_order_relaxed);
+      config_.log->logger().debug("walbus: {}'s outcome for seq={} met a concurrent update, run again: {}", sub.name,
+                                  item.event->seq, s.ToString());
+      if (item.conflict_reruns + 1 <= sub.retry.max_conflict_reruns) {
+        Message rerun{Message::Kind::kRerun, &sub, item.event, {}, item.conflict_reruns + 1};
+        rerun.run_attempt = item.attempt;
+        replies->push_back(std::move(rerun));
+      } else {
+        // Past its budget it counts as a failed attempt (the retry record
+        // comes with the next failure or the dead letter).
+        replies->push_back(Message{Message::Kind::kRetry, &sub, item.event, Backoff(sub, item.attempt), item.attempt,
+                                   item.first_failure_ms, true, nullptr});
+      }
     } else {
-      // A conflict past its budget counts as a failed attempt (the retry
-      // record comes with the next failure or the dead letter); any other
-      // commit error leaves the outcome unknown, so the next run looks at
-      // the inbox first.
+      // Any other commit error leaves the outcome unknown, so the next run
+      // looks at the inbox first.
       static LogLimiter limiter(10);
       if (uint64_t held = 0; limiter.Allow(&held)) {
         config_.log->logger().warn("walbus: committing {}'s outcome for seq={} failed: {} ({} similar lines held back)", sub.name,

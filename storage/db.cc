@@ -9,6 +9,7 @@
 #include <rocksdb/table.h>
 #include <rocksdb/write_batch.h>
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -159,14 +160,16 @@ Status CheckWritable(const std::string& dir, bool exists) {
 // version is durable: a directory with it is a creation cut short.
 constexpr char kCreatingMarker[] = "WALBUS-CREATING";
 
-// Creates the directory and the marker in it, both made durable.
-Status MarkCreating(const std::string& dir) {
+// Creates the directory (private: `mode`) and the marker in it, both made
+// durable.
+Status MarkCreating(const std::string& dir, mode_t mode) {
   namespace fs = std::filesystem;
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) return Status::IOError("create " + dir + ": " + ec.message());
+  if (::chmod(dir.c_str(), mode) != 0) return Status::IOError("chmod " + dir + ": " + std::strerror(errno));
   const std::string marker = (fs::path(dir) / kCreatingMarker).string();
-  const int fd = ::open(marker.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  const int fd = ::open(marker.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   if (fd < 0) return Status::IOError("create " + marker + ": " + std::strerror(errno));
   const bool synced = ::fsync(fd) == 0;
   ::close(fd);
@@ -220,7 +223,7 @@ Status Db::Open(const OpenOptions& options, std::unique_ptr<Db>* out) {
   }
   bool creating = interrupted;
   if (primary && options.create_if_missing && !has_current && !interrupted) {
-    if (Status s = MarkCreating(options.dir); !s.ok()) return s;
+    if (Status s = MarkCreating(options.dir, options.share_with_group ? 0750 : 0700); !s.ok()) return s;
     creating = true;
   }
   for (const std::string& name : options.app_column_families) {
@@ -338,6 +341,8 @@ Status Db::Open(const OpenOptions& options, std::unique_ptr<Db>* out) {
     fs::remove(marker, ec);
     if (ec) return Status::IOError("remove " + marker.string() + ": " + ec.message());
   }
+  struct stat st;
+  db->open_to_others_ = ::stat(options.dir.c_str(), &st) == 0 && (st.st_mode & S_IRWXO) != 0;
   *out = std::move(db);
   return Status::OK();
 }

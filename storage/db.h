@@ -72,6 +72,9 @@ struct OpenOptions {
   std::string dir;
   Mode mode = Mode::kPrimary;
   bool create_if_missing = true;
+  // A directory it creates is 0700 (0750 with this): the database's
+  // payloads are no more readable than the admin socket (0600).
+  bool share_with_group = false;
   // Application column families to open or create (primary only). A
   // secondary opens every column family that exists.
   std::vector<std::string> app_column_families;
@@ -139,6 +142,10 @@ class Db {
   // Secondary only: reads the primary's newer writes.
   Status CatchUpWithPrimary();
 
+  // Whether the directory lets users other than its owner (and group) in:
+  // its mode has a permission bit for others.
+  bool open_to_others() const { return open_to_others_; }
+
  private:
   Db() = default;
   Status CheckFormat(bool fresh);
@@ -151,6 +158,7 @@ class Db {
   std::vector<std::string> app_names_;
   std::vector<CfHandle*> app_handles_;
   std::vector<CfHandle*> all_handles_;  // owned; destroyed before db_
+  bool open_to_others_ = false;
   friend class Batch;
 };
 

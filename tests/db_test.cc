@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 #include <rocksdb/db.h>
+#include <spdlog/sinks/ostream_sink.h>
+#include <spdlog/spdlog.h>
 
 #include <sys/wait.h>
 #include <unistd.h>
@@ -13,6 +15,7 @@
 #include <filesystem>
 #include <functional>
 #include <fstream>
+#include <sstream>
 
 #include "storage/keys.h"
 #include "tests/test_util.h"
@@ -141,6 +144,62 @@ int RunUnprivileged(const std::function<bool()>& check) {
   int status = 0;
   if (pid < 0 || ::waitpid(pid, &status, 0) != pid || !WIFEXITED(status)) return -1;
   return WEXITSTATUS(status);
+}
+
+// The outbox, the dead letters and the quarantine hold every payload: a
+// new database is the owner's alone (0700; 0750 for a group that asks),
+// another user cannot read a byte of it, and an existing one open to
+// others is warned about.
+TEST(DbTest, ANewDatabaseIsPrivate) {
+  TempDir dir;
+  fs::permissions(dir.root(), fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
+                                  fs::perms::others_read | fs::perms::others_exec);
+  const auto mode = [](const std::string& path) { return fs::status(path).permissions() & fs::perms::all; };
+  Options o = testing::TestOptions(dir);
+  o.logger = nullptr;
+  {
+    std::unique_ptr<Bus> bus;
+    ASSERT_TRUE(Bus::Open(o, &bus).ok());
+    Transaction tx = bus->Begin();
+    EventSpec e;
+    e.type = "orders.order-placed.v1";
+    e.subject = "order-1";
+    e.data = "card 4111-1111";
+    ASSERT_TRUE(tx.Publish(e).ok());
+    ASSERT_TRUE(tx.Commit().ok());
+  }
+  EXPECT_EQ(mode(dir.path()), fs::perms::owner_all);
+  const std::string path = dir.path();
+  const int code = RunUnprivileged([&] {
+    std::error_code ec;
+    fs::directory_iterator it(path, ec);  // not even the names of its files
+    if (!ec) return false;
+    for (const char* file : {"CURRENT", "IDENTITY", "LOCK"}) {
+      if (std::ifstream(path + "/" + file).good()) return false;
+    }
+    return true;
+  });
+  EXPECT_EQ(code, 0) << "another user read the database directory";
+
+  const std::string shared = dir.root() + "/shared-bus";
+  Options g = o;
+  g.dir = shared;
+  g.share_with_group = true;
+  {
+    std::unique_ptr<Bus> bus;
+    ASSERT_TRUE(Bus::Open(g, &bus).ok());
+  }
+  EXPECT_EQ(mode(shared), fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec);
+
+  // An existing directory open to others: opened, with a warning.
+  fs::permissions(path, fs::perms::others_read | fs::perms::others_exec, fs::perm_options::add);
+  std::ostringstream log;
+  o.logger = std::make_shared<spdlog::logger>("t", std::make_shared<spdlog::sinks::ostream_sink_mt>(log));
+  {
+    std::unique_ptr<Bus> bus;
+    ASSERT_TRUE(Bus::Open(o, &bus).ok());
+  }
+  EXPECT_NE(log.str().find("lets other users in"), std::string::npos) << log.str();
 }
 
 TEST(DbTest, ReadOnlyDirectoryIsRefusedWithAClearMessage) {

@@ -5,6 +5,11 @@
 #include <gtest/gtest.h>
 #include <spdlog/sinks/ostream_sink.h>
 
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fstream>
 #include <mutex>
 #include <sstream>
 
@@ -72,6 +77,35 @@ TEST(LogTest, EventOutcomesCarryTheirFieldsAndNeverThePayload) {
   EXPECT_NE(log.find("subject=alice@example.com"), std::string::npos) << log;
   EXPECT_NE(log.find("attempt=2"), std::string::npos) << log;
   EXPECT_NE(log.find("quarantined"), std::string::npos) << log;
+}
+
+std::string FileText(const std::string& path) {
+  std::ifstream in(path);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+// Given no logger, a bus logs to standard error: an application's standard
+// output is its own (a pipe to another program, a report).
+TEST(LogTest, WithoutALoggerTheBusWritesToStandardErrorOnly) {
+  TempDir dir;
+  const std::string out = dir.root() + "/stdout", err = dir.root() + "/stderr";
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::dup2(::open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600), 1);
+    ::dup2(::open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600), 2);
+    Options o = testing::TestOptions(dir);
+    o.logger = nullptr;
+    std::unique_ptr<Bus> bus;
+    if (!Bus::Open(o, &bus).ok()) ::_exit(3);
+    if (bus->Ingest("not an envelope", "test").ok()) ::_exit(4);  // quarantined: a warning
+    (void)bus->Close();
+    ::_exit(0);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  EXPECT_EQ(FileText(out), "");
+  EXPECT_NE(FileText(err).find("quarantined"), std::string::npos) << FileText(err);
 }
 
 TEST(LogTest, SubjectsCanBeHashed) {

@@ -5,17 +5,22 @@
 //   opt.column_families = {"orders", "invoices"};
 //   std::unique_ptr<walbus::Bus> bus;
 //   walbus::Status s = walbus::Bus::Open(opt, &bus);
-//   s = bus->Subscribe({.name = "invoicing",
-//                       .types = {"orders.order-approved.v1"},
-//                       .handler = [](const walbus::Event& e, walbus::HandlerContext& ctx) {
-//                         if (auto st = ctx.Put("invoices", e.subject, "..."); !st.ok())
-//                           return walbus::Outcome::RetryAfter(std::chrono::milliseconds(50));
-//                         return walbus::Outcome::Done();
-//                       }});
+//   walbus::SubscriberOptions invoicing;
+//   invoicing.name = "invoicing";
+//   invoicing.types = {"orders.order-approved.v1"};
+//   invoicing.handler = [](const walbus::Event& e, walbus::HandlerContext& ctx) {
+//     if (auto st = ctx.Put("invoices", e.subject, "..."); !st.ok())
+//       return walbus::Outcome::RetryAfter(std::chrono::milliseconds(50));
+//     return walbus::Outcome::Done();
+//   };
+//   s = bus->Subscribe(std::move(invoicing));
 //   s = bus->Start();
 //   walbus::Transaction tx = bus->Begin();
 //   s = tx.Put("orders", "order-42", bytes);
-//   auto id = tx.Publish({.type = "orders.order-approved.v1", .subject = "order-42"});
+//   walbus::EventSpec approved;
+//   approved.type = "orders.order-approved.v1";
+//   approved.subject = "order-42";
+//   auto id = tx.Publish(approved);
 //   walbus::Result<walbus::Receipt> r = tx.Commit();
 //
 // Guarantees (docs/design.md): a commit's domain writes and events land
@@ -286,6 +291,9 @@ struct SubscriberStats {
   uint64_t handled = 0;     // Events whose effects committed (durable count).
   uint64_t duplicates = 0;  // Redeliveries the inbox recognised and skipped.
   uint64_t retries = 0;     // Handler attempts that asked to retry or threw.
+  // Outcomes whose commit met a concurrent update (ExpectVersion) and ran
+  // again, in this process: optimistic concurrency at work, not a failure.
+  uint64_t conflicts = 0;
   uint64_t dead_lettered = 0;  // Events sent to the dead-letter store.
   uint64_t stale_skipped = 0;  // Events skipped by skip_stale.
   uint64_t in_flight = 0;   // Events fetched into memory, not yet completed.

@@ -41,6 +41,12 @@ struct Options {
   // Create the directory and an empty database when none exists.
   // Default: true.
   bool create_if_missing = true;
+  // Who may read the database. Open creates a missing directory 0700
+  // (owner only: the outbox, the dead letters and the quarantine hold
+  // every payload), or 0750 with share_with_group, for an operator's
+  // group as PostgreSQL allows; files in it are reached only through it.
+  // Open warns when an existing directory lets other users in.
+  bool share_with_group = false;
 
   // Default kSync. See Durability.
   Durability durability = Durability::kSync;
@@ -135,8 +141,9 @@ struct Options {
   size_t quarantine_max_bytes = 64 << 20;
   // @}
 
-  // Where the bus logs; null means spdlog's default logger. Declared, not
-  // included: an application that passes one includes spdlog itself.
+  // Where the bus logs; null means standard error (level info), never the
+  // application's standard output. Declared, not included: an application
+  // that passes one includes spdlog itself.
   std::shared_ptr<spdlog::logger> logger;
 
   // Log subjects (which may be personal data) as a stable hash. Default off.

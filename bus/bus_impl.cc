@@ -432,33 +432,160 @@ Status BusImpl::Quarantine(std::string_view input, std::string_view source, std:
   return quarantine_->Add(input, source, reason);
 }
 
+namespace {
+
+std::chrono::system_clock::time_point FromUnixMillis(uint64_t ms) {
+  return std::chrono::system_clock::time_point(std::chrono::milliseconds(ms));
+}
+
+}  // namespace
+
+Status BusImpl::SeqOfRetrying(uint32_t subscriber_id, const EventId& id, uint64_t* seq) {
+  // Only events with a retry record: few (at most in flight), each one
+  // point read of the outbox.
+  *seq = 0;
+  std::string prefix;
+  storage::PutBe32(&prefix, subscriber_id);
+  Status inner;
+  Status scan = db_->Scan(storage::Cf::kRetries, prefix, SIZE_MAX, [&](std::string_view key, std::string_view) {
+    uint32_t sub_id = 0;
+    uint64_t candidate = 0;
+    if (!storage::ParseSubscriberSeqKey(key, &sub_id, &candidate)) return true;
+    std::string envelope;
+    bool found = false;
+    inner = db_->Get(db_->cf(storage::Cf::kOutbox), storage::OutboxKey(candidate), &envelope, &found);
+    Event e;
+    if (inner.ok() && found && DecodeEnvelope(envelope, options_.max_payload_bytes, &e).ok() && e.id == id) {
+      *seq = candidate;
+      return false;
+    }
+    return inner.ok();
+  });
+  return scan.ok() ? inner : scan;
+}
+
 Status BusImpl::StateOf(const std::string& name, const Registry::Entry& entry, const EventId& id, uint64_t seq,
                         DeliveryState* out) {
+  *out = DeliveryState{};
   out->subscriber = name;
   out->id = id;
   out->seq = seq;
-  out->state = Delivery::kPending;
   const std::string_view id_bytes(reinterpret_cast<const char*>(id.bytes.data()), id.bytes.size());
-  std::string inbox;
-  bool handled = false;
-  Status s = db_->Get(db_->cf(storage::Cf::kInbox), storage::InboxKey(entry.id, id_bytes), &inbox, &handled);
+  std::string value;
+  bool found = false;
+  Status s = db_->Get(db_->cf(storage::Cf::kInbox), storage::InboxKey(entry.id, id_bytes), &value, &found);
   if (!s.ok()) return s;
-  if (handled) {
-    if (inbox.size() >= 8) out->seq = storage::GetBe64(inbox);
-    std::string ignored;
-    bool dead = false;
-    s = db_->Get(db_->cf(storage::Cf::kDeadLetters), storage::SubscriberSeqKey(entry.id, out->seq), &ignored, &dead);
+  if (found) {
+    if (value.size() >= 8) out->seq = storage::GetBe64(value);
+    s = db_->Get(db_->cf(storage::Cf::kDeadLetters), storage::SubscriberSeqKey(entry.id, out->seq), &value, &found);
     if (!s.ok()) return s;
-    out->state = dead ? Delivery::kDeadLettered : Delivery::kHandled;
+    storage::DeadLetterRecord letter;
+    if (found && storage::DecodeDeadLetter(value, &letter)) {
+      out->attempts = letter.attempts;
+      out->last_error = letter.error;
+      return ParkedOrDeadLettered(entry.id, letter, out);
+    }
+    out->state = found ? Delivery::kDeadLettered : Delivery::kHandled;
     return Status::OK();
   }
   const uint64_t watermark = entry.active != nullptr ? entry.active->watermark.load() : entry.durable.checkpoint;
   if (seq != 0 && watermark >= seq) {
     out->state = Delivery::kNotDelivered;
-  } else if (entry.active != nullptr && entry.active->paused_now.load()) {
-    out->state = Delivery::kPaused;
+    return Status::OK();
+  }
+  if (out->seq == 0) {
+    if (Status r = SeqOfRetrying(entry.id, id, &out->seq); !r.ok()) return r;
+  }
+  if (entry.active != nullptr && entry.active->paused_now.load()) out->state = Delivery::kPaused;
+  if (out->seq == 0) return Status::OK();
+  s = db_->Get(db_->cf(storage::Cf::kRetries), storage::SubscriberSeqKey(entry.id, out->seq), &value, &found);
+  if (!s.ok()) return s;
+  storage::RetryRecord retry;
+  if (found && storage::DecodeRetry(value, &retry)) {
+    out->state = Delivery::kRetrying;
+    out->attempts = retry.attempts;
+    out->last_error = retry.last_error;
+    if (retry.next_attempt_ms != 0) out->next_attempt = FromUnixMillis(retry.next_attempt_ms);
   }
   return Status::OK();
+}
+
+Status BusImpl::ParkedOrDeadLettered(uint32_t subscriber_id, const storage::DeadLetterRecord& letter,
+                                     DeliveryState* out) {
+  // Under PoisonPolicy::kParkKey the events behind a dead letter are kept
+  // with it, in the dead-letter store, until an operator releases the
+  // subject: parked, not given up on.
+  out->state = Delivery::kDeadLettered;
+  Event event;
+  if (!DecodeEnvelope(letter.envelope, options_.max_payload_bytes, &event).ok()) return Status::OK();
+  std::string value;
+  bool found = false;
+  Status s = db_->Get(db_->cf(storage::Cf::kCheckpoints),
+                      storage::CheckpointKey(subscriber_id, storage::CheckpointField::kParked, event.subject), &value,
+                      &found);
+  if (!s.ok()) return s;
+  if (found && value.size() >= 8 && storage::GetBe64(value) < out->seq) {
+    out->state = Delivery::kParked;
+    out->parked_behind = storage::GetBe64(value);
+  }
+  return Status::OK();
+}
+
+Result<std::vector<DeliveryState>> BusImpl::Pending(const std::string& subscriber, size_t limit) {
+  InCall call(this);
+  if (!call.admitted()) return ClosedStatus();
+  Registry::Entry entry;  // a copy: the scan runs without the registry's lock
+  {
+    std::lock_guard<std::mutex> lock(registry_.mu);
+    auto it = registry_.by_name.find(subscriber);
+    if (it == registry_.by_name.end()) return Status::InvalidArgument("no subscriber named " + subscriber);
+    entry = it->second;
+  }
+  const uint64_t checkpoint = entry.active != nullptr ? entry.active->watermark.load() : entry.durable.checkpoint;
+  const std::vector<std::string>* types = entry.active != nullptr ? &entry.active->types : nullptr;
+  std::vector<DeliveryState> pending;
+  Status inner;
+  Status scan = db_->ScanOutbox(checkpoint + 1, SIZE_MAX, [&](uint64_t seq, std::string_view bytes) {
+    Event e;
+    if (!DecodeEnvelope(bytes, options_.max_payload_bytes, &e).ok()) return true;  // quarantined when read
+    if (types != nullptr && !types->empty() && std::find(types->begin(), types->end(), e.type) == types->end()) {
+      return true;
+    }
+    DeliveryState st;
+    inner = StateOf(subscriber, entry, e.id, seq, &st);
+    if (!inner.ok()) return false;
+    if (st.state != Delivery::kHandled && st.state != Delivery::kDeadLettered && st.state != Delivery::kNotDelivered) {
+      pending.push_back(std::move(st));
+    }
+    return limit == 0 || pending.size() < limit;
+  });
+  if (!scan.ok()) return scan;
+  if (!inner.ok()) return inner;
+  // Parked events are in the dead-letter store, below the checkpoint.
+  std::string prefix;
+  storage::PutBe32(&prefix, entry.id);
+  scan = db_->Scan(storage::Cf::kDeadLetters, prefix, SIZE_MAX, [&](std::string_view key, std::string_view value) {
+    uint32_t sub_id = 0;
+    DeliveryState st;
+    storage::DeadLetterRecord letter;
+    Event e;
+    if (!storage::ParseSubscriberSeqKey(key, &sub_id, &st.seq) || !storage::DecodeDeadLetter(value, &letter) ||
+        !DecodeEnvelope(letter.envelope, options_.max_payload_bytes, &e).ok()) {
+      return true;
+    }
+    st.subscriber = subscriber;
+    st.id = e.id;
+    st.attempts = letter.attempts;
+    st.last_error = letter.error;
+    inner = ParkedOrDeadLettered(entry.id, letter, &st);
+    if (inner.ok() && st.state == Delivery::kParked) pending.push_back(std::move(st));
+    return inner.ok();
+  });
+  if (!scan.ok()) return scan;
+  if (!inner.ok()) return inner;
+  std::sort(pending.begin(), pending.end(), [](const DeliveryState& a, const DeliveryState& b) { return a.seq < b.seq; });
+  if (limit != 0 && pending.size() > limit) pending.resize(limit);
+  return pending;
 }
 
 Status BusImpl::WaitHandled(const Receipt& receipt, const std::vector<std::string>& subscribers,

@@ -45,6 +45,7 @@ class BusImpl final : public Bus, public CommitListener {
   Status WaitHandled(const Receipt& receipt, const std::vector<std::string>& subscribers,
                      std::chrono::milliseconds timeout, std::vector<DeliveryState>* states) override;
   Status WaitQuiescent(const Receipt& receipt, std::chrono::milliseconds timeout) override;
+  Result<std::vector<DeliveryState>> Pending(const std::string& subscriber, size_t limit) override;
   Status EventStatus(const EventId& id, std::vector<DeliveryState>* states) override;
   Status RedriveDeadLetters(const DeadLetterSelection& selection, const OperatorAction& action,
                             ActionReport* report) override;
@@ -115,6 +116,12 @@ class BusImpl final : public Bus, public CommitListener {
   // unknown (then completion cannot be told without an inbox record).
   Status StateOf(const std::string& name, const Registry::Entry& entry, const EventId& id, uint64_t seq,
                  DeliveryState* out);
+  // The seq of event `id` when it has a retry record of the subscriber's;
+  // 0 when it has none.
+  Status SeqOfRetrying(uint32_t subscriber_id, const EventId& id, uint64_t* seq);
+  // *out (its seq set) as kParked when `letter` holds a parked subject's
+  // later event, else kDeadLettered.
+  Status ParkedOrDeadLettered(uint32_t subscriber_id, const storage::DeadLetterRecord& letter, DeliveryState* out);
   enum class ActionKind : uint8_t { kRedrive, kSkip, kPurge };
   // The shared part of the dead-letter actions: checks, selects, records
   // the action (with `extra` ops in the same batch: unparking, deleting)

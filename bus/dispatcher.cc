@@ -208,7 +208,36 @@ void Dispatcher::Loop() {
   }
   PublishProgress();
   Checkpoint(true);
+  RecordCleanStop();
   Trim(true);
+}
+
+void Dispatcher::RecordCleanStop() {
+  // Every handler has returned and its outcome is recorded: nothing runs.
+  ScopeRep scope(bus_);
+  for (auto& sub : subs_) {
+    std::string v;
+    storage::PutBe64(&v, sub->durable_horizon);
+    scope.AddOp(Op{Op::Kind::kPut, db_->cf(storage::Cf::kCheckpoints),
+                   storage::CheckpointKey(sub->id, storage::CheckpointField::kStoppedAt), std::move(v)});
+  }
+  if (scope.ops.empty()) return;
+  if (Status s = committer_->CommitOne(&scope, /*sync=*/true); !s.ok()) {
+    config_.log->logger().warn("walbus: recording the clean stop failed (the next open charges the events that "
+                               "were waiting a run): {}", s.ToString());
+  }
+}
+
+void Dispatcher::ForgetCleanStop(const Subscriber& sub) {
+  // Before anything of it runs: a crash from here on is not a clean stop.
+  ScopeRep scope(bus_);
+  scope.AddOp(Op{Op::Kind::kDelete, db_->cf(storage::Cf::kCheckpoints),
+                 storage::CheckpointKey(sub.id, storage::CheckpointField::kStoppedAt), {}});
+  if (Status s = committer_->CommitOne(&scope, /*sync=*/true); !s.ok()) {
+    // Kept, a crash in this process would look clean: it then charges no
+    // attempt to the event that was running. Logged; it goes on.
+    config_.log->logger().error("walbus: forgetting {}'s clean stop failed: {}", sub.name, s.ToString());
+  }
 }
 
 void Dispatcher::Handle(Message& m) {
@@ -216,6 +245,7 @@ void Dispatcher::Handle(Message& m) {
     case Message::Kind::kWake:
       break;
     case Message::Kind::kAdd:
+      ForgetCleanStop(*m.control->added);
       subs_.push_back(std::move(m.control->added));
       break;
     case Message::Kind::kDone:

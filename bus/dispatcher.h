@@ -221,7 +221,7 @@ class Dispatcher {
   // Where the item's completion is recorded: the subscriber's inbox, or a
   // kFreshScope replay's own scope.
   std::pair<storage::CfHandle*, std::string> InboxSlot(const WorkItem& item) const;
-  void PutInboxRecord(ScopeRep* scope, const WorkItem& item, uint64_t now_ms);
+  void PutInboxRecord(ScopeRep* scope, const WorkItem& item, uint64_t now_ms, uint32_t runs);
   // Moves the subject's waiting dead letters to the front of its queue.
   // REQUIRES: the subject's front event is not running.
   void ApplyRedrive(Subscriber* sub, const std::string& subject);
@@ -233,6 +233,12 @@ class Dispatcher {
   void Submit(Subscriber* sub, KeyQueue& key);
   void FlushReady();
   // Persists a horizon above every seq about to be handed to workers.
+  // The clean-stop record of each subscriber: written at Stop, deleted
+  // when a subscriber is added, before anything of it runs.
+  // @{
+  void RecordCleanStop();
+  void ForgetCleanStop(const Subscriber& sub);
+  // @}
   bool AdvanceHorizons();
   void FireTimers(SteadyTime now);
   void Checkpoint(bool force);

@@ -169,8 +169,9 @@ struct DeliveryReport {
   // record: not a type it takes).
   std::string state;
   std::optional<int64_t> handled_at_ms;
-  uint32_t attempts = 0;
+  uint32_t attempts = 0;  // handler runs, the one it completed in included
   std::string last_error;
+  std::optional<int64_t> next_attempt_ms;  // retrying: when the next run is due
 };
 
 // An event's story: the event (when still in the outbox, or from a dead

@@ -300,6 +300,7 @@ Status FindEventStory(const std::string& dir, const EventId& id, EventStory* out
     if (handled && inbox.size() >= 16) {
       seq = storage::GetBe64(inbox);
       d.handled_at_ms = static_cast<int64_t>(storage::GetBe64(std::string_view(inbox).substr(8)));
+      if (inbox.size() >= 20) d.attempts = storage::GetBe32(std::string_view(inbox).substr(16));
       if (out->seq == 0) out->seq = seq;
     }
     std::string record;
@@ -330,6 +331,7 @@ Status FindEventStory(const std::string& dir, const EventId& id, EventStory* out
         d.state = "retrying";
         d.attempts = retry.attempts;
         d.last_error = retry.last_error;
+        if (retry.next_attempt_ms != 0) d.next_attempt_ms = static_cast<int64_t>(retry.next_attempt_ms);
       } else {
         d.state = entry.durable.checkpoint >= seq ? "passed" : "pending";
       }
@@ -359,7 +361,8 @@ std::string EventStoryText(const EventStory& story) {
   for (const DeliveryReport& d : story.deliveries) {
     std::string line = d.state;
     if (d.handled_at_ms) line += " at " + MsText(d.handled_at_ms);
-    if (d.attempts > 0) line += ", " + std::to_string(d.attempts) + " attempts";
+    if (d.attempts > 0) line += ", " + std::to_string(d.attempts) + (d.attempts == 1 ? " attempt" : " attempts");
+    if (d.next_attempt_ms) line += ", next attempt at " + MsText(d.next_attempt_ms);
     if (!d.last_error.empty()) line += ", last error: " + TextSafe(d.last_error);
     Field(o, "subscriber " + TextSafe(d.subscriber), line);
   }
@@ -388,7 +391,8 @@ std::string EventStoryJson(const EventStory& story) {
     const DeliveryReport& d = story.deliveries[i];
     o << (i ? "," : "") << "{\"subscriber\":" << JsonString(d.subscriber) << ",\"state\":" << JsonString(d.state)
       << ",\"handled_at\":" << (d.handled_at_ms ? JsonString(IsoTimeMs(*d.handled_at_ms)) : "null")
-      << ",\"attempts\":" << d.attempts << ",\"last_error\":" << JsonString(d.last_error) << "}";
+      << ",\"attempts\":" << d.attempts << ",\"last_error\":" << JsonString(d.last_error)
+      << ",\"next_attempt\":" << (d.next_attempt_ms ? JsonString(IsoTimeMs(*d.next_attempt_ms)) : "null") << "}";
   }
   o << "],\"follow_ups\":[";
   for (size_t i = 0; i < story.follow_ups.size(); ++i) {

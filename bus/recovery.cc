@@ -40,6 +40,13 @@ Status ReadProgress(const storage::Db& db, uint32_t id, DurableCounters* d) {
     s = ReadBe64(db, db.cf(storage::Cf::kCheckpoints), storage::CheckpointKey(id, storage::CheckpointField::kHorizon),
                  0, &d->horizon);
   }
+  if (s.ok()) {
+    constexpr uint64_t kNone = ~uint64_t{0};
+    uint64_t stopped_at = kNone;
+    s = ReadBe64(db, db.cf(storage::Cf::kCheckpoints),
+                 storage::CheckpointKey(id, storage::CheckpointField::kStoppedAt), kNone, &stopped_at);
+    d->stopped_cleanly = stopped_at == d->horizon;
+  }
   if (s.ok()) s = ReadCounter(db, id, storage::CheckpointField::kDeadLettered, &d->dead_lettered);
   if (s.ok()) s = ReadCounter(db, id, storage::CheckpointField::kStaleSkipped, &d->stale_skipped);
   return s;

@@ -70,6 +70,7 @@ struct ReplayJob {
 struct DurableCounters {
   uint64_t checkpoint = 0;
   uint64_t horizon = 0;  // no seq above it had been handed to a handler
+  bool stopped_cleanly = false;  // it stopped with nothing running
   uint64_t handled = 0;
   uint64_t duplicates = 0;
   uint64_t dead_lettered = 0;
@@ -94,6 +95,7 @@ struct Subscriber {
         side_effect_safe(opts.side_effect_safe),
         recovered_checkpoint(durable.checkpoint),
         recovered_horizon(std::max(durable.horizon, durable.checkpoint)),
+        recovered_clean(durable.stopped_cleanly),
         progress(durable.checkpoint),
         durable_checkpoint(durable.checkpoint),
         durable_horizon(recovered_horizon),
@@ -113,7 +115,9 @@ struct Subscriber {
   }
   // May `seq` have been running when the process last stopped? Then this
   // run counts as an attempt before it starts (crash-loop protection).
-  bool MayHaveBeenRunning(uint64_t seq) const { return seq > recovered_checkpoint && seq <= recovered_horizon; }
+  bool MayHaveBeenRunning(uint64_t seq) const {
+    return !recovered_clean && seq > recovered_checkpoint && seq <= recovered_horizon;
+  }
 
   const std::string name;
   const uint32_t id;
@@ -128,6 +132,9 @@ struct Subscriber {
   const bool side_effect_safe;
   const uint64_t recovered_checkpoint;
   const uint64_t recovered_horizon;
+  // It stopped cleanly last time: no event is charged a run it did not
+  // have. (Its records still say what completed: check_stored stays.)
+  const bool recovered_clean;
 
   Progress progress;
   std::unordered_map<std::string, KeyQueue> keys;

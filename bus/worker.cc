@@ -84,9 +84,9 @@ std::pair<storage::CfHandle*, std::string> Dispatcher::InboxSlot(const WorkItem&
   return {db_->cf(storage::Cf::kInbox), storage::InboxKey(item.sub->id, id)};
 }
 
-void Dispatcher::PutInboxRecord(ScopeRep* scope, const WorkItem& item, uint64_t now_ms) {
+void Dispatcher::PutInboxRecord(ScopeRep* scope, const WorkItem& item, uint64_t now_ms, uint32_t runs) {
   auto [cf, key] = InboxSlot(item);
-  PutOp(scope, cf, std::move(key), storage::InboxValue(item.event->seq, now_ms));
+  PutOp(scope, cf, std::move(key), storage::InboxValue(item.event->seq, now_ms, runs));
 }
 
 void Dispatcher::AddDeadLetter(ScopeRep* scope, const WorkItem& item, uint32_t attempts,
@@ -105,7 +105,7 @@ void Dispatcher::AddDeadLetter(ScopeRep* scope, const WorkItem& item, uint32_t a
   PutOp(scope, db_->cf(storage::Cf::kDeadLetters), key, storage::EncodeDeadLetter(record));
   scope->AddOp(Op{Op::Kind::kDelete, db_->cf(storage::Cf::kRetries), key, {}});
   // The inbox record makes a redelivery after a crash skip it too.
-  PutInboxRecord(scope, item, now);
+  PutInboxRecord(scope, item, now, attempts);
   scope->AddOp(Op{Op::Kind::kAddCounter, db_->cf(storage::Cf::kCheckpoints),
                   storage::CheckpointKey(sub.id, storage::CheckpointField::kDeadLettered), {}, 1});
   if (sub.on_poison == PoisonPolicy::kParkKey && item.parked_behind == 0 && !item.replaying) {
@@ -205,16 +205,17 @@ void Dispatcher::FailAttempt(Run& run, std::string error, std::chrono::milliseco
     run.error = std::move(error);
     return;
   }
+  run.delay = delay.count() > 0 ? delay : Backoff(sub, item.attempt);
   storage::RetryRecord record;
   record.attempts = item.attempt;
   record.first_failure_ms = item.first_failure_ms;
   record.last_failure_ms = now;
   record.last_error = error;
+  record.next_attempt_ms = now + static_cast<uint64_t>(run.delay.count());
   PutOp(scope, db_->cf(storage::Cf::kRetries), storage::SubscriberSeqKey(sub.id, item.event->seq),
         storage::EncodeRetry(record));
   run.on_success = Message::Kind::kRetry;
   run.error = std::move(error);
-  run.delay = delay.count() > 0 ? delay : Backoff(sub, item.attempt);
 }
 
 bool Dispatcher::ResolveVersion(Run& run, std::vector<Message>* replies) {
@@ -260,7 +261,7 @@ void Dispatcher::RunHandler(Run& run) {
                         &value, &found);
     if (s.ok() && found && value.size() == 8 && storage::GetBe64(value) >= event.subject_version) {
       run.on_success = Message::Kind::kStale;
-      PutInboxRecord(scope, item, WallMillis());
+      PutInboxRecord(scope, item, WallMillis(), /*runs=*/0);
       scope->AddOp(Op{Op::Kind::kAddCounter, db_->cf(storage::Cf::kCheckpoints),
                       storage::CheckpointKey(sub.id, storage::CheckpointField::kStaleSkipped), {}, 1});
       return;
@@ -302,7 +303,7 @@ void Dispatcher::RunHandler(Run& run) {
     FailAttempt(run, "a call in the handler failed: " + scope->error.ToString(), {}, false);
     return;
   }
-  PutInboxRecord(scope, item, WallMillis());
+  PutInboxRecord(scope, item, WallMillis(), item.attempt);
   scope->AddOp(Op{Op::Kind::kAddCounter, db_->cf(storage::Cf::kCheckpoints),
                   storage::CheckpointKey(sub.id, storage::CheckpointField::kHandled), {}, 1});
   // A failed attempt in this process wrote a record too (attempt > 1).

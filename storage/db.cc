@@ -53,7 +53,7 @@ class InboxWindowFilter : public rocksdb::CompactionFilter {
  public:
   explicit InboxWindowFilter(std::shared_ptr<const InboxRetention> retention) : retention_(std::move(retention)) {}
   bool Filter(int, const rocksdb::Slice& key, const rocksdb::Slice& value, std::string*, bool*) const override {
-    if (key.size() != 4 + 16 || value.size() != 16) return false;
+    if (key.size() != 4 + 16 || (value.size() != 16 && value.size() != 20)) return false;
     const uint32_t subscriber_id = GetBe32(std::string_view(key.data(), 4));
     const uint64_t seq = GetBe64(std::string_view(value.data(), 8));
     const uint64_t handled_ms = GetBe64(std::string_view(value.data() + 8, 8));

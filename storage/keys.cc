@@ -49,11 +49,12 @@ std::string InboxKey(uint32_t subscriber_id, std::string_view event_id16) {
   return k;
 }
 
-std::string InboxValue(uint64_t seq, uint64_t handled_unix_ms) {
+std::string InboxValue(uint64_t seq, uint64_t handled_unix_ms, uint32_t runs) {
   std::string v;
-  v.reserve(16);
+  v.reserve(20);
   PutBe64(&v, seq);
   PutBe64(&v, handled_unix_ms);
+  PutBe32(&v, runs);
   return v;
 }
 

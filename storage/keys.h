@@ -26,8 +26,10 @@ bool ParseOutboxKey(std::string_view key, uint64_t* seq);
 // inbox: be32(subscriber id) + 16-byte event id.
 // REQUIRES: event_id16.size() == 16.
 std::string InboxKey(uint32_t subscriber_id, std::string_view event_id16);
-// Inbox value: be64(seq) + be64(handled at, unix ms).
-std::string InboxValue(uint64_t seq, uint64_t handled_unix_ms);
+// Inbox value: be64(seq) + be64(handled at, unix ms) + be32(handler runs
+// it took: 1 for a first-time success, 0 for a stale skip). Records
+// written before the runs were counted are 16 bytes.
+std::string InboxValue(uint64_t seq, uint64_t handled_unix_ms, uint32_t runs);
 
 // versions: be32(column family id) + user key -> be64(version).
 std::string VersionKey(uint32_t cf_id, std::string_view key);
@@ -50,6 +52,10 @@ enum class CheckpointField : uint8_t {
   kStaleSkipped = 's',  // uint64 counter, merged.
   kAppliedVersion = 'v',  // + subject -> be64: newest subject_version applied.
   kParked = 'p',        // + subject -> be64: seq of the dead letter holding it.
+  // be64: the horizon when the subscriber last stopped cleanly (nothing
+  // running); deleted before it runs again. Equal to kHorizon at open:
+  // no event was running when the process stopped.
+  kStoppedAt = 't',
   // Under subscriber id 0 (no subscriber has it): quarantine counters.
   kQuarantined = 'q',        // uint64 counter, merged.
   kQuarantineEvicted = 'e',  // uint64 counter, merged.

@@ -67,13 +67,19 @@ std::string EncodeRetry(const RetryRecord& r) {
   PutBe64(&out, r.first_failure_ms);
   PutBe64(&out, r.last_failure_ms);
   PutBytes(&out, Capped(r.last_error, kMaxErrorBytes));
+  PutBe64(&out, r.next_attempt_ms);
   return out;
 }
 
 bool DecodeRetry(std::string_view in, RetryRecord* r) {
   Reader rd(in);
-  return rd.Format() && rd.U32(&r->attempts) && rd.U64(&r->first_failure_ms) && rd.U64(&r->last_failure_ms) &&
-         rd.Bytes(&r->last_error, kMaxErrorBytes) && rd.AtEnd();
+  if (!(rd.Format() && rd.U32(&r->attempts) && rd.U64(&r->first_failure_ms) && rd.U64(&r->last_failure_ms) &&
+        rd.Bytes(&r->last_error, kMaxErrorBytes))) {
+    return false;
+  }
+  // next_attempt_ms came later: a record without it is whole too.
+  r->next_attempt_ms = 0;
+  return rd.AtEnd() || (rd.U64(&r->next_attempt_ms) && rd.AtEnd());
 }
 
 std::string EncodeDeadLetter(const DeadLetterRecord& r) {

@@ -186,6 +186,49 @@ TEST(InspectEventsTest, EventStoryShowsEachSubscriberAndTheFollowUps) {
   EXPECT_EQ(RunCli("event " + f.dir.path() + " not-an-id"), 2);
 }
 
+// Attempts count handler runs, in the story as in HandlerContext::Attempt():
+// one handled on its second run says so, and one retrying says when it
+// runs next.
+TEST(InspectEventsTest, EventStoryCountsRunsAndSaysWhenTheNextIsDue) {
+  TempDir dir;
+  std::string handled_id, retrying_id;
+  {
+    auto bus = testing::OpenBus(testing::TestOptions(dir));
+    SubscriberOptions s;
+    s.name = "billing";
+    s.handler = [](const Event& e, HandlerContext& ctx) {
+      if (e.subject == "order-1" && ctx.Attempt() < 2) return Outcome::RetryAfter(std::chrono::milliseconds(1));
+      if (e.subject == "order-2") return Outcome::RetryAfter(std::chrono::hours(1));
+      return Outcome::Done();
+    };
+    ASSERT_TRUE(bus->Subscribe(std::move(s)).ok());
+    ASSERT_TRUE(bus->Start().ok());
+    for (const char* subject : {"order-1", "order-2"}) {
+      Transaction tx = bus->Begin();
+      EventSpec e;
+      e.type = "orders.order-placed.v1";
+      e.subject = subject;
+      Result<EventId> id = tx.Publish(e);
+      ASSERT_TRUE(id.ok());
+      ASSERT_TRUE(tx.Commit().ok());
+      (std::string(subject) == "order-1" ? handled_id : retrying_id) = id->ToString();
+    }
+    ASSERT_TRUE(testing::Eventually([&] {
+      Result<std::vector<DeliveryState>> pending = bus->Pending("billing", 0);
+      return pending.ok() && pending->size() == 1 && (*pending)[0].state == Delivery::kRetrying;
+    }, std::chrono::seconds(10)));
+    ASSERT_TRUE(bus->Close().ok());
+  }
+  std::string out;
+  ASSERT_EQ(RunCli("event " + dir.path() + " " + handled_id, &out), 0);
+  EXPECT_NE(out.find("handled at "), std::string::npos) << out;
+  EXPECT_NE(out.find(", 2 attempts"), std::string::npos) << out;
+  ASSERT_EQ(RunCli("event " + dir.path() + " " + retrying_id, &out), 0);
+  EXPECT_NE(out.find("retrying, 1 attempt, next attempt at "), std::string::npos) << out;
+  ASSERT_EQ(RunCli("event " + dir.path() + " " + retrying_id + " --json", &out), 0);
+  EXPECT_EQ(out.find("\"next_attempt\":null"), std::string::npos) << out;
+}
+
 TEST(InspectEventsTest, InboxCheckSaysWhetherASubscriberCompletedAnEvent) {
   Fixture f;
   bool handled = false;

@@ -205,7 +205,7 @@ void WriteInbox(storage::Db* db, uint64_t n, uint64_t handled_ms) {
     std::string id(16, '\0');
     for (int b = 0; b < 8; ++b) id[15 - b] = static_cast<char>((seq >> (8 * b)) & 0xFF);
     storage::Batch batch;
-    batch.Put(db->cf(storage::Cf::kInbox), storage::InboxKey(1, id), storage::InboxValue(seq, handled_ms));
+    batch.Put(db->cf(storage::Cf::kInbox), storage::InboxKey(1, id), storage::InboxValue(seq, handled_ms, 1));
     ASSERT_TRUE(batch.Commit(db, false).ok());
   }
 }

@@ -227,18 +227,102 @@ TEST(WorkerTest, RetryBudgetSurvivesARestart) {
   EXPECT_EQ(letters[0].record.attempts, 5u);
 }
 
+EventId PublishOne(Bus& bus, const std::string& subject, const std::string& data) {
+  Transaction tx = bus.Begin();
+  EventSpec e;
+  e.type = "orders.order-approved.v1";
+  e.subject = subject;
+  e.data = data;
+  Result<EventId> id = tx.Publish(e);
+  EXPECT_TRUE(id.ok());
+  EXPECT_TRUE(tx.Commit().ok());
+  return *id;
+}
+
+// What an application shows its user as pending: retrying (with attempts,
+// the next attempt's time and the last error) and parked events, as
+// EventStatus and Pending tell them.
+TEST(WorkerTest, DeliveryStatesSayRetryingAndParked) {
+  TempDir dir;
+  auto bus = OpenBus(MakeOptions(dir));
+  SubscriberOptions billing;
+  billing.name = "billing";
+  billing.handler = [](const Event& e, HandlerContext&) {
+    return e.data == "slow" ? Outcome::RetryAfter(1h) : Outcome::Done();
+  };
+  ASSERT_TRUE(bus->Subscribe(std::move(billing)).ok());
+  SubscriberOptions ledger;
+  ledger.name = "ledger";
+  ledger.on_poison = PoisonPolicy::kParkKey;
+  ledger.handler = [](const Event& e, HandlerContext&) {
+    return e.data == "bad" ? Outcome::Reject("amount is negative") : Outcome::Done();
+  };
+  ASSERT_TRUE(bus->Subscribe(std::move(ledger)).ok());
+  ASSERT_TRUE(bus->Start().ok());
+  const auto before = std::chrono::system_clock::now();
+  const EventId slow = PublishOne(*bus, "order-1", "slow");
+  const EventId bad = PublishOne(*bus, "order-9", "bad");
+  const EventId held = PublishOne(*bus, "order-9", "ok");
+  PublishOne(*bus, "order-5", "ok");
+  const auto state_of = [&](const EventId& id, const std::string& who) {
+    std::vector<DeliveryState> states;
+    EXPECT_TRUE(bus->EventStatus(id, &states).ok());
+    for (const DeliveryState& st : states) {
+      if (st.subscriber == who) return st;
+    }
+    return DeliveryState{};
+  };
+  ASSERT_TRUE(testing::Eventually([&] { return state_of(slow, "billing").state == Delivery::kRetrying; }, 10s));
+  ASSERT_TRUE(testing::Eventually([&] { return state_of(bad, "ledger").state == Delivery::kDeadLettered; }, 10s));
+
+  const DeliveryState retrying = state_of(slow, "billing");
+  EXPECT_EQ(retrying.seq, 1u) << "found by id through its retry record";
+  EXPECT_EQ(retrying.attempts, 1u);
+  EXPECT_NE(retrying.last_error.find("retry"), std::string::npos) << retrying.last_error;
+  ASSERT_TRUE(retrying.next_attempt.has_value());
+  EXPECT_GE(*retrying.next_attempt, before + 59min);
+  EXPECT_LE(*retrying.next_attempt, std::chrono::system_clock::now() + 61min);
+  const DeliveryState letter = state_of(bad, "ledger");
+  EXPECT_EQ(letter.attempts, 1u);
+  EXPECT_NE(letter.last_error.find("amount is negative"), std::string::npos) << letter.last_error;
+
+  Result<std::vector<DeliveryState>> billing_pending = bus->Pending("billing", 0);
+  ASSERT_TRUE(billing_pending.ok());
+  ASSERT_TRUE(testing::Eventually([&] {
+    billing_pending = bus->Pending("billing", 0);
+    return billing_pending.ok() && billing_pending->size() == 1;
+  }, 10s));
+  EXPECT_EQ((*billing_pending)[0].id, slow);
+  EXPECT_EQ((*billing_pending)[0].state, Delivery::kRetrying);
+  Result<std::vector<DeliveryState>> ledger_pending = bus->Pending("ledger", 0);
+  ASSERT_TRUE(ledger_pending.ok());
+  ASSERT_EQ(ledger_pending->size(), 1u) << "the dead letter is not pending; the event behind it is";
+  EXPECT_EQ((*ledger_pending)[0].id, held);
+  EXPECT_EQ((*ledger_pending)[0].state, Delivery::kParked);
+  EXPECT_EQ((*ledger_pending)[0].parked_behind, 2u);
+  EXPECT_EQ(bus->Pending("ledger", 1)->size(), 1u);
+  const DeliveryState parked = state_of(held, "ledger");
+  EXPECT_EQ(parked.state, Delivery::kParked);
+  EXPECT_EQ(parked.parked_behind, 2u);
+  EXPECT_TRUE(bus->Pending("nobody", 0).status().IsInvalidArgument());
+}
+
 // Attempts count handler runs. After a clean Close nothing was running:
-// events committed after the next open start at attempt 1, however small
-// the budget.
+// the events that were waiting then (handed to the dispatcher, not run),
+// and those committed after the next open, start at attempt 1, however
+// small the budget. (After a crash the events that may have been running
+// are charged: HandlerThatAbortsTheProcessIsDeadLetteredAfterItsBudget.)
 TEST(WorkerTest, CleanRestartChargesNoAttempt) {
   TempDir dir;
   std::mutex mu;
   std::map<std::string, uint32_t> first_attempt;
+  std::atomic<bool> hold{true};
   auto recording = [&] {
     SubscriberOptions s;
     s.name = "recording";
     s.retry.max_attempts = 1;
     s.handler = [&](const Event& e, HandlerContext& ctx) {
+      while (e.data == "first" && hold.load()) std::this_thread::sleep_for(1ms);
       std::lock_guard<std::mutex> lock(mu);
       first_attempt.emplace(e.data, ctx.Attempt());
       return Outcome::Done();
@@ -249,17 +333,30 @@ TEST(WorkerTest, CleanRestartChargesNoAttempt) {
     auto bus = OpenBus(MakeOptions(dir));
     ASSERT_TRUE(bus->Subscribe(recording()).ok());
     ASSERT_TRUE(bus->Start().ok());
-    Publish(*bus, "order-1", "before");
-    ASSERT_TRUE(bus->WaitIdle(10s).ok());
-    ASSERT_TRUE(bus->Close().ok());
+    // One subject: "first" runs and holds it; the rest wait behind it.
+    for (const char* data : {"first", "waiting-1", "waiting-2", "waiting-3"}) Publish(*bus, "order-1", data);
+    ASSERT_TRUE(testing::Eventually([&] {
+      const BusStats stats = bus->Stats();
+      return !stats.subscribers.empty() && stats.subscribers[0].in_flight == 4;
+    }, 10s));
+    std::thread release([&] {
+      std::this_thread::sleep_for(100ms);
+      hold.store(false);
+    });
+    ASSERT_TRUE(bus->Close().ok());  // lets "first" finish, runs no other
+    release.join();
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    ASSERT_LT(first_attempt.size(), 4u) << "some events were waiting at the stop";
   }
   auto bus = OpenBus(MakeOptions(dir));
   ASSERT_TRUE(bus->Subscribe(recording()).ok());
   ASSERT_TRUE(bus->Start().ok());
-  for (int i = 0; i < 5; ++i) Publish(*bus, "order-" + std::to_string(i + 2), "after-" + std::to_string(i));
+  for (int i = 0; i < 3; ++i) Publish(*bus, "order-" + std::to_string(i + 2), "after-" + std::to_string(i));
   ASSERT_TRUE(bus->WaitIdle(10s).ok());
   std::lock_guard<std::mutex> lock(mu);
-  ASSERT_EQ(first_attempt.size(), 6u) << "none dead-lettered without running";
+  ASSERT_EQ(first_attempt.size(), 7u) << "none dead-lettered without running";
   for (const auto& [data, attempt] : first_attempt) EXPECT_EQ(attempt, 1u) << data;
   EXPECT_TRUE(DeadLetters(dir.path()).empty());
 }

@@ -144,9 +144,10 @@ class WALBUS_EXPORT HandlerContext : public WriteScope {
   const std::string& IdempotencyKey() const;
   // The name of the subscriber running the handler.
   const std::string& SubscriberName() const;
-  // Which attempt at this event this run is: 1 on the first, then 2, 3,
-  // ... The count is stored with the retry record, so it goes on across
-  // restarts (a run cut short by a crash counts too).
+  // Which run of the handler at this event this is: 1 on the first, then
+  // 2, 3, ... The count is stored with the retry record, so it goes on
+  // across restarts; a run cut short by a crash counts, events waiting at
+  // a clean Close are charged nothing, and a pause is not a run.
   uint32_t Attempt() const;
 
  private:
@@ -323,20 +324,32 @@ struct BusStats {
 
 // Where one event stands for one subscriber.
 enum class Delivery : uint8_t {
-  kPending,        // not completed yet
+  kPending,        // not completed yet, and no run of it has failed
   kHandled,        // the handler's effects committed (or a stale skip)
   kDeadLettered,   // given up on; in the dead-letter store
   kPaused,         // waiting: the subscriber is paused on an unknown version
   kNotDelivered,   // completed without the handler: its type is not taken
+  kRetrying,       // a run failed; it runs again (attempts, next_attempt)
+  kParked,         // held behind a dead letter of its subject (kParkKey)
 };
 
 // Where one event stands for one subscriber (Bus::WaitHandled,
-// Bus::EventStatus).
+// Bus::EventStatus, Bus::Pending).
 struct DeliveryState {
   std::string subscriber;  // The subscriber's name.
   EventId id;              // The event.
-  uint64_t seq = 0;        // Its sequence number.
+  uint64_t seq = 0;        // Its sequence number; 0 when not known.
   Delivery state = Delivery::kPending;  // Where it stands.
+  // kRetrying and kDeadLettered: handler runs so far (a run the process
+  // stopped in counts), and the last one's error.
+  uint32_t attempts = 0;
+  std::string last_error;
+  // kRetrying: when the next run is due; nullopt while it runs (or when
+  // the record predates this field).
+  std::optional<std::chrono::system_clock::time_point> next_attempt;
+  // kParked: the seq of the dead letter that holds its subject; an
+  // operator's redrive or skip of it releases the subject.
+  uint64_t parked_behind = 0;
 };
 
 // Where ingested input came from, and how repeats are recognised
@@ -573,10 +586,20 @@ class WALBUS_EXPORT Bus {
   // TimedOut when the cascade is not complete in time.
   [[nodiscard]] virtual Status WaitQuiescent(const Receipt& receipt, std::chrono::milliseconds timeout) = 0;
 
-  // Where an event stands for every registered subscriber. A subscriber
-  // whose inbox has no record of it reports kPending (or kPaused): by id
-  // alone an event not yet handled cannot be told from one it never takes.
+  // Where an event stands for every registered subscriber: kHandled and
+  // kDeadLettered from the inbox, kRetrying from the retry record, else
+  // kPending (or kPaused). By id alone an event not yet handled cannot be
+  // told from one the subscriber never takes, nor found parked: Pending()
+  // and WaitHandled, which know the seq, say those.
   [[nodiscard]] virtual Status EventStatus(const EventId& id, std::vector<DeliveryState>* states) = 0;
+
+  // What `subscriber` has not completed yet, oldest first, at most `limit`
+  // events (0: no limit): for an application that shows its user what is
+  // still pending. Each is kPending, kRetrying (attempts, next attempt,
+  // last error), kParked or kPaused; events it does not take are left out
+  // when it is active in this process. Reads the outbox above the
+  // subscriber's checkpoint. InvalidArgument for an unknown subscriber.
+  [[nodiscard]] virtual Result<std::vector<DeliveryState>> Pending(const std::string& subscriber, size_t limit) = 0;
 
   // Sends the selected dead letters back to their (active) subscriber, in
   // their original per-subject order and before any later event of their

@@ -214,7 +214,9 @@ WALBUS_EXPORT int walbus_ctx_publish(walbus_ctx_t* ctx, const char* type, const 
 // handler call.
 WALBUS_EXPORT const char* walbus_ctx_idempotency_key(const walbus_ctx_t* ctx);
 
-// 1 on the first attempt at this event in this process, then 2, 3, ...
+// Which run of the handler at this event this is, as
+// walbus::HandlerContext::Attempt(): 1 on the first, then 2, 3, ...; the
+// count goes on across restarts (a run cut short by a crash counts).
 WALBUS_EXPORT uint32_t walbus_ctx_attempt(const walbus_ctx_t* ctx);
 
 // The delay before the next attempt when the handler returns WALBUS_RETRY;

@@ -194,6 +194,21 @@ Status BusImpl::Register(const std::string& name, Registry::Entry* entry) {
   return Status::OK();
 }
 
+Status BusImpl::StoreRegistration(const Subscriber& sub) {
+  // What a tool acting on the stopped database needs to know of it: a
+  // fresh-scope replay of a subscriber that is not side-effect-safe is
+  // refused at once, with the reason.
+  storage::RegistrationRecord record;
+  record.side_effect_safe = sub.side_effect_safe;
+  record.handler_version = sub.handler_version;
+  record.types = sub.types;
+  ScopeRep scope(this);
+  scope.AddOp(Op{Op::Kind::kPut, db_->cf(storage::Cf::kCheckpoints),
+                 storage::CheckpointKey(sub.id, storage::CheckpointField::kRegistration),
+                 storage::EncodeRegistration(record)});
+  return committer_->CommitOne(&scope, /*sync=*/false);
+}
+
 Status BusImpl::LoadParked(Subscriber* sub) {
   const std::string prefix = storage::CheckpointKey(sub->id, storage::CheckpointField::kParked);
   Status bad;
@@ -234,6 +249,7 @@ Status BusImpl::Subscribe(SubscriberOptions subscriber) {
     const uint32_t id = it->second.id;
     active = std::make_shared<Subscriber>(std::move(subscriber), id, it->second.durable);
     if (Status s = LoadParked(active.get()); !s.ok()) return s;
+    if (Status s = StoreRegistration(*active); !s.ok()) return s;
     it->second.active = active;
   }
   dispatcher_->Add(active);
@@ -496,7 +512,11 @@ Status BusImpl::StateOf(const std::string& name, const Registry::Entry& entry, c
   if (out->seq == 0) {
     if (Status r = SeqOfRetrying(entry.id, id, &out->seq); !r.ok()) return r;
   }
-  if (entry.active != nullptr && entry.active->paused_now.load()) out->state = Delivery::kPaused;
+  if (entry.active != nullptr && entry.active->paused_now.load()) {
+    out->state = Delivery::kPaused;
+    std::lock_guard<std::mutex> paused_lock(entry.active->paused_mu);
+    out->last_error = "paused: no upcaster brings " + entry.active->paused_on_type + " to a type it takes";
+  }
   if (out->seq == 0) return Status::OK();
   s = db_->Get(db_->cf(storage::Cf::kRetries), storage::SubscriberSeqKey(entry.id, out->seq), &value, &found);
   if (!s.ok()) return s;
@@ -942,6 +962,14 @@ void BusImpl::WriteProcessSubscriberMetrics(MetricsWriter& w, const BusStats& st
       w.Sample(m.name, MetricsWriter::Label("subscriber", s.name), m.value(s, at_open[s.name]));
     }
   }
+  w.Family("walbus_subscriber_paused_on_info", MetricType::kGauge,
+           "1 for the type a paused subscriber waits at (no upcaster brings it to a type it takes).");
+  for (const auto& s : stats.subscribers) {
+    if (!s.paused || s.paused_on.empty()) continue;
+    MetricsWriter::Labels labels = MetricsWriter::Label("subscriber", s.name);
+    labels.push_back({"type", s.paused_on});
+    w.Sample("walbus_subscriber_paused_on_info", std::move(labels), 1);
+  }
   w.Family("walbus_subscriber_handler_duration_seconds", MetricType::kHistogram, "Time one handler call took.");
   std::lock_guard<std::mutex> lock(registry_.mu);
   for (const auto& [name, e] : registry_.by_name) {
@@ -1033,6 +1061,10 @@ BusStats BusImpl::Stats() {
       s.stale_skipped = e.active->stale_skipped.load();
       s.in_flight = e.active->in_flight.load();
       s.paused = e.active->paused_now.load();
+      {
+        std::lock_guard<std::mutex> paused_lock(e.active->paused_mu);
+        s.paused_on = e.active->paused_on_type;
+      }
       s.pauses = e.active->pauses.load();
     } else {
       s.checkpoint = e.durable.checkpoint;

@@ -150,6 +150,8 @@ class BusImpl final : public Bus, public CommitListener {
   // Restarts the running replays of a subscriber that became active.
   Status ResumeReplays(const std::shared_ptr<Subscriber>& sub);
   // Reads the subjects a dead letter holds (PoisonPolicy::kParkKey).
+  // Writes `sub`'s RegistrationRecord. REQUIRES: registry_.mu held.
+  Status StoreRegistration(const Subscriber& sub);
   Status LoadParked(Subscriber* sub);
 
   Options options_;  // as given, with the clock resolved; not changed after Open

@@ -212,6 +212,26 @@ void Dispatcher::Loop() {
   Trim(true);
 }
 
+void Dispatcher::RecordPause(Subscriber* sub, std::optional<std::reference_wrapper<const Event>> at) {
+  // For Stats() and for tools on a stopped database: what it waits for.
+  {
+    std::lock_guard<std::mutex> lock(sub->paused_mu);
+    sub->paused_on_type = at ? at->get().type : std::string();
+  }
+  ScopeRep scope(bus_);
+  const std::string key = storage::CheckpointKey(sub->id, storage::CheckpointField::kPausedOn);
+  if (at) {
+    scope.AddOp(Op{Op::Kind::kPut, db_->cf(storage::Cf::kCheckpoints), key,
+                   storage::EncodePause(storage::PauseRecord{at->get().seq, at->get().type})});
+  } else {
+    scope.AddOp(Op{Op::Kind::kDelete, db_->cf(storage::Cf::kCheckpoints), key, {}});
+  }
+  if (Status s = committer_->CommitOne(&scope, /*sync=*/false); !s.ok()) {
+    config_.log->logger().warn("walbus: recording {}'s pause failed (the tool may not show it): {}", sub->name,
+                               s.ToString());
+  }
+}
+
 void Dispatcher::RecordCleanStop() {
   // Every handler has returned and its outcome is recorded: nothing runs.
   ScopeRep scope(bus_);
@@ -300,6 +320,7 @@ void Dispatcher::Handle(Message& m) {
         config_.log->logger().warn("walbus: subscriber {} paused at seq {}: no upcaster brings {} to a type it takes", m.sub->name,
                      m.event->seq, m.event->type);
         m.sub->pauses.fetch_add(1, std::memory_order_relaxed);
+        RecordPause(m.sub, *m.event);
       }
       m.sub->paused = true;
       m.sub->paused_now.store(true, std::memory_order_release);
@@ -317,6 +338,7 @@ void Dispatcher::Handle(Message& m) {
         if (!sub->paused) continue;
         sub->paused = false;
         sub->paused_now.store(false, std::memory_order_release);
+        RecordPause(sub.get(), std::nullopt);
         std::vector<std::string> held = std::move(sub->held);
         sub->held.clear();
         for (const std::string& subject : held) {

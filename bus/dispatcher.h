@@ -23,7 +23,9 @@
 #include <chrono>
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <memory>
+#include <optional>
 #include <mutex>
 #include <queue>
 #include <span>
@@ -233,6 +235,9 @@ class Dispatcher {
   void Submit(Subscriber* sub, KeyQueue& key);
   void FlushReady();
   // Persists a horizon above every seq about to be handed to workers.
+  // Keeps where `sub` is paused (`at`), or that it is not (nullopt), in
+  // memory and in its PauseRecord.
+  void RecordPause(Subscriber* sub, std::optional<std::reference_wrapper<const Event>> at);
   // The clean-stop record of each subscriber: written at Stop, deleted
   // when a subscriber is added, before anything of it runs.
   // @{

@@ -203,6 +203,9 @@ struct SubscriberDetail {
   uint64_t retrying = 0;  // events with a retry record (failed, to run again)
   uint64_t parked = 0;    // subjects held behind a dead letter (kParkKey)
   uint64_t dead_letters = 0;  // entries in the dead-letter store now
+  // How it was last subscribed (nullopt: before registrations were kept).
+  std::optional<storage::RegistrationRecord> registration;
+  std::optional<storage::PauseRecord> paused_on;  // while paused
 };
 Status ListSubscribers(const std::string& dir, std::vector<SubscriberDetail>* out);
 std::string SubscribersTable(const std::vector<SubscriberDetail>& subscribers);

@@ -450,6 +450,16 @@ Status ListSubscribers(const std::string& dir, std::vector<SubscriberDetail>* ou
     }
     const std::string parked = storage::CheckpointKey(r.id, storage::CheckpointField::kParked);
     if (Status s = view.db->Scan(storage::Cf::kCheckpoints, parked, SIZE_MAX, count_into(&d.parked)); !s.ok()) return s;
+    std::string value;
+    bool found = false;
+    Status s = view.db->Get(view.db->cf(storage::Cf::kCheckpoints),
+                            storage::CheckpointKey(r.id, storage::CheckpointField::kRegistration), &value, &found);
+    if (!s.ok()) return s;
+    if (storage::RegistrationRecord reg; found && storage::DecodeRegistration(value, &reg)) d.registration = reg;
+    s = view.db->Get(view.db->cf(storage::Cf::kCheckpoints),
+                     storage::CheckpointKey(r.id, storage::CheckpointField::kPausedOn), &value, &found);
+    if (!s.ok()) return s;
+    if (storage::PauseRecord pause; found && storage::DecodePause(value, &pause)) d.paused_on = pause;
     out->push_back(std::move(d));
   }
   return Status::OK();
@@ -458,15 +468,24 @@ Status ListSubscribers(const std::string& dir, std::vector<SubscriberDetail>* ou
 std::string SubscribersTable(const std::vector<SubscriberDetail>& subscribers) {
   if (subscribers.empty()) return "no subscribers registered\n";
   std::vector<std::vector<std::string>> rows = {
-      {"NAME", "CHECKPOINT", "LAG", "OLDEST", "HANDLED", "DUPLICATES", "DEAD-LETTERED", "RETRYING", "PARKED"}};
+      {"NAME", "CHECKPOINT", "LAG", "OLDEST", "HANDLED", "DUPLICATES", "DEAD-LETTERED", "RETRYING", "PARKED",
+       "PAUSED ON"}};
+  std::string registrations;
   for (const SubscriberDetail& d : subscribers) {
     const SubscriberReport& r = d.report;
     rows.push_back({TextSafe(r.name), std::to_string(r.checkpoint), std::to_string(r.lag_events),
                     r.lag_age_ms ? std::to_string(*r.lag_age_ms) + " ms" : "-", std::to_string(r.handled),
                     std::to_string(r.duplicates), std::to_string(d.dead_letters), std::to_string(d.retrying),
-                    std::to_string(d.parked)});
+                    std::to_string(d.parked),
+                    d.paused_on ? TextSafe(d.paused_on->type) + " at seq " + std::to_string(d.paused_on->seq) : "-"});
+    if (!d.registration) continue;
+    std::string types;
+    for (const std::string& t : d.registration->types) types += (types.empty() ? "" : ", ") + TextSafe(t);
+    registrations += TextSafe(r.name) + ": types " + (types.empty() ? "all" : types) + "; handler version " +
+                     (d.registration->handler_version.empty() ? "-" : TextSafe(d.registration->handler_version)) +
+                     "; " + (d.registration->side_effect_safe ? "side-effect-safe" : "not side-effect-safe") + "\n";
   }
-  return Table(rows);
+  return Table(rows) + (registrations.empty() ? "" : "\nas last subscribed:\n" + registrations);
 }
 
 std::string SubscriberJson(const SubscriberDetail& d) {
@@ -476,7 +495,22 @@ std::string SubscriberJson(const SubscriberDetail& d) {
     << ",\"lag_events\":" << r.lag_events << ",\"lag_age_ms\":" << (r.lag_age_ms ? std::to_string(*r.lag_age_ms) : "null")
     << ",\"handled\":" << r.handled << ",\"duplicates\":" << r.duplicates << ",\"dead_lettered\":" << r.dead_lettered
     << ",\"stale_skipped\":" << r.stale_skipped << ",\"dead_letters\":" << d.dead_letters
-    << ",\"retrying\":" << d.retrying << ",\"parked\":" << d.parked << "}";
+    << ",\"retrying\":" << d.retrying << ",\"parked\":" << d.parked << ",\"paused_on\":";
+  if (d.paused_on) {
+    o << "{\"seq\":" << d.paused_on->seq << ",\"type\":" << JsonString(d.paused_on->type) << "}";
+  } else {
+    o << "null";
+  }
+  o << ",\"registration\":";
+  if (d.registration) {
+    o << "{\"types\":[";
+    for (size_t i = 0; i < d.registration->types.size(); ++i) o << (i ? "," : "") << JsonString(d.registration->types[i]);
+    o << "],\"handler_version\":" << JsonString(d.registration->handler_version)
+      << ",\"side_effect_safe\":" << (d.registration->side_effect_safe ? "true" : "false") << "}";
+  } else {
+    o << "null";
+  }
+  o << "}";
   return o.str();
 }
 

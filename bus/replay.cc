@@ -171,10 +171,27 @@ Status BusImpl::Replay(const ReplayRequest& request, ReplayReport* report) {
     sub_id = it->second.id;
     checkpoint = active != nullptr ? active->watermark.load(std::memory_order_acquire) : it->second.durable.checkpoint;
   }
-  if (request.mode == ReplayMode::kFreshScope && active != nullptr && !active->side_effect_safe) {
-    return Status::NotSupported("subscriber " + request.subscriber +
-                                " is not side_effect_safe: a fresh-scope replay would run its effects again; "
-                                "use same-inbox, or declare SubscriberOptions::side_effect_safe");
+  if (request.mode == ReplayMode::kFreshScope) {
+    // Not active here (a tool on a stopped database): as it was last
+    // subscribed. A database from before registrations were kept records
+    // the replay, and the next Subscribe decides.
+    bool safe = true;
+    if (active != nullptr) {
+      safe = active->side_effect_safe;
+    } else {
+      std::string value;
+      bool found = false;
+      storage::RegistrationRecord registration;
+      Status s = db_->Get(db_->cf(storage::Cf::kCheckpoints),
+                          storage::CheckpointKey(sub_id, storage::CheckpointField::kRegistration), &value, &found);
+      if (!s.ok()) return s;
+      if (found && storage::DecodeRegistration(value, &registration)) safe = registration.side_effect_safe;
+    }
+    if (!safe) {
+      return Status::NotSupported("subscriber " + request.subscriber +
+                                  " is not side_effect_safe: a fresh-scope replay would run its effects again; "
+                                  "use same-inbox, or declare SubscriberOptions::side_effect_safe");
+    }
   }
   storage::ReplayRecord record;
   const uint64_t now_ms = static_cast<uint64_t>(UnixMillis(options_.clock->WallNow()));

@@ -167,6 +167,10 @@ struct Subscriber {
   std::atomic<uint64_t> conflicts{0};  // commits that met a concurrent update
   std::atomic<uint64_t> in_flight{0};
   std::atomic<bool> paused_now{false};
+  // While paused: the type of the event it waits at (for Stats; written
+  // by the dispatcher thread).
+  mutable std::mutex paused_mu;
+  std::string paused_on_type;  // guarded by paused_mu
   Histogram handler_seconds{Histogram::SecondsBounds()};
   std::atomic<uint64_t> pauses{0};
 };

@@ -56,6 +56,8 @@ enum class CheckpointField : uint8_t {
   // running); deleted before it runs again. Equal to kHorizon at open:
   // no event was running when the process stopped.
   kStoppedAt = 't',
+  kRegistration = 'g',  // RegistrationRecord (storage/records.h)
+  kPausedOn = 'u',      // PauseRecord: present while paused
   // Under subscriber id 0 (no subscriber has it): quarantine counters.
   kQuarantined = 'q',        // uint64 counter, merged.
   kQuarantineEvicted = 'e',  // uint64 counter, merged.

@@ -82,6 +82,44 @@ bool DecodeRetry(std::string_view in, RetryRecord* r) {
   return rd.AtEnd() || (rd.U64(&r->next_attempt_ms) && rd.AtEnd());
 }
 
+std::string EncodeRegistration(const RegistrationRecord& r) {
+  std::string out(1, kFormat);
+  out.push_back(r.side_effect_safe ? 1 : 0);
+  PutBytes(&out, Capped(r.handler_version, kMaxShortBytes));
+  const size_t types = std::min(r.types.size(), kMaxReplayListEntries);
+  PutBe32(&out, static_cast<uint32_t>(types));
+  for (size_t i = 0; i < types; ++i) PutBytes(&out, Capped(r.types[i], kMaxShortBytes));
+  return out;
+}
+
+bool DecodeRegistration(std::string_view in, RegistrationRecord* r) {
+  Reader rd(in);
+  char safe = 0;
+  uint32_t types = 0;
+  if (!rd.Format() || !rd.U8(&safe) || (safe != 0 && safe != 1) || !rd.Bytes(&r->handler_version, kMaxShortBytes) ||
+      !rd.U32(&types) || types > kMaxReplayListEntries) {
+    return false;
+  }
+  r->side_effect_safe = safe == 1;
+  r->types.assign(types, {});
+  for (std::string& t : r->types) {
+    if (!rd.Bytes(&t, kMaxShortBytes)) return false;
+  }
+  return rd.AtEnd();
+}
+
+std::string EncodePause(const PauseRecord& r) {
+  std::string out(1, kFormat);
+  PutBe64(&out, r.seq);
+  PutBytes(&out, Capped(r.type, kMaxShortBytes));
+  return out;
+}
+
+bool DecodePause(std::string_view in, PauseRecord* r) {
+  Reader rd(in);
+  return rd.Format() && rd.U64(&r->seq) && rd.Bytes(&r->type, kMaxShortBytes) && rd.AtEnd();
+}
+
 std::string EncodeDeadLetter(const DeadLetterRecord& r) {
   std::string out(1, kFormat);
   PutBe32(&out, r.attempts);

@@ -95,6 +95,25 @@ bool DecodeDeadLetter(std::string_view in, DeadLetterRecord* r);
 std::string EncodeQuarantine(const QuarantineRecord& r);
 bool DecodeQuarantine(std::string_view in, QuarantineRecord* r);
 
+// checkpoints: be32(subscriber id) + 'g' -> what the subscriber was last
+// subscribed with, for tools that act on a stopped database.
+struct RegistrationRecord {
+  bool side_effect_safe = false;
+  std::string handler_version;
+  std::vector<std::string> types;  // empty: every type
+};
+// checkpoints: be32(subscriber id) + 'u' -> where it is paused: the seq
+// and type of the event no upcaster brings to a type it takes.
+struct PauseRecord {
+  uint64_t seq = 0;
+  std::string type;
+};
+
+std::string EncodeRegistration(const RegistrationRecord& r);
+bool DecodeRegistration(std::string_view in, RegistrationRecord* r);
+std::string EncodePause(const PauseRecord& r);
+bool DecodePause(std::string_view in, PauseRecord* r);
+
 std::string EncodeReplay(const ReplayRecord& r);
 bool DecodeReplay(std::string_view in, ReplayRecord* r);
 // The key of one event in a kFreshScope replay's inbox scope.

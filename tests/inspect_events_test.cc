@@ -229,6 +229,47 @@ TEST(InspectEventsTest, EventStoryCountsRunsAndSaysWhenTheNextIsDue) {
   EXPECT_EQ(out.find("\"next_attempt\":null"), std::string::npos) << out;
 }
 
+// A paused subscriber is visible: what it waits at, in Stats(), the
+// metrics and `walbus subscribers` (from the stopped database too), with
+// the registration it was last subscribed with.
+TEST(InspectEventsTest, SubscribersShowAPauseAndTheStoredRegistration) {
+  TempDir dir;
+  {
+    auto bus = testing::OpenBus(testing::TestOptions(dir));
+    SubscriberOptions s;
+    s.name = "v2-reader";
+    s.types = {"orders.order-approved.v2"};
+    s.handler_version = "reader-2.1";
+    s.on_unknown_version = UnknownVersionPolicy::kPause;
+    s.handler = [](const Event&, HandlerContext&) { return Outcome::Done(); };
+    ASSERT_TRUE(bus->Subscribe(std::move(s)).ok());
+    ASSERT_TRUE(bus->Start().ok());
+    Transaction tx = bus->Begin();
+    EventSpec e;
+    e.type = "orders.order-approved.v1";
+    e.subject = "order-1";
+    ASSERT_TRUE(tx.Publish(e).ok());
+    ASSERT_TRUE(tx.Commit().ok());
+    ASSERT_TRUE(testing::Eventually([&] { return bus->Stats().subscribers[0].paused; }, std::chrono::seconds(10)));
+    EXPECT_EQ(bus->Stats().subscribers[0].paused_on, "orders.order-approved.v1");
+    EXPECT_NE(bus->MetricsText().find(
+                  "walbus_subscriber_paused_on_info{subscriber=\"v2-reader\",type=\"orders.order-approved.v1\"} 1"),
+              std::string::npos);
+    ASSERT_TRUE(bus->Close().ok());
+  }
+  std::string out;
+  ASSERT_EQ(RunCli("subscribers " + dir.path(), &out), 0);
+  EXPECT_NE(out.find("PAUSED ON"), std::string::npos) << out;
+  EXPECT_NE(out.find("orders.order-approved.v1 at seq 1"), std::string::npos) << out;
+  EXPECT_NE(out.find("v2-reader: types orders.order-approved.v2; handler version reader-2.1; not side-effect-safe"),
+            std::string::npos) << out;
+  ASSERT_EQ(RunCli("subscribers " + dir.path() + " --json", &out), 0);
+  EXPECT_NE(out.find("\"paused_on\":{\"seq\":1,\"type\":\"orders.order-approved.v1\"}"), std::string::npos) << out;
+  EXPECT_NE(out.find("\"registration\":{\"types\":[\"orders.order-approved.v2\"],\"handler_version\":\"reader-2.1\","
+                     "\"side_effect_safe\":false}"),
+            std::string::npos) << out;
+}
+
 TEST(InspectEventsTest, InboxCheckSaysWhetherASubscriberCompletedAnEvent) {
   Fixture f;
   bool handled = false;

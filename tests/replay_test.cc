@@ -369,6 +369,30 @@ TEST(ReplayTest, RecordedWhileTheSubscriberIsAwayRunsWhenItSubscribes) {
   EXPECT_EQ(report.delivered, 10u);
 }
 
+// A tool on a stopped database knows how the subscriber was last
+// subscribed: a fresh-scope replay of one that is not side-effect-safe is
+// refused at once, with the reason, not recorded to be refused later.
+TEST(ReplayTest, FreshScopeOnAStoppedDatabaseIsRefusedAtOnceForAnUnsafeSubscriber) {
+  TempDir dir;
+  RunLog log;
+  std::atomic<bool> broken{false};
+  {
+    auto bus = StartProjection(dir, Projection(&log, &broken, /*side_effect_safe=*/false));
+    ASSERT_NE(bus, nullptr);
+    PublishMany(*bus, 3, [](int i) { return "o" + std::to_string(i); });
+    ASSERT_TRUE(bus->WaitIdle(30s).ok());
+    ASSERT_TRUE(bus->Close().ok());
+  }
+  auto bus = testing::OpenBus(ReplayOptions(dir));
+  ASSERT_NE(bus, nullptr);
+  ReplayReport report;
+  const Status s = bus->Replay(Request(ReplayMode::kFreshScope), &report);
+  EXPECT_TRUE(s.IsNotSupported()) << s.ToString();
+  EXPECT_NE(s.message().find("is not side_effect_safe"), std::string::npos) << s.ToString();
+  EXPECT_EQ(report.replay_id, 0u) << "nothing recorded";
+  EXPECT_TRUE(bus->Replay(Request(ReplayMode::kSameInbox), &report).ok()) << "same-inbox is safe for anyone";
+}
+
 TEST(ReplayTest, BadRequestsAreRefused) {
   TempDir dir;
   RunLog log;

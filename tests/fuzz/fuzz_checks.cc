@@ -330,6 +330,10 @@ bool Same(const storage::DeadLetterRecord& a, const storage::DeadLetterRecord& b
          a.last_failure_ms == b.last_failure_ms && a.error == b.error && a.handler_version == b.handler_version &&
          a.envelope == b.envelope;
 }
+bool Same(const storage::RegistrationRecord& a, const storage::RegistrationRecord& b) {
+  return a.side_effect_safe == b.side_effect_safe && a.handler_version == b.handler_version && a.types == b.types;
+}
+bool Same(const storage::PauseRecord& a, const storage::PauseRecord& b) { return a.seq == b.seq && a.type == b.type; }
 bool Same(const storage::QuarantineRecord& a, const storage::QuarantineRecord& b) {
   return a.arrived_ms == b.arrived_ms && a.original_bytes == b.original_bytes && a.source == b.source &&
          a.reason == b.reason && a.raw == b.raw;
@@ -427,6 +431,19 @@ bool CheckRecordBytes(std::string_view bytes, std::string* why) {
     std::string canonical(bytes);
     if (storage::EncodeRetry(retry).size() == bytes.size() + 8) canonical.append(8, '\0');
     if (!CheckRecordRoundTrip("retry", canonical, retry, storage::EncodeRetry, storage::DecodeRetry, why)) return false;
+  }
+
+  // What a subscriber was last subscribed with, and where it is paused.
+  storage::RegistrationRecord registration;
+  if (storage::DecodeRegistration(bytes, &registration) &&
+      !CheckRecordRoundTrip("registration", bytes, registration, storage::EncodeRegistration,
+                            storage::DecodeRegistration, why)) {
+    return false;
+  }
+  storage::PauseRecord pause;
+  if (storage::DecodePause(bytes, &pause) &&
+      !CheckRecordRoundTrip("pause", bytes, pause, storage::EncodePause, storage::DecodePause, why)) {
+    return false;
   }
 
   // A replay's record, as Bus::GetReplay and a resuming replay read it.

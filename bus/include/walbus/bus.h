@@ -299,6 +299,7 @@ struct SubscriberStats {
   uint64_t stale_skipped = 0;  // Events skipped by skip_stale.
   uint64_t in_flight = 0;   // Events fetched into memory, not yet completed.
   bool paused = false;      // Waiting for an upcaster (UnknownVersionPolicy::kPause).
+  std::string paused_on;    // While paused: the type no upcaster brings to one it takes.
   uint64_t pauses = 0;      // Times it paused, in this process.
 };
 
@@ -632,11 +633,12 @@ class WALBUS_EXPORT Bus {
   // with what would run and changes nothing. A registered subscriber that
   // is not active in this process (an operator's tool on a stopped
   // database) gets the replay recorded; it starts when the subscriber is
-  // next subscribed, and a kFreshScope one of a subscriber that is not
-  // side_effect_safe then ends as kRefused.
+  // next subscribed (and a kFreshScope one of a subscriber that has become
+  // not side_effect_safe by then ends as kRefused).
   // InvalidArgument for a bad request or an unknown subscriber;
-  // NotSupported for kFreshScope on an active subscriber not
-  // side_effect_safe.
+  // NotSupported for kFreshScope on a subscriber not side_effect_safe, as
+  // active here or, when not, as it was last subscribed (a database from
+  // before registrations were stored: recorded, decided at Subscribe).
   [[nodiscard]] virtual Status Replay(const ReplayRequest& request, ReplayReport* report) = 0;
   // Stops a running replay, recording who and why (action.dry_run is
   // ignored); what it completed stays. InvalidArgument without an

@@ -574,7 +574,8 @@ Result<std::vector<DeliveryState>> BusImpl::Pending(const std::string& subscribe
     DeliveryState st;
     inner = StateOf(subscriber, entry, e.id, seq, &st);
     if (!inner.ok()) return false;
-    if (st.state != Delivery::kHandled && st.state != Delivery::kDeadLettered && st.state != Delivery::kNotDelivered) {
+    // Parked events come from the dead-letter store below, once each.
+    if (st.state == Delivery::kPending || st.state == Delivery::kRetrying || st.state == Delivery::kPaused) {
       pending.push_back(std::move(st));
     }
     return limit == 0 || pending.size() < limit;

@@ -3,6 +3,7 @@
 // code and a message: no exception crosses into C.
 #include "walbus/c.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -127,6 +128,93 @@ int ScopePublish(walbus::WriteScope* scope, const char* type, const char* subjec
   });
 }
 
+int ScopeDelete(walbus::WriteScope* scope, const char* cf, const char* key, size_t key_len, char** err) {
+  return Guard(err, [&] {
+    if (cf == nullptr) return MissingArgument(err, "column_family");
+    if (key == nullptr && key_len > 0) return MissingArgument(err, "key");
+    return Report(scope->Delete(cf, Bytes(key, key_len)), err);
+  });
+}
+
+int ScopeGetVersion(walbus::WriteScope* scope, const char* cf, const char* key, size_t key_len, uint64_t* version,
+                    char** err) {
+  return Guard(err, [&] {
+    if (cf == nullptr) return MissingArgument(err, "column_family");
+    if (key == nullptr && key_len > 0) return MissingArgument(err, "key");
+    if (version == nullptr) return MissingArgument(err, "version");
+    walbus::Result<uint64_t> r = scope->GetVersion(cf, Bytes(key, key_len));
+    if (!r.ok()) return Report(r.status(), err);
+    *version = *r;
+    return static_cast<int>(WALBUS_OK);
+  });
+}
+
+int ScopeExpectVersion(walbus::WriteScope* scope, const char* cf, const char* key, size_t key_len, uint64_t version,
+                       char** err) {
+  return Guard(err, [&] {
+    if (cf == nullptr) return MissingArgument(err, "column_family");
+    if (key == nullptr && key_len > 0) return MissingArgument(err, "key");
+    return Report(scope->ExpectVersion(cf, Bytes(key, key_len), version), err);
+  });
+}
+
+int ScopePublishSpec(walbus::WriteScope* scope, const walbus_event_spec* spec, char* id, char** err) {
+  return Guard(err, [&] {
+    if (spec == nullptr) return MissingArgument(err, "spec");
+    if (spec->type == nullptr) return MissingArgument(err, "spec->type");
+    if (spec->subject == nullptr) return MissingArgument(err, "spec->subject");
+    if (spec->data == nullptr && spec->data_len > 0) return MissingArgument(err, "spec->data");
+    walbus::EventSpec e;
+    e.type = spec->type;
+    e.subject = spec->subject;
+    e.subject_version = spec->subject_version;
+    e.data.assign(Bytes(spec->data, spec->data_len));
+    if (spec->content_type != nullptr) e.content_type = spec->content_type;
+    if (spec->source != nullptr) e.source = spec->source;
+    if (spec->traceparent != nullptr) e.traceparent = spec->traceparent;
+    walbus::Result<walbus::EventId> r = scope->Publish(e);
+    if (!r.ok()) return Report(r.status(), err);
+    if (id != nullptr) std::snprintf(id, 37, "%s", r->ToString().c_str());
+    return static_cast<int>(WALBUS_OK);
+  });
+}
+
+// States in one allocation: the array, then the strings.
+walbus_delivery* CopyDeliveries(const std::vector<walbus::DeliveryState>& states) {
+  size_t bytes = std::max<size_t>(1, states.size()) * sizeof(walbus_delivery);
+  for (const walbus::DeliveryState& d : states) bytes += d.subscriber.size() + 1 + d.last_error.size() + 1;
+  auto* out = static_cast<walbus_delivery*>(std::malloc(bytes));
+  if (out == nullptr) throw std::bad_alloc();
+  char* text = reinterpret_cast<char*>(out + std::max<size_t>(1, states.size()));
+  const auto copy = [&text](const std::string& s) {
+    char* at = text;
+    std::memcpy(text, s.c_str(), s.size() + 1);
+    text += s.size() + 1;
+    return at;
+  };
+  for (size_t i = 0; i < states.size(); ++i) {
+    const walbus::DeliveryState& d = states[i];
+    walbus_delivery& c = out[i];
+    c = walbus_delivery{};
+    c.subscriber = copy(d.subscriber);
+    std::snprintf(c.id, sizeof c.id, "%s", d.id.ToString().c_str());
+    c.seq = d.seq;
+    c.state = static_cast<int>(d.state);
+    c.attempts = d.attempts;
+    c.last_error = copy(d.last_error);
+    c.next_attempt_unix_ms = d.next_attempt ? std::chrono::duration_cast<std::chrono::milliseconds>(
+                                                  d.next_attempt->time_since_epoch())
+                                                  .count()
+                                            : 0;
+    c.parked_behind = d.parked_behind;
+  }
+  return out;
+}
+
+static_assert(static_cast<int>(walbus::Delivery::kParked) == WALBUS_DELIVERY_PARKED);
+static_assert(static_cast<int>(walbus::Delivery::kRetrying) == WALBUS_DELIVERY_RETRYING);
+static_assert(static_cast<int>(walbus::Delivery::kNotDelivered) == WALBUS_DELIVERY_NOT_DELIVERED);
+
 std::string IdText(const std::optional<walbus::EventId>& id) { return id ? id->ToString() : std::string(); }
 
 walbus::Outcome RunHandler(walbus_handler_fn handler, void* user, const walbus::Event& e,
@@ -249,6 +337,144 @@ int walbus_tx_commit(walbus_tx_t* tx, uint64_t* first_seq, char** err) {
 }
 
 void walbus_tx_abort(walbus_tx_t* tx) { delete tx; }
+
+int walbus_tx_delete(walbus_tx_t* tx, const char* column_family, const char* key, size_t key_len, char** err) {
+  if (tx == nullptr) return MissingArgument(err, "tx");
+  return ScopeDelete(&tx->tx, column_family, key, key_len, err);
+}
+
+int walbus_tx_get_version(walbus_tx_t* tx, const char* column_family, const char* key, size_t key_len,
+                          uint64_t* version, char** err) {
+  if (tx == nullptr) return MissingArgument(err, "tx");
+  return ScopeGetVersion(&tx->tx, column_family, key, key_len, version, err);
+}
+
+int walbus_tx_expect_version(walbus_tx_t* tx, const char* column_family, const char* key, size_t key_len,
+                             uint64_t version, char** err) {
+  if (tx == nullptr) return MissingArgument(err, "tx");
+  return ScopeExpectVersion(&tx->tx, column_family, key, key_len, version, err);
+}
+
+void walbus_event_spec_init(walbus_event_spec* spec) {
+  if (spec != nullptr) *spec = walbus_event_spec{};
+}
+
+int walbus_tx_publish_spec(walbus_tx_t* tx, const walbus_event_spec* spec, char* id, char** err) {
+  if (tx == nullptr) return MissingArgument(err, "tx");
+  return ScopePublishSpec(&tx->tx, spec, id, err);
+}
+
+int walbus_ctx_delete(walbus_ctx_t* ctx, const char* column_family, const char* key, size_t key_len, char** err) {
+  if (ctx == nullptr) return MissingArgument(err, "ctx");
+  return ScopeDelete(ctx->ctx, column_family, key, key_len, err);
+}
+
+int walbus_ctx_get_version(walbus_ctx_t* ctx, const char* column_family, const char* key, size_t key_len,
+                           uint64_t* version, char** err) {
+  if (ctx == nullptr) return MissingArgument(err, "ctx");
+  return ScopeGetVersion(ctx->ctx, column_family, key, key_len, version, err);
+}
+
+int walbus_ctx_expect_version(walbus_ctx_t* ctx, const char* column_family, const char* key, size_t key_len,
+                              uint64_t version, char** err) {
+  if (ctx == nullptr) return MissingArgument(err, "ctx");
+  return ScopeExpectVersion(ctx->ctx, column_family, key, key_len, version, err);
+}
+
+int walbus_ctx_publish_spec(walbus_ctx_t* ctx, const walbus_event_spec* spec, char* id, char** err) {
+  if (ctx == nullptr) return MissingArgument(err, "ctx");
+  return ScopePublishSpec(ctx->ctx, spec, id, err);
+}
+
+void walbus_subscriber_options_init(walbus_subscriber_options* options) {
+  if (options == nullptr) return;
+  const walbus::SubscriberOptions defaults;
+  *options = walbus_subscriber_options{};
+  options->max_attempts = defaults.retry.max_attempts;
+  options->retry_base_ms = static_cast<uint64_t>(defaults.retry.base.count());
+  options->retry_cap_ms = static_cast<uint64_t>(defaults.retry.cap.count());
+  options->retry_max_age_ms = static_cast<uint64_t>(defaults.retry.max_age.count());
+  options->on_poison = WALBUS_POISON_DEAD_LETTER;
+}
+
+int walbus_subscribe_with(walbus_t* bus, const walbus_subscriber_options* options, char** err) {
+  return Guard(err, [&] {
+    if (bus == nullptr) return MissingArgument(err, "bus");
+    if (options == nullptr) return MissingArgument(err, "options");
+    if (options->name == nullptr) return MissingArgument(err, "options->name");
+    if (options->handler == nullptr) return MissingArgument(err, "options->handler");
+    if (options->types == nullptr && options->ntypes > 0) return MissingArgument(err, "options->types");
+    walbus::SubscriberOptions sub;
+    sub.name = options->name;
+    for (size_t i = 0; i < options->ntypes; ++i) {
+      if (options->types[i] == nullptr) return MissingArgument(err, "an event type");
+      sub.types.emplace_back(options->types[i]);
+    }
+    sub.retry.max_attempts = options->max_attempts;
+    sub.retry.base = std::chrono::milliseconds(options->retry_base_ms);
+    sub.retry.cap = std::chrono::milliseconds(options->retry_cap_ms);
+    sub.retry.max_age = std::chrono::milliseconds(options->retry_max_age_ms);
+    switch (options->on_poison) {
+      case WALBUS_POISON_DEAD_LETTER: sub.on_poison = walbus::PoisonPolicy::kDeadLetterAndContinue; break;
+      case WALBUS_POISON_PARK_KEY: sub.on_poison = walbus::PoisonPolicy::kParkKey; break;
+      default: return Fail(err, WALBUS_INVALID_ARGUMENT, "InvalidArgument: unknown poison policy");
+    }
+    sub.skip_stale = options->skip_stale != 0;
+    if (options->handler_version != nullptr) sub.handler_version = options->handler_version;
+    sub.side_effect_safe = options->side_effect_safe != 0;
+    walbus_handler_fn handler = options->handler;
+    void* user = options->user;
+    sub.handler = [handler, user](const walbus::Event& e, walbus::HandlerContext& ctx) {
+      return RunHandler(handler, user, e, ctx);
+    };
+    return Report(bus->bus->Subscribe(std::move(sub)), err);
+  });
+}
+
+int walbus_wait_event(walbus_t* bus, uint64_t seq, const char* id, uint64_t timeout_ms, char** err) {
+  return Guard(err, [&] {
+    if (bus == nullptr) return MissingArgument(err, "bus");
+    if (id == nullptr) return MissingArgument(err, "id");
+    std::optional<walbus::EventId> parsed = walbus::EventId::Parse(id);
+    if (!parsed) return Fail(err, WALBUS_INVALID_ARGUMENT, std::string("InvalidArgument: not an event id: ") + id);
+    walbus::Receipt receipt;
+    receipt.first_seq = seq;
+    receipt.event_ids = {*parsed};
+    std::vector<walbus::DeliveryState> states;
+    return Report(bus->bus->WaitHandled(receipt, {}, std::chrono::milliseconds(timeout_ms), &states), err);
+  });
+}
+
+int walbus_event_status(walbus_t* bus, const char* id, walbus_delivery** deliveries, size_t* count, char** err) {
+  return Guard(err, [&] {
+    if (bus == nullptr) return MissingArgument(err, "bus");
+    if (id == nullptr) return MissingArgument(err, "id");
+    if (deliveries == nullptr || count == nullptr) return MissingArgument(err, "deliveries");
+    std::optional<walbus::EventId> parsed = walbus::EventId::Parse(id);
+    if (!parsed) return Fail(err, WALBUS_INVALID_ARGUMENT, std::string("InvalidArgument: not an event id: ") + id);
+    std::vector<walbus::DeliveryState> states;
+    if (int code = Report(bus->bus->EventStatus(*parsed, &states), err); code != WALBUS_OK) return code;
+    *deliveries = CopyDeliveries(states);
+    *count = states.size();
+    return static_cast<int>(WALBUS_OK);
+  });
+}
+
+int walbus_pending(walbus_t* bus, const char* subscriber, size_t limit, walbus_delivery** deliveries, size_t* count,
+                   char** err) {
+  return Guard(err, [&] {
+    if (bus == nullptr) return MissingArgument(err, "bus");
+    if (subscriber == nullptr) return MissingArgument(err, "subscriber");
+    if (deliveries == nullptr || count == nullptr) return MissingArgument(err, "deliveries");
+    walbus::Result<std::vector<walbus::DeliveryState>> states = bus->bus->Pending(subscriber, limit);
+    if (!states.ok()) return Report(states.status(), err);
+    *deliveries = CopyDeliveries(*states);
+    *count = states->size();
+    return static_cast<int>(WALBUS_OK);
+  });
+}
+
+void walbus_free_deliveries(walbus_delivery* deliveries) { std::free(deliveries); }
 
 int walbus_subscribe(walbus_t* bus, const char* name, const char* const* types, size_t ntypes,
                      walbus_handler_fn handler, void* user, char** err) {

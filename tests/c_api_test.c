@@ -1,6 +1,7 @@
 // The C API from C: open, subscribe, start, commit 100 events, wait until
 // idle, then check that the handler ran once per event, that every effect
-// it wrote is there, and the counters; then the error path; then close.
+// it wrote is there, and the counters; then the error path; then what an
+// application needs beyond that (Operations); then close.
 //
 //   c_api_test [DIR]   (default: a fresh directory under $TMPDIR or /tmp,
 //                      removed at the end)
@@ -14,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "walbus/c.h"
@@ -57,6 +59,147 @@ static int Handle(void* user, const walbus_event* event, walbus_ctx_t* ctx) {
   if (strncmp(walbus_ctx_idempotency_key(ctx), "c-handler/", 10) != 0) return WALBUS_REJECT;
   atomic_fetch_add(&seen->calls, 1);
   return WALBUS_DONE;
+}
+
+// A ledger kept with versions: each order's handler checks and advances
+// the ledger's version, deletes a "pending" marker and publishes a
+// follow-up with every attribute; "bad" orders are rejected, and under
+// WALBUS_POISON_PARK_KEY hold their subject; "slow" ones retry later.
+static int Ledger(void* user, const walbus_event* event, walbus_ctx_t* ctx) {
+  (void)user;
+  char* err = NULL;
+  if (event->data_len == 3 && memcmp(event->data, "bad", 3) == 0) {
+    walbus_ctx_reject_reason(ctx, "amount is negative");
+    return WALBUS_REJECT;
+  }
+  if (event->data_len == 4 && memcmp(event->data, "slow", 4) == 0) {
+    walbus_ctx_retry_after(ctx, 3600 * 1000);
+    return WALBUS_RETRY;
+  }
+  uint64_t version = 0;
+  int code = walbus_ctx_get_version(ctx, "orders", "ledger", 6, &version, &err);
+  if (code == WALBUS_OK) code = walbus_ctx_expect_version(ctx, "orders", "ledger", 6, version, &err);
+  if (code == WALBUS_OK) code = walbus_ctx_delete(ctx, "orders", event->subject, strlen(event->subject), &err);
+  walbus_event_spec spec;
+  walbus_event_spec_init(&spec);
+  spec.type = "ledger.entry-booked.v1";
+  spec.subject = event->subject;
+  spec.content_type = "text/plain";
+  spec.data = "booked";
+  spec.data_len = 6;
+  char id[37] = "";
+  if (code == WALBUS_OK) code = walbus_ctx_publish_spec(ctx, &spec, id, &err);
+  walbus_free_error(err);
+  return code == WALBUS_OK && strlen(id) == 36 ? WALBUS_DONE : WALBUS_RETRY;
+}
+
+static const walbus_delivery* StateOf(const walbus_delivery* d, size_t n, const char* subscriber) {
+  for (size_t i = 0; i < n; ++i) {
+    if (strcmp(d[i].subscriber, subscriber) == 0) return &d[i];
+  }
+  return NULL;
+}
+
+// Publishes one event with every attribute; returns its seq, fills id.
+static uint64_t PublishOrder(walbus_t* bus, const char* subject, const char* data, char* id) {
+  char* err = NULL;
+  walbus_tx_t* tx = walbus_begin(bus);
+  walbus_event_spec spec;
+  walbus_event_spec_init(&spec);
+  spec.type = "ledger.order-taken.v1";
+  spec.subject = subject;
+  spec.subject_version = 1;
+  spec.data = data;
+  spec.data_len = strlen(data);
+  spec.content_type = "text/plain; charset=utf-8";
+  spec.source = "urn:till:7";
+  spec.traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+  Must(walbus_tx_put(tx, "orders", subject, strlen(subject), "pending", 7, &err), err, "walbus_tx_put");
+  Must(walbus_tx_publish_spec(tx, &spec, id, &err), err, "walbus_tx_publish_spec");
+  uint64_t seq = 0;
+  Must(walbus_tx_commit(tx, &seq, &err), err, "walbus_tx_commit");
+  return seq;
+}
+
+// What an application needs beyond the basics: deletes, versions and
+// preconditions, every event attribute, retry and poison policies, and
+// where each event stands (status, pending, waiting for one).
+static void Operations(walbus_t* bus) {
+  char* err = NULL;
+  walbus_subscriber_options sub;
+  walbus_subscriber_options_init(&sub);
+  CHECK(sub.max_attempts >= 1 && sub.retry_cap_ms > 0 && sub.on_poison == WALBUS_POISON_DEAD_LETTER);
+  const char* types[] = {"ledger.order-taken.v1"};
+  sub.name = "ledger";
+  sub.types = types;
+  sub.ntypes = 1;
+  sub.handler = Ledger;
+  sub.max_attempts = 3;
+  sub.on_poison = WALBUS_POISON_PARK_KEY;
+  sub.handler_version = "ledger-1";
+  Must(walbus_subscribe_with(bus, &sub, &err), err, "walbus_subscribe_with");
+  sub.on_poison = (walbus_poison_policy)7;
+  sub.name = "other";
+  CHECK(walbus_subscribe_with(bus, &sub, &err) == WALBUS_INVALID_ARGUMENT);
+  walbus_free_error(err);
+  err = NULL;
+
+  char good[37], slow[37], bad[37], held[37];
+  const uint64_t good_seq = PublishOrder(bus, "till-1", "ok", good);
+  PublishOrder(bus, "till-2", "slow", slow);
+  const uint64_t bad_seq = PublishOrder(bus, "till-3", "bad", bad);
+  PublishOrder(bus, "till-3", "ok", held);
+  Must(walbus_wait_event(bus, good_seq, good, 10000, &err), err, "walbus_wait_event");
+
+  // The handler's effects: the marker deleted, the version advanced.
+  walbus_tx_t* read = walbus_begin(bus);
+  char* value = (char*)"x";
+  Must(walbus_tx_get(read, "orders", "till-1", 6, &value, NULL, &err), err, "walbus_tx_get");
+  CHECK(value == NULL);
+  uint64_t version = 0;
+  Must(walbus_tx_get_version(read, "orders", "ledger", 6, &version, &err), err, "walbus_tx_get_version");
+  CHECK(version == 1);
+  walbus_tx_abort(read);
+  // A stale precondition writes nothing.
+  walbus_tx_t* stale = walbus_begin(bus);
+  Must(walbus_tx_expect_version(stale, "orders", "ledger", 6, 0, &err), err, "walbus_tx_expect_version");
+  Must(walbus_tx_put(stale, "orders", "ledger-note", 11, "x", 1, &err), err, "walbus_tx_put");
+  CHECK(walbus_tx_commit(stale, NULL, &err) == WALBUS_CONFLICT);
+  walbus_free_error(err);
+  err = NULL;
+
+  // Where each stands, once the slow one has failed once and the bad one
+  // holds its subject.
+  walbus_delivery* d = NULL;
+  size_t n = 0;
+  for (int i = 0; i < 1000; ++i) {
+    Must(walbus_pending(bus, "ledger", 0, &d, &n, &err), err, "walbus_pending");
+    const int settled = n == 2 && d[0].state == WALBUS_DELIVERY_RETRYING && d[1].state == WALBUS_DELIVERY_PARKED;
+    walbus_free_deliveries(d);
+    if (settled) break;
+    nanosleep(&(struct timespec){0, 10 * 1000 * 1000}, NULL);
+  }
+  Must(walbus_event_status(bus, slow, &d, &n, &err), err, "walbus_event_status");
+  const walbus_delivery* s = StateOf(d, n, "ledger");
+  CHECK(s != NULL && s->state == WALBUS_DELIVERY_RETRYING && s->attempts == 1 && s->next_attempt_unix_ms > 0);
+  walbus_free_deliveries(d);
+  Must(walbus_event_status(bus, bad, &d, &n, &err), err, "walbus_event_status");
+  s = StateOf(d, n, "ledger");
+  CHECK(s != NULL && s->state == WALBUS_DELIVERY_DEAD_LETTERED && s->seq == bad_seq &&
+        strstr(s->last_error, "amount is negative") != NULL);
+  walbus_free_deliveries(d);
+  Must(walbus_pending(bus, "ledger", 0, &d, &n, &err), err, "walbus_pending");
+  CHECK(n == 2);
+  if (n == 2) {
+    CHECK(strcmp(d[0].id, slow) == 0 && d[0].state == WALBUS_DELIVERY_RETRYING);
+    CHECK(strcmp(d[1].id, held) == 0 && d[1].state == WALBUS_DELIVERY_PARKED && d[1].parked_behind == bad_seq);
+  }
+  walbus_free_deliveries(d);
+  CHECK(walbus_pending(bus, "nobody", 0, &d, &n, &err) == WALBUS_INVALID_ARGUMENT);
+  walbus_free_error(err);
+  err = NULL;
+  CHECK(walbus_wait_event(bus, 1, "not-an-id", 10, &err) == WALBUS_INVALID_ARGUMENT);
+  walbus_free_error(err);
 }
 
 static int RemoveEntry(const char* path, const struct stat* sb, int flag, struct FTW* ftw) {
@@ -157,12 +300,14 @@ int main(int argc, char** argv) {
   walbus_free_error(err);
   err = NULL;
 
+  Operations(bus);
   Must(walbus_close(bus, &err), err, "walbus_close");
   if (made[0] != '\0') nftw(made, RemoveEntry, 16, FTW_DEPTH | FTW_PHYS);
   if (failures > 0) {
     fprintf(stderr, "%d checks failed\n", failures);
     return 1;
   }
-  printf("c_api_test: %d events handled once each, effects and counters as expected\n", kEvents);
+  printf("c_api_test: %d events handled once each, effects and counters as expected; versions, deletes, "
+         "policies and delivery states as in C++\n", kEvents);
   return 0;
 }

@@ -145,6 +145,66 @@ typedef struct walbus_bus_stats {
   const walbus_subscriber_stats* subscribers;  // One per active subscriber.
 } walbus_bus_stats;
 
+// An event to publish (walbus::EventSpec); walbus_event_spec_init() sets
+// every field to its default (NULL strings: unset).
+typedef struct walbus_event_spec {
+  const char* type;          // Required, e.g. "orders.order-approved.v1".
+  const char* subject;       // Required: the ordering key.
+  uint64_t subject_version;  // The entity version it produced; 0: unused.
+  const char* data;          // data_len bytes of payload (NULL when 0).
+  size_t data_len;
+  const char* content_type;  // Media type of data, e.g. "application/json".
+  const char* source;        // Overrides walbus_options.source.
+  const char* traceparent;   // W3C trace context.
+} walbus_event_spec;
+
+// What a subscriber does with an event that keeps failing
+// (walbus::PoisonPolicy).
+typedef enum walbus_poison_policy {
+  WALBUS_POISON_DEAD_LETTER = 0,  // Dead-letter it; its subject moves on.
+  WALBUS_POISON_PARK_KEY = 1,     // Dead-letter it and hold its subject.
+} walbus_poison_policy;
+
+// A subscriber (walbus::SubscriberOptions); walbus_subscriber_options_init()
+// sets the defaults (every type, 8 attempts with backoff, dead-lettering).
+typedef struct walbus_subscriber_options {
+  const char* name;               // Required: [A-Za-z0-9._-], 1..128 bytes.
+  const char* const* types;       // types[0..ntypes); ntypes 0: every type.
+  size_t ntypes;
+  walbus_handler_fn handler;      // Required.
+  void* user;                     // Passed to handler; valid until walbus_close().
+  uint32_t max_attempts;          // Handler runs before it is given up on.
+  uint64_t retry_base_ms;         // First backoff (full jitter, doubling).
+  uint64_t retry_cap_ms;          // Largest backoff.
+  uint64_t retry_max_age_ms;      // Give up after this long; 0: no limit.
+  walbus_poison_policy on_poison;
+  int skip_stale;                 // Non-zero: skip events older than the applied subject_version.
+  const char* handler_version;    // Recorded with dead letters and replays; NULL: "".
+  int side_effect_safe;           // Non-zero: fresh-scope replays may run it again.
+} walbus_subscriber_options;
+
+// Where one event stands for one subscriber (walbus::DeliveryState).
+typedef enum walbus_delivery_state {
+  WALBUS_DELIVERY_PENDING = 0,
+  WALBUS_DELIVERY_HANDLED = 1,
+  WALBUS_DELIVERY_DEAD_LETTERED = 2,
+  WALBUS_DELIVERY_PAUSED = 3,
+  WALBUS_DELIVERY_NOT_DELIVERED = 4,
+  WALBUS_DELIVERY_RETRYING = 5,
+  WALBUS_DELIVERY_PARKED = 6,
+} walbus_delivery_state;
+
+typedef struct walbus_delivery {
+  const char* subscriber;      // The subscriber's name.
+  char id[37];                 // The event id, canonical UUID text.
+  uint64_t seq;                // Its sequence number; 0 when not known.
+  int state;                   // A walbus_delivery_state.
+  uint32_t attempts;           // Retrying, dead-lettered: handler runs so far.
+  const char* last_error;      // Their last error; "" when none.
+  int64_t next_attempt_unix_ms;  // Retrying: when the next run is due; 0 when not known.
+  uint64_t parked_behind;      // Parked: the seq of the dead letter holding its subject.
+} walbus_delivery;
+
 // The version of the linked library, e.g. "0.1.0" (compare with
 // WALBUS_VERSION_STRING from walbus/version.h).
 WALBUS_EXPORT const char* walbus_version(void);
@@ -160,6 +220,10 @@ WALBUS_EXPORT int walbus_open(const walbus_options* options, walbus_t** bus, cha
 // are written) and frees the handle, also when closing reports an error.
 // NULL is allowed. Every walbus_tx_t of this bus must be finished first.
 WALBUS_EXPORT int walbus_close(walbus_t* bus, char** err);
+
+// (walbus_ctx_delete, walbus_ctx_get_version, walbus_ctx_expect_version
+// and walbus_ctx_publish_spec, below, do in a handler what the walbus_tx_
+// ones do in a transaction, committing with the handled record.)
 
 // A new transaction; NULL only when memory ran out. Finish it with
 // walbus_tx_commit() or walbus_tx_abort().
@@ -181,6 +245,27 @@ WALBUS_EXPORT int walbus_tx_get(walbus_tx_t* tx, const char* column_family, cons
 WALBUS_EXPORT int walbus_tx_publish(walbus_tx_t* tx, const char* type, const char* subject, const char* data,
                                     size_t data_len, char** err);
 
+// Buffers a delete of key (a no-op when it is absent).
+WALBUS_EXPORT int walbus_tx_delete(walbus_tx_t* tx, const char* column_family, const char* key, size_t key_len,
+                                   char** err);
+
+// The committed version of key: 0 when it was never written (a delete
+// keeps counting). For walbus_tx_expect_version.
+WALBUS_EXPORT int walbus_tx_get_version(walbus_tx_t* tx, const char* column_family, const char* key,
+                                        size_t key_len, uint64_t* version, char** err);
+
+// A precondition: the commit fails with WALBUS_CONFLICT, writing nothing,
+// unless key's committed version is still `version` then.
+WALBUS_EXPORT int walbus_tx_expect_version(walbus_tx_t* tx, const char* column_family, const char* key,
+                                           size_t key_len, uint64_t version, char** err);
+
+// Sets every field of *spec to its default.
+WALBUS_EXPORT void walbus_event_spec_init(walbus_event_spec* spec);
+
+// Buffers an event with every attribute walbus::EventSpec has. On success
+// id (when not NULL, 37 bytes) gets the event's id as text.
+WALBUS_EXPORT int walbus_tx_publish_spec(walbus_tx_t* tx, const walbus_event_spec* spec, char* id, char** err);
+
 // Commits the transaction atomically and frees it, whatever the result. On
 // success *first_seq (when not NULL) is the sequence number of its first
 // event, 0 when it published none.
@@ -194,6 +279,13 @@ WALBUS_EXPORT void walbus_tx_abort(walbus_tx_t* tx);
 // `user` must stay valid until walbus_close() returned.
 WALBUS_EXPORT int walbus_subscribe(walbus_t* bus, const char* name, const char* const* types, size_t ntypes,
                                    walbus_handler_fn handler, void* user, char** err);
+
+// Sets the defaults of walbus::SubscriberOptions in *options.
+WALBUS_EXPORT void walbus_subscriber_options_init(walbus_subscriber_options* options);
+
+// Registers a subscriber with its retry and poison policies (the options
+// are copied; `user` must stay valid until walbus_close() returned).
+WALBUS_EXPORT int walbus_subscribe_with(walbus_t* bus, const walbus_subscriber_options* options, char** err);
 
 // Buffers a write that commits with this event's handled record: exactly
 // once, even when the event is delivered twice.
@@ -229,6 +321,34 @@ WALBUS_EXPORT void walbus_ctx_reject_reason(walbus_ctx_t* ctx, const char* reaso
 
 // Starts the dispatcher and the handler threads. Idempotent.
 WALBUS_EXPORT int walbus_start(walbus_t* bus, char** err);
+
+// In a handler, as the walbus_tx_ functions of the same names.
+WALBUS_EXPORT int walbus_ctx_delete(walbus_ctx_t* ctx, const char* column_family, const char* key, size_t key_len,
+                                    char** err);
+WALBUS_EXPORT int walbus_ctx_get_version(walbus_ctx_t* ctx, const char* column_family, const char* key,
+                                         size_t key_len, uint64_t* version, char** err);
+WALBUS_EXPORT int walbus_ctx_expect_version(walbus_ctx_t* ctx, const char* column_family, const char* key,
+                                            size_t key_len, uint64_t version, char** err);
+WALBUS_EXPORT int walbus_ctx_publish_spec(walbus_ctx_t* ctx, const walbus_event_spec* spec, char* id, char** err);
+
+// Read-your-own-writes: waits until every active subscriber has completed
+// the event `id` committed at `seq` (walbus_tx_commit's first_seq, plus
+// its place in the transaction), or timeout_ms: WALBUS_TIMED_OUT.
+WALBUS_EXPORT int walbus_wait_event(walbus_t* bus, uint64_t seq, const char* id, uint64_t timeout_ms, char** err);
+
+// Where event `id` stands for every registered subscriber
+// (walbus::Bus::EventStatus): *deliveries gets *count entries, freed with
+// walbus_free_deliveries().
+WALBUS_EXPORT int walbus_event_status(walbus_t* bus, const char* id, walbus_delivery** deliveries, size_t* count,
+                                      char** err);
+
+// What `subscriber` has not completed yet, oldest first, at most `limit`
+// (0: no limit) (walbus::Bus::Pending); freed with walbus_free_deliveries().
+WALBUS_EXPORT int walbus_pending(walbus_t* bus, const char* subscriber, size_t limit, walbus_delivery** deliveries,
+                                 size_t* count, char** err);
+
+// Frees what walbus_event_status() or walbus_pending() returned. NULL is allowed.
+WALBUS_EXPORT void walbus_free_deliveries(walbus_delivery* deliveries);
 
 // Blocks until every active subscriber has completed every event committed
 // before the call, or timeout_ms passed (WALBUS_TIMED_OUT).

@@ -1033,6 +1033,21 @@ void BusImpl::WriteStorageMetrics(MetricsWriter& w) {
            static_cast<double>(db_->DbProperty("rocksdb.actual-delayed-write-rate")));
 }
 
+Status BusImpl::WaitCaughtUp(std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (uint64_t target = committer_->last_seq();;) {
+    if (closed_.load()) return ClosedStatus();
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) return Status::TimedOut("subscribers have not caught up with the outbox");
+    if (Status s = dispatcher_->WaitFor(target, left); !s.ok()) return s;
+    // Complete up to target: every follow-up of those events is committed
+    // by now, so anything new shows in the last seq.
+    const uint64_t last = committer_->last_seq();
+    if (last == target) return Status::OK();
+    target = last;
+  }
+}
+
 Status BusImpl::WaitIdle(std::chrono::milliseconds timeout) {
   if (closed_.load()) return ClosedStatus();
   return dispatcher_->WaitFor(committer_->last_seq(), timeout);

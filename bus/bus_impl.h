@@ -46,6 +46,7 @@ class BusImpl final : public Bus, public CommitListener {
                      std::chrono::milliseconds timeout, std::vector<DeliveryState>* states) override;
   Status WaitQuiescent(const Receipt& receipt, std::chrono::milliseconds timeout) override;
   Result<std::vector<DeliveryState>> Pending(const std::string& subscriber, size_t limit) override;
+  Status WaitCaughtUp(std::chrono::milliseconds timeout) override;
   Status EventStatus(const EventId& id, std::vector<DeliveryState>* states) override;
   Status RedriveDeadLetters(const DeadLetterSelection& selection, const OperatorAction& action,
                             ActionReport* report) override;

@@ -431,6 +431,13 @@ int walbus_subscribe_with(walbus_t* bus, const walbus_subscriber_options* option
   });
 }
 
+int walbus_wait_caught_up(walbus_t* bus, uint64_t timeout_ms, char** err) {
+  return Guard(err, [&] {
+    if (bus == nullptr) return MissingArgument(err, "bus");
+    return Report(bus->bus->WaitCaughtUp(std::chrono::milliseconds(timeout_ms)), err);
+  });
+}
+
 int walbus_wait_event(walbus_t* bus, uint64_t seq, const char* id, uint64_t timeout_ms, char** err) {
   return Guard(err, [&] {
     if (bus == nullptr) return MissingArgument(err, "bus");

@@ -886,6 +886,49 @@ TEST(BusTest, SecondProcessGetsAClearLockError) {
   EXPECT_NE(report.find("in use"), std::string::npos) << report;
 }
 
+// A process that only drains: WaitCaughtUp returns once every subscriber
+// has completed everything, the follow-ups its handlers published at any
+// depth included.
+TEST(BusTest, WaitCaughtUpWaitsForFollowUpsAtAnyDepth) {
+  TempDir dir;
+  auto bus = OpenBus(MakeOptions(dir));
+  std::atomic<int> handled{0};
+  SubscriberOptions chain;
+  chain.name = "chain";
+  chain.handler = [&](const Event& e, HandlerContext& ctx) {
+    std::this_thread::sleep_for(5ms);
+    const int depth = std::stoi(e.data);
+    if (depth < 6) {
+      EventSpec next = Approved(e.subject, std::to_string(depth + 1));
+      if (!ctx.Publish(next).ok()) return Outcome::RetryAfter(1ms);
+    }
+    ++handled;
+    return Outcome::Done();
+  };
+  ASSERT_TRUE(bus->Subscribe(std::move(chain)).ok());
+  ASSERT_TRUE(bus->Start().ok());
+  for (const char* subject : {"order-1", "order-2"}) {
+    Transaction tx = bus->Begin();
+    ASSERT_TRUE(tx.Publish(Approved(subject, "1")).ok());
+    ASSERT_TRUE(tx.Commit().ok());
+  }
+  ASSERT_TRUE(bus->WaitCaughtUp(10s).ok());
+  EXPECT_EQ(handled.load(), 12) << "two chains of six";
+  EXPECT_EQ(bus->Stats().last_seq, 12u);
+
+  SubscriberOptions stuck;
+  stuck.name = "stuck";
+  stuck.retry.max_attempts = 1000000;
+  stuck.handler = [](const Event&, HandlerContext&) { return Outcome::RetryAfter(1ms); };
+  ASSERT_TRUE(bus->Subscribe(std::move(stuck)).ok());
+  Transaction tx = bus->Begin();
+  ASSERT_TRUE(tx.Publish(Approved("order-3", "6")).ok());
+  ASSERT_TRUE(tx.Commit().ok());
+  EXPECT_TRUE(bus->WaitCaughtUp(50ms).IsTimedOut());
+  ASSERT_TRUE(bus->Close().ok());
+  EXPECT_EQ(bus->WaitCaughtUp(10ms).code(), Status::Code::kClosed);
+}
+
 TEST(BusTest, WaitHandledReportsWhereEachEventStands) {
   TempDir dir;
   auto bus = OpenBus(MakeOptions(dir));

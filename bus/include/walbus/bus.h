@@ -565,7 +565,16 @@ class WALBUS_EXPORT Bus {
 
   // Blocks until every active subscriber has completed every event
   // committed before the call (handled, skipped or rejected), or timeout.
+  // Follow-ups those handlers publish are committed then, not yet handled:
+  // WaitCaughtUp waits for them too. TimedOut; Closed when the bus closes.
   [[nodiscard]] virtual Status WaitIdle(std::chrono::milliseconds timeout) = 0;
+  // Blocks until every active subscriber has completed everything
+  // committed, follow-ups at any depth and commits made while it waits
+  // included: until, at one moment, nothing committed is left to complete.
+  // For a process that only drains (no receipt for WaitQuiescent). With
+  // producers that never pause, that moment may not come: TimedOut.
+  // Closed when the bus closes.
+  [[nodiscard]] virtual Status WaitCaughtUp(std::chrono::milliseconds timeout) = 0;
 
   // Read-your-own-writes: blocks until each named subscriber (all active
   // ones when `subscribers` is empty) has completed every event of the

@@ -331,6 +331,10 @@ WALBUS_EXPORT int walbus_ctx_expect_version(walbus_ctx_t* ctx, const char* colum
                                             size_t key_len, uint64_t version, char** err);
 WALBUS_EXPORT int walbus_ctx_publish_spec(walbus_ctx_t* ctx, const walbus_event_spec* spec, char* id, char** err);
 
+// Waits until every active subscriber has completed everything committed,
+// follow-ups at any depth included (walbus::Bus::WaitCaughtUp).
+WALBUS_EXPORT int walbus_wait_caught_up(walbus_t* bus, uint64_t timeout_ms, char** err);
+
 // Read-your-own-writes: waits until every active subscriber has completed
 // the event `id` committed at `seq` (walbus_tx_commit's first_seq, plus
 // its place in the transaction), or timeout_ms: WALBUS_TIMED_OUT.

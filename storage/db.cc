@@ -1,5 +1,7 @@
 #include "storage/db.h"
 
+#include "storage/private_fs.h"
+
 #include <rocksdb/db.h>
 #include <rocksdb/experimental.h>
 #include <rocksdb/filter_policy.h>
@@ -233,6 +235,7 @@ Status Db::Open(const OpenOptions& options, std::unique_ptr<Db>* out) {
     }
   }
 
+  std::unique_ptr<rocksdb::Env> db_env;  // the Db keeps it, past its rocksdb::DB
   rocksdb::DBOptions dbo;
   dbo.create_if_missing = primary && options.create_if_missing;
   dbo.create_missing_column_families = primary;
@@ -245,7 +248,14 @@ Status Db::Open(const OpenOptions& options, std::unique_ptr<Db>* out) {
   // old log files: every open then replays gigabytes of log, slowly and
   // into full memtables. Past this much log, the oldest is flushed.
   dbo.max_total_wal_size = 256u << 20;
-  if (options.env != nullptr) dbo.env = options.env;
+  if (primary) {
+    // Every file RocksDB writes there is private too (0600, or 0640).
+    db_env = PrivateFs::NewEnv(options.env != nullptr ? options.env : rocksdb::Env::Default(),
+                               options.share_with_group);
+    dbo.env = db_env.get();
+  } else if (options.env != nullptr) {
+    dbo.env = options.env;
+  }
 
   std::vector<std::string> existing;
   if (has_current) {
@@ -288,6 +298,7 @@ Status Db::Open(const OpenOptions& options, std::unique_ptr<Db>* out) {
   }
   std::unique_ptr<Db> db(new Db());
   db->options_ = options;
+  db->env_ = std::move(db_env);
   if (primary && options.inbox_retention != nullptr) {
     db->inbox_filter_ = std::make_unique<InboxWindowFilter>(options.inbox_retention);
   }

@@ -72,8 +72,9 @@ struct OpenOptions {
   std::string dir;
   Mode mode = Mode::kPrimary;
   bool create_if_missing = true;
-  // A directory it creates is 0700 (0750 with this): the database's
-  // payloads are no more readable than the admin socket (0600).
+  // A directory it creates is 0700 and the files RocksDB writes 0600 (0750
+  // and 0640 with this): the database's payloads are no more readable than
+  // the admin socket (0600).
   bool share_with_group = false;
   // Application column families to open or create (primary only). A
   // secondary opens every column family that exists.
@@ -151,6 +152,8 @@ class Db {
   Status CheckFormat(bool fresh);
 
   OpenOptions options_;
+  // Before db_ (so destroyed after it): the primary's Env (PrivateFs).
+  std::unique_ptr<rocksdb::Env> env_;
   // Before db_: the inbox's compactions use it until db_ is gone.
   std::unique_ptr<rocksdb::CompactionFilter> inbox_filter_;
   std::unique_ptr<rocksdb::DB> db_;

@@ -169,6 +169,14 @@ TEST(DbTest, ANewDatabaseIsPrivate) {
     ASSERT_TRUE(tx.Commit().ok());
   }
   EXPECT_EQ(mode(dir.path()), fs::perms::owner_all);
+  size_t files = 0;
+  for (const auto& entry : fs::directory_iterator(dir.path())) {
+    ++files;
+    const fs::perms expected = entry.is_directory() ? fs::perms::owner_all
+                                                     : fs::perms::owner_read | fs::perms::owner_write;
+    EXPECT_EQ(mode(entry.path().string()), expected) << entry.path() << " (the umask would give 0644)";
+  }
+  EXPECT_GE(files, 5u) << "CURRENT, IDENTITY, LOCK, LOG, MANIFEST, OPTIONS, the WAL";
   const std::string path = dir.path();
   const int code = RunUnprivileged([&] {
     std::error_code ec;
@@ -190,6 +198,11 @@ TEST(DbTest, ANewDatabaseIsPrivate) {
     ASSERT_TRUE(Bus::Open(g, &bus).ok());
   }
   EXPECT_EQ(mode(shared), fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec);
+  for (const auto& entry : fs::directory_iterator(shared)) {
+    if (entry.is_directory()) continue;
+    EXPECT_EQ(mode(entry.path().string()), fs::perms::owner_read | fs::perms::owner_write | fs::perms::group_read)
+        << entry.path();
+  }
 
   // An existing directory open to others: opened, with a warning.
   fs::permissions(path, fs::perms::others_read | fs::perms::others_exec, fs::perm_options::add);

@@ -44,7 +44,7 @@ struct Options {
   // Who may read the database. Open creates a missing directory 0700
   // (owner only: the outbox, the dead letters and the quarantine hold
   // every payload), or 0750 with share_with_group, for an operator's
-  // group as PostgreSQL allows; files in it are reached only through it.
+  // group as PostgreSQL allows; every file written there is 0600 (0640).
   // Open warns when an existing directory lets other users in.
   bool share_with_group = false;
 

@@ -74,6 +74,9 @@ class RelayCore {
     if (!published.ok()) return Failed(event, published);
     Status kept = ctx.Put(options_.column_family, position_key, EncodeU64(position));
     if (kept.ok()) kept = ctx.Put(options_.column_family, keys_.Journal(event.seq), EncodeJournalEntry(entry));
+    // With every completion (a few bytes in the same batch): a completion
+    // that failed to commit cannot leave it unwritten.
+    if (kept.ok()) kept = ctx.Put(options_.column_family, keys_.Published(), "1");
     if (!kept.ok()) return Failed(event, kept);
     ScheduleCheck(std::chrono::steady_clock::now() + options_.confirm_after);
     return Outcome::Done();
@@ -366,7 +369,7 @@ class RelayCore {
     if (stream_ready_.load(std::memory_order_relaxed)) return Status::OK();
     bool created = false;
     Status s = link_->EnsureStream(options_.stream, &created);
-    if (s.ok() && created && published_to_stream_.load(std::memory_order_relaxed)) {
+    if (s.ok() && created && PublishedBefore()) {
       unrepairable_.fetch_add(1, std::memory_order_relaxed);
       RecordUnrepairable();
       spdlog::error(
@@ -377,6 +380,15 @@ class RelayCore {
     }
     if (s.ok()) stream_ready_.store(true, std::memory_order_release);
     return s;
+  }
+
+  // Whether the stream held this relay's messages before: a publish of this
+  // process, or the record a publish of an earlier one left.
+  bool PublishedBefore() {
+    if (published_to_stream_.load(std::memory_order_relaxed)) return true;
+    Transaction tx = bus_->Begin();
+    Result<std::optional<std::string>> got = tx.Get(options_.column_family, keys_.Published());
+    return got.ok() && got->has_value();
   }
 
   // Counts the incident in the relay's records too, where `walbus bridge`
@@ -535,11 +547,7 @@ class RelayImpl final : public Relay {
   ~RelayImpl() override { core_->StopChecker(); }
   RelayStats Stats() const override { return core_->Stats(); }
 
-  std::string MetricsText() const override {
-    std::vector<MetricFamily> families;
-    metrics_->CollectMetrics(&families);
-    return PrometheusText(families);
-  }
+  std::string MetricsText() const override { return bridge::TextOf(*metrics_); }
   std::shared_ptr<const MetricsSource> metrics() const { return metrics_; }
 
  private:

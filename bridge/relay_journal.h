@@ -10,6 +10,10 @@
 //                                    hold, with its stream sequence
 //   <name>\0l                        be64: every journal entry below it is
 //                                    gone (confirmed)
+//   <name>\0s                        present once the stream acknowledged a
+//                                    publish of the relay's
+//   <name>\0u                        be64 count + be64 unix ms: the stream
+//                                    was found gone after that
 //
 // An inbound consumer's one key: "inbound\0" <durable> "\0cursor", be64
 // stream sequence + be64 stored time (ns) of the newest message it took.
@@ -37,6 +41,10 @@ class RelayKeys {
   // be64 count + be64 unix ms of the last: times the stream was found gone
   // after this relay had published to it (messages lost for good).
   std::string Unrepairable() const;
+  // Present once the relay has had a publish acknowledged by its stream:
+  // a stream found missing after that (by this process or a later one) is
+  // a loss.
+  std::string Published() const;
 
  private:
   std::string prefix_;  // name + '\0'

@@ -230,6 +230,38 @@ TEST(RelayTest, PositionsAndJournalSurviveARestartOfTheDevice) {
   for (const auto& [subject, h] : highest) EXPECT_EQ(h, 40u) << subject << ": positions go on after a restart";
 }
 
+// The server forgets the stream while the device is off: the relay that
+// starts next finds it gone and reports the loss, though this process
+// never published to it.
+TEST(RelayTest, AStreamForgottenWhileTheRelayWasDownIsReportedAtTheNextStart) {
+  NatsServer server;
+  ASSERT_TRUE(server.Start());
+  TempDir dir;
+  RelayOptions o = MakeRelayOptions(server);
+  o.confirm_after = 0ms;
+  {
+    auto bus = testing::OpenBus(RelayBusOptions(dir));
+    std::unique_ptr<Relay> relay;
+    ASSERT_TRUE(Relay::Attach(bus.get(), o, &relay).ok());
+    ASSERT_TRUE(bus->Start().ok());
+    PublishRange(*bus, 0, 20, 4);
+    ASSERT_TRUE(bus->WaitIdle(60s).ok());
+    ASSERT_TRUE(testing::Eventually([&] { return relay->Stats().journal_checks >= 2; }, 10s));
+    EXPECT_EQ(relay->Stats().unrepairable_losses, 0u);
+    ASSERT_TRUE(bus->Close().ok());
+  }
+  server.Kill();
+  server.ForgetStream(kStream);
+  ASSERT_TRUE(server.Start());
+  auto bus = testing::OpenBus(RelayBusOptions(dir));
+  std::unique_ptr<Relay> relay;
+  ASSERT_TRUE(Relay::Attach(bus.get(), o, &relay).ok());
+  ASSERT_TRUE(bus->Start().ok());
+  PublishRange(*bus, 20, 25, 4);
+  ASSERT_TRUE(bus->WaitIdle(60s).ok());
+  EXPECT_EQ(relay->Stats().unrepairable_losses, 1u) << "this process never published to the old stream";
+}
+
 TEST(RelayTest, AStreamTheServerForgotIsReportedLoudlyAndKeptByTheTool) {
   NatsServer server;
   ASSERT_TRUE(server.Start());

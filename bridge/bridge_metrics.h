@@ -21,6 +21,14 @@ inline void AddSeries(std::vector<MetricFamily>* out, std::string name, MetricTy
   out->push_back(MetricFamily{std::move(name), type, std::move(help), {std::move(sample)}});
 }
 
+// What MetricsText() of a relay or an inbound consumer returns: its part of
+// the bus's metrics alone.
+inline std::string TextOf(const MetricsSource& source) {
+  std::vector<MetricFamily> families;
+  source.CollectMetrics(&families);
+  return PrometheusText(families);
+}
+
 }  // namespace walbus::bridge
 
 #endif  // WALBUS_BRIDGE_BRIDGE_METRICS_H_

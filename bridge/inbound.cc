@@ -119,11 +119,7 @@ class InboundImpl final : public Inbound {
 
   InboundStats Stats() const override { return counters_->Read(); }
 
-  std::string MetricsText() const override {
-    std::vector<MetricFamily> families;
-    metrics_->CollectMetrics(&families);
-    return PrometheusText(families);
-  }
+  std::string MetricsText() const override { return bridge::TextOf(*metrics_); }
   std::shared_ptr<const MetricsSource> metrics() const { return metrics_; }
 
  private:

@@ -485,22 +485,14 @@ void walbus_free_deliveries(walbus_delivery* deliveries) { std::free(deliveries)
 
 int walbus_subscribe(walbus_t* bus, const char* name, const char* const* types, size_t ntypes,
                      walbus_handler_fn handler, void* user, char** err) {
-  return Guard(err, [&] {
-    if (bus == nullptr) return MissingArgument(err, "bus");
-    if (name == nullptr) return MissingArgument(err, "name");
-    if (handler == nullptr) return MissingArgument(err, "handler");
-    if (types == nullptr && ntypes > 0) return MissingArgument(err, "types");
-    walbus::SubscriberOptions sub;
-    sub.name = name;
-    for (size_t i = 0; i < ntypes; ++i) {
-      if (types[i] == nullptr) return MissingArgument(err, "an event type");
-      sub.types.emplace_back(types[i]);
-    }
-    sub.handler = [handler, user](const walbus::Event& e, walbus::HandlerContext& ctx) {
-      return RunHandler(handler, user, e, ctx);
-    };
-    return Report(bus->bus->Subscribe(std::move(sub)), err);
-  });
+  walbus_subscriber_options options;
+  walbus_subscriber_options_init(&options);
+  options.name = name;
+  options.types = types;
+  options.ntypes = ntypes;
+  options.handler = handler;
+  options.user = user;
+  return walbus_subscribe_with(bus, &options, err);
 }
 
 int walbus_ctx_put(walbus_ctx_t* ctx, const char* column_family, const char* key, size_t key_len, const char* value,

@@ -85,10 +85,11 @@ TEST(InspectTest, CliExitCodes) {
   EXPECT_EQ(RunCli("stats --json " + dir.path()), 0);
 }
 
-// Runs the CLI and captures its standard output; returns the exit code.
-int RunCliOutput(const std::string& args, std::string* out) {
+// Runs the CLI with `redirect` (shell redirections) and captures what it
+// then writes to the pipe; returns the exit code.
+int RunCliCapture(const std::string& args, const char* redirect, std::string* out) {
   out->clear();
-  FILE* p = popen((std::string(WALBUS_CLI) + " " + args + " 2>/dev/null").c_str(), "r");
+  FILE* p = popen((std::string(WALBUS_CLI) + " " + args + " " + redirect).c_str(), "r");
   if (p == nullptr) return -1;
   char buf[4096];
   size_t n = 0;
@@ -97,19 +98,13 @@ int RunCliOutput(const std::string& args, std::string* out) {
   return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
 }
 
+// Runs the CLI and captures its standard output; returns the exit code.
+int RunCliOutput(const std::string& args, std::string* out) { return RunCliCapture(args, "2>/dev/null", out); }
+
 std::vector<std::string> Lines(const std::string& text);
 
 // Runs the CLI and captures what it says on standard error.
-int RunCliErrors(const std::string& args, std::string* err) {
-  err->clear();
-  FILE* p = popen((std::string(WALBUS_CLI) + " " + args + " 2>&1 >/dev/null").c_str(), "r");
-  if (p == nullptr) return -1;
-  char buf[4096];
-  size_t n = 0;
-  while ((n = fread(buf, 1, sizeof(buf), p)) > 0) err->append(buf, n);
-  int rc = pclose(p);
-  return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
-}
+int RunCliErrors(const std::string& args, std::string* err) { return RunCliCapture(args, "2>&1 >/dev/null", err); }
 
 // A bad value is a usage error that names the option and the value; an
 // unknown word is named, with the commands there are; every message has

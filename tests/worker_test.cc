@@ -295,8 +295,10 @@ TEST(WorkerTest, DeliveryStatesSayRetryingAndParked) {
   EXPECT_EQ((*billing_pending)[0].id, slow);
   EXPECT_EQ((*billing_pending)[0].state, Delivery::kRetrying);
   Result<std::vector<DeliveryState>> ledger_pending = bus->Pending("ledger", 0);
-  ASSERT_TRUE(ledger_pending.ok());
-  ASSERT_EQ(ledger_pending->size(), 1u) << "the dead letter is not pending; the event behind it is";
+  ASSERT_TRUE(testing::Eventually([&] {
+    ledger_pending = bus->Pending("ledger", 0);
+    return ledger_pending.ok() && ledger_pending->size() == 1 && (*ledger_pending)[0].state == Delivery::kParked;
+  }, 10s)) << "the dead letter is not pending; the event behind it is, parked";
   EXPECT_EQ((*ledger_pending)[0].id, held);
   EXPECT_EQ((*ledger_pending)[0].state, Delivery::kParked);
   EXPECT_EQ((*ledger_pending)[0].parked_behind, 2u);

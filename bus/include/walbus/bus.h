@@ -343,8 +343,10 @@ struct DeliveryState {
   Delivery state = Delivery::kPending;  // Where it stands.
   // kRetrying and kDeadLettered: handler runs so far (a run the process
   // stopped in counts), and the last one's error.
+  // @{
   uint32_t attempts = 0;
   std::string last_error;
+  // @}
   // kRetrying: when the next run is due; nullopt while it runs (or when
   // the record predates this field).
   std::optional<std::chrono::system_clock::time_point> next_attempt;

@@ -152,7 +152,7 @@ typedef struct walbus_event_spec {
   const char* subject;       // Required: the ordering key.
   uint64_t subject_version;  // The entity version it produced; 0: unused.
   const char* data;          // data_len bytes of payload (NULL when 0).
-  size_t data_len;
+  size_t data_len;           // Length of data in bytes.
   const char* content_type;  // Media type of data, e.g. "application/json".
   const char* source;        // Overrides walbus_options.source.
   const char* traceparent;   // W3C trace context.
@@ -170,14 +170,14 @@ typedef enum walbus_poison_policy {
 typedef struct walbus_subscriber_options {
   const char* name;               // Required: [A-Za-z0-9._-], 1..128 bytes.
   const char* const* types;       // types[0..ntypes); ntypes 0: every type.
-  size_t ntypes;
+  size_t ntypes;                  // Entries in types.
   walbus_handler_fn handler;      // Required.
   void* user;                     // Passed to handler; valid until walbus_close().
   uint32_t max_attempts;          // Handler runs before it is given up on.
   uint64_t retry_base_ms;         // First backoff (full jitter, doubling).
   uint64_t retry_cap_ms;          // Largest backoff.
   uint64_t retry_max_age_ms;      // Give up after this long; 0: no limit.
-  walbus_poison_policy on_poison;
+  walbus_poison_policy on_poison;  // After the last attempt.
   int skip_stale;                 // Non-zero: skip events older than the applied subject_version.
   const char* handler_version;    // Recorded with dead letters and replays; NULL: "".
   int side_effect_safe;           // Non-zero: fresh-scope replays may run it again.
@@ -185,15 +185,16 @@ typedef struct walbus_subscriber_options {
 
 // Where one event stands for one subscriber (walbus::DeliveryState).
 typedef enum walbus_delivery_state {
-  WALBUS_DELIVERY_PENDING = 0,
-  WALBUS_DELIVERY_HANDLED = 1,
-  WALBUS_DELIVERY_DEAD_LETTERED = 2,
-  WALBUS_DELIVERY_PAUSED = 3,
-  WALBUS_DELIVERY_NOT_DELIVERED = 4,
-  WALBUS_DELIVERY_RETRYING = 5,
-  WALBUS_DELIVERY_PARKED = 6,
+  WALBUS_DELIVERY_PENDING = 0,        // Not completed; no run of it failed.
+  WALBUS_DELIVERY_HANDLED = 1,        // Its effects committed (or a stale skip).
+  WALBUS_DELIVERY_DEAD_LETTERED = 2,  // Given up on: in the dead-letter store.
+  WALBUS_DELIVERY_PAUSED = 3,         // The subscriber waits for an upcaster.
+  WALBUS_DELIVERY_NOT_DELIVERED = 4,  // Completed without the handler: a type it does not take.
+  WALBUS_DELIVERY_RETRYING = 5,       // A run failed; it runs again.
+  WALBUS_DELIVERY_PARKED = 6,         // Held behind a dead letter of its subject.
 } walbus_delivery_state;
 
+// One entry of walbus_event_status() or walbus_pending().
 typedef struct walbus_delivery {
   const char* subscriber;      // The subscriber's name.
   char id[37];                 // The event id, canonical UUID text.
@@ -322,13 +323,16 @@ WALBUS_EXPORT void walbus_ctx_reject_reason(walbus_ctx_t* ctx, const char* reaso
 // Starts the dispatcher and the handler threads. Idempotent.
 WALBUS_EXPORT int walbus_start(walbus_t* bus, char** err);
 
-// In a handler, as the walbus_tx_ functions of the same names.
+// walbus_tx_delete in a handler: commits with the handled record.
 WALBUS_EXPORT int walbus_ctx_delete(walbus_ctx_t* ctx, const char* column_family, const char* key, size_t key_len,
                                     char** err);
+// walbus_tx_get_version in a handler.
 WALBUS_EXPORT int walbus_ctx_get_version(walbus_ctx_t* ctx, const char* column_family, const char* key,
                                          size_t key_len, uint64_t* version, char** err);
+// walbus_tx_expect_version in a handler: a conflict reruns the handler.
 WALBUS_EXPORT int walbus_ctx_expect_version(walbus_ctx_t* ctx, const char* column_family, const char* key,
                                             size_t key_len, uint64_t version, char** err);
+// walbus_tx_publish_spec in a handler: a follow-up of the handled event.
 WALBUS_EXPORT int walbus_ctx_publish_spec(walbus_ctx_t* ctx, const walbus_event_spec* spec, char* id, char** err);
 
 // Waits until every active subscriber has completed everything committed,

@@ -24,17 +24,20 @@
 
 namespace walbus {
 
+// What a family measures, as Prometheus types it.
 enum class MetricType : uint8_t {
   kCounter,    // only goes up, from zero at each Open
   kGauge,      // a value now
   kHistogram,  // observations in cumulative buckets, with their sum and count
 };
 
+// One label of a series: name="value".
 struct MetricLabel {
   std::string name;   // e.g. "subscriber"
   std::string value;  // any UTF-8; rendering escapes it
 };
 
+// One bucket of a histogram series.
 struct MetricBucket {
   double upper_bound = 0;         // the bucket's `le`
   uint64_t cumulative_count = 0;  // observations at or below upper_bound
@@ -42,7 +45,7 @@ struct MetricBucket {
 
 // One series of a family.
 struct MetricSample {
-  std::vector<MetricLabel> labels;
+  std::vector<MetricLabel> labels;  // in the order they print
   double value = 0;  // counters and gauges
   // Histograms: buckets in ascending order without the +Inf one (whose
   // count is `count`), the sum of the observations and their count.
@@ -53,11 +56,12 @@ struct MetricSample {
   // @}
 };
 
+// A metric: its name, type and help, and its series.
 struct MetricFamily {
   std::string name;  // walbus_*, units spelled out
-  MetricType type = MetricType::kGauge;
+  MetricType type = MetricType::kGauge;  // counter, gauge or histogram
   std::string help;  // one line
-  std::vector<MetricSample> samples;
+  std::vector<MetricSample> samples;  // one per label set
 };
 
 // Something that adds families to a bus's metrics (Bus::AddMetricsSource).
@@ -67,7 +71,7 @@ struct MetricFamily {
 // source does; it must not call back into the bus.
 class WALBUS_EXPORT MetricsSource {
  public:
-  virtual ~MetricsSource() = default;
+  virtual ~MetricsSource() = default;  // a source is destroyed through its interface
   // Appends this source's families to `out`.
   virtual void CollectMetrics(std::vector<MetricFamily>* out) const = 0;
 };

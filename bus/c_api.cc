@@ -414,7 +414,7 @@ int walbus_subscribe_with(walbus_t* bus, const walbus_subscriber_options* option
     sub.retry.base = std::chrono::milliseconds(options->retry_base_ms);
     sub.retry.cap = std::chrono::milliseconds(options->retry_cap_ms);
     sub.retry.max_age = std::chrono::milliseconds(options->retry_max_age_ms);
-    switch (options->on_poison) {
+    switch (options->on_poison) {  // an int: a C caller may pass any value
       case WALBUS_POISON_DEAD_LETTER: sub.on_poison = walbus::PoisonPolicy::kDeadLetterAndContinue; break;
       case WALBUS_POISON_PARK_KEY: sub.on_poison = walbus::PoisonPolicy::kParkKey; break;
       default: return Fail(err, WALBUS_INVALID_ARGUMENT, "InvalidArgument: unknown poison policy");

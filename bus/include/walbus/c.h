@@ -177,7 +177,7 @@ typedef struct walbus_subscriber_options {
   uint64_t retry_base_ms;         // First backoff (full jitter, doubling).
   uint64_t retry_cap_ms;          // Largest backoff.
   uint64_t retry_max_age_ms;      // Give up after this long; 0: no limit.
-  walbus_poison_policy on_poison;  // After the last attempt.
+  int on_poison;                  // A walbus_poison_policy: after the last attempt.
   int skip_stale;                 // Non-zero: skip events older than the applied subject_version.
   const char* handler_version;    // Recorded with dead letters and replays; NULL: "".
   int side_effect_safe;           // Non-zero: fresh-scope replays may run it again.

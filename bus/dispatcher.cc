@@ -250,6 +250,9 @@ void Dispatcher::RecordCleanStop() {
 
 void Dispatcher::ForgetCleanStop(const Subscriber& sub) {
   // Before anything of it runs: a crash from here on is not a clean stop.
+  // Without a matching record (after a crash) there is nothing to forget:
+  // the horizon only rises, so a stale one never matches again.
+  if (!sub.recovered_clean) return;
   ScopeRep scope(bus_);
   scope.AddOp(Op{Op::Kind::kDelete, db_->cf(storage::Cf::kCheckpoints),
                  storage::CheckpointKey(sub.id, storage::CheckpointField::kStoppedAt), {}});

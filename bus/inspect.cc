@@ -442,11 +442,9 @@ std::vector<MetricFamily> ReportMetrics(const DatabaseReport& r) {
 }
 
 std::string MetricSampleJson(const MetricFamily& family, const MetricSample& sample) {
-  // One number form for both expositions: the text one's.
+  // One number form for both expositions; JSON has no Inf or NaN: a string.
   const auto number = [](double v) {
-    std::string text = PrometheusText({MetricFamily{"n", MetricType::kGauge, "", {MetricSample{{}, v}}}});
-    text = text.substr(text.rfind(' ') + 1);
-    text.pop_back();  // the newline
+    const std::string text = MetricNumber(v);
     return std::isfinite(v) ? text : "\"" + text + "\"";
   };
   static const char* const kTypes[] = {"counter", "gauge", "histogram"};

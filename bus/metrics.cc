@@ -222,4 +222,13 @@ std::string PrometheusText(const std::vector<MetricFamily>& families) {
   return out;
 }
 
+namespace internal {
+
+std::string MetricNumber(double v) {
+  std::string text;
+  AppendNumber(&text, v);
+  return text;
+}
+
+}  // namespace internal
 }  // namespace walbus

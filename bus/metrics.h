@@ -65,6 +65,10 @@ class MetricsWriter {
   std::vector<MetricFamily> families_;
 };
 
+// A number as PrometheusText prints it (0.00025, 5e-05, +Inf), for other
+// renderings of the same values.
+std::string MetricNumber(double v);
+
 // What the database itself records of a subscriber's progress: the part of
 // the metrics that a live bus and the command-line tool (reading a stopped
 // or live database) render alike, under the same names.

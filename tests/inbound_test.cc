@@ -314,6 +314,7 @@ TEST(InboundTest, MessagesEarlyInTheirSendersOrderAreHeldUntilTheGapFills) {
   ASSERT_TRUE(testing::Eventually([&] { return cloud.handled_count() == 7; }, 30s));
   EXPECT_EQ(cloud.handled_in_order(), (std::vector<std::string>{"1", "2", "3", "4", "6", "5", "7"}));
   EXPECT_EQ(in->Stats().late, 1u);
+  ASSERT_TRUE(cloud.bus->WaitIdle(30s).ok());  // the last handler's effects are committed
   for (const Event& e : events) EXPECT_EQ(cloud.Effects(e.id), 1) << e.data;
   const std::string metrics = in->MetricsText();
   EXPECT_NE(metrics.find("walbus_inbound_gaps_total{consumer=\"cloud-in\"} 1"), std::string::npos) << metrics;
@@ -356,6 +357,7 @@ void LoseTailThenTakeNewEvents(NatsServer& server, Node& node, const InboundOpti
   ASSERT_TRUE(Inbound::Start(node.bus.get(), o, in).ok());
   ASSERT_TRUE(testing::Eventually([&] { return node.handled_count() == before + count; }, 30s))
       << node.handled_count() - before << " of " << count << " new events taken";
+  ASSERT_TRUE(node.bus->WaitIdle(30s).ok());  // the last handler's effects are committed
   for (const Event& e : events) EXPECT_EQ(node.Effects(e.id), 1);
   EXPECT_EQ((*in)->Stats().consumer_resets, 1u);
 }

@@ -11,7 +11,7 @@
 #include <random>
 #include <system_error>
 
-#include "bus/envelope.h"
+#include "bus/core/envelope.h"
 
 namespace bench {
 namespace {

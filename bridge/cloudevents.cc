@@ -1,6 +1,6 @@
 #include "bridge/cloudevents.h"
 
-#include "bus/rfc3339.h"
+#include "bus/util/rfc3339.h"
 
 #include <openssl/crypto.h>
 #include <openssl/evp.h>

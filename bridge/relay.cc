@@ -16,7 +16,7 @@
 #include "bridge/cloudevents.h"
 #include "bridge/nats_link.h"
 #include "bridge/relay_journal.h"
-#include "bus/log_limiter.h"
+#include "bus/util/log_limiter.h"
 #include "walbus/jetstream.h"
 
 namespace walbus::jetstream {

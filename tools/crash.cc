@@ -2,7 +2,7 @@
 // database, runs the workload of tools/workload.h (producers with
 // ExpectVersion conflicts, several subscribers, handler effects) and is
 // killed with SIGKILL: at a random moment, or at a fault point inside the
-// commit path, the handler commit or recovery (bus/fault_point.h; compiled
+// commit path, the handler commit or recovery (bus/core/fault_point.h; compiled
 // in for test builds), chosen by the round's seed. The child reports every
 // acknowledged commit through a pipe, an independent record.
 //
@@ -34,7 +34,7 @@
 #include <sstream>
 #include <thread>
 
-#include "bus/fault_point.h"
+#include "bus/core/fault_point.h"
 #include "tools/workload.h"
 
 namespace {

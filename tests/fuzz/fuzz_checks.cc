@@ -10,8 +10,8 @@
 #include <regex>
 #include <vector>
 
-#include "bus/envelope.h"
-#include "bus/inspect.h"
+#include "bus/core/envelope.h"
+#include "tools/walbus/inspect.h"
 #include "storage/keys.h"
 #include "storage/records.h"
 

@@ -100,7 +100,7 @@ class WALBUS_EXPORT WriteScope {
   WriteScope& operator=(WriteScope&&) noexcept;
   ~WriteScope();
   // @}
-  // The buffered writes and events (bus/scope.h).
+  // The buffered writes and events (bus/core/scope.h).
   std::unique_ptr<internal::ScopeRep> rep_;
   friend struct internal::ScopeAccess;
 };

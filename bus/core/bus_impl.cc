@@ -1,0 +1,1122 @@
+#include "bus/core/bus_impl.h"
+
+#include <spdlog/spdlog.h>
+
+#include <array>
+#include <map>
+#include <set>
+#include <thread>
+
+#include "bus/core/envelope.h"
+#include "bus/core/fault_point.h"
+#include "bus/core/recovery.h"
+#include "storage/keys.h"
+#include "storage/records.h"
+
+namespace walbus {
+
+Status Bus::Open(const Options& options, std::unique_ptr<Bus>* bus) {
+  return internal::BusImpl::Open(options, bus);
+}
+
+namespace internal {
+namespace {
+
+Status ValidateOptions(const Options& o) {
+  if (o.dir.empty()) return Status::InvalidArgument("Options::dir is empty");
+  if (o.worker_threads < 1 || o.worker_threads > 256)
+    return Status::InvalidArgument("Options::worker_threads must be 1..256");
+  if (o.max_in_flight_per_subscriber < 16 || o.max_in_flight_per_subscriber > (1u << 22))
+    return Status::InvalidArgument("Options::max_in_flight_per_subscriber must be 16..4194304");
+  if (o.tail_cache_events < 16 || o.tail_cache_events > (1u << 24))
+    return Status::InvalidArgument("Options::tail_cache_events must be 16..16777216");
+  if (o.tail_cache_bytes < (64u << 10)) return Status::InvalidArgument("Options::tail_cache_bytes must be >= 65536");
+  if (o.max_payload_bytes > (64u << 20)) return Status::InvalidArgument("Options::max_payload_bytes must be <= 64 MiB");
+  if (o.max_group_commits < 1) return Status::InvalidArgument("Options::max_group_commits must be >= 1");
+  if (o.trim_every_events < 1) return Status::InvalidArgument("Options::trim_every_events must be >= 1");
+  if (o.retain_for.count() < 0) return Status::InvalidArgument("Options::retain_for must not be negative");
+  if (o.inbox_window.count() < 0) return Status::InvalidArgument("Options::inbox_window must not be negative");
+  if (o.source.empty() || o.source.size() > kMaxSourceBytes)
+    return Status::InvalidArgument("Options::source must be 1..256 bytes");
+  return ValidateUriReference("Options::source", o.source);
+}
+
+}  // namespace
+
+Status BusImpl::Open(const Options& options, std::unique_ptr<Bus>* out) {
+  return OpenWithEnv(options, nullptr, out);
+}
+
+Status BusImpl::OpenWithEnv(const Options& options, rocksdb::Env* env, std::unique_ptr<Bus>* out) {
+  out->reset();
+  if (Status s = ValidateOptions(options); !s.ok()) return s;
+  std::unique_ptr<BusImpl> bus(new BusImpl(options));
+  storage::OpenOptions so;
+  so.dir = options.dir;
+  so.create_if_missing = options.create_if_missing;
+  so.share_with_group = options.share_with_group;
+  so.app_column_families = options.column_families;
+  so.env = env;
+  if (options.inbox_window.count() > 0) {
+    bus->inbox_window_ = std::make_shared<InboxWindow>(options.inbox_window, bus->options_.clock.get());
+    so.inbox_retention = bus->inbox_window_;
+  }
+  if (Status s = storage::Db::Open(so, &bus->db_); !s.ok()) return s;
+  uint64_t last_seq = 0, trimmed_below = 0;
+  if (Status s = bus->Recover(&last_seq, &trimmed_below); !s.ok()) return s;
+  WALBUS_FAULT_POINT("recovery.after_open");
+  bus->tail_ = std::make_unique<TailCache>(options.tail_cache_events, options.tail_cache_bytes);
+  bus->committer_ = std::make_unique<Committer>(
+      bus->db_.get(), CommitLimits{options.max_group_commits, options.max_group_bytes}, last_seq, bus.get());
+  bus->log_ = std::make_unique<BusLog>(options.logger, options.hash_subjects_in_logs);
+  if (bus->db_->open_to_others()) {
+    bus->log_->logger().warn("walbus: {} lets other users in (a permission bit for others): they can read every "
+                             "payload; chmod o= {} (a new database is created 0700)",
+                             options.dir, options.dir);
+  }
+  bus->quarantine_ = std::make_unique<internal::Quarantine>(bus.get(), bus->db_.get(), bus->committer_.get(),
+                                                 bus->options_.clock.get(), bus->log_.get(),
+                                                 options.quarantine_max_entries, options.quarantine_max_bytes);
+  if (Status s = bus->quarantine_->Load(); !s.ok()) return s;
+  DispatcherConfig dc;
+  dc.worker_threads = options.worker_threads;
+  dc.max_in_flight_per_subscriber = options.max_in_flight_per_subscriber;
+  dc.max_payload_bytes = options.max_payload_bytes;
+  dc.trim_every_events = options.trim_every_events;
+  dc.trim_interval = options.trim_interval;
+  dc.retention = RetentionPolicy::From(options);
+  dc.inbox_window = bus->inbox_window_.get();
+  dc.checkpoint_interval = options.checkpoint_interval;
+  dc.trimmed_below = trimmed_below;
+  dc.sync_follow_ups = options.durability == Durability::kSync;
+  dc.clock = bus->options_.clock.get();
+  dc.schemas = &bus->schemas_;
+  dc.quarantine = bus->quarantine_.get();
+  dc.log = bus->log_.get();
+  bus->dispatcher_ = std::make_unique<Dispatcher>(bus.get(), bus->db_.get(), bus->committer_.get(),
+                                                  bus->tail_.get(), &bus->registry_, dc);
+  if (!options.metrics_http.empty()) {
+    BusImpl* self = bus.get();
+    Status s = MetricsHttpServer::Start(options.metrics_http, [self] { return self->MetricsText(); },
+                                        &bus->metrics_http_);
+    if (!s.ok()) return s;
+  }
+  if (options.admin_socket) {
+    if (Status s = AdminServer::Start(options.dir, bus.get(), &bus->admin_); !s.ok()) return s;
+  }
+  *out = std::move(bus);
+  return Status::OK();
+}
+
+Status BusImpl::Recover(uint64_t* last_seq, uint64_t* trimmed_below) {
+  RecoveredState state;
+  if (Status s = ReadRecoveredState(*db_, &state); !s.ok()) return s;
+  *last_seq = state.last_seq;
+  *trimmed_below = state.trimmed_below;
+  std::lock_guard<std::mutex> lock(registry_.mu);
+  registry_.by_name = std::move(state.subscribers);
+  registry_.next_id = state.next_subscriber_id;
+  if (inbox_window_ != nullptr) {
+    for (const auto& [name, entry] : registry_.by_name) inbox_window_->SetCheckpoint(entry.id, entry.durable.checkpoint);
+  }
+  return Status::OK();
+}
+
+BusImpl::~BusImpl() {
+  Close().IgnoreError();
+  dispatcher_.reset();  // before the registry and committer it points into
+}
+
+namespace {
+// The bus whose admitted call this thread is in, innermost first.
+thread_local const BusImpl* innermost_call = nullptr;
+}  // namespace
+
+BusImpl::InCall::InCall(BusImpl* bus) : bus_(bus) {
+  bus_->active_calls_.fetch_add(1);
+  admitted_ = !bus_->closed_.load();
+  if (!admitted_) {
+    bus_->active_calls_.fetch_sub(1);
+    return;
+  }
+  outer_ = innermost_call;
+  innermost_call = bus_;
+}
+
+BusImpl::InCall::~InCall() {
+  if (!admitted_) return;
+  innermost_call = outer_;
+  bus_->active_calls_.fetch_sub(1);
+}
+
+bool BusImpl::InCall::InsideCallOf(const BusImpl* bus) { return innermost_call == bus; }
+
+Transaction BusImpl::Begin() { return ScopeAccess::NewTransaction(std::make_unique<ScopeRep>(this)); }
+
+Result<Receipt> BusImpl::CommitTransaction(ScopeRep* scope) {
+  if (scope->committed) return Status::InvalidArgument("transaction already committed");
+  scope->committed = true;
+  if (!scope->error.ok()) return scope->error;
+  Receipt receipt;
+  if (scope->ops.empty() && scope->expects.empty() && scope->events.empty()) return receipt;
+  Status s;
+  {
+    InCall call(this);
+    if (!call.admitted()) return ClosedStatus();
+    s = committer_->CommitOne(scope, options_.durability == Durability::kSync, &receipt.first_seq);
+  }
+  if (!s.ok()) return s;
+  receipt.event_ids.reserve(scope->events.size());
+  for (const auto& e : scope->events) receipt.event_ids.push_back(e->id);
+  return receipt;
+}
+
+void BusImpl::OnCommitted(std::vector<std::shared_ptr<const Event>>& events) {
+  tail_->Append(events);
+  dispatcher_->NotifyCommitted();
+}
+
+Status BusImpl::Register(const std::string& name, Registry::Entry* entry) {
+  // REQUIRES: registry_.mu held.
+  entry->id = registry_.next_id;
+  entry->durable = DurableCounters{};
+  entry->durable.checkpoint = committer_->last_seq();
+  ScopeRep scope(this);
+  std::string record, watermark;
+  storage::PutBe32(&record, entry->id);
+  storage::PutBe64(&record, entry->durable.checkpoint);
+  storage::PutBe64(&watermark, entry->durable.checkpoint);
+  scope.AddOp(Op{Op::Kind::kPut, db_->cf(storage::Cf::kMeta), storage::SubscriberMetaKey(name), record});
+  scope.AddOp(Op{Op::Kind::kPut, db_->cf(storage::Cf::kCheckpoints),
+                 storage::CheckpointKey(entry->id, storage::CheckpointField::kWatermark), watermark});
+  if (Status s = committer_->CommitOne(&scope, /*sync=*/true); !s.ok()) return s;
+  ++registry_.next_id;
+  return Status::OK();
+}
+
+Status BusImpl::StoreRegistration(const Subscriber& sub) {
+  // What a tool acting on the stopped database needs to know of it: a
+  // fresh-scope replay of a subscriber that is not side-effect-safe is
+  // refused at once, with the reason.
+  storage::RegistrationRecord record;
+  record.side_effect_safe = sub.side_effect_safe;
+  record.handler_version = sub.handler_version;
+  record.types = sub.types;
+  ScopeRep scope(this);
+  scope.AddOp(Op{Op::Kind::kPut, db_->cf(storage::Cf::kCheckpoints),
+                 storage::CheckpointKey(sub.id, storage::CheckpointField::kRegistration),
+                 storage::EncodeRegistration(record)});
+  return committer_->CommitOne(&scope, /*sync=*/false);
+}
+
+Status BusImpl::LoadParked(Subscriber* sub) {
+  const std::string prefix = storage::CheckpointKey(sub->id, storage::CheckpointField::kParked);
+  Status bad;
+  Status s = db_->Scan(storage::Cf::kCheckpoints, prefix, SIZE_MAX, [&](std::string_view key, std::string_view value) {
+    if (value.size() != 8) {
+      bad = Status::Corruption("parked-subject record of " + sub->name + " has a bad size");
+      return false;
+    }
+    sub->parked[std::string(key.substr(prefix.size()))] = storage::GetBe64(value);
+    return true;
+  });
+  return s.ok() ? bad : s;
+}
+
+Status BusImpl::Subscribe(SubscriberOptions subscriber) {
+  if (Status s = ValidateSubscriberName(subscriber.name); !s.ok()) return s;
+  if (!subscriber.handler) return Status::InvalidArgument("subscriber " + subscriber.name + " has no handler");
+  if (subscriber.retry.max_attempts < 1) {
+    return Status::InvalidArgument("subscriber " + subscriber.name + ": RetryPolicy::max_attempts must be >= 1");
+  }
+  for (const auto& t : subscriber.types) {
+    if (Status s = ValidateEventType(t); !s.ok()) return s;
+  }
+  InCall call(this);
+  if (!call.admitted()) return ClosedStatus();
+  std::shared_ptr<Subscriber> active;
+  {
+    std::lock_guard<std::mutex> lock(registry_.mu);
+    auto it = registry_.by_name.find(subscriber.name);
+    if (it != registry_.by_name.end() && it->second.active != nullptr) {
+      return Status::Busy("subscriber " + subscriber.name + " is already active in this process");
+    }
+    if (it == registry_.by_name.end()) {
+      Registry::Entry entry;
+      if (Status s = Register(subscriber.name, &entry); !s.ok()) return s;
+      it = registry_.by_name.emplace(subscriber.name, entry).first;
+    }
+    const uint32_t id = it->second.id;
+    active = std::make_shared<Subscriber>(std::move(subscriber), id, it->second.durable);
+    if (Status s = LoadParked(active.get()); !s.ok()) return s;
+    if (Status s = StoreRegistration(*active); !s.ok()) return s;
+    it->second.active = active;
+  }
+  dispatcher_->Add(active);
+  // The subscriber runs either way; a replay not resumed now stays
+  // recorded as running and resumes at the next open.
+  if (Status s = ResumeReplays(active); !s.ok()) {
+    log_->logger().error("walbus: resuming the replays of {} failed: {}", active->name, s.ToString());
+  }
+  return Status::OK();
+}
+
+Status BusImpl::Start() {
+  // A handler runs only once started; taking the lock could wait for a
+  // Close() that waits for this very handler.
+  if (dispatcher_->OnWorkerThread()) return Status::OK();
+  std::lock_guard<std::mutex> lock(lifecycle_mu_);
+  if (closed_.load()) return ClosedStatus();
+  if (!dispatcher_->started()) dispatcher_->Start();
+  return Status::OK();
+}
+
+Status BusImpl::RegisterVerifier(const std::string& type, PayloadVerifier verifier) {
+  if (Status s = ValidateEventType(type); !s.ok()) return s;
+  return schemas_.AddVerifier(type, std::move(verifier));
+}
+
+Status BusImpl::RegisterUpcaster(const std::string& from_type, const std::string& to_type, Upcaster upcaster) {
+  if (Status s = ValidateEventType(from_type); !s.ok()) return s;
+  if (Status s = ValidateEventType(to_type); !s.ok()) return s;
+  if (Status s = schemas_.AddUpcaster(from_type, to_type, std::move(upcaster)); !s.ok()) return s;
+  dispatcher_->ResumePaused();
+  return Status::OK();
+}
+
+Result<Receipt> BusImpl::Ingest(std::string_view envelope, std::string_view source) {
+  IngestOptions options;
+  options.source = std::string(source);
+  Result<IngestResult> r = IngestEnvelope(envelope, options);
+  if (!r.ok()) return r.status();
+  return std::move(r->receipt);
+}
+
+namespace {
+
+constexpr size_t kMaxOrderKeyBytes = 2048;
+
+Status ValidateIngestOptions(const IngestOptions& options) {
+  if (!options.dedup_scope.empty()) {
+    if (Status s = ValidateSubscriberName(options.dedup_scope); !s.ok()) {
+      return Status::InvalidArgument("dedup scope: " + s.message());
+    }
+  }
+  if (options.order_key.empty()) return Status::OK();
+  if (options.dedup_scope.empty()) return Status::InvalidArgument("an order key needs a dedup scope");
+  if (options.position == 0) return Status::InvalidArgument("an order key needs a position (1 or more)");
+  if (options.order_key.size() > kMaxOrderKeyBytes) {
+    return Status::InvalidArgument("order key of " + std::to_string(options.order_key.size()) +
+                                   " bytes exceeds " + std::to_string(kMaxOrderKeyBytes));
+  }
+  return Status::OK();
+}
+
+std::string ScopedKey(const std::string& scope, std::string_view key) {
+  std::string k = scope;
+  k.push_back('\0');
+  k.append(key);
+  return k;
+}
+
+// "This scope has not taken this event id": the committer checks it in
+// commit order, so two concurrent ingests of one id cannot both pass.
+Expectation NotTakenYet(const std::string& scope, const Event& event) {
+  const std::string_view id(reinterpret_cast<const char*>(event.id.bytes.data()), event.id.bytes.size());
+  return Expectation{storage::VersionKey(storage::kIngestDedupCfId, ScopedKey(scope, id)), 0,
+                     "event " + event.id.ToString() + " in dedup scope " + scope};
+}
+
+std::string OrderVersionKey(const IngestOptions& options) {
+  return storage::VersionKey(storage::kIngestOrderCfId, ScopedKey(options.dedup_scope, options.order_key));
+}
+
+}  // namespace
+
+Result<IngestResult> BusImpl::IngestEnvelope(std::string_view envelope, const IngestOptions& options) {
+  InCall call(this);
+  if (!call.admitted()) return ClosedStatus();
+  if (Status s = ValidateIngestOptions(options); !s.ok()) return s;
+  auto event = std::make_shared<Event>();
+  Status verified = DecodeEnvelope(envelope, options_.max_payload_bytes, event.get());
+  if (verified.ok()) verified = ValidateNewEvent(*event, options_.max_payload_bytes);
+  if (verified.ok()) verified = schemas_.Verify(event->type, event->data);
+  if (!verified.ok()) {
+    if (Status q = quarantine_->Add(envelope, options.source, verified.message()); !q.ok()) return q;
+    return Status::InvalidArgument("quarantined input from " + options.source + ": " + verified.message());
+  }
+  return CommitIngested(std::move(event), options);
+}
+
+Result<IngestResult> BusImpl::IngestEvent(const Event& input, const IngestOptions& options) {
+  InCall call(this);
+  if (!call.admitted()) return ClosedStatus();
+  if (Status s = ValidateIngestOptions(options); !s.ok()) return s;
+  auto event = std::make_shared<Event>(input);
+  event->seq = 0;
+  Status verified = event->id.IsNil() ? Status::InvalidArgument("the event has no id") : Status::OK();
+  if (verified.ok()) verified = ValidateNewEvent(*event, options_.max_payload_bytes);
+  if (verified.ok()) verified = schemas_.Verify(event->type, event->data);
+  if (!verified.ok()) {
+    // What arrived, as an envelope: the quarantine keeps every attribute.
+    if (Status q = quarantine_->Add(EncodeEnvelope(*event), options.source, verified.message()); !q.ok()) return q;
+    return Status::InvalidArgument("quarantined input from " + options.source + ": " + verified.message());
+  }
+  return CommitIngested(std::move(event), options);
+}
+
+Result<IngestResult> BusImpl::CommitIngested(std::shared_ptr<Event> event, const IngestOptions& options) {
+  if (options.order_key.empty()) {
+    ScopeRep scope(this);
+    if (!options.dedup_scope.empty()) scope.expects.push_back(NotTakenYet(options.dedup_scope, *event));
+    scope.envelopes.push_back(EncodeEnvelope(*event));
+    scope.bytes += scope.envelopes.back().size();
+    scope.events.push_back(std::move(event));
+    Result<Receipt> committed = CommitTransaction(&scope);
+    IngestResult result;
+    if (!committed.ok()) {
+      if (!committed.status().IsConflict() || options.dedup_scope.empty()) return committed.status();
+      result.duplicate = true;  // The scope's only precondition is the dedup record.
+      result.disposition = IngestDisposition::kDuplicate;
+      return result;
+    }
+    result.receipt = std::move(*committed);
+    return result;
+  }
+  // The order record is read, then asserted at commit: a concurrent ingest
+  // of the same key makes the commit a conflict, and the next try sees it.
+  for (int attempt = 0;; ++attempt) {
+    std::string value;
+    bool found = false;
+    if (Status s = db_->Get(db_->cf(storage::Cf::kVersions), OrderVersionKey(options), &value, &found); !s.ok()) {
+      return s;
+    }
+    if (found && value.size() != 8) return Status::Corruption("order record of " + options.dedup_scope);
+    const uint64_t last_taken = found ? storage::GetBe64(value) : 0;
+    Result<IngestResult> r = CommitOrdered(event, options, last_taken);
+    if (r.ok() || !r.status().IsConflict() || attempt == 3) return r;
+  }
+}
+
+Result<IngestResult> BusImpl::CommitOrdered(const std::shared_ptr<Event>& event, const IngestOptions& options,
+                                            uint64_t last_taken) {
+  IngestResult result;
+  const uint64_t position = options.position;
+  const bool late = position <= last_taken;
+  if (!late && position > last_taken + 1 && !options.accept_gap) {
+    result.disposition = IngestDisposition::kAhead;
+    result.next_position = last_taken + 1;
+    return result;
+  }
+  ScopeRep scope(this);
+  scope.expects.push_back(NotTakenYet(options.dedup_scope, *event));
+  if (!late) {
+    Expectation order{OrderVersionKey(options), last_taken, "order key in dedup scope " + options.dedup_scope};
+    order.next_version = position;
+    scope.expects.push_back(std::move(order));
+  }
+  scope.envelopes.push_back(EncodeEnvelope(*event));
+  scope.bytes += scope.envelopes.back().size();
+  scope.events.push_back(event);
+  Result<Receipt> committed = CommitTransaction(&scope);
+  if (!committed.ok()) {
+    if (!committed.status().IsConflict()) return committed.status();
+    if (!late) {
+      // The order record moved (the caller tries again), or the id was
+      // taken before without an order key.
+      std::string value;
+      bool taken = false;
+      const Expectation& dedup = scope.expects.front();
+      if (Status s = db_->Get(db_->cf(storage::Cf::kVersions), dedup.version_key, &value, &taken); !s.ok()) return s;
+      if (!taken) return committed.status();
+    }
+    result.duplicate = true;
+    result.disposition = IngestDisposition::kDuplicate;
+    result.next_position = last_taken + 1;
+    return result;
+  }
+  result.receipt = std::move(*committed);
+  result.disposition = late ? IngestDisposition::kLate : IngestDisposition::kTaken;
+  result.next_position = late ? last_taken + 1 : position + 1;
+  result.skipped_positions = late ? 0 : position - last_taken - 1;
+  return result;
+}
+
+Status BusImpl::Quarantine(std::string_view input, std::string_view source, std::string_view reason) {
+  InCall call(this);
+  if (!call.admitted()) return ClosedStatus();
+  return quarantine_->Add(input, source, reason);
+}
+
+namespace {
+
+std::chrono::system_clock::time_point FromUnixMillis(uint64_t ms) {
+  return std::chrono::system_clock::time_point(std::chrono::milliseconds(ms));
+}
+
+}  // namespace
+
+Status BusImpl::SeqOfRetrying(uint32_t subscriber_id, const EventId& id, uint64_t* seq) {
+  // Only events with a retry record: few (at most in flight), each one
+  // point read of the outbox.
+  *seq = 0;
+  std::string prefix;
+  storage::PutBe32(&prefix, subscriber_id);
+  Status inner;
+  Status scan = db_->Scan(storage::Cf::kRetries, prefix, SIZE_MAX, [&](std::string_view key, std::string_view) {
+    uint32_t sub_id = 0;
+    uint64_t candidate = 0;
+    if (!storage::ParseSubscriberSeqKey(key, &sub_id, &candidate)) return true;
+    std::string envelope;
+    bool found = false;
+    inner = db_->Get(db_->cf(storage::Cf::kOutbox), storage::OutboxKey(candidate), &envelope, &found);
+    Event e;
+    if (inner.ok() && found && DecodeEnvelope(envelope, options_.max_payload_bytes, &e).ok() && e.id == id) {
+      *seq = candidate;
+      return false;
+    }
+    return inner.ok();
+  });
+  return scan.ok() ? inner : scan;
+}
+
+Status BusImpl::StateOf(const std::string& name, const Registry::Entry& entry, const EventId& id, uint64_t seq,
+                        DeliveryState* out) {
+  *out = DeliveryState{};
+  out->subscriber = name;
+  out->id = id;
+  out->seq = seq;
+  const std::string_view id_bytes(reinterpret_cast<const char*>(id.bytes.data()), id.bytes.size());
+  std::string value;
+  bool found = false;
+  Status s = db_->Get(db_->cf(storage::Cf::kInbox), storage::InboxKey(entry.id, id_bytes), &value, &found);
+  if (!s.ok()) return s;
+  if (found) {
+    if (value.size() >= 8) out->seq = storage::GetBe64(value);
+    s = db_->Get(db_->cf(storage::Cf::kDeadLetters), storage::SubscriberSeqKey(entry.id, out->seq), &value, &found);
+    if (!s.ok()) return s;
+    storage::DeadLetterRecord letter;
+    if (found && storage::DecodeDeadLetter(value, &letter)) {
+      out->attempts = letter.attempts;
+      out->last_error = letter.error;
+      return ParkedOrDeadLettered(entry.id, letter, out);
+    }
+    out->state = found ? Delivery::kDeadLettered : Delivery::kHandled;
+    return Status::OK();
+  }
+  const uint64_t watermark = entry.active != nullptr ? entry.active->watermark.load() : entry.durable.checkpoint;
+  if (seq != 0 && watermark >= seq) {
+    out->state = Delivery::kNotDelivered;
+    return Status::OK();
+  }
+  if (out->seq == 0) {
+    if (Status r = SeqOfRetrying(entry.id, id, &out->seq); !r.ok()) return r;
+  }
+  if (entry.active != nullptr && entry.active->paused_now.load()) {
+    out->state = Delivery::kPaused;
+    std::lock_guard<std::mutex> paused_lock(entry.active->paused_mu);
+    out->last_error = "paused: no upcaster brings " + entry.active->paused_on_type + " to a type it takes";
+  }
+  if (out->seq == 0) return Status::OK();
+  s = db_->Get(db_->cf(storage::Cf::kRetries), storage::SubscriberSeqKey(entry.id, out->seq), &value, &found);
+  if (!s.ok()) return s;
+  storage::RetryRecord retry;
+  if (found && storage::DecodeRetry(value, &retry)) {
+    out->state = Delivery::kRetrying;
+    out->attempts = retry.attempts;
+    out->last_error = retry.last_error;
+    if (retry.next_attempt_ms != 0) out->next_attempt = FromUnixMillis(retry.next_attempt_ms);
+  }
+  return Status::OK();
+}
+
+Status BusImpl::ParkedOrDeadLettered(uint32_t subscriber_id, const storage::DeadLetterRecord& letter,
+                                     DeliveryState* out) {
+  // Under PoisonPolicy::kParkKey the events behind a dead letter are kept
+  // with it, in the dead-letter store, until an operator releases the
+  // subject: parked, not given up on.
+  out->state = Delivery::kDeadLettered;
+  Event event;
+  if (!DecodeEnvelope(letter.envelope, options_.max_payload_bytes, &event).ok()) return Status::OK();
+  std::string value;
+  bool found = false;
+  Status s = db_->Get(db_->cf(storage::Cf::kCheckpoints),
+                      storage::CheckpointKey(subscriber_id, storage::CheckpointField::kParked, event.subject), &value,
+                      &found);
+  if (!s.ok()) return s;
+  if (found && value.size() >= 8 && storage::GetBe64(value) < out->seq) {
+    out->state = Delivery::kParked;
+    out->parked_behind = storage::GetBe64(value);
+  }
+  return Status::OK();
+}
+
+Result<std::vector<DeliveryState>> BusImpl::Pending(const std::string& subscriber, size_t limit) {
+  InCall call(this);
+  if (!call.admitted()) return ClosedStatus();
+  Registry::Entry entry;  // a copy: the scan runs without the registry's lock
+  {
+    std::lock_guard<std::mutex> lock(registry_.mu);
+    auto it = registry_.by_name.find(subscriber);
+    if (it == registry_.by_name.end()) return Status::InvalidArgument("no subscriber named " + subscriber);
+    entry = it->second;
+  }
+  const uint64_t checkpoint = entry.active != nullptr ? entry.active->watermark.load() : entry.durable.checkpoint;
+  const std::vector<std::string>* types = entry.active != nullptr ? &entry.active->types : nullptr;
+  std::vector<DeliveryState> pending;
+  Status inner;
+  Status scan = db_->ScanOutbox(checkpoint + 1, SIZE_MAX, [&](uint64_t seq, std::string_view bytes) {
+    Event e;
+    if (!DecodeEnvelope(bytes, options_.max_payload_bytes, &e).ok()) return true;  // quarantined when read
+    if (types != nullptr && !types->empty() && std::find(types->begin(), types->end(), e.type) == types->end()) {
+      return true;
+    }
+    DeliveryState st;
+    inner = StateOf(subscriber, entry, e.id, seq, &st);
+    if (!inner.ok()) return false;
+    // Parked events come from the dead-letter store below, once each.
+    if (st.state == Delivery::kPending || st.state == Delivery::kRetrying || st.state == Delivery::kPaused) {
+      pending.push_back(std::move(st));
+    }
+    return limit == 0 || pending.size() < limit;
+  });
+  if (!scan.ok()) return scan;
+  if (!inner.ok()) return inner;
+  // Parked events are in the dead-letter store, below the checkpoint.
+  std::string prefix;
+  storage::PutBe32(&prefix, entry.id);
+  scan = db_->Scan(storage::Cf::kDeadLetters, prefix, SIZE_MAX, [&](std::string_view key, std::string_view value) {
+    uint32_t sub_id = 0;
+    DeliveryState st;
+    storage::DeadLetterRecord letter;
+    Event e;
+    if (!storage::ParseSubscriberSeqKey(key, &sub_id, &st.seq) || !storage::DecodeDeadLetter(value, &letter) ||
+        !DecodeEnvelope(letter.envelope, options_.max_payload_bytes, &e).ok()) {
+      return true;
+    }
+    st.subscriber = subscriber;
+    st.id = e.id;
+    st.attempts = letter.attempts;
+    st.last_error = letter.error;
+    inner = ParkedOrDeadLettered(entry.id, letter, &st);
+    if (inner.ok() && st.state == Delivery::kParked) pending.push_back(std::move(st));
+    return inner.ok();
+  });
+  if (!scan.ok()) return scan;
+  if (!inner.ok()) return inner;
+  std::sort(pending.begin(), pending.end(), [](const DeliveryState& a, const DeliveryState& b) { return a.seq < b.seq; });
+  if (limit != 0 && pending.size() > limit) pending.resize(limit);
+  return pending;
+}
+
+Status BusImpl::WaitHandled(const Receipt& receipt, const std::vector<std::string>& subscribers,
+                            std::chrono::milliseconds timeout, std::vector<DeliveryState>* states) {
+  states->clear();
+  InCall call(this);
+  if (!call.admitted()) return ClosedStatus();
+  std::vector<std::string> names = subscribers;
+  {
+    std::lock_guard<std::mutex> lock(registry_.mu);
+    for (const std::string& n : subscribers) {
+      auto it = registry_.by_name.find(n);
+      if (it == registry_.by_name.end() || it->second.active == nullptr) {
+        return Status::InvalidArgument("no active subscriber named " + n + " in this process");
+      }
+    }
+    if (names.empty()) {
+      for (const auto& [n, e] : registry_.by_name)
+        if (e.active != nullptr) names.push_back(n);
+    }
+  }
+  Status waited = receipt.event_ids.empty() ? Status::OK() : dispatcher_->WaitFor(receipt.last_seq(), timeout, names);
+  std::lock_guard<std::mutex> lock(registry_.mu);
+  for (size_t i = 0; i < receipt.event_ids.size(); ++i) {
+    for (const std::string& n : names) {
+      DeliveryState st;
+      if (Status s = StateOf(n, registry_.by_name.at(n), receipt.event_ids[i], receipt.first_seq + i, &st); !s.ok()) {
+        return s;
+      }
+      states->push_back(std::move(st));
+    }
+  }
+  return waited;
+}
+
+Status BusImpl::WaitQuiescent(const Receipt& receipt, std::chrono::milliseconds timeout) {
+  InCall call(this);
+  if (!call.admitted()) return ClosedStatus();
+  if (receipt.event_ids.empty()) return Status::OK();
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  // The flow: each root's correlation id, or its own id when it has none
+  // (a root already trimmed from the outbox counts by its id).
+  std::set<EventId> flows(receipt.event_ids.begin(), receipt.event_ids.end());
+  Status read = db_->ScanOutbox(receipt.first_seq, receipt.event_ids.size(), [&](uint64_t, std::string_view bytes) {
+    Event e;
+    if (DecodeEnvelope(bytes, options_.max_payload_bytes, &e).ok() && e.correlation_id) flows.insert(*e.correlation_id);
+    return true;
+  });
+  if (!read.ok()) return read;
+  uint64_t target = receipt.last_seq();
+  for (;;) {
+    // A cascade that keeps growing would keep this loop going past Close().
+    if (closed_.load()) return ClosedStatus();
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) return Status::TimedOut("the cascade of the receipt is not complete");
+    if (Status s = dispatcher_->WaitFor(target, left); !s.ok()) return s;
+    // Everything up to target is complete, so every follow-up of it is
+    // committed: look for more of the flow above target.
+    uint64_t newest = target;
+    const uint64_t last = committer_->last_seq();
+    Status scan = db_->ScanOutbox(target + 1, last - target, [&](uint64_t seq, std::string_view bytes) {
+      Event e;
+      if (DecodeEnvelope(bytes, options_.max_payload_bytes, &e).ok() && e.correlation_id &&
+          flows.count(*e.correlation_id) > 0) {
+        newest = seq;
+      }
+      return seq < last;
+    });
+    if (!scan.ok()) return scan;
+    if (newest == target) return Status::OK();
+    target = newest;
+  }
+}
+
+Status BusImpl::EventStatus(const EventId& id, std::vector<DeliveryState>* states) {
+  states->clear();
+  InCall call(this);
+  if (!call.admitted()) return ClosedStatus();
+  std::lock_guard<std::mutex> lock(registry_.mu);
+  for (const auto& [name, entry] : registry_.by_name) {
+    DeliveryState st;
+    if (Status s = StateOf(name, entry, id, 0, &st); !s.ok()) return s;
+    states->push_back(std::move(st));
+  }
+  return Status::OK();
+}
+
+namespace {
+
+const char* ActionName(uint8_t kind) {
+  static constexpr const char* kNames[] = {"redrive", "skip", "purge"};
+  return kNames[kind];
+}
+
+std::string JsonEscaped(std::string_view s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      out += ' ';
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+Status BusImpl::ActOnDeadLetters(ActionKind kind, const DeadLetterSelection& selection, const OperatorAction& action,
+                                 ActionReport* report, uint32_t* id) {
+  *report = ActionReport{};
+  InCall call(this);
+  if (!call.admitted()) return ClosedStatus();
+  if (action.operator_name.empty() || action.reason.empty()) {
+    return Status::InvalidArgument("an operator action needs an operator name and a reason");
+  }
+  {
+    std::lock_guard<std::mutex> lock(registry_.mu);
+    auto it = registry_.by_name.find(selection.subscriber);
+    if (it == registry_.by_name.end()) return Status::InvalidArgument("no subscriber named " + selection.subscriber);
+    if (kind == ActionKind::kRedrive && it->second.active == nullptr) {
+      return Status::InvalidArgument("subscriber " + selection.subscriber +
+                                     " is not active in this process: its handler is needed to redrive");
+    }
+    *id = it->second.id;
+  }
+  // Select, in seq order.
+  std::string prefix;
+  storage::PutBe32(&prefix, *id);
+  std::vector<std::string> ids;  // for the record
+  std::set<std::string> subjects;
+  Status scan = db_->Scan(storage::Cf::kDeadLetters, prefix, SIZE_MAX, [&](std::string_view key, std::string_view value) {
+    uint32_t sub_id = 0;
+    uint64_t seq = 0;
+    storage::DeadLetterRecord record;
+    Event event;
+    if (!storage::ParseSubscriberSeqKey(key, &sub_id, &seq) || !storage::DecodeDeadLetter(value, &record) ||
+        !DecodeEnvelope(record.envelope, options_.max_payload_bytes, &event).ok()) {
+      return true;  // unreadable: left for an operator to look at
+    }
+    const bool chosen = selection.seqs.empty()
+                            ? (selection.type.empty() || event.type == selection.type) &&
+                                  (selection.subject.empty() || event.subject == selection.subject)
+                            : std::find(selection.seqs.begin(), selection.seqs.end(), seq) != selection.seqs.end();
+    if (chosen) {
+      report->seqs.push_back(seq);
+      ids.push_back(event.id.ToString());
+      subjects.insert(event.subject);
+    }
+    return true;
+  });
+  if (!scan.ok()) return scan;
+  // Parked subjects among them (the durable view).
+  const std::string parked_prefix = storage::CheckpointKey(*id, storage::CheckpointField::kParked);
+  Status parked = db_->Scan(storage::Cf::kCheckpoints, parked_prefix, SIZE_MAX, [&](std::string_view key, std::string_view) {
+    std::string subject(key.substr(parked_prefix.size()));
+    if (subjects.count(subject) != 0 && kind != ActionKind::kPurge) report->released_subjects.push_back(subject);
+    return true;
+  });
+  if (!parked.ok()) return parked;
+  // Nothing selected: nothing to do and nothing to record (action_id 0).
+  if (action.dry_run || (report->seqs.empty() && report->released_subjects.empty())) return Status::OK();
+
+  std::lock_guard<std::mutex> lock(actions_mu_);
+  if (Status s = NextActionId(&report->action_id); !s.ok()) return s;
+  std::string record = "{\"action\":\"" + std::string(ActionName(static_cast<uint8_t>(kind))) + "\",\"operator\":\"" +
+                       JsonEscaped(action.operator_name) + "\",\"reason\":\"" + JsonEscaped(action.reason) +
+                       "\",\"subscriber\":\"" + JsonEscaped(selection.subscriber) + "\",\"time_ms\":" +
+                       std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                          options_.clock->WallNow().time_since_epoch())
+                                          .count()) +
+                       ",\"seqs\":[";
+  for (size_t i = 0; i < report->seqs.size(); ++i) record += (i ? "," : "") + std::to_string(report->seqs[i]);
+  record += "],\"event_ids\":[";
+  for (size_t i = 0; i < ids.size(); ++i) record += std::string(i ? "," : "") + "\"" + ids[i] + "\"";
+  record += "]}";
+  ScopeRep scope(this);
+  scope.AddOp(Op{Op::Kind::kPut, db_->cf(storage::Cf::kReplays), storage::OutboxKey(report->action_id), record});
+  for (const std::string& subject : report->released_subjects) {
+    scope.AddOp(Op{Op::Kind::kDelete, db_->cf(storage::Cf::kCheckpoints),
+                   storage::CheckpointKey(*id, storage::CheckpointField::kParked, subject), {}});
+  }
+  if (kind == ActionKind::kPurge) {
+    for (uint64_t seq : report->seqs) {
+      scope.AddOp(Op{Op::Kind::kDelete, db_->cf(storage::Cf::kDeadLetters), storage::SubscriberSeqKey(*id, seq), {}});
+    }
+  }
+  return committer_->CommitOne(&scope, /*sync=*/true);
+}
+
+Status BusImpl::RedriveDeadLetters(const DeadLetterSelection& selection, const OperatorAction& action,
+                                   ActionReport* report) {
+  uint32_t id = 0;
+  if (Status s = ActOnDeadLetters(ActionKind::kRedrive, selection, action, report, &id); !s.ok()) return s;
+  if (!action.dry_run) dispatcher_->Redrive(selection.subscriber, report->seqs, report->released_subjects, true);
+  return Status::OK();
+}
+
+Status BusImpl::SkipDeadLetters(const DeadLetterSelection& selection, const OperatorAction& action,
+                                ActionReport* report) {
+  uint32_t id = 0;
+  if (Status s = ActOnDeadLetters(ActionKind::kSkip, selection, action, report, &id); !s.ok()) return s;
+  if (!action.dry_run) dispatcher_->Redrive(selection.subscriber, {}, report->released_subjects, false);
+  return Status::OK();
+}
+
+Status BusImpl::PurgeDeadLetters(const DeadLetterSelection& selection, const OperatorAction& action,
+                                 ActionReport* report) {
+  uint32_t id = 0;
+  return ActOnDeadLetters(ActionKind::kPurge, selection, action, report, &id);
+}
+
+double BusImpl::AgeOfSeconds(uint64_t seq) {
+  std::vector<std::shared_ptr<const Event>> cached;
+  std::optional<std::chrono::system_clock::time_point> time;
+  if (tail_->Read(seq, 1, &cached) == 1) {
+    time = cached[0]->time;
+  } else {
+    Status s = db_->ScanOutbox(seq, 1, [&](uint64_t found, std::string_view bytes) {
+      Event e;
+      if (found == seq && DecodeEnvelope(bytes, options_.max_payload_bytes, &e).ok()) time = e.time;
+      return false;
+    });
+    s.IgnoreError();  // a metric, not an operation: unknown reads as 0
+  }
+  if (!time) return 0;
+  return std::max(0.0, std::chrono::duration<double>(options_.clock->WallNow() - *time).count());
+}
+
+std::string BusImpl::MetricsText() { return PrometheusText(Metrics()); }
+
+std::vector<MetricFamily> BusImpl::Metrics() {
+  // Closed (or closing): the figures held in memory, without storage's.
+  InCall call(this);
+  const bool read_storage = call.admitted();
+  const BusStats stats = Stats();
+  MetricsWriter w;
+  WriteCommitMetrics(w, stats);
+  std::vector<SubscriberProgress> progress;
+  uint64_t min_checkpoint = stats.last_seq;
+  for (const auto& s : stats.subscribers) {
+    progress.push_back({s.name, s.checkpoint, s.handled, s.duplicates, s.dead_lettered, s.stale_skipped,
+                        read_storage && s.checkpoint < stats.last_seq ? AgeOfSeconds(s.checkpoint + 1) : 0});
+    min_checkpoint = std::min(min_checkpoint, s.checkpoint);
+  }
+  WriteProgressMetrics(w, stats.last_seq,
+                       read_storage && min_checkpoint < stats.last_seq ? AgeOfSeconds(min_checkpoint + 1) : 0,
+                       progress);
+  WriteProcessSubscriberMetrics(w, stats);
+  if (read_storage) WriteReplayMetrics(w);
+  WriteQuarantineMetrics(w);
+  if (read_storage) WriteStorageMetrics(w);
+  std::vector<MetricFamily> families = w.TakeFamilies();
+  for (const auto& source : LiveMetricsSources()) source->CollectMetrics(&families);
+  return families;
+}
+
+std::vector<std::shared_ptr<const MetricsSource>> BusImpl::LiveMetricsSources() {
+  std::vector<std::shared_ptr<const MetricsSource>> live;
+  std::lock_guard<std::mutex> lock(metrics_sources_mu_);
+  std::erase_if(metrics_sources_, [&](const std::weak_ptr<const MetricsSource>& weak) {
+    std::shared_ptr<const MetricsSource> source = weak.lock();
+    if (source == nullptr) return true;
+    live.push_back(std::move(source));
+    return false;
+  });
+  return live;
+}
+
+Status BusImpl::AddMetricsSource(std::weak_ptr<const MetricsSource> source) {
+  const std::shared_ptr<const MetricsSource> added = source.lock();
+  if (added == nullptr) return Status::InvalidArgument("AddMetricsSource: no source (null or destroyed)");
+  for (const auto& live : LiveMetricsSources()) {
+    if (live == added) return Status::InvalidArgument("AddMetricsSource: the source was added already");
+  }
+  std::lock_guard<std::mutex> lock(metrics_sources_mu_);
+  metrics_sources_.push_back(std::move(source));
+  return Status::OK();
+}
+
+void BusImpl::WriteCommitMetrics(MetricsWriter& w, const BusStats& stats) {
+  w.Family("walbus_events_published_total", MetricType::kCounter, "Events committed to the outbox, by type.");
+  for (const auto& [type, n] : committer_->PublishedByType()) {
+    w.Sample("walbus_events_published_total", MetricsWriter::Label("type", type), static_cast<double>(n));
+  }
+  w.Family("walbus_commits_total", MetricType::kCounter,
+           "Commits (transactions, handler completions, checkpoints) written.");
+  w.Sample("walbus_commits_total", {}, static_cast<double>(stats.commits));
+  w.Family("walbus_storage_write_failures_total", MetricType::kCounter,
+           "Writes storage refused: no_space (a full disk) or other (I/O errors).");
+  w.Sample("walbus_storage_write_failures_total", MetricsWriter::Label("reason", "no_space"),
+           static_cast<double>(stats.write_failures_no_space));
+  w.Sample("walbus_storage_write_failures_total", MetricsWriter::Label("reason", "other"),
+           static_cast<double>(stats.write_failures_other));
+  w.Family("walbus_storage_writes_failing", MetricType::kGauge,
+           "1 while the newest write failed: commits fail until storage recovers.");
+  w.Sample("walbus_storage_writes_failing", {}, stats.writes_failing ? 1 : 0);
+  w.Family("walbus_commit_batch_size", MetricType::kHistogram,
+           "Commits written together in one group (one write, one fsync).");
+  w.HistogramSamples("walbus_commit_batch_size", {}, committer_->group_sizes().Read());
+  w.Family("walbus_commit_write_duration_seconds", MetricType::kHistogram, "Time to write one commit group to storage.");
+  w.HistogramSamples("walbus_commit_write_duration_seconds", {}, committer_->write_seconds().Read());
+}
+
+namespace {
+
+// A durable count less its value at open; 0 should it have gone down.
+double CountedSince(uint64_t now, uint64_t at_open) { return now >= at_open ? double(now - at_open) : 0; }
+
+}  // namespace
+
+void BusImpl::WriteProcessSubscriberMetrics(MetricsWriter& w, const BusStats& stats) {
+  // The durable counts less what they were when this process opened the
+  // database: counters that start from zero here.
+  std::map<std::string, DurableCounters> at_open;
+  {
+    std::lock_guard<std::mutex> lock(registry_.mu);
+    for (const auto& [name, e] : registry_.by_name) at_open[name] = e.durable;
+  }
+  struct PerSubscriber {
+    const char* name;
+    MetricType type;
+    const char* help;
+    double (*value)(const SubscriberStats&, const DurableCounters& at_open);
+  };
+  static const PerSubscriber kPerSubscriber[] = {
+      {"walbus_subscriber_handled_total", MetricType::kCounter, "Events whose handler effects committed.",
+       [](const SubscriberStats& s, const DurableCounters& o) { return CountedSince(s.handled, o.handled); }},
+      {"walbus_subscriber_duplicates_total", MetricType::kCounter, "Redeliveries the inbox recognised and skipped.",
+       [](const SubscriberStats& s, const DurableCounters& o) { return CountedSince(s.duplicates, o.duplicates); }},
+      {"walbus_subscriber_dead_lettered_total", MetricType::kCounter, "Events sent to the dead-letter store.",
+       [](const SubscriberStats& s, const DurableCounters& o) { return CountedSince(s.dead_lettered, o.dead_lettered); }},
+      {"walbus_subscriber_stale_skipped_total", MetricType::kCounter,
+       "Events skipped as older than the applied version.",
+       [](const SubscriberStats& s, const DurableCounters& o) { return CountedSince(s.stale_skipped, o.stale_skipped); }},
+      {"walbus_subscriber_retries_total", MetricType::kCounter, "Handler attempts that failed and were retried.",
+       [](const SubscriberStats& s, const DurableCounters&) { return double(s.retries); }},
+      {"walbus_subscriber_conflicts_total", MetricType::kCounter,
+       "Outcomes that met a concurrent update and ran again.",
+       [](const SubscriberStats& s, const DurableCounters&) { return double(s.conflicts); }},
+      {"walbus_subscriber_pauses_total", MetricType::kCounter, "Times the subscriber paused on an unknown version.",
+       [](const SubscriberStats& s, const DurableCounters&) { return double(s.pauses); }},
+      {"walbus_subscriber_paused", MetricType::kGauge, "1 while the subscriber waits for an upcaster.",
+       [](const SubscriberStats& s, const DurableCounters&) { return s.paused ? 1.0 : 0.0; }},
+      {"walbus_subscriber_in_flight_events", MetricType::kGauge, "Events fetched into memory and not completed.",
+       [](const SubscriberStats& s, const DurableCounters&) { return double(s.in_flight); }},
+  };
+  for (const PerSubscriber& m : kPerSubscriber) {
+    w.Family(m.name, m.type, m.help);
+    for (const auto& s : stats.subscribers) {
+      w.Sample(m.name, MetricsWriter::Label("subscriber", s.name), m.value(s, at_open[s.name]));
+    }
+  }
+  w.Family("walbus_subscriber_paused_on_info", MetricType::kGauge,
+           "1 for the type a paused subscriber waits at (no upcaster brings it to a type it takes).");
+  for (const auto& s : stats.subscribers) {
+    if (!s.paused || s.paused_on.empty()) continue;
+    MetricsWriter::Labels labels = MetricsWriter::Label("subscriber", s.name);
+    labels.push_back({"type", s.paused_on});
+    w.Sample("walbus_subscriber_paused_on_info", std::move(labels), 1);
+  }
+  w.Family("walbus_subscriber_handler_duration_seconds", MetricType::kHistogram, "Time one handler call took.");
+  std::lock_guard<std::mutex> lock(registry_.mu);
+  for (const auto& [name, e] : registry_.by_name) {
+    if (e.active == nullptr) continue;
+    w.HistogramSamples("walbus_subscriber_handler_duration_seconds", MetricsWriter::Label("subscriber", name),
+                       e.active->handler_seconds.Read());
+  }
+}
+
+void BusImpl::WriteReplayMetrics(MetricsWriter& w) {
+  // From the replays' records (as current as the last checkpoint).
+  std::vector<std::pair<uint64_t, storage::ReplayRecord>> replays;
+  LoadReplays([&](uint64_t id, storage::ReplayRecord& r) { replays.emplace_back(id, std::move(r)); }).IgnoreError();
+  w.Family("walbus_replays_running", MetricType::kGauge, "Replays recorded and not ended, by subscriber.");
+  std::map<std::string, int> running;
+  for (const auto& [id, r] : replays) running[r.subscriber] += r.state == static_cast<uint8_t>(ReplayState::kRunning);
+  for (const auto& [name, n] : running) w.Sample("walbus_replays_running", MetricsWriter::Label("subscriber", name), n);
+  w.Family("walbus_replay_events_persisted", MetricType::kGauge,
+           "Events of replays, ended or running, by subscriber and outcome (selected, delivered, skipped, failed).");
+  std::map<std::string, std::array<uint64_t, 4>> events;
+  for (const auto& [id, r] : replays) {
+    auto& e = events[r.subscriber];
+    e[0] += r.selected, e[1] += r.delivered, e[2] += r.skipped, e[3] += r.failed;
+  }
+  static const char* const kOutcomes[] = {"selected", "delivered", "skipped", "failed"};
+  for (const auto& [name, e] : events) {
+    for (size_t i = 0; i < 4; ++i) {
+      MetricsWriter::Labels labels = MetricsWriter::Label("subscriber", name);
+      labels.push_back({"outcome", kOutcomes[i]});
+      w.Sample("walbus_replay_events_persisted", std::move(labels), static_cast<double>(e[i]));
+    }
+  }
+}
+
+void BusImpl::WriteQuarantineMetrics(MetricsWriter& w) {
+  const uint64_t added = quarantine_->added();
+  const uint64_t evicted = quarantine_->evicted();
+  w.Family("walbus_quarantined_total", MetricType::kCounter, "Inputs refused into the quarantine.");
+  w.Sample("walbus_quarantined_total", {}, static_cast<double>(added - quarantine_->added_at_open()));
+  w.Family("walbus_quarantine_evicted_total", MetricType::kCounter, "Quarantine entries dropped to keep its bounds.");
+  w.Sample("walbus_quarantine_evicted_total", {}, static_cast<double>(evicted - quarantine_->evicted_at_open()));
+  w.Family("walbus_quarantined_persisted", MetricType::kGauge,
+           "Inputs refused into the quarantine, over the database's life.");
+  w.Sample("walbus_quarantined_persisted", {}, static_cast<double>(added));
+  w.Family("walbus_quarantine_evicted_persisted", MetricType::kGauge,
+           "Quarantine entries dropped to keep its bounds, over the database's life.");
+  w.Sample("walbus_quarantine_evicted_persisted", {}, static_cast<double>(evicted));
+}
+
+void BusImpl::WriteStorageMetrics(MetricsWriter& w) {
+  w.Family("walbus_storage_sst_bytes", MetricType::kGauge, "Bytes of table files on disk, all column families.");
+  w.Sample("walbus_storage_sst_bytes", {}, static_cast<double>(db_->SumProperty("rocksdb.total-sst-files-size")));
+  w.Family("walbus_storage_memtable_bytes", MetricType::kGauge, "Bytes of memtables, all column families.");
+  w.Sample("walbus_storage_memtable_bytes", {}, static_cast<double>(db_->SumProperty("rocksdb.cur-size-all-mem-tables")));
+  w.Family("walbus_storage_write_stopped", MetricType::kGauge, "1 while storage stops writes (a write stall).");
+  w.Sample("walbus_storage_write_stopped", {}, db_->DbProperty("rocksdb.is-write-stopped") > 0 ? 1 : 0);
+  w.Family("walbus_storage_delayed_write_rate_bytes_per_second", MetricType::kGauge,
+           "Write rate storage throttles to; 0 when not delayed.");
+  w.Sample("walbus_storage_delayed_write_rate_bytes_per_second", {},
+           static_cast<double>(db_->DbProperty("rocksdb.actual-delayed-write-rate")));
+}
+
+Status BusImpl::WaitCaughtUp(std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (uint64_t target = committer_->last_seq();;) {
+    if (closed_.load()) return ClosedStatus();
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) return Status::TimedOut("subscribers have not caught up with the outbox");
+    if (Status s = dispatcher_->WaitFor(target, left); !s.ok()) return s;
+    // Complete up to target: every follow-up of those events is committed
+    // by now, so anything new shows in the last seq.
+    const uint64_t last = committer_->last_seq();
+    if (last == target) return Status::OK();
+    target = last;
+  }
+}
+
+Status BusImpl::WaitIdle(std::chrono::milliseconds timeout) {
+  if (closed_.load()) return ClosedStatus();
+  return dispatcher_->WaitFor(committer_->last_seq(), timeout);
+}
+
+BusStats BusImpl::Stats() {
+  BusStats stats;
+  stats.last_seq = committer_->last_seq();
+  stats.commits = committer_->commits();
+  stats.commit_groups = committer_->groups();
+  stats.write_failures_no_space = committer_->no_space_failures();
+  stats.write_failures_other = committer_->other_write_failures();
+  stats.writes_failing = committer_->writes_failing();
+  stats.quarantined = quarantine_->added();
+  stats.quarantine_evicted = quarantine_->evicted();
+  std::lock_guard<std::mutex> lock(registry_.mu);
+  for (const auto& [name, e] : registry_.by_name) {
+    SubscriberStats s;
+    s.name = name;
+    if (e.active != nullptr) {
+      s.checkpoint = e.active->watermark.load();
+      s.handled = e.active->handled.load();
+      s.duplicates = e.active->duplicates.load();
+      s.retries = e.active->retries.load();
+      s.conflicts = e.active->conflicts.load();
+      s.dead_lettered = e.active->dead_lettered.load();
+      s.stale_skipped = e.active->stale_skipped.load();
+      s.in_flight = e.active->in_flight.load();
+      s.paused = e.active->paused_now.load();
+      {
+        std::lock_guard<std::mutex> paused_lock(e.active->paused_mu);
+        s.paused_on = e.active->paused_on_type;
+      }
+      s.pauses = e.active->pauses.load();
+    } else {
+      s.checkpoint = e.durable.checkpoint;
+      s.handled = e.durable.handled;
+      s.duplicates = e.durable.duplicates;
+      s.dead_lettered = e.durable.dead_lettered;
+      s.stale_skipped = e.durable.stale_skipped;
+    }
+    stats.subscribers.push_back(std::move(s));
+  }
+  return stats;
+}
+
+Status BusImpl::Close() {
+  // Checked before the lock: a Close() running on another thread holds it
+  // while it waits for this very handler or call to finish. (No dispatcher:
+  // an Open that failed, closing what it had opened.)
+  if (dispatcher_ != nullptr && dispatcher_->OnWorkerThread()) {
+    return Status::InvalidArgument("Close() was called from a handler; call it from an application thread");
+  }
+  if (InCall::InsideCallOf(this)) {
+    return Status::InvalidArgument("Close() was called from inside a call of this bus (a verifier or an upcaster)");
+  }
+  std::lock_guard<std::mutex> lock(lifecycle_mu_);
+  if (db_ == nullptr) return Status::OK();
+  admin_.reset();  // its thread runs operator actions on the bus
+  metrics_http_.reset();  // its thread reads the database
+  closed_.store(true);
+  dispatcher_->CancelWaits();
+  while (active_calls_.load() != 0) std::this_thread::sleep_for(std::chrono::microseconds(200));
+  dispatcher_->Stop();
+  // The committer, dispatcher and registry stay (stopped) until destruction
+  // so that a Stats() or WaitIdle() racing with Close() reads valid state.
+  db_.reset();
+  return Status::OK();
+}
+
+}  // namespace internal
+}  // namespace walbus

@@ -1,0 +1,182 @@
+// BusImpl: the Bus behind walbus::Bus::Open. Owns storage, the committer,
+// the tail cache, the registry and the dispatcher, and their lifecycle.
+#ifndef WALBUS_BUS_CORE_BUS_IMPL_H_
+#define WALBUS_BUS_CORE_BUS_IMPL_H_
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <mutex>
+
+#include "bus/ops/admin_server.h"
+#include "bus/core/committer.h"
+#include "bus/ops/metrics_http.h"
+#include "bus/dispatch/dispatcher.h"
+#include "bus/ops/log.h"
+#include "bus/ops/metrics.h"
+#include "bus/core/quarantine.h"
+#include "bus/dispatch/retention.h"
+#include "bus/core/schema_registry.h"
+#include "bus/core/scope.h"
+#include "bus/dispatch/subscriber.h"
+#include "bus/dispatch/tail_cache.h"
+#include "storage/db.h"
+#include "walbus/bus.h"
+
+namespace walbus::internal {
+
+class BusImpl final : public Bus, public CommitListener {
+ public:
+  static Status Open(const Options& options, std::unique_ptr<Bus>* bus);
+  // Test seam: opens storage through `env` (fault injection), which must
+  // outlive the bus. Not part of the public API.
+  static Status OpenWithEnv(const Options& options, rocksdb::Env* env, std::unique_ptr<Bus>* bus);
+  ~BusImpl() override;
+
+  Transaction Begin() override;
+  Status Subscribe(SubscriberOptions subscriber) override;
+  Status Start() override;
+  Status RegisterVerifier(const std::string& type, PayloadVerifier verifier) override;
+  Status RegisterUpcaster(const std::string& from_type, const std::string& to_type, Upcaster upcaster) override;
+  Result<Receipt> Ingest(std::string_view envelope, std::string_view source) override;
+  Result<IngestResult> IngestEvent(const Event& event, const IngestOptions& options) override;
+  Result<IngestResult> IngestEnvelope(std::string_view envelope, const IngestOptions& options) override;
+  Status Quarantine(std::string_view input, std::string_view source, std::string_view reason) override;
+  Status WaitHandled(const Receipt& receipt, const std::vector<std::string>& subscribers,
+                     std::chrono::milliseconds timeout, std::vector<DeliveryState>* states) override;
+  Status WaitQuiescent(const Receipt& receipt, std::chrono::milliseconds timeout) override;
+  Result<std::vector<DeliveryState>> Pending(const std::string& subscriber, size_t limit) override;
+  Status WaitCaughtUp(std::chrono::milliseconds timeout) override;
+  Status EventStatus(const EventId& id, std::vector<DeliveryState>* states) override;
+  Status RedriveDeadLetters(const DeadLetterSelection& selection, const OperatorAction& action,
+                            ActionReport* report) override;
+  Status SkipDeadLetters(const DeadLetterSelection& selection, const OperatorAction& action,
+                         ActionReport* report) override;
+  Status PurgeDeadLetters(const DeadLetterSelection& selection, const OperatorAction& action,
+                          ActionReport* report) override;
+  Status Replay(const ReplayRequest& request, ReplayReport* report) override;
+  Status CancelReplay(uint64_t replay_id, const OperatorAction& action) override;
+  Status GetReplay(uint64_t replay_id, ReplayReport* report) override;
+  Status WaitIdle(std::chrono::milliseconds timeout) override;
+  BusStats Stats() override;
+  std::string MetricsText() override;
+  std::vector<MetricFamily> Metrics() override;
+  Status AddMetricsSource(std::weak_ptr<const MetricsSource> source) override;
+  Status Close() override;
+
+  // CommitListener: the leader hands over each group's events.
+  void OnCommitted(std::vector<std::shared_ptr<const Event>>& events) override;
+
+  // Held by a public call for as long as it may use storage (db_, the
+  // committer's writes), and by a Transaction's calls on an application
+  // thread: Close() refuses new ones (admitted() is false: return Closed)
+  // and waits for the admitted ones to leave before it stops the threads
+  // and closes storage. Counting in before looking at closed_ means
+  // Close() either sees the call and waits, or the call sees Close() and
+  // stays out. Calls that wait for the dispatcher give up with Closed when
+  // Close() starts (Dispatcher::CancelWaits), so Close() never waits out
+  // their timeouts. A refused call leaves at once, so a stream of them
+  // cannot hold Close() up.
+  class InCall {
+   public:
+    explicit InCall(BusImpl* bus);
+    ~InCall();
+    InCall(const InCall&) = delete;
+    InCall& operator=(const InCall&) = delete;
+    bool admitted() const { return admitted_; }
+    // True while this thread is inside an admitted call of `bus` (a
+    // verifier or upcaster runs there): Close() would wait for itself.
+    static bool InsideCallOf(const BusImpl* bus);
+
+   private:
+    BusImpl* const bus_;
+    bool admitted_ = false;
+    const BusImpl* outer_ = nullptr;  // this thread's enclosing call, restored on leaving
+  };
+  static Status ClosedStatus() { return Status::Closed("the bus is closed"); }
+
+  // For WriteScope, inside an admitted InCall (or a handler's context).
+  storage::Db* db() const { return db_.get(); }
+  const Options& options() const { return options_; }
+  const SchemaRegistry& schemas() const { return schemas_; }
+  Result<Receipt> CommitTransaction(ScopeRep* scope);
+  // Commits one verified event from elsewhere, with its dedup record when
+  // dedup_scope is not empty.
+  Result<IngestResult> CommitIngested(std::shared_ptr<Event> event, const IngestOptions& options);
+  // One try of CommitIngested with an order key, against `last_taken`.
+  Result<IngestResult> CommitOrdered(const std::shared_ptr<Event>& event, const IngestOptions& options,
+                                     uint64_t last_taken);
+
+ private:
+  explicit BusImpl(const Options& options) : options_(options) {
+    if (options_.clock == nullptr) options_.clock = Clock::System();
+  }
+  Status Recover(uint64_t* last_seq, uint64_t* trimmed_below);
+  Status Register(const std::string& name, Registry::Entry* entry);
+  // The state of one event for one registered subscriber. `seq` is 0 when
+  // unknown (then completion cannot be told without an inbox record).
+  Status StateOf(const std::string& name, const Registry::Entry& entry, const EventId& id, uint64_t seq,
+                 DeliveryState* out);
+  // The seq of event `id` when it has a retry record of the subscriber's;
+  // 0 when it has none.
+  Status SeqOfRetrying(uint32_t subscriber_id, const EventId& id, uint64_t* seq);
+  // *out (its seq set) as kParked when `letter` holds a parked subject's
+  // later event, else kDeadLettered.
+  Status ParkedOrDeadLettered(uint32_t subscriber_id, const storage::DeadLetterRecord& letter, DeliveryState* out);
+  enum class ActionKind : uint8_t { kRedrive, kSkip, kPurge };
+  // The shared part of the dead-letter actions: checks, selects, records
+  // the action (with `extra` ops in the same batch: unparking, deleting)
+  // and fills the report. *id gets the subscriber's id.
+  Status ActOnDeadLetters(ActionKind kind, const DeadLetterSelection& selection, const OperatorAction& action,
+                          ActionReport* report, uint32_t* id);
+  // Seconds since the event at `seq` was published; 0 when it is not in
+  // the outbox (nothing pending) or unreadable.
+  // REQUIRES: an admitted InCall (it may read the outbox).
+  double AgeOfSeconds(uint64_t seq);
+  // The added sources not destroyed yet (forgetting the others).
+  std::vector<std::shared_ptr<const MetricsSource>> LiveMetricsSources();
+  // The parts of Metrics().
+  // @{
+  void WriteCommitMetrics(MetricsWriter& w, const BusStats& stats);
+  void WriteProcessSubscriberMetrics(MetricsWriter& w, const BusStats& stats);
+  void WriteReplayMetrics(MetricsWriter& w);
+  void WriteQuarantineMetrics(MetricsWriter& w);
+  void WriteStorageMetrics(MetricsWriter& w);
+  // @}
+  // Visits every replay record (bus/dispatch/replay.cc).
+  Status LoadReplays(const std::function<void(uint64_t, storage::ReplayRecord&)>& visit);
+  // The id of the next operator action (dead-letter actions and replays).
+  // REQUIRES: actions_mu_ held.
+  Status NextActionId(uint64_t* id);
+  // Restarts the running replays of a subscriber that became active.
+  Status ResumeReplays(const std::shared_ptr<Subscriber>& sub);
+  // Reads the subjects a dead letter holds (PoisonPolicy::kParkKey).
+  // Writes `sub`'s RegistrationRecord. REQUIRES: registry_.mu held.
+  Status StoreRegistration(const Subscriber& sub);
+  Status LoadParked(Subscriber* sub);
+
+  Options options_;  // as given, with the clock resolved; not changed after Open
+  std::shared_ptr<InboxWindow> inbox_window_;  // Options::inbox_window; shared with storage
+  std::unique_ptr<storage::Db> db_;
+  std::unique_ptr<TailCache> tail_;
+  std::unique_ptr<Committer> committer_;
+  Registry registry_;
+  SchemaRegistry schemas_;
+  std::unique_ptr<BusLog> log_;
+  std::unique_ptr<internal::Quarantine> quarantine_;
+  std::unique_ptr<MetricsHttpServer> metrics_http_;  // Options::metrics_http; stopped first by Close()
+  std::unique_ptr<AdminServer> admin_;  // Options::admin_socket; stopped first by Close()
+  std::unique_ptr<Dispatcher> dispatcher_;
+
+  std::mutex lifecycle_mu_;  // serializes Start and Close
+  std::mutex actions_mu_;    // serializes operator actions (their ids)
+  std::mutex metrics_sources_mu_;
+  std::vector<std::weak_ptr<const MetricsSource>> metrics_sources_;  // guarded by metrics_sources_mu_
+  std::atomic<bool> closed_{false};
+  // Admitted calls inside storage (see InCall); Close waits for them to leave.
+  std::atomic<int> active_calls_{0};
+};
+
+}  // namespace walbus::internal
+
+#endif  // WALBUS_BUS_CORE_BUS_IMPL_H_

@@ -1,0 +1,256 @@
+#include "bus/core/committer.h"
+
+#include <algorithm>
+#include <cassert>
+
+#include "bus/core/fault_point.h"
+#include "storage/keys.h"
+
+namespace walbus::internal {
+namespace {
+
+constexpr size_t kMaxSummedCounters = 64;
+// Short spins before sleeping, as the dispatcher's queues (QueueTraits).
+constexpr int kWakerSpins = 64;
+// The longest a synced write waits for its group to fill (see
+// LingerForSyncedGroup); half the previous synced write's time otherwise.
+constexpr std::chrono::microseconds kMaxSyncLinger{1000};
+
+// Each thread sleeps on a semaphore of its own while a leader writes its
+// requests. The leader signals it after releasing the queue's lock: a
+// condition variable notified under the lock would wake the thread only to
+// block it again on that lock.
+const std::shared_ptr<moodycamel::LightweightSemaphore>& ThisThreadWaker() {
+  thread_local const auto waker = std::make_shared<moodycamel::LightweightSemaphore>(0, kWakerSpins);
+  return waker;
+}
+
+}  // namespace
+
+Committer::Committer(storage::Db* db, CommitLimits limits, uint64_t last_seq,
+                     CommitListener* listener)
+    : db_(db), limits_(limits), listener_(listener), last_seq_(last_seq) {
+  assert(db_ != nullptr && listener_ != nullptr);
+  assert(limits_.max_group_commits >= 1);
+}
+
+void Committer::Commit(std::span<CommitRequest* const> requests) {
+  if (requests.empty()) return;
+  const auto& waker = ThisThreadWaker();
+  std::unique_lock<std::mutex> lock(mu_);
+  for (CommitRequest* r : requests) {
+    assert(r->scope != nullptr && !r->done.load(std::memory_order_relaxed));
+    r->waker = waker;
+    queue_.push_back(r);
+  }
+  if (lingering_leader_ != nullptr && queue_.size() >= synced_group_target_) {
+    std::shared_ptr<moodycamel::LightweightSemaphore> leader = std::move(lingering_leader_);
+    lingering_leader_.reset();
+    lock.unlock();
+    leader->signal();
+  }
+  // Our requests are contiguous in the queue, so the first one not done is
+  // either at the front (we lead) or behind someone else's. A wake-up
+  // means done or at the front; a stale one (a signal meant for an earlier
+  // wait) costs one more look. A thread woken because its request is done
+  // returns without the lock.
+  for (CommitRequest* r : requests) {
+    while (!r->done.load(std::memory_order_acquire)) {
+      if (!lock.owns_lock()) {
+        lock.lock();
+        continue;  // done meanwhile?
+      }
+      if (queue_.front() == r) {
+        LeadGroup(lock);
+        continue;
+      }
+      lock.unlock();
+      waker->wait();
+    }
+  }
+}
+
+Status Committer::CommitOne(ScopeRep* scope, bool sync, uint64_t* first_seq) {
+  CommitRequest request;
+  request.scope = scope;
+  request.sync = sync;
+  CommitRequest* requests[] = {&request};
+  Commit(requests);
+  if (first_seq != nullptr) *first_seq = request.first_seq;
+  return request.status;
+}
+
+std::map<std::string, uint64_t> Committer::PublishedByType() const {
+  std::lock_guard<std::mutex> lock(types_mu_);
+  return published_by_type_;
+}
+
+void Committer::LingerForSyncedGroup(std::unique_lock<std::mutex>& lock) {
+  if (queue_.size() >= synced_group_target_) return;
+  if (std::none_of(queue_.begin(), queue_.end(), [](const CommitRequest* r) { return r->sync; })) return;
+  const auto budget = std::min(last_synced_write_ / 2, kMaxSyncLinger);
+  const auto deadline = std::chrono::steady_clock::now() + budget;
+  const auto& self = ThisThreadWaker();
+  lingering_leader_ = self;
+  while (queue_.size() < synced_group_target_) {
+    const auto left = std::chrono::duration_cast<std::chrono::microseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) break;
+    lock.unlock();
+    self->wait(left.count());  // signalled by the arrival that completes the group
+    lock.lock();
+  }
+  lingering_leader_.reset();
+}
+
+void Committer::LeadGroup(std::unique_lock<std::mutex>& lock) {
+  LingerForSyncedGroup(lock);
+  std::vector<CommitRequest*> group;
+  size_t bytes = 0;
+  for (CommitRequest* r : queue_) {
+    if (!group.empty() &&
+        (group.size() >= limits_.max_group_commits || bytes + r->scope->bytes > limits_.max_group_bytes)) {
+      break;
+    }
+    group.push_back(r);
+    bytes += r->scope->bytes;
+  }
+  const auto started = std::chrono::steady_clock::now();
+  lock.unlock();
+  const bool fsynced = WriteGroup(group);
+  lock.lock();
+  if (fsynced) {
+    // Everyone who committed while this write lasted will commit again
+    // soon: the next synced write waits for as many requests. (The group
+    // itself is still at the queue's front.) Requests, not threads: a
+    // worker's batch of completions counts as many, so beside a busy
+    // handler the next synced write waits out its budget. Counting threads
+    // instead was measured: end to end under kSync lost 10-15% (smaller
+    // groups, more fsyncs) and latency did not improve.
+    synced_group_target_ = std::min(queue_.size(), limits_.max_group_commits);
+    last_synced_write_ = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - started);
+  }
+  const auto& self = ThisThreadWaker();
+  std::vector<std::shared_ptr<moodycamel::LightweightSemaphore>> wake;
+  wake.reserve(group.size() + 1);
+  // One signal per other thread: a caller's requests are contiguous.
+  auto wake_later = [&](const std::shared_ptr<moodycamel::LightweightSemaphore>& w) {
+    if (w != self && (wake.empty() || wake.back() != w)) wake.push_back(w);
+  };
+  for (CommitRequest* r : group) {
+    assert(queue_.front() == r);
+    queue_.pop_front();
+    wake_later(r->waker);  // taken before `done`: once it is set, the request may be gone
+    r->done.store(true, std::memory_order_release);
+  }
+  if (!queue_.empty()) wake_later(queue_.front()->waker);  // the next leader
+  lock.unlock();
+  for (const auto& w : wake) w->signal();
+  lock.lock();
+}
+
+Status Committer::CheckExpectations(const ScopeRep& scope) {
+  for (const Expectation& e : scope.expects) {
+    uint64_t current = 0;
+    auto it = group_versions_.find(e.version_key);
+    if (it != group_versions_.end()) {
+      current = it->second;
+    } else {
+      std::string value;
+      bool found = false;
+      Status s = db_->Get(db_->cf(storage::Cf::kVersions), e.version_key, &value, &found);
+      if (!s.ok()) return s;
+      if (found) {
+        if (value.size() != 8) return Status::Corruption("version record of " + e.description);
+        current = storage::GetBe64(value);
+      }
+    }
+    if (current != e.version) {
+      return Status::Conflict(e.description + " expected version " + std::to_string(e.version) +
+                              ", found " + std::to_string(current));
+    }
+  }
+  return Status::OK();
+}
+
+void Committer::AddToCounter(const Op& op) {
+  // A group touches a handful of counters: a linear search beats hashing.
+  for (CounterSum& c : group_counters_) {
+    if (c.cf == op.cf && c.key == op.key) {
+      c.delta += op.delta;
+      return;
+    }
+  }
+  if (group_counters_.size() >= kMaxSummedCounters) {
+    batch_.AddCounter(op.cf, op.key, op.delta);  // unusual: many distinct counters
+    return;
+  }
+  group_counters_.push_back(CounterSum{op.cf, op.key, op.delta});
+}
+
+bool Committer::WriteGroup(const std::vector<CommitRequest*>& group) {
+  batch_.Clear();
+  group_versions_.clear();
+  group_events_.clear();
+  group_counters_.clear();
+  const uint64_t first = last_seq_.load(std::memory_order_relaxed) + 1;
+  uint64_t next = first;
+  bool sync = false;
+  size_t accepted = 0;
+  for (CommitRequest* r : group) {
+    ScopeRep& scope = *r->scope;
+    r->status = CheckExpectations(scope);
+    if (!r->status.ok()) continue;
+    ++accepted;
+    for (const Op& op : scope.ops) {
+      switch (op.kind) {
+        case Op::Kind::kPut: batch_.Put(op.cf, op.key, op.value); break;
+        case Op::Kind::kDelete: batch_.Delete(op.cf, op.key); break;
+        case Op::Kind::kAddCounter: AddToCounter(op); break;
+        case Op::Kind::kDeleteRange: batch_.DeleteRange(op.cf, op.key, op.value); break;
+      }
+    }
+    for (const Expectation& e : scope.expects) {
+      std::string v;
+      storage::PutBe64(&v, e.Next());
+      batch_.Put(db_->cf(storage::Cf::kVersions), e.version_key, v);
+      group_versions_[e.version_key] = e.Next();
+    }
+    r->first_seq = scope.events.empty() ? 0 : next;
+    for (size_t i = 0; i < scope.events.size(); ++i) {
+      scope.events[i]->seq = next;
+      batch_.Put(db_->cf(storage::Cf::kOutbox), storage::OutboxKey(next), scope.envelopes[i]);
+      group_events_.push_back(scope.events[i]);
+      ++next;
+    }
+    sync |= r->sync;
+  }
+  if (accepted == 0) return false;
+  for (const CounterSum& c : group_counters_) batch_.AddCounter(c.cf, c.key, c.delta);
+  WALBUS_FAULT_POINT("commit.before_write");
+  const auto started = std::chrono::steady_clock::now();
+  Status written = batch_.Commit(db_, sync);
+  write_seconds_.Observe(std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
+  WALBUS_FAULT_POINT("commit.after_write");
+  writes_failing_.store(!written.ok(), std::memory_order_relaxed);
+  if (!written.ok()) {
+    (written.code() == Status::Code::kResourceExhausted ? no_space_failures_ : other_write_failures_)
+        .fetch_add(1, std::memory_order_relaxed);
+    for (CommitRequest* r : group)
+      if (r->status.ok()) r->status = written;
+    return false;
+  }
+  commits_.fetch_add(accepted, std::memory_order_relaxed);
+  groups_.fetch_add(1, std::memory_order_relaxed);
+  group_sizes_.Observe(static_cast<double>(accepted));
+  if (!group_events_.empty()) {
+    std::lock_guard<std::mutex> lock(types_mu_);
+    for (const auto& e : group_events_) ++published_by_type_[e->type];
+  }
+  if (next != first) {
+    last_seq_.store(next - 1, std::memory_order_release);
+    listener_->OnCommitted(group_events_);
+  }
+  return sync;
+}
+
+}  // namespace walbus::internal

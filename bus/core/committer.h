@@ -1,0 +1,161 @@
+// Committer: the single writer. Every write of a running bus (producer
+// commits, handler completions, checkpoints, trims) passes through it.
+//
+// Group commit in the manner of LevelDB's DBImpl::Write: callers queue
+// their requests; the caller at the front of the queue becomes the leader,
+// takes the requests behind it (up to the group bounds), checks their
+// preconditions, assigns sequence numbers in queue order, writes one batch
+// (one fsync for the group when any request needs it), then wakes the
+// others. Only one leader exists at a time, so sequence order is durable
+// commit order, and a lone producer pays no thread hand-off.
+//
+// Threading: Commit() is thread-safe and blocks. The queue is bounded by
+// the number of threads blocked in Commit() (each waits for its own
+// requests), so it needs no overflow policy of its own.
+#ifndef WALBUS_BUS_CORE_COMMITTER_H_
+#define WALBUS_BUS_CORE_COMMITTER_H_
+
+// The semaphore header relies on the queue's for its macros.
+#include <concurrentqueue/concurrentqueue.h>
+#include <concurrentqueue/lightweightsemaphore.h>
+
+#include <atomic>
+#include <cassert>
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "bus/ops/metrics.h"
+#include "bus/core/scope.h"
+#include "storage/db.h"
+
+namespace walbus::internal {
+
+struct CommitRequest {
+  ScopeRep* scope = nullptr;
+  // Needs fsync before completing (kSync producer commits, follow-ups).
+  bool sync = false;
+  // Results, valid once Commit() returned.
+  Status status;
+  uint64_t first_seq = 0;
+
+  // Private to the committer.
+  std::atomic<bool> done{false};
+  // The waiting thread's wake-up (see Committer::Commit). Shared, so that
+  // a leader may still signal it after the request itself is gone.
+  std::shared_ptr<moodycamel::LightweightSemaphore> waker;
+};
+
+// Receives the events of each successful group, in sequence order, before
+// the next group is written. Called by the leader; must not block on
+// anything a committer waits for.
+class CommitListener {
+ public:
+  virtual ~CommitListener() = default;
+  virtual void OnCommitted(std::vector<std::shared_ptr<const Event>>& events) = 0;
+};
+
+struct CommitLimits {
+  size_t max_group_commits;
+  size_t max_group_bytes;
+};
+
+class Committer {
+ public:
+  // REQUIRES: db outlives the committer. last_seq: the newest committed seq.
+  Committer(storage::Db* db, CommitLimits limits, uint64_t last_seq, CommitListener* listener);
+  Committer(const Committer&) = delete;
+  Committer& operator=(const Committer&) = delete;
+
+  // Writes each request atomically (requests are independent: one failing
+  // its precondition does not fail the others). Returns when all are done.
+  // REQUIRES: the requests are not in any other Commit() call.
+  void Commit(std::span<CommitRequest* const> requests);
+
+  // Commit() of one request. Returns its status; *first_seq (optional) gets
+  // the seq of its first event.
+  Status CommitOne(ScopeRep* scope, bool sync, uint64_t* first_seq = nullptr);
+
+  uint64_t last_seq() const { return last_seq_.load(std::memory_order_acquire); }
+  uint64_t commits() const { return commits_.load(std::memory_order_relaxed); }
+  uint64_t groups() const { return groups_.load(std::memory_order_relaxed); }
+  // Writes storage refused: for lack of space (ResourceExhausted), and for
+  // any other reason.
+  uint64_t no_space_failures() const { return no_space_failures_.load(std::memory_order_relaxed); }
+  uint64_t other_write_failures() const { return other_write_failures_.load(std::memory_order_relaxed); }
+  // True while the newest write failed: storage takes no writes until it
+  // recovers (after a full disk, once it has room again).
+  bool writes_failing() const { return writes_failing_.load(std::memory_order_relaxed); }
+  const Histogram& group_sizes() const { return group_sizes_; }
+  const Histogram& write_seconds() const { return write_seconds_; }
+  // Events committed so far, by type.
+  std::map<std::string, uint64_t> PublishedByType() const;
+
+ private:
+  // Writes the group at the queue's front, marks its requests done and
+  // wakes their threads and the next leader, after releasing the lock.
+  // REQUIRES: lock holds mu_; this thread's request is at the front.
+  void LeadGroup(std::unique_lock<std::mutex>& lock);
+  // A synced write costs one fsync however many commits it carries. When
+  // fewer are queued than the last synced write carried plus those that
+  // queued behind it, the rest are on their way (woken by that write and
+  // building their next transaction): waiting a fraction of an fsync for
+  // them saves whole fsyncs. (PostgreSQL's commit_delay, sized by the
+  // previous group instead of a setting; it shrinks as soon as fewer come.)
+  // REQUIRES: as LeadGroup.
+  void LingerForSyncedGroup(std::unique_lock<std::mutex>& lock);
+  // Returns whether it wrote and fsynced.
+  bool WriteGroup(const std::vector<CommitRequest*>& group);
+  // Adds a kAddCounter op to the group's sums (or, past a bound on distinct
+  // keys, straight to the batch).
+  void AddToCounter(const Op& op);
+  Status CheckExpectations(const ScopeRep& scope);
+
+  storage::Db* const db_;
+  const CommitLimits limits_;
+  CommitListener* const listener_;
+  std::atomic<uint64_t> last_seq_;
+  std::atomic<uint64_t> commits_{0};
+  std::atomic<uint64_t> groups_{0};
+  std::atomic<uint64_t> no_space_failures_{0};
+  std::atomic<uint64_t> other_write_failures_{0};
+  std::atomic<bool> writes_failing_{false};
+  Histogram group_sizes_{Histogram::SizeBounds()};
+  Histogram write_seconds_{Histogram::SecondsBounds()};
+  mutable std::mutex types_mu_;
+  std::map<std::string, uint64_t> published_by_type_;  // GUARDED_BY(types_mu_)
+
+  std::mutex mu_;
+  std::deque<CommitRequest*> queue_;  // GUARDED_BY(mu_)
+  // LingerForSyncedGroup's measure of the last synced write, and the
+  // leader waiting for its group to fill. GUARDED_BY(mu_)
+  size_t synced_group_target_ = 1;
+  std::chrono::microseconds last_synced_write_{0};
+  std::shared_ptr<moodycamel::LightweightSemaphore> lingering_leader_;
+
+  // Leader-only state: touched by one leader at a time.
+  storage::Batch batch_;
+  std::unordered_map<std::string, uint64_t> group_versions_;
+  std::vector<std::shared_ptr<const Event>> group_events_;
+  // The group's counter additions, summed per key: one merge per counter
+  // per write instead of one per commit (handler completions add to the
+  // same few counters). Counter keys are only ever merged, never put or
+  // deleted, so moving their merges to the end of the batch changes nothing.
+  struct CounterSum {
+    storage::CfHandle* cf;
+    std::string key;
+    uint64_t delta;
+  };
+  std::vector<CounterSum> group_counters_;
+};
+
+}  // namespace walbus::internal
+
+#endif  // WALBUS_BUS_CORE_COMMITTER_H_

@@ -1,0 +1,79 @@
+#include "bus/core/schema_registry.h"
+
+#include <algorithm>
+#include <charconv>
+#include <mutex>
+
+namespace walbus::internal {
+
+std::optional<TypeVersion> SplitType(std::string_view type) {
+  const size_t dot = type.rfind('.');
+  if (dot == std::string_view::npos || dot + 2 > type.size() || type[dot + 1] != 'v') return std::nullopt;
+  TypeVersion tv;
+  auto [end, ec] = std::from_chars(type.data() + dot + 2, type.data() + type.size(), tv.version);
+  if (ec != std::errc() || end != type.data() + type.size()) return std::nullopt;
+  tv.base = std::string(type.substr(0, dot));
+  return tv;
+}
+
+Status SchemaRegistry::AddVerifier(const std::string& type, PayloadVerifier verifier) {
+  if (!verifier) return Status::InvalidArgument("no verifier given for " + type);
+  std::unique_lock lock(mu_);
+  verifiers_[type] = std::move(verifier);
+  return Status::OK();
+}
+
+Status SchemaRegistry::AddUpcaster(const std::string& from, const std::string& to, Upcaster upcaster) {
+  auto f = SplitType(from);
+  auto t = SplitType(to);
+  if (!f || !t || f->base != t->base || t->version <= f->version) {
+    return Status::InvalidArgument("an upcaster turns a type into a later version of itself; " + from + " -> " + to +
+                                   " is not one");
+  }
+  if (!upcaster) return Status::InvalidArgument("no upcaster given for " + from);
+  std::unique_lock lock(mu_);
+  upcasters_[from] = {to, std::move(upcaster)};
+  return Status::OK();
+}
+
+Status SchemaRegistry::Verify(std::string_view type, std::string_view data) const {
+  std::shared_lock lock(mu_);
+  auto it = verifiers_.find(type);
+  if (it == verifiers_.end()) return Status::OK();
+  Status s = it->second(data);
+  if (s.ok()) return s;
+  return Status::InvalidArgument("payload of " + std::string(type) + " fails its verifier: " + s.message());
+}
+
+Result<SchemaRegistry::Resolution> SchemaRegistry::Resolve(const Event& event, const std::vector<std::string>& wanted,
+                                                           Event* out) const {
+  if (wanted.empty() || std::find(wanted.begin(), wanted.end(), event.type) != wanted.end()) {
+    return Resolution::kAsIs;
+  }
+  auto have = SplitType(event.type);
+  const bool same_base = have && std::any_of(wanted.begin(), wanted.end(), [&](const std::string& w) {
+                           auto tv = SplitType(w);
+                           return tv && tv->base == have->base;
+                         });
+  if (!same_base) return Resolution::kNotWanted;
+  std::shared_lock lock(mu_);
+  Event current = event;
+  for (size_t hops = 0; hops < 64; ++hops) {
+    auto it = upcasters_.find(current.type);
+    if (it == upcasters_.end()) return Resolution::kNoTranslator;
+    const std::string& to = it->second.first;
+    Result<std::string> data = it->second.second(current);
+    if (!data.ok()) {
+      return Status::InvalidArgument("upcasting " + current.type + " to " + to + " failed: " + data.status().message());
+    }
+    current.type = to;
+    current.data = std::move(*data);
+    if (std::find(wanted.begin(), wanted.end(), current.type) != wanted.end()) {
+      *out = std::move(current);
+      return Resolution::kUpcast;
+    }
+  }
+  return Resolution::kNoTranslator;
+}
+
+}  // namespace walbus::internal

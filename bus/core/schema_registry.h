@@ -1,0 +1,61 @@
+// SchemaRegistry: event type -> payload verifier and upcaster, so that
+// consumers accept every live version of a type.
+//
+// Types are "<base>.v<N>" (orders.order-approved.v1). An upcaster turns
+// version N of a base into a later version of the same base; chains are
+// followed (v1 -> v2 -> v3). A subscriber that declares v3 receives v1 and
+// v2 events upcast to v3.
+//
+// Threading: thread-safe. Registration takes an exclusive lock; lookups a
+// shared one, so upcasters and verifiers run concurrently on workers.
+#ifndef WALBUS_BUS_CORE_SCHEMA_REGISTRY_H_
+#define WALBUS_BUS_CORE_SCHEMA_REGISTRY_H_
+
+#include <map>
+#include <optional>
+#include <shared_mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "walbus/bus.h"
+
+namespace walbus::internal {
+
+// "orders.order-approved.v12" -> {"orders.order-approved", 12}; nullopt
+// when the type does not end in ".v<N>".
+struct TypeVersion {
+  std::string base;
+  uint32_t version = 0;
+};
+std::optional<TypeVersion> SplitType(std::string_view type);
+
+class SchemaRegistry {
+ public:
+  // REQUIRES: types valid (ValidateEventType).
+  Status AddVerifier(const std::string& type, PayloadVerifier verifier);
+  // InvalidArgument unless `to` is a later version of the same base.
+  Status AddUpcaster(const std::string& from, const std::string& to, Upcaster upcaster);
+
+  // OK when no verifier is registered for the type.
+  Status Verify(std::string_view type, std::string_view data) const;
+
+  enum class Resolution : uint8_t {
+    kAsIs,         // the subscriber takes this type
+    kUpcast,       // *out holds the event at a version the subscriber takes
+    kNoTranslator, // same base, but no chain of upcasters reaches a wanted version
+    kNotWanted,    // the subscriber does not take this base at all
+  };
+  // Brings `event` to a type in `wanted` (empty = every type, as is).
+  // An upcaster's error is returned as a non-OK status.
+  Result<Resolution> Resolve(const Event& event, const std::vector<std::string>& wanted, Event* out) const;
+
+ private:
+  mutable std::shared_mutex mu_;
+  std::map<std::string, PayloadVerifier, std::less<>> verifiers_;
+  std::map<std::string, std::pair<std::string, Upcaster>, std::less<>> upcasters_;  // from -> (to, fn)
+};
+
+}  // namespace walbus::internal
+
+#endif  // WALBUS_BUS_CORE_SCHEMA_REGISTRY_H_

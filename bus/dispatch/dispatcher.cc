@@ -1,0 +1,720 @@
+#include "bus/dispatch/dispatcher.h"
+
+
+#include <pthread.h>
+
+#include <algorithm>
+#include <cassert>
+#include <deque>
+#include <random>
+
+#include "bus/core/envelope.h"
+#include "bus/core/fault_point.h"
+#include "bus/util/log_limiter.h"
+#include "bus/core/scope.h"
+#include "storage/keys.h"
+#include "storage/records.h"
+
+namespace walbus::internal {
+namespace {
+
+constexpr size_t kFetchChunk = 1024;     // events read per outbox scan
+std::atomic<int64_t> idle_poll_ms{50};
+
+}  // namespace
+
+std::chrono::milliseconds IdlePoll() { return std::chrono::milliseconds(idle_poll_ms.load(std::memory_order_relaxed)); }
+
+std::chrono::milliseconds SetIdlePollForTesting(std::chrono::milliseconds poll) {
+  assert(poll.count() > 0);
+  return std::chrono::milliseconds(idle_poll_ms.exchange(poll.count(), std::memory_order_relaxed));
+}
+
+Dispatcher::Dispatcher(BusImpl* bus, storage::Db* db, Committer* committer, TailCache* tail,
+                       Registry* registry, DispatcherConfig config)
+    : bus_(bus),
+      db_(db),
+      committer_(committer),
+      tail_(tail),
+      registry_(registry),
+      config_(config),
+      trimmed_below_(config.trimmed_below),
+      compaction_suggested_below_(config.trimmed_below) {
+  assert(config_.worker_threads >= 1);
+}
+
+Dispatcher::~Dispatcher() { Stop(); }
+
+void Dispatcher::Start() {
+  assert(!started_);
+  started_ = true;
+  next_checkpoint_ = config_.clock->Now() + config_.checkpoint_interval;
+  next_trim_ = config_.clock->Now() + config_.trim_interval;
+  // Named, so that top -H, perf and debuggers tell the bus's threads apart.
+  dispatcher_thread_ = std::thread([this] {
+    pthread_setname_np(pthread_self(), "walbus-dispatch");
+    Loop();
+  });
+  for (size_t i = 0; i < config_.worker_threads; ++i) {
+    workers_.emplace_back([this] {
+      pthread_setname_np(pthread_self(), "walbus-worker");
+      WorkerLoop();
+    });
+  }
+}
+
+void Dispatcher::Stop() {
+  assert(!OnWorkerThread());
+  if (!started_ || stopped_) return;
+  stopped_ = true;
+  // Workers first: what they run commits and reaches the dispatcher as
+  // messages, which it applies before writing its last checkpoint.
+  stopping_workers_.store(true);
+  WakeAWorkerToStop();
+  for (auto& w : workers_) w.join();
+  stopping_.store(true);
+  Send(Message{});
+  dispatcher_thread_.join();
+}
+
+namespace {
+// The dispatcher whose worker this thread is: set once, when it starts.
+// (workers_ itself may be being filled by Start() on another thread.)
+thread_local const Dispatcher* worker_of = nullptr;
+}  // namespace
+
+bool Dispatcher::OnWorkerThread() const { return worker_of == this; }
+
+void Dispatcher::MarkWorkerThread() const { worker_of = this; }
+
+void Dispatcher::Add(std::shared_ptr<Subscriber> subscriber) {
+  {
+    std::lock_guard<std::mutex> lock(progress_mu_);
+    added_.push_back(subscriber);
+  }
+  has_subscribers_.store(true, std::memory_order_release);
+  Message m;
+  m.kind = Message::Kind::kAdd;
+  m.control = std::make_unique<Message::Control>();
+  m.control->added = std::move(subscriber);
+  Send(std::move(m));
+}
+
+void Dispatcher::ResumePaused() {
+  Message m;
+  m.kind = Message::Kind::kResume;
+  Send(std::move(m));
+}
+
+void Dispatcher::NotifyCommitted() {
+  // Without subscribers there is nothing to dispatch: spare the wake-up.
+  if (!has_subscribers_.load(std::memory_order_acquire)) return;
+  // Work is queued that no worker has taken yet (so no worker is waiting:
+  // a waiting one would have it): the new events could only queue behind
+  // it, and every queued item's completion wakes the dispatcher anyway.
+  // The wake is owed instead: the worker that empties the queue pays it
+  // (see WorkerLoop), so the new events are queued by the time a worker is
+  // free, instead of one wake-up after its completion. Under load this
+  // halves the dispatcher's wake-ups.
+  //
+  // Each side stores, then loads what the other stores (a worker: takes
+  // items, then reads wake_owed_; here: sets wake_owed_, then reads the
+  // queue's size), with a full fence between: one of the two is bound to
+  // see the other's store, so a drained queue never leaves the wake owed
+  // and unpaid. The fence also orders the committed seq (stored before
+  // this call) before the wake flags, against the one in Loop.
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (work_.size_approx() != 0) {
+    wake_owed_.store(true, std::memory_order_relaxed);
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    // Emptied meanwhile by a worker that found nothing owed: pay it here.
+    if (work_.size_approx() != 0 || !wake_owed_.exchange(false, std::memory_order_relaxed)) return;
+  }
+  WakeDispatcher();
+}
+
+void Dispatcher::WakeDispatcher() {
+  if (!wake_pending_.exchange(true, std::memory_order_acq_rel)) Send(Message{});
+}
+
+void Dispatcher::Send(Message m) {
+  // Enqueue allocates only when the queue grows past its previous peak;
+  // its length is bounded by the in-flight windows (see the header).
+  bool queued = messages_.enqueue(std::move(m));
+  assert(queued);
+  (void)queued;
+}
+
+Status Dispatcher::WaitFor(uint64_t target, std::chrono::milliseconds timeout, const std::vector<std::string>& names) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  std::unique_lock<std::mutex> lock(progress_mu_);
+  auto waited_on = [&names](const Subscriber& s) {
+    return names.empty() || std::find(names.begin(), names.end(), s.name) != names.end();
+  };
+  while (true) {
+    bool reached = std::all_of(added_.begin(), added_.end(), [&](const auto& s) {
+      return !waited_on(*s) || s->watermark.load(std::memory_order_acquire) >= target;
+    });
+    if (reached) return Status::OK();
+    if (waits_cancelled_) return Status::Closed("the bus is closed");
+    const auto now = std::chrono::steady_clock::now();
+    if (now >= deadline) {
+      return Status::TimedOut("subscribers did not reach seq " + std::to_string(target) + " in time");
+    }
+    progress_cv_.wait_until(lock, std::min(deadline, now + std::chrono::milliseconds(10)));
+  }
+}
+
+void Dispatcher::CancelWaits() {
+  {
+    std::lock_guard<std::mutex> lock(progress_mu_);
+    waits_cancelled_ = true;
+  }
+  progress_cv_.notify_all();
+}
+
+// ---------------------------------------------------------------------------
+// Dispatcher thread.
+
+void Dispatcher::Loop() {
+  Message m;
+  while (true) {
+    auto wait = IdlePoll();
+    if (!timers_.empty()) {
+      auto until = std::chrono::duration_cast<std::chrono::milliseconds>(timers_.top().due - config_.clock->Now());
+      wait = std::clamp(until, std::chrono::milliseconds(0), wait);
+    }
+    if (messages_.wait_dequeue_timed(m, std::chrono::duration_cast<std::chrono::microseconds>(wait))) {
+      Handle(m);
+      while (messages_.try_dequeue(m)) Handle(m);
+    }
+    if (stopping_.load()) break;
+    // Awake: Fetch below sees every commit so far. The fence orders these
+    // stores before Fetch's read of the committed seq, against the one in
+    // NotifyCommitted: a commit either is seen or finds the flags clear
+    // and wakes the dispatcher again.
+    wake_pending_.store(false, std::memory_order_relaxed);
+    wake_owed_.store(false, std::memory_order_relaxed);
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    FireTimers(config_.clock->Now());
+    for (auto& sub : subs_) {
+      Fetch(sub.get());
+      PumpReplay(sub.get());
+    }
+    FlushReady();
+    PublishProgress();
+    Checkpoint(false);
+    Trim(false);
+  }
+  PublishProgress();
+  Checkpoint(true);
+  RecordCleanStop();
+  Trim(true);
+}
+
+void Dispatcher::RecordPause(Subscriber* sub, std::optional<std::reference_wrapper<const Event>> at) {
+  // For Stats() and for tools on a stopped database: what it waits for.
+  {
+    std::lock_guard<std::mutex> lock(sub->paused_mu);
+    sub->paused_on_type = at ? at->get().type : std::string();
+  }
+  ScopeRep scope(bus_);
+  const std::string key = storage::CheckpointKey(sub->id, storage::CheckpointField::kPausedOn);
+  if (at) {
+    scope.AddOp(Op{Op::Kind::kPut, db_->cf(storage::Cf::kCheckpoints), key,
+                   storage::EncodePause(storage::PauseRecord{at->get().seq, at->get().type})});
+  } else {
+    scope.AddOp(Op{Op::Kind::kDelete, db_->cf(storage::Cf::kCheckpoints), key, {}});
+  }
+  if (Status s = committer_->CommitOne(&scope, /*sync=*/false); !s.ok()) {
+    config_.log->logger().warn("walbus: recording {}'s pause failed (the tool may not show it): {}", sub->name,
+                               s.ToString());
+  }
+}
+
+void Dispatcher::RecordCleanStop() {
+  // Every handler has returned and its outcome is recorded: nothing runs.
+  ScopeRep scope(bus_);
+  for (auto& sub : subs_) {
+    std::string v;
+    storage::PutBe64(&v, sub->durable_horizon);
+    scope.AddOp(Op{Op::Kind::kPut, db_->cf(storage::Cf::kCheckpoints),
+                   storage::CheckpointKey(sub->id, storage::CheckpointField::kStoppedAt), std::move(v)});
+  }
+  if (scope.ops.empty()) return;
+  if (Status s = committer_->CommitOne(&scope, /*sync=*/true); !s.ok()) {
+    config_.log->logger().warn("walbus: recording the clean stop failed (the next open charges the events that "
+                               "were waiting a run): {}", s.ToString());
+  }
+}
+
+void Dispatcher::ForgetCleanStop(const Subscriber& sub) {
+  // Before anything of it runs: a crash from here on is not a clean stop.
+  // Without a matching record (after a crash) there is nothing to forget:
+  // the horizon only rises, so a stale one never matches again.
+  if (!sub.recovered_clean) return;
+  ScopeRep scope(bus_);
+  scope.AddOp(Op{Op::Kind::kDelete, db_->cf(storage::Cf::kCheckpoints),
+                 storage::CheckpointKey(sub.id, storage::CheckpointField::kStoppedAt), {}});
+  if (Status s = committer_->CommitOne(&scope, /*sync=*/true); !s.ok()) {
+    // Kept, a crash in this process would look clean: it then charges no
+    // attempt to the event that was running. Logged; it goes on.
+    config_.log->logger().error("walbus: forgetting {}'s clean stop failed: {}", sub.name, s.ToString());
+  }
+}
+
+void Dispatcher::Handle(Message& m) {
+  switch (m.kind) {
+    case Message::Kind::kWake:
+      break;
+    case Message::Kind::kAdd:
+      ForgetCleanStop(*m.control->added);
+      subs_.push_back(std::move(m.control->added));
+      break;
+    case Message::Kind::kDone:
+      m.sub->handled.fetch_add(1, std::memory_order_relaxed);
+      CountReplayOutcome(m.sub, *m.event, m.kind);
+      Complete(m.sub, *m.event);
+      break;
+    case Message::Kind::kDeadLettered:
+      m.sub->dead_lettered.fetch_add(1, std::memory_order_relaxed);
+      // A replayed event that fails again does not hold its live subject.
+      if (!CountReplayOutcome(m.sub, *m.event, m.kind) && m.sub->on_poison == PoisonPolicy::kParkKey) {
+        m.sub->parked[m.event->subject] = m.event->seq;
+      }
+      Complete(m.sub, *m.event);
+      break;
+    case Message::Kind::kDuplicate:
+      if (!CountReplayOutcome(m.sub, *m.event, m.kind)) {
+        m.sub->duplicates.fetch_add(1, std::memory_order_relaxed);
+        ++m.sub->duplicates_to_persist;
+      }
+      Complete(m.sub, *m.event);
+      break;
+    case Message::Kind::kStale:
+      m.sub->stale_skipped.fetch_add(1, std::memory_order_relaxed);
+      CountReplayOutcome(m.sub, *m.event, m.kind);
+      Complete(m.sub, *m.event);
+      break;
+    case Message::Kind::kRetry: {
+      m.sub->retries.fetch_add(1, std::memory_order_relaxed);
+      KeyQueue& key = m.sub->keys.at(m.event->subject);
+      key.attempts = std::max(key.attempts, m.attempt);
+      key.conflict_reruns = 0;
+      if (key.first_failure_ms == 0) key.first_failure_ms = m.first_failure_ms;
+      key.check_stored |= m.check_stored;
+      key.charged = true;
+      timers_.push(Timer{config_.clock->Now() + m.delay, m.sub, m.event->subject});
+      break;
+    }
+    case Message::Kind::kRerun: {
+      // A conflict is not a failed attempt: the rerun keeps the run's number
+      // and, having run here already, is not charged again.
+      KeyQueue& key = m.sub->keys.at(m.event->subject);
+      key.conflict_reruns = m.attempt;
+      if (m.run_attempt > 0) key.attempts = m.run_attempt - 1;
+      key.charged = true;
+      key.check_stored = false;
+      Submit(m.sub, key);
+      break;
+    }
+    case Message::Kind::kPaused:
+      if (!m.sub->paused) {
+        config_.log->logger().warn("walbus: subscriber {} paused at seq {}: no upcaster brings {} to a type it takes", m.sub->name,
+                     m.event->seq, m.event->type);
+        m.sub->pauses.fetch_add(1, std::memory_order_relaxed);
+        RecordPause(m.sub, *m.event);
+      }
+      m.sub->paused = true;
+      m.sub->paused_now.store(true, std::memory_order_release);
+      m.sub->held.push_back(m.event->subject);
+      break;
+    case Message::Kind::kRedrive:
+      HandleRedrive(m);
+      break;
+    case Message::Kind::kReplay:
+    case Message::Kind::kCancelReplay:
+      HandleReplay(m);
+      break;
+    case Message::Kind::kResume:
+      for (auto& sub : subs_) {
+        if (!sub->paused) continue;
+        sub->paused = false;
+        sub->paused_now.store(false, std::memory_order_release);
+        RecordPause(sub.get(), std::nullopt);
+        std::vector<std::string> held = std::move(sub->held);
+        sub->held.clear();
+        for (const std::string& subject : held) {
+          auto it = sub->keys.find(subject);
+          if (it != sub->keys.end() && !it->second.events.empty()) Submit(sub.get(), it->second);
+        }
+      }
+      break;
+  }
+  m = Message{};
+}
+
+void Dispatcher::Complete(Subscriber* sub, const Event& event) {
+  auto it = sub->keys.find(event.subject);
+  assert(it != sub->keys.end() && !it->second.events.empty());
+  KeyQueue& key = it->second;
+  assert(key.events.front()->seq == event.seq);
+  key.PopFront();
+  // A redriven dead letter or a replayed event sits below the watermark
+  // already.
+  if (sub->replaying.erase(event.seq) != 0) {
+    if (sub->replay != nullptr) sub->replay->in_flight.erase(event.seq);
+  } else if (sub->redriving.erase(event.seq) == 0) {
+    sub->progress.Complete(event.seq);
+  }
+  if (sub->redrive_waiting.count(event.subject) != 0) {
+    ApplyRedrive(sub, event.subject);  // now that the subject is idle
+  } else if (key.events.empty()) {
+    sub->keys.erase(it);
+  } else {
+    Submit(sub, key);
+  }
+}
+
+void Dispatcher::Redrive(const std::string& subscriber, std::vector<uint64_t> seqs, std::vector<std::string> release,
+                         bool rerun) {
+  Message m;
+  m.kind = Message::Kind::kRedrive;
+  m.control = std::make_unique<Message::Control>();
+  m.control->subscriber = subscriber;
+  m.control->seqs = std::move(seqs);
+  m.control->release = std::move(release);
+  m.control->rerun = rerun;
+  Send(std::move(m));
+}
+
+void Dispatcher::LoadDeadLetters(Subscriber* sub, const std::vector<uint64_t>& seqs, const std::string* subject,
+                                 std::vector<std::shared_ptr<const Event>>* out) {
+  auto take = [&](uint64_t seq, std::string_view value) {
+    storage::DeadLetterRecord record;
+    auto event = std::make_shared<Event>();
+    if (!storage::DecodeDeadLetter(value, &record) ||
+        !DecodeEnvelope(record.envelope, config_.max_payload_bytes, event.get()).ok()) {
+      config_.log->logger().error("walbus: dead letter {}/{} is unreadable and cannot be redriven", sub->name, seq);
+      return;
+    }
+    event->seq = seq;
+    if (subject == nullptr || event->subject == *subject) out->push_back(std::move(event));
+  };
+  if (subject == nullptr) {
+    for (uint64_t seq : seqs) {
+      std::string value;
+      bool found = false;
+      Status s = db_->Get(db_->cf(storage::Cf::kDeadLetters), storage::SubscriberSeqKey(sub->id, seq), &value, &found);
+      if (s.ok() && found) take(seq, value);
+    }
+    return;
+  }
+  std::string prefix;
+  storage::PutBe32(&prefix, sub->id);
+  Status s = db_->Scan(storage::Cf::kDeadLetters, prefix, SIZE_MAX, [&](std::string_view key, std::string_view value) {
+    uint32_t id = 0;
+    uint64_t seq = 0;
+    if (storage::ParseSubscriberSeqKey(key, &id, &seq)) take(seq, value);
+    return true;
+  });
+  if (!s.ok()) config_.log->logger().error("walbus: reading the dead letters of {} failed: {}", sub->name, s.ToString());
+}
+
+void Dispatcher::HandleRedrive(Message& m) {
+  const Message::Control& c = *m.control;
+  auto it = std::find_if(subs_.begin(), subs_.end(), [&](const auto& s) { return s->name == c.subscriber; });
+  if (it == subs_.end()) return;
+  Subscriber* sub = it->get();
+  if (!c.rerun) {
+    for (const std::string& subject : c.release) sub->parked.erase(subject);
+    return;
+  }
+  std::vector<std::shared_ptr<const Event>> events;
+  LoadDeadLetters(sub, c.seqs, nullptr, &events);
+  for (auto& e : events) sub->redrive_waiting[e->subject].push_back(std::move(e));
+  for (const std::string& subject : c.release) {
+    sub->releasing.insert(subject);
+    sub->redrive_waiting[subject];  // even with nothing selected in it
+  }
+  std::vector<std::string> subjects;
+  for (const auto& [subject, waiting] : sub->redrive_waiting) subjects.push_back(subject);
+  for (const std::string& subject : subjects) {
+    auto key = sub->keys.find(subject);
+    if (key == sub->keys.end() || !key->second.head_busy) ApplyRedrive(sub, subject);
+  }
+}
+
+void Dispatcher::ApplyRedrive(Subscriber* sub, const std::string& subject) {
+  std::vector<std::shared_ptr<const Event>> events = std::move(sub->redrive_waiting[subject]);
+  sub->redrive_waiting.erase(subject);
+  if (sub->releasing.erase(subject) != 0) {
+    // Everything held behind the parked subject goes back in line too,
+    // including what was held while this redrive waited.
+    LoadDeadLetters(sub, {}, &subject, &events);
+    sub->parked.erase(subject);
+  }
+  std::sort(events.begin(), events.end(), [](const auto& a, const auto& b) { return a->seq < b->seq; });
+  events.erase(std::unique(events.begin(), events.end(), [](const auto& a, const auto& b) { return a->seq == b->seq; }),
+               events.end());
+  KeyQueue& key = sub->keys[subject];
+  assert(!key.head_busy);
+  for (auto e = events.rbegin(); e != events.rend(); ++e) {
+    if (sub->replaying.count((*e)->seq) == 0) sub->redriving.insert((*e)->seq);
+    key.events.push_front(*e);
+  }
+  if (key.events.empty()) {
+    sub->keys.erase(subject);
+  } else {
+    Submit(sub, key);
+  }
+}
+
+void Dispatcher::Submit(Subscriber* sub, KeyQueue& key) {
+  assert(!key.events.empty());
+  key.head_busy = true;
+  if (sub->paused) {
+    sub->held.push_back(key.events.front()->subject);
+    return;
+  }
+  WorkItem item;
+  item.sub = sub;
+  item.event = key.events.front();
+  item.attempt = key.attempts + 1;
+  item.conflict_reruns = key.conflict_reruns;
+  item.first_failure_ms = key.first_failure_ms;
+  item.redrive = sub->redriving.count(item.event->seq) != 0;
+  item.replaying = sub->replaying.count(item.event->seq) != 0;
+  if (item.replaying && sub->replay != nullptr &&
+      sub->replay->record.mode == static_cast<uint8_t>(ReplayMode::kFreshScope)) {
+    item.replay_scope = sub->replay->id;
+  }
+  // A redriven dead letter has an inbox record (written when it was given
+  // up on): it must run, not be taken for a duplicate.
+  // Only an event handed to a handler before this process started (at or
+  // below the recovered horizon) can have an inbox or retry record already.
+  // A replayed event looks at its inbox (or its replay's scope) first:
+  // that is what makes a replay skip handled events and resume exactly once.
+  item.check_stored = item.replaying || (!item.redrive && (key.check_stored || (!key.charged && item.event->seq <= sub->recovered_horizon)));
+  if (auto parked = sub->parked.find(item.event->subject);
+      parked != sub->parked.end() && !item.redrive && !item.replaying) {
+    item.parked_behind = parked->second;
+  }
+  ready_.push_back(std::move(item));
+}
+
+bool Dispatcher::AdvanceHorizons() {
+  // Write-ahead for crash-loop protection: before a seq reaches a handler,
+  // the horizon on disk covers it, so after a crash every event that might
+  // have been running is known (Subscriber::MayHaveBeenRunning). One small
+  // write per max_in_flight events.
+  ScopeRep scope(bus_);
+  std::vector<std::pair<Subscriber*, uint64_t>> raised;
+  for (const WorkItem& item : ready_) {
+    Subscriber* sub = item.sub;
+    if (item.event->seq <= sub->durable_horizon) continue;
+    bool seen = false;
+    for (auto& [s, h] : raised) seen |= s == sub;
+    if (seen) continue;
+    const uint64_t horizon = sub->progress.next() + config_.max_in_flight_per_subscriber;
+    std::string v;
+    storage::PutBe64(&v, horizon);
+    scope.AddOp(Op{Op::Kind::kPut, db_->cf(storage::Cf::kCheckpoints),
+                   storage::CheckpointKey(sub->id, storage::CheckpointField::kHorizon), std::move(v)});
+    raised.emplace_back(sub, horizon);
+  }
+  if (raised.empty()) return true;
+  if (Status s = committer_->CommitOne(&scope, /*sync=*/false); !s.ok()) {
+    config_.log->logger().warn("walbus: writing the dispatch horizon failed (retried): {}", s.ToString());
+    return false;
+  }
+  for (auto& [sub, horizon] : raised) sub->durable_horizon = horizon;
+  return true;
+}
+
+void Dispatcher::FlushReady() {
+  if (ready_.empty() || !AdvanceHorizons()) return;
+  // One bulk enqueue wakes the workers once for everything this iteration
+  // made ready, so they take it in large batches and commit it together.
+  bool queued = work_.enqueue_bulk(std::make_move_iterator(ready_.begin()), ready_.size());
+  assert(queued);
+  (void)queued;
+  ready_.clear();
+}
+
+void Dispatcher::FireTimers(SteadyTime now) {
+  while (!timers_.empty() && timers_.top().due <= now) {
+    Timer t = timers_.top();
+    timers_.pop();
+    auto it = t.sub->keys.find(t.subject);
+    if (it != t.sub->keys.end()) Submit(t.sub, it->second);
+  }
+}
+
+void Dispatcher::Fetch(Subscriber* sub) {
+  if (sub->paused) return;  // no progress until resumed
+  const uint64_t last = committer_->last_seq();
+  std::vector<std::shared_ptr<const Event>> batch;
+  while (sub->progress.window() < config_.max_in_flight_per_subscriber && sub->progress.next() <= last) {
+    const uint64_t from = sub->progress.next();
+    const size_t room = config_.max_in_flight_per_subscriber - sub->progress.window();
+    const size_t limit = static_cast<size_t>(std::min<uint64_t>({room, last - from + 1, kFetchChunk}));
+    batch.clear();
+    if (from < trimmed_below_) {
+      // Only a checkpoint moved back by hand lands here: the range was
+      // removed after every subscriber had passed it.
+      const uint64_t end = std::min<uint64_t>(trimmed_below_, from + limit);
+      config_.log->logger().warn("walbus: {} resumes below the trimmed outbox; seq {}..{} are gone", sub->name, from, end - 1);
+      for (uint64_t seq = from; seq < end; ++seq) {
+        sub->progress.Fetched(seq);
+        sub->progress.Complete(seq);
+      }
+      continue;
+    }
+    if (tail_->Read(from, limit, &batch) == 0) ReadFromOutbox(sub, from, limit, &batch);
+    if (batch.empty()) break;
+    for (auto& e : batch) Route(sub, std::move(e));
+  }
+}
+
+void Dispatcher::ReadFromOutbox(Subscriber* sub, uint64_t from, size_t limit,
+                                std::vector<std::shared_ptr<const Event>>* out) {
+  uint64_t expected = from;
+  Status s = db_->ScanOutbox(from, limit, [&](uint64_t seq, std::string_view bytes) {
+    // A missing seq can only be one that was trimmed below every
+    // checkpoint; account for it so the watermark can pass it.
+    for (; expected < seq && sub->progress.next() == expected; ++expected) {
+      sub->progress.Fetched(expected);
+      sub->progress.Complete(expected);
+    }
+    auto event = std::make_shared<Event>();
+    Status d = DecodeEnvelope(bytes, config_.max_payload_bytes, event.get());
+    event->seq = seq;
+    expected = seq + 1;
+    if (!d.ok()) {
+      // Stored bytes that fail verification never reach a handler.
+      config_.log->logger().error("walbus: outbox entry seq={} is unreadable and is skipped for {}: {}", seq,
+                    sub->name, d.ToString());
+      Status q = config_.quarantine->Add(bytes, "outbox seq " + std::to_string(seq), d.message());
+      if (!q.ok()) config_.log->logger().error("walbus: quarantining outbox seq={} failed: {}", seq, q.ToString());
+      sub->progress.Fetched(seq);
+      sub->progress.Complete(seq);
+      return true;
+    }
+    out->push_back(std::move(event));
+    return true;
+  });
+  if (!s.ok()) config_.log->logger().error("walbus: reading the outbox from seq {} failed: {}", from, s.ToString());
+}
+
+void Dispatcher::Route(Subscriber* sub, std::shared_ptr<const Event> event) {
+  sub->progress.Fetched(event->seq);
+  if (!sub->Matches(event->type)) {
+    sub->progress.Complete(event->seq);
+    return;
+  }
+  KeyQueue& key = sub->keys[event->subject];
+  key.events.push_back(std::move(event));
+  if (!key.head_busy) Submit(sub, key);
+  // (A parked subject's events still run: the worker stores them behind
+  // the dead letter that holds the subject, in order.)
+}
+
+void Dispatcher::PublishProgress() {
+  bool moved = false;
+  for (auto& sub : subs_) {
+    uint64_t w = sub->progress.watermark();
+    moved |= sub->watermark.exchange(w, std::memory_order_acq_rel) != w;
+    sub->in_flight.store(sub->progress.window(), std::memory_order_relaxed);
+  }
+  if (moved) {
+    std::lock_guard<std::mutex> lock(progress_mu_);
+    progress_cv_.notify_all();
+  }
+}
+
+void Dispatcher::Checkpoint(bool force) {
+  const auto now = config_.clock->Now();
+  if (!force && now < next_checkpoint_) return;
+  next_checkpoint_ = now + config_.checkpoint_interval;
+  ScopeRep scope(bus_);
+  for (auto& sub : subs_) {
+    if (sub->replay != nullptr) AddReplayRecord(&scope, sub->replay.get());
+    if (sub->progress.watermark() > sub->durable_checkpoint) {
+      std::string v;
+      storage::PutBe64(&v, sub->progress.watermark());
+      scope.AddOp(Op{Op::Kind::kPut, db_->cf(storage::Cf::kCheckpoints),
+                     storage::CheckpointKey(sub->id, storage::CheckpointField::kWatermark), std::move(v)});
+    }
+    if (sub->duplicates_to_persist > 0) {
+      scope.AddOp(Op{Op::Kind::kAddCounter, db_->cf(storage::Cf::kCheckpoints),
+                     storage::CheckpointKey(sub->id, storage::CheckpointField::kDuplicates), {},
+                     sub->duplicates_to_persist});
+    }
+  }
+  if (scope.ops.empty()) return;
+  WALBUS_FAULT_POINT("checkpoint.before_write");
+  if (Status s = committer_->CommitOne(&scope, /*sync=*/false); !s.ok()) {
+    for (auto& sub : subs_) {
+      if (sub->replay != nullptr) sub->replay->dirty = true;  // written next time
+    }
+    // A full disk fails this every few milliseconds until it has room.
+    static LogLimiter limiter(1);
+    uint64_t held = 0;
+    if (limiter.Allow(&held)) {
+      config_.log->logger().warn("walbus: checkpoint write failed (retried later): {} ({} similar lines held back)",
+                                 s.ToString(), held);
+    }
+    return;
+  }
+  std::lock_guard<std::mutex> lock(registry_->mu);
+  for (auto& sub : subs_) {
+    sub->durable_checkpoint = sub->progress.watermark();
+    sub->duplicates_to_persist = 0;
+    registry_->by_name.at(sub->name).durable.checkpoint = sub->durable_checkpoint;
+    if (config_.inbox_window != nullptr) config_.inbox_window->SetCheckpoint(sub->id, sub->durable_checkpoint);
+  }
+}
+
+void Dispatcher::Trim(bool force) {
+  const auto now = config_.clock->Now();
+  std::lock_guard<std::mutex> lock(registry_->mu);
+  uint64_t safe = registry_->MinCheckpoint(committer_->last_seq()) + 1;
+  // A running replay reads the outbox at its position.
+  for (const auto& sub : subs_) {
+    if (sub->replay != nullptr) safe = std::min(safe, sub->replay->NextSeq());
+  }
+  if (safe <= trimmed_below_) return;
+  const bool due_by_time = force || now >= next_trim_;
+  // Retention by count is arithmetic; by age or size it reads storage, so
+  // it is judged on the timer only.
+  if (!due_by_time && config_.retention.reads_storage()) return;
+  const RetentionPolicy count_only{config_.retention.events, {}, 0};
+  uint64_t keep_from = RetentionFloor(*db_, due_by_time ? config_.retention : count_only, trimmed_below_, safe,
+                                      config_.clock->WallNow(), config_.max_payload_bytes);
+  if (!due_by_time && keep_from - trimmed_below_ < config_.trim_every_events) return;
+  next_trim_ = now + config_.trim_interval;
+  if (keep_from <= trimmed_below_) return;
+  ScopeRep scope(bus_);
+  scope.AddOp(Op{Op::Kind::kDeleteRange, db_->cf(storage::Cf::kOutbox), storage::OutboxKey(trimmed_below_),
+                 storage::OutboxKey(keep_from)});
+  std::string v;
+  storage::PutBe64(&v, keep_from);
+  scope.AddOp(Op{Op::Kind::kPut, db_->cf(storage::Cf::kMeta), std::string(storage::kMetaTrimmedBelow), v});
+  if (Status s = committer_->CommitOne(&scope, /*sync=*/false); !s.ok()) {
+    config_.log->logger().warn("walbus: outbox trim failed (retried later): {}", s.ToString());
+    return;
+  }
+  WALBUS_FAULT_POINT("trim.after_write");
+  trimmed_below_ = keep_from;
+  // Range deletions keep the outbox's table files until a compaction
+  // reaches them; after a large drain, ask for one (in the background).
+  if (keep_from - compaction_suggested_below_ >= kCompactAfterTrimmedEvents) {
+    if (Status s = db_->SuggestOutboxCompaction(compaction_suggested_below_, keep_from); !s.ok()) {
+      config_.log->logger().warn("walbus: outbox compaction not scheduled: {}", s.ToString());
+    }
+    compaction_suggested_below_ = keep_from;
+  }
+}
+
+}  // namespace walbus::internal

@@ -1,0 +1,328 @@
+// Dispatcher: moves committed events to handlers, per subscriber and per
+// subject in commit order, and records their completion.
+//
+//   committer --(tail cache / outbox)--> dispatcher thread
+//        per subscriber: Progress window, per-subject KeyQueues, timers
+//   dispatcher --(work queue)--> worker pool --(handler, commit)--> messages
+//   messages --> dispatcher: complete, retry after a delay, rerun
+//
+// One dispatcher thread owns all per-subscriber state, so it needs no locks;
+// workers and the committer talk to it through one message queue. Memory is
+// bounded: a subscriber holds at most Options::max_in_flight_per_subscriber
+// fetched events; what lies beyond stays in the outbox and is read back in
+// order (catch-up). The work and message queues hold at most one entry per
+// in-flight event, so they are bounded by the same windows.
+//
+// Threading: public methods are thread-safe unless noted.
+#ifndef WALBUS_BUS_DISPATCH_DISPATCHER_H_
+#define WALBUS_BUS_DISPATCH_DISPATCHER_H_
+
+#include <concurrentqueue/blockingconcurrentqueue.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <mutex>
+#include <queue>
+#include <span>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "bus/core/committer.h"
+#include "bus/ops/log.h"
+#include "bus/core/quarantine.h"
+#include "bus/dispatch/retention.h"
+#include "bus/core/schema_registry.h"
+#include "bus/dispatch/subscriber.h"
+#include "bus/dispatch/tail_cache.h"
+#include "storage/db.h"
+#include "walbus/clock.h"
+
+namespace walbus::internal {
+
+class BusImpl;
+
+// Short spins before sleeping: with more threads than cores (producers,
+// dispatcher, workers on two cores), a long spin steals the core from the
+// very thread that would fill the queue.
+struct QueueTraits : moodycamel::ConcurrentQueueDefaultTraits {
+  static const int MAX_SEMA_SPINS = 64;
+};
+
+// How long the dispatcher and an idle worker sleep when nothing wakes them,
+// before they look again: a safety net, since every commit and completion
+// wakes whoever has work for it. Tests lengthen it, so that a lost wake-up
+// shows as a stall instead of a 50 ms delay.
+// SetIdlePollForTesting returns the poll it replaced.
+std::chrono::milliseconds IdlePoll();
+std::chrono::milliseconds SetIdlePollForTesting(std::chrono::milliseconds poll);
+
+struct DispatcherConfig {
+  size_t worker_threads;
+  size_t max_in_flight_per_subscriber;
+  size_t max_payload_bytes;
+  uint64_t trim_every_events;
+  std::chrono::milliseconds trim_interval;
+  RetentionPolicy retention;
+  InboxWindow* inbox_window;  // null without Options::inbox_window
+  std::chrono::milliseconds checkpoint_interval;
+  // The outbox holds nothing below this seq.
+  uint64_t trimmed_below;
+  // Handler completions that publish follow-up events fsync (kSync).
+  bool sync_follow_ups;
+  const Clock* clock;
+  const SchemaRegistry* schemas;
+  Quarantine* quarantine;
+  const BusLog* log;
+};
+
+class Dispatcher {
+ public:
+  Dispatcher(BusImpl* bus, storage::Db* db, Committer* committer, TailCache* tail,
+             Registry* registry, DispatcherConfig config);
+  // Stops if running.
+  ~Dispatcher();
+  Dispatcher(const Dispatcher&) = delete;
+  Dispatcher& operator=(const Dispatcher&) = delete;
+
+  // Starts the dispatcher thread and the workers. REQUIRES: not started.
+  void Start();
+  // Lets running handlers finish and commit, drops queued work (it is
+  // redelivered on the next open), writes checkpoints, joins the threads.
+  // REQUIRES: not called from a worker thread. Idempotent.
+  void Stop();
+  bool started() const { return started_; }
+
+  // Hands an active subscriber to the dispatcher. Before Start() it waits.
+  void Add(std::shared_ptr<Subscriber> subscriber);
+  // New events were committed. Cheap; never blocks.
+  void NotifyCommitted();
+  // A translator was registered: paused subscribers try again.
+  void ResumePaused();
+  // Puts dead letters back in line (seqs of `subscriber`, any subjects) and
+  // releases the listed parked subjects. Recorded by the caller first.
+  // With `rerun` false the subjects are released and nothing runs again
+  // (an operator's skip).
+  void Redrive(const std::string& subscriber, std::vector<uint64_t> seqs, std::vector<std::string> release, bool rerun);
+  // Runs a recorded replay through the active subscriber it names
+  // (Bus::Replay); a replay of a subscriber not added here is dropped (it
+  // resumes when that subscriber is). REQUIRES: record.state is kRunning.
+  void StartReplay(uint64_t replay_id, storage::ReplayRecord record);
+  // Stops a running replay: nothing more is selected; what runs finishes.
+  void CancelReplay(uint64_t replay_id, const OperatorAction& action);
+  // Blocks until the watermark of every added subscriber (or of those
+  // named, when `names` is not empty) reaches `target`, or a paused one
+  // stands in the way.
+  // Closed once CancelWaits() was called.
+  Status WaitFor(uint64_t target, std::chrono::milliseconds timeout, const std::vector<std::string>& names = {});
+  // Makes every WaitFor, running or to come, return Closed (Bus::Close).
+  void CancelWaits();
+  // Whether the calling thread is one of this dispatcher's workers. Any
+  // thread, any time.
+  bool OnWorkerThread() const;
+
+ private:
+  struct WorkItem {
+    Subscriber* sub = nullptr;
+    std::shared_ptr<const Event> event;
+    uint32_t attempt = 1;          // this run's number, as far as memory knows
+    uint32_t conflict_reruns = 0;
+    uint64_t first_failure_ms = 0;
+    bool check_stored = false;     // look for an inbox and a retry record first
+    uint64_t parked_behind = 0;    // kParkKey: seq of the dead letter holding the subject
+    bool redrive = false;          // a dead letter an operator sent back
+    bool has_retry_record = false; // found (or written) in walbus.retries
+    bool replaying = false;        // run again by a replay
+    uint64_t replay_scope = 0;     // kFreshScope: the replay's id, its inbox scope
+  };
+  struct Message {
+    enum class Kind : uint8_t {
+      kWake,
+      kAdd,
+      kDone,          // handled: effects committed
+      kDeadLettered,  // given up: the dead letter committed
+      kDuplicate,     // the inbox already had it
+      kStale,         // skipped by skip_stale
+      kRetry,         // failed; run again after `delay`
+      kRerun,         // effects conflicted; run again now
+      kPaused,        // no upcaster reaches a version the subscriber takes
+      kResume,        // an upcaster was registered
+      kRedrive,       // an operator sent dead letters back
+      kReplay,        // an operator started (or a reopen resumed) a replay
+      kCancelReplay,
+    };
+    Kind kind = Kind::kWake;
+    Subscriber* sub = nullptr;
+    std::shared_ptr<const Event> event;
+    std::chrono::milliseconds delay{0};
+    uint32_t attempt = 0;           // kRetry: runs made; kRerun: conflicts so far
+    uint64_t first_failure_ms = 0;  // kRetry
+    bool check_stored = false;      // kRetry: the commit failed, state unknown
+    // What the rare kinds carry (kAdd, kRedrive, kReplay, kCancelReplay),
+    // kept out of line: a completion per handled event passes through the
+    // queue, and stays small.
+    struct Control {
+      std::shared_ptr<Subscriber> added;  // kAdd
+      // kRedrive
+      std::string subscriber;
+      std::vector<uint64_t> seqs;
+      std::vector<std::string> release;
+      bool rerun = true;
+      // kReplay, kCancelReplay
+      uint64_t replay_id = 0;
+      storage::ReplayRecord replay;  // kCancelReplay: only who cancelled, and why
+    };
+    std::unique_ptr<Control> control;
+    uint32_t run_attempt = 0;  // kRerun: the attempt number of the run that conflicted
+  };
+  // One handler run whose writes await their commit.
+  struct Run {
+    WorkItem* item = nullptr;
+    std::unique_ptr<HandlerContext> ctx;
+    CommitRequest request;
+    Message::Kind on_success = Message::Kind::kDone;
+    std::string error;                    // why the attempt failed, if it did
+    std::chrono::milliseconds delay{0};  // kRetry: before the next attempt
+    double handler_seconds = 0;           // how long the handler ran
+    Event upcast;                         // the event as the handler sees it, when upcast
+    const Event* event = nullptr;         // what the handler runs on
+  };
+  struct Timer {
+    std::chrono::steady_clock::time_point due;
+    Subscriber* sub;
+    std::string subject;
+    bool operator>(const Timer& o) const { return due > o.due; }
+  };
+  using SteadyTime = std::chrono::steady_clock::time_point;
+
+  // Dispatcher thread.
+  void Loop();
+  void Handle(Message& m);
+  void Complete(Subscriber* sub, const Event& event);
+  void Fetch(Subscriber* sub);
+  void ReadFromOutbox(Subscriber* sub, uint64_t from, size_t limit,
+                      std::vector<std::shared_ptr<const Event>>* out);
+  void Route(Subscriber* sub, std::shared_ptr<const Event> event);
+  void HandleRedrive(Message& m);
+  void HandleReplay(Message& m);
+  // Selects the replay's next events (a bounded window of them) and puts
+  // them in line; ends the replay once all ran.
+  void PumpReplay(Subscriber* sub);
+  // Cancels the subscriber's replay: what is queued and not running is
+  // dropped. REQUIRES: sub->replay.
+  void DropQueuedReplay(Subscriber* sub);
+  // Counts a completed replayed event; false when `event` is not one.
+  bool CountReplayOutcome(Subscriber* sub, const Event& event, Message::Kind kind);
+  // Adds the replay record's write to `scope` when it changed.
+  void AddReplayRecord(ScopeRep* scope, ReplayJob* job);
+  // Where the item's completion is recorded: the subscriber's inbox, or a
+  // kFreshScope replay's own scope.
+  std::pair<storage::CfHandle*, std::string> InboxSlot(const WorkItem& item) const;
+  void PutInboxRecord(ScopeRep* scope, const WorkItem& item, uint64_t now_ms, uint32_t runs);
+  // Moves the subject's waiting dead letters to the front of its queue.
+  // REQUIRES: the subject's front event is not running.
+  void ApplyRedrive(Subscriber* sub, const std::string& subject);
+  // Reads dead letters of `sub` back as events: the listed seqs, or (with
+  // `subject`) every one of that subject.
+  void LoadDeadLetters(Subscriber* sub, const std::vector<uint64_t>& seqs, const std::string* subject,
+                       std::vector<std::shared_ptr<const Event>>* out);
+  // Queues the key's front event for a worker (sent by FlushReady).
+  void Submit(Subscriber* sub, KeyQueue& key);
+  void FlushReady();
+  // Persists a horizon above every seq about to be handed to workers.
+  // Keeps where `sub` is paused (`at`), or that it is not (nullopt), in
+  // memory and in its PauseRecord.
+  void RecordPause(Subscriber* sub, std::optional<std::reference_wrapper<const Event>> at);
+  // The clean-stop record of each subscriber: written at Stop, deleted
+  // when a subscriber is added, before anything of it runs.
+  // @{
+  void RecordCleanStop();
+  void ForgetCleanStop(const Subscriber& sub);
+  // @}
+  bool AdvanceHorizons();
+  void FireTimers(SteadyTime now);
+  void Checkpoint(bool force);
+  void Trim(bool force);
+  void PublishProgress();
+
+  // Worker threads (bus/dispatch/worker.cc).
+  void WorkerLoop();
+  void MarkWorkerThread() const;  // first thing on a worker thread
+  // Stop(): workers sleep until work comes, so each leaving worker wakes
+  // the next (REQUIRES: stopping_workers_ is set).
+  void WakeAWorkerToStop();
+  void RunBatch(std::vector<WorkItem>& items, size_t n);
+  // Prepares, runs and commits a group of items as one batch.
+  void RunGroup(std::span<WorkItem* const> items);
+  // Reads the inbox and retry record of items that may have them; answers
+  // duplicates and exhausted budgets; returns false when the item must not
+  // run now (it was answered or its reads failed).
+  bool PrepareItem(WorkItem& item, std::deque<Run>* runs, std::vector<Message>* replies,
+                   ScopeRep* pre_run);
+  // Brings the event to a version the subscriber takes; false when the run
+  // was answered instead (paused, or failed).
+  bool ResolveVersion(Run& run, std::vector<Message>* replies);
+  // Runs the handler; fills the run's scope with its completion writes.
+  void RunHandler(Run& run);
+  // Turns a failed attempt into a retry record (and kRetry) or, once the
+  // budget is spent, a dead letter.
+  void FailAttempt(Run& run, std::string error, std::chrono::milliseconds delay, bool permanent);
+  void AddDeadLetter(ScopeRep* scope, const WorkItem& item, uint32_t attempts, uint64_t first_failure_ms,
+                     std::string_view error);
+  void CommitRuns(std::deque<Run>& runs, std::vector<Message>* replies);
+  // One log line for a committed outcome (failures rate-limited).
+  void LogOutcome(const Run& run) const;
+  std::chrono::milliseconds Backoff(const Subscriber& sub, uint32_t attempt) const;
+  uint64_t WallMillis() const;
+  void Send(Message m);
+  // Wakes the dispatcher thread unless a wake-up is pending already.
+  void WakeDispatcher();
+
+  BusImpl* const bus_;
+  storage::Db* const db_;
+  Committer* const committer_;
+  TailCache* const tail_;
+  Registry* const registry_;
+  const DispatcherConfig config_;
+
+  moodycamel::BlockingConcurrentQueue<Message, QueueTraits> messages_;
+  moodycamel::BlockingConcurrentQueue<WorkItem, QueueTraits> work_;
+  std::atomic<bool> wake_pending_{false};
+  // New events came while work was queued and the wake was deferred (see
+  // NotifyCommitted).
+  std::atomic<bool> wake_owed_{false};
+  std::atomic<bool> has_subscribers_{false};
+  std::atomic<bool> stopping_workers_{false};
+  std::atomic<bool> stopping_{false};
+  bool started_ = false;
+  bool stopped_ = false;
+  std::thread dispatcher_thread_;
+  std::vector<std::thread> workers_;
+
+  // Dispatcher-thread state.
+  std::vector<std::shared_ptr<Subscriber>> subs_;
+  std::vector<WorkItem> ready_;  // made ready this iteration
+  std::priority_queue<Timer, std::vector<Timer>, std::greater<Timer>> timers_;
+  SteadyTime next_checkpoint_;
+  SteadyTime next_trim_;
+  uint64_t trimmed_below_;
+  // Trimmed outbox entries between compaction requests, and where the last
+  // request ended. Owned by the dispatcher thread.
+  static constexpr uint64_t kCompactAfterTrimmedEvents = 1u << 20;
+  uint64_t compaction_suggested_below_;
+
+  // For WaitFor: the subscribers added so far, and a signal on progress.
+  std::mutex progress_mu_;
+  std::condition_variable progress_cv_;
+  std::vector<std::shared_ptr<Subscriber>> added_;  // GUARDED_BY(progress_mu_)
+  bool waits_cancelled_ = false;                     // GUARDED_BY(progress_mu_)
+};
+
+}  // namespace walbus::internal
+
+#endif  // WALBUS_BUS_DISPATCH_DISPATCHER_H_

@@ -1,0 +1,510 @@
+// Replays: Bus::Replay and friends (the record and its checks) and the
+// dispatcher's side (selecting events and running them in line).
+#include "bus/dispatch/replay.h"
+
+#include <algorithm>
+#include <cassert>
+
+#include "bus/core/bus_impl.h"
+#include "bus/core/envelope.h"
+#include "bus/util/rfc3339.h"
+#include "storage/keys.h"
+
+namespace walbus::internal {
+namespace {
+
+// Replayed events selected but not completed, per subscriber; past it the
+// replay waits. Bounds the memory a replay holds like the live window.
+constexpr size_t kReplayWindow = 1024;
+constexpr size_t kReplayScanChunk = 256;
+// A dry run lists at most this many seqs (it counts them all).
+constexpr size_t kDryRunListedSeqs = 10000;
+
+int64_t UnixMillis(std::chrono::system_clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count();
+}
+
+std::string_view IdBytes(const EventId& id) {
+  return std::string_view(reinterpret_cast<const char*>(id.bytes.data()), id.bytes.size());
+}
+
+std::string SelectionText(const storage::ReplayRecord& r) {
+  std::string text = "seq " + std::to_string(r.from_seq) + ".." + std::to_string(r.to_seq);
+  auto time_text = [](int64_t ms) {
+    return FormatRfc3339(std::chrono::system_clock::time_point(std::chrono::milliseconds(ms)));
+  };
+  if (r.since_ms != 0) text += "; since " + time_text(r.since_ms);
+  if (r.until_ms != 0) text += "; until " + time_text(r.until_ms);
+  if (!r.types.empty()) {
+    text += "; types ";
+    for (size_t i = 0; i < r.types.size(); ++i) text += (i ? "," : "") + r.types[i];
+  }
+  if (!r.subject.empty()) text += "; subject " + r.subject;
+  if (!r.ids.empty()) text += "; " + std::to_string(r.ids.size()) + " event ids";
+  if (r.max_events != 0) text += "; at most " + std::to_string(r.max_events);
+  return text;
+}
+
+}  // namespace
+
+Status RecordFromRequest(const ReplayRequest& request, uint32_t subscriber_id, uint64_t checkpoint,
+                         const std::string& handler_version, uint64_t now_ms, storage::ReplayRecord* record) {
+  if (request.action.operator_name.empty() || request.action.reason.empty()) {
+    return Status::InvalidArgument("a replay needs an operator name and a reason");
+  }
+  if (request.mode != ReplayMode::kSameInbox && request.mode != ReplayMode::kFreshScope) {
+    return Status::InvalidArgument("unknown replay mode");
+  }
+  if (request.from_seq != 0 && request.to_seq != 0 && request.from_seq > request.to_seq) {
+    return Status::InvalidArgument("replay: from_seq " + std::to_string(request.from_seq) + " is above to_seq " +
+                                   std::to_string(request.to_seq));
+  }
+  const int64_t since = UnixMillis(request.since), until = UnixMillis(request.until);
+  if (since < 0 || until < 0) return Status::InvalidArgument("replay: times before 1970 are not taken");
+  if (since != 0 && until != 0 && since >= until) return Status::InvalidArgument("replay: since is not before until");
+  if (request.types.size() > storage::kMaxReplayListEntries || request.ids.size() > storage::kMaxReplayListEntries) {
+    return Status::InvalidArgument("replay: at most " + std::to_string(storage::kMaxReplayListEntries) +
+                                   " types and as many event ids");
+  }
+  for (const std::string& type : request.types) {
+    if (Status s = ValidateEventType(type); !s.ok()) return s;
+  }
+  if (request.subject.size() > 1024) return Status::InvalidArgument("replay: subject longer than 1024 bytes");
+  if (request.action.operator_name.size() > 1024 || request.action.reason.size() > 1024) {
+    return Status::InvalidArgument("replay: operator and reason are at most 1024 bytes each");
+  }
+  *record = storage::ReplayRecord{};
+  record->subscriber_id = subscriber_id;
+  record->subscriber = request.subscriber;
+  record->mode = static_cast<uint8_t>(request.mode);
+  record->state = static_cast<uint8_t>(ReplayState::kRunning);
+  record->operator_name = request.action.operator_name;
+  record->reason = request.action.reason;
+  record->handler_version = handler_version;
+  record->from_seq = std::max<uint64_t>(request.from_seq, 1);
+  record->to_seq = request.to_seq != 0 ? std::min(request.to_seq, checkpoint) : checkpoint;
+  record->since_ms = since;
+  record->until_ms = until;
+  record->types = request.types;
+  record->subject = request.subject;
+  for (const EventId& id : request.ids) record->ids.emplace_back(IdBytes(id));
+  record->max_events = request.max_events;
+  record->started_ms = now_ms;
+  record->next_seq = record->from_seq;
+  return Status::OK();
+}
+
+ReplayReport ReportFromRecord(uint64_t replay_id, const storage::ReplayRecord& r) {
+  ReplayReport report;
+  report.replay_id = replay_id;
+  report.subscriber = r.subscriber;
+  report.mode = static_cast<ReplayMode>(r.mode);
+  report.state = static_cast<ReplayState>(r.state);
+  report.operator_name = r.operator_name;
+  report.reason = r.reason;
+  report.handler_version = r.handler_version;
+  report.selection = SelectionText(r);
+  report.started_ms = r.started_ms;
+  report.ended_ms = r.ended_ms;
+  report.selected = r.selected;
+  report.delivered = r.delivered;
+  report.skipped = r.skipped;
+  report.failed = r.failed;
+  report.next_seq = r.next_seq;
+  report.error = r.error;
+  report.cancelled_by = r.cancelled_by;
+  report.cancel_reason = r.cancel_reason;
+  return report;
+}
+
+std::unordered_set<std::string> SelectedIds(const storage::ReplayRecord& record) {
+  return std::unordered_set<std::string>(record.ids.begin(), record.ids.end());
+}
+
+bool ReplaySelects(const storage::ReplayRecord& r, const std::unordered_set<std::string>& ids, const Event& event) {
+  const int64_t time = UnixMillis(event.time);
+  if (r.since_ms != 0 && time < r.since_ms) return false;
+  if (r.until_ms != 0 && time >= r.until_ms) return false;
+  if (!r.types.empty() && std::find(r.types.begin(), r.types.end(), event.type) == r.types.end()) return false;
+  if (!r.subject.empty() && event.subject != r.subject) return false;
+  return ids.empty() || ids.count(std::string(IdBytes(event.id))) != 0;
+}
+
+// ---------------------------------------------------------------------------
+// BusImpl.
+
+Status BusImpl::LoadReplays(const std::function<void(uint64_t, storage::ReplayRecord&)>& visit) {
+  return db_->Scan(storage::Cf::kReplays, storage::kActionKeyPrefix, SIZE_MAX,
+                   [&](std::string_view key, std::string_view value) {
+                     uint64_t id = 0;
+                     storage::ReplayRecord record;
+                     // Dead-letter actions share the space (as JSON): skipped.
+                     if (storage::ParseOutboxKey(key, &id) && storage::DecodeReplay(value, &record)) visit(id, record);
+                     return true;
+                   });
+}
+
+Status BusImpl::NextActionId(uint64_t* id) {
+  uint64_t last = 0;
+  Status s = db_->Scan(storage::Cf::kReplays, storage::kActionKeyPrefix, SIZE_MAX,
+                       [&](std::string_view key, std::string_view) {
+                         storage::ParseOutboxKey(key, &last);
+                         return true;
+                       });
+  *id = last + 1;
+  return s;
+}
+
+Status BusImpl::Replay(const ReplayRequest& request, ReplayReport* report) {
+  *report = ReplayReport{};
+  InCall call(this);
+  if (!call.admitted()) return ClosedStatus();
+  if (Status s = ValidateSubscriberName(request.subscriber); !s.ok()) return s;
+  std::shared_ptr<Subscriber> active;
+  uint32_t sub_id = 0;
+  uint64_t checkpoint = 0;
+  {
+    std::lock_guard<std::mutex> lock(registry_.mu);
+    auto it = registry_.by_name.find(request.subscriber);
+    if (it == registry_.by_name.end()) return Status::InvalidArgument("no subscriber named " + request.subscriber);
+    active = it->second.active;
+    sub_id = it->second.id;
+    checkpoint = active != nullptr ? active->watermark.load(std::memory_order_acquire) : it->second.durable.checkpoint;
+  }
+  if (request.mode == ReplayMode::kFreshScope) {
+    // Not active here (a tool on a stopped database): as it was last
+    // subscribed. A database from before registrations were kept records
+    // the replay, and the next Subscribe decides.
+    bool safe = true;
+    if (active != nullptr) {
+      safe = active->side_effect_safe;
+    } else {
+      std::string value;
+      bool found = false;
+      storage::RegistrationRecord registration;
+      Status s = db_->Get(db_->cf(storage::Cf::kCheckpoints),
+                          storage::CheckpointKey(sub_id, storage::CheckpointField::kRegistration), &value, &found);
+      if (!s.ok()) return s;
+      if (found && storage::DecodeRegistration(value, &registration)) safe = registration.side_effect_safe;
+    }
+    if (!safe) {
+      return Status::NotSupported("subscriber " + request.subscriber +
+                                  " is not side_effect_safe: a fresh-scope replay would run its effects again; "
+                                  "use same-inbox, or declare SubscriberOptions::side_effect_safe");
+    }
+  }
+  storage::ReplayRecord record;
+  const uint64_t now_ms = static_cast<uint64_t>(UnixMillis(options_.clock->WallNow()));
+  if (Status s = RecordFromRequest(request, sub_id, checkpoint, active != nullptr ? active->handler_version : "",
+                                   now_ms, &record);
+      !s.ok()) {
+    return s;
+  }
+  if (request.action.dry_run) {
+    // Nothing will run: the report is of a finished look.
+    record.state = static_cast<uint8_t>(ReplayState::kDone);
+    record.ended_ms = now_ms;
+    *report = ReportFromRecord(0, record);
+    const std::unordered_set<std::string> ids = SelectedIds(record);
+    Status scan = Status::OK();
+    if (record.from_seq <= record.to_seq) {
+      scan = db_->ScanOutbox(record.from_seq, SIZE_MAX, [&](uint64_t seq, std::string_view bytes) {
+        if (seq > record.to_seq || (record.max_events != 0 && report->selected >= record.max_events)) return false;
+        Event event;
+        if (!DecodeEnvelope(bytes, options_.max_payload_bytes, &event).ok()) return true;
+        if ((active != nullptr && !active->Matches(event.type)) || !ReplaySelects(record, ids, event)) return true;
+        ++report->selected;
+        if (report->seqs.size() < kDryRunListedSeqs) report->seqs.push_back(seq);
+        if (request.mode == ReplayMode::kSameInbox) {
+          std::string value;
+          bool found = false;
+          bool dead_letter = false;
+          if (db_->Get(db_->cf(storage::Cf::kInbox), storage::InboxKey(sub_id, IdBytes(event.id)), &value, &found)
+                  .ok() &&
+              found &&
+              db_->Get(db_->cf(storage::Cf::kDeadLetters), storage::SubscriberSeqKey(sub_id, seq), &value, &dead_letter)
+                  .ok() &&
+              !dead_letter) {
+            ++report->skipped;  // handled before: a same-inbox replay skips it
+          }
+        }
+        return true;
+      });
+    }
+    return scan;
+  }
+  std::lock_guard<std::mutex> lock(actions_mu_);
+  bool running = false;
+  if (Status s = LoadReplays([&](uint64_t, storage::ReplayRecord& r) {
+        running |= r.subscriber_id == sub_id && r.state == static_cast<uint8_t>(ReplayState::kRunning);
+      });
+      !s.ok()) {
+    return s;
+  }
+  if (running) return Status::Busy("subscriber " + request.subscriber + " has a replay running; cancel it or wait");
+  uint64_t id = 0;
+  if (Status s = NextActionId(&id); !s.ok()) return s;
+  ScopeRep scope(this);
+  scope.AddOp(Op{Op::Kind::kPut, db_->cf(storage::Cf::kReplays), storage::OutboxKey(id), storage::EncodeReplay(record)});
+  if (Status s = committer_->CommitOne(&scope, /*sync=*/true); !s.ok()) return s;
+  *report = ReportFromRecord(id, record);
+  log_->logger().info("walbus: replay {} of {} recorded by {} ({}): {}, {}", id, request.subscriber,
+                      request.action.operator_name, request.action.reason,
+                      request.mode == ReplayMode::kSameInbox ? "same-inbox" : "fresh-scope", report->selection);
+  if (active != nullptr) dispatcher_->StartReplay(id, std::move(record));
+  return Status::OK();
+}
+
+Status BusImpl::ResumeReplays(const std::shared_ptr<Subscriber>& sub) {
+  std::lock_guard<std::mutex> lock(actions_mu_);
+  std::vector<std::pair<uint64_t, storage::ReplayRecord>> resume;
+  if (Status s = LoadReplays([&](uint64_t id, storage::ReplayRecord& r) {
+        if (r.subscriber_id == sub->id && r.state == static_cast<uint8_t>(ReplayState::kRunning)) {
+          resume.emplace_back(id, std::move(r));
+        }
+      });
+      !s.ok()) {
+    return s;
+  }
+  for (auto& [id, record] : resume) {
+    if (record.mode == static_cast<uint8_t>(ReplayMode::kFreshScope) && !sub->side_effect_safe) {
+      // Recorded while the subscriber was not running here: checked now.
+      record.state = static_cast<uint8_t>(ReplayState::kRefused);
+      record.error = "subscriber is not side_effect_safe: a fresh-scope replay would run its effects again";
+      record.ended_ms = static_cast<uint64_t>(UnixMillis(options_.clock->WallNow()));
+      ScopeRep scope(this);
+      scope.AddOp(Op{Op::Kind::kPut, db_->cf(storage::Cf::kReplays), storage::OutboxKey(id),
+                     storage::EncodeReplay(record)});
+      if (Status s = committer_->CommitOne(&scope, /*sync=*/true); !s.ok()) return s;
+      log_->logger().warn("walbus: replay {} of {} refused: {}", id, sub->name, record.error);
+      continue;
+    }
+    if (record.handler_version.empty()) record.handler_version = sub->handler_version;
+    log_->logger().info("walbus: replay {} of {} resumes at seq {}", id, sub->name, record.next_seq);
+    dispatcher_->StartReplay(id, std::move(record));
+  }
+  return Status::OK();
+}
+
+Status BusImpl::GetReplay(uint64_t replay_id, ReplayReport* report) {
+  *report = ReplayReport{};
+  InCall call(this);
+  if (!call.admitted()) return ClosedStatus();
+  std::string value;
+  bool found = false;
+  if (Status s = db_->Get(db_->cf(storage::Cf::kReplays), storage::OutboxKey(replay_id), &value, &found); !s.ok()) {
+    return s;
+  }
+  storage::ReplayRecord record;
+  if (!found || !storage::DecodeReplay(value, &record)) {
+    return Status::NotFound("no replay " + std::to_string(replay_id));
+  }
+  *report = ReportFromRecord(replay_id, record);
+  return Status::OK();
+}
+
+Status BusImpl::CancelReplay(uint64_t replay_id, const OperatorAction& action) {
+  if (action.operator_name.empty() || action.reason.empty()) {
+    return Status::InvalidArgument("cancelling a replay needs an operator name and a reason");
+  }
+  InCall call(this);
+  if (!call.admitted()) return ClosedStatus();
+  ReplayReport report;
+  if (Status s = GetReplay(replay_id, &report); !s.ok()) return s;
+  if (report.state != ReplayState::kRunning) return Status::OK();
+  bool active = false;
+  {
+    std::lock_guard<std::mutex> lock(registry_.mu);
+    auto it = registry_.by_name.find(report.subscriber);
+    active = it != registry_.by_name.end() && it->second.active != nullptr;
+  }
+  if (active) {
+    dispatcher_->CancelReplay(replay_id, action);  // it records the end once its events finish
+    return Status::OK();
+  }
+  std::lock_guard<std::mutex> lock(actions_mu_);
+  std::string value;
+  bool found = false;
+  storage::ReplayRecord record;
+  if (Status s = db_->Get(db_->cf(storage::Cf::kReplays), storage::OutboxKey(replay_id), &value, &found); !s.ok()) {
+    return s;
+  }
+  if (!found || !storage::DecodeReplay(value, &record)) return Status::NotFound("no replay " + std::to_string(replay_id));
+  if (record.state != static_cast<uint8_t>(ReplayState::kRunning)) return Status::OK();
+  record.state = static_cast<uint8_t>(ReplayState::kCancelled);
+  record.ended_ms = static_cast<uint64_t>(UnixMillis(options_.clock->WallNow()));
+  record.cancelled_by = action.operator_name;
+  record.cancel_reason = action.reason;
+  ScopeRep scope(this);
+  scope.AddOp(Op{Op::Kind::kPut, db_->cf(storage::Cf::kReplays), storage::OutboxKey(replay_id),
+                 storage::EncodeReplay(record)});
+  return committer_->CommitOne(&scope, /*sync=*/true);
+}
+
+// ---------------------------------------------------------------------------
+// Dispatcher.
+
+void Dispatcher::StartReplay(uint64_t replay_id, storage::ReplayRecord record) {
+  assert(record.state == static_cast<uint8_t>(ReplayState::kRunning));
+  Message m;
+  m.kind = Message::Kind::kReplay;
+  m.control = std::make_unique<Message::Control>();
+  m.control->replay_id = replay_id;
+  m.control->replay = std::move(record);
+  Send(std::move(m));
+}
+
+void Dispatcher::CancelReplay(uint64_t replay_id, const OperatorAction& action) {
+  Message m;
+  m.kind = Message::Kind::kCancelReplay;
+  m.control = std::make_unique<Message::Control>();
+  m.control->replay_id = replay_id;
+  m.control->replay.cancelled_by = action.operator_name;
+  m.control->replay.cancel_reason = action.reason;
+  Send(std::move(m));
+}
+
+void Dispatcher::HandleReplay(Message& m) {
+  Message::Control& c = *m.control;
+  if (m.kind == Message::Kind::kCancelReplay) {
+    for (auto& sub : subs_) {
+      if (sub->replay == nullptr || sub->replay->id != c.replay_id || sub->replay->cancelled) continue;
+      sub->replay->record.cancelled_by = std::move(c.replay.cancelled_by);
+      sub->replay->record.cancel_reason = std::move(c.replay.cancel_reason);
+      DropQueuedReplay(sub.get());
+    }
+    return;
+  }
+  auto it = std::find_if(subs_.begin(), subs_.end(), [&](const auto& s) { return s->id == c.replay.subscriber_id; });
+  if (it == subs_.end()) return;  // resumes when the subscriber is active again
+  Subscriber* sub = it->get();
+  if (sub->replay != nullptr) {
+    config_.log->logger().error("walbus: replay {} of {} not started: replay {} is running", c.replay_id, sub->name,
+                                sub->replay->id);
+    return;
+  }
+  auto job = std::make_unique<ReplayJob>();
+  job->id = c.replay_id;
+  job->record = std::move(c.replay);
+  job->scan_from = std::max(job->record.next_seq, job->record.from_seq);
+  job->ids = SelectedIds(job->record);
+  job->dirty = true;
+  sub->replay = std::move(job);
+}
+
+void Dispatcher::DropQueuedReplay(Subscriber* sub) {
+  ReplayJob* job = sub->replay.get();
+  job->cancelled = true;
+  job->dirty = true;
+  auto queued = [&](const std::shared_ptr<const Event>& e) {
+    if (sub->replaying.count(e->seq) == 0) return false;
+    sub->replaying.erase(e->seq);
+    job->in_flight.erase(e->seq);
+    return true;
+  };
+  for (auto it = sub->redrive_waiting.begin(); it != sub->redrive_waiting.end();) {
+    std::erase_if(it->second, queued);
+    const bool releasing = sub->releasing.count(it->first) != 0;
+    it = it->second.empty() && !releasing ? sub->redrive_waiting.erase(it) : std::next(it);
+  }
+  for (auto it = sub->keys.begin(); it != sub->keys.end();) {
+    auto& events = it->second.events;
+    // The front event may be running (or waiting for its retry): it ends
+    // as it would have.
+    const auto first = events.begin() + (it->second.head_busy && !events.empty() ? 1 : 0);
+    events.erase(std::remove_if(first, events.end(), queued), events.end());
+    it = events.empty() ? sub->keys.erase(it) : std::next(it);
+  }
+}
+
+bool Dispatcher::CountReplayOutcome(Subscriber* sub, const Event& event, Message::Kind kind) {
+  if (sub->replay == nullptr || sub->replaying.count(event.seq) == 0) return false;
+  storage::ReplayRecord& r = sub->replay->record;
+  switch (kind) {
+    case Message::Kind::kDone:
+      ++r.delivered;
+      break;
+    case Message::Kind::kDeadLettered:
+      ++r.failed;
+      break;
+    default:  // the inbox had it, or a stale version
+      ++r.skipped;
+      break;
+  }
+  sub->replay->dirty = true;
+  return true;
+}
+
+void Dispatcher::AddReplayRecord(ScopeRep* scope, ReplayJob* job) {
+  if (!job->dirty) return;
+  job->record.next_seq = job->NextSeq();
+  scope->AddOp(Op{Op::Kind::kPut, db_->cf(storage::Cf::kReplays), storage::OutboxKey(job->id),
+                  storage::EncodeReplay(job->record)});
+  job->dirty = false;
+}
+
+void Dispatcher::PumpReplay(Subscriber* sub) {
+  ReplayJob* job = sub->replay.get();
+  if (job == nullptr) return;
+  storage::ReplayRecord& r = job->record;
+  auto capped = [&] { return r.max_events != 0 && r.selected >= r.max_events; };
+  std::vector<std::string> subjects;
+  while (!job->cancelled && !sub->paused && job->in_flight.size() < kReplayWindow && job->scan_from <= r.to_seq &&
+         !capped()) {
+    const uint64_t from = job->scan_from;
+    bool any = false;
+    Status s = db_->ScanOutbox(from, kReplayScanChunk, [&](uint64_t seq, std::string_view bytes) {
+      if (seq > r.to_seq || capped()) return false;
+      any = true;
+      job->scan_from = seq + 1;
+      auto event = std::make_shared<Event>();
+      if (!DecodeEnvelope(bytes, config_.max_payload_bytes, event.get()).ok()) return true;  // quarantined live
+      event->seq = seq;
+      if (!sub->Matches(event->type) || !ReplaySelects(r, job->ids, *event)) return true;
+      ++r.selected;
+      job->dirty = true;
+      // An operator redrive runs it already; a parked subject is repaired
+      // by redriving its dead letters (which releases it), not by a replay.
+      if (sub->redriving.count(seq) != 0 || sub->replaying.count(seq) != 0 || sub->parked.count(event->subject) != 0) {
+        ++r.skipped;
+        return true;
+      }
+      sub->replaying.insert(seq);
+      job->in_flight.insert(seq);
+      subjects.push_back(event->subject);
+      sub->redrive_waiting[event->subject].push_back(std::move(event));
+      return job->in_flight.size() < kReplayWindow;
+    });
+    if (!s.ok()) {
+      config_.log->logger().error("walbus: replay {} reading the outbox at seq {} failed (retried): {}", job->id, from,
+                                  s.ToString());
+      break;
+    }
+    if (!any) job->scan_from = r.to_seq + 1;  // nothing more is kept up to to_seq
+  }
+  std::sort(subjects.begin(), subjects.end());
+  subjects.erase(std::unique(subjects.begin(), subjects.end()), subjects.end());
+  for (const std::string& subject : subjects) {
+    auto key = sub->keys.find(subject);
+    if (key == sub->keys.end() || !key->second.head_busy) ApplyRedrive(sub, subject);
+  }
+  const bool ended = job->cancelled || job->scan_from > r.to_seq || capped();
+  if (!ended || !job->in_flight.empty()) return;
+  r.state = static_cast<uint8_t>(job->cancelled ? ReplayState::kCancelled : ReplayState::kDone);
+  r.ended_ms = WallMillis();
+  job->dirty = true;
+  ScopeRep scope(bus_);
+  AddReplayRecord(&scope, job);
+  if (Status s = committer_->CommitOne(&scope, /*sync=*/true); !s.ok()) {
+    r.state = static_cast<uint8_t>(ReplayState::kRunning);
+    job->dirty = true;
+    config_.log->logger().warn("walbus: recording the end of replay {} failed (retried): {}", job->id, s.ToString());
+    return;
+  }
+  config_.log->logger().info("walbus: replay {} of {} {}: {} selected, {} delivered, {} skipped, {} failed", job->id,
+                             sub->name, job->cancelled ? "cancelled" : "done", r.selected, r.delivered, r.skipped,
+                             r.failed);
+  sub->replay.reset();
+}
+
+}  // namespace walbus::internal

@@ -1,0 +1,204 @@
+// Subscriber state: the durable registry of every subscriber the database
+// knows, and the live state of the ones active in this process.
+#ifndef WALBUS_BUS_DISPATCH_SUBSCRIBER_H_
+#define WALBUS_BUS_DISPATCH_SUBSCRIBER_H_
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "bus/ops/metrics.h"
+#include "bus/dispatch/progress.h"
+#include "storage/records.h"
+#include "walbus/bus.h"
+
+namespace walbus::internal {
+
+// What a subject's queue knows of the run of its front event.
+struct KeyQueueHead {
+  bool head_busy = false;          // running, or waiting for a retry timer
+  uint32_t attempts = 0;           // handler runs of the front event so far
+  uint32_t conflict_reruns = 0;    // consecutive effect conflicts of the front event
+  uint64_t first_failure_ms = 0;   // of the front event; 0 before any failure
+  bool check_stored = false;       // the front event may have an inbox or retry record
+  // The front event already ran (or had its attempt recorded) in this
+  // process: crash-loop protection has counted this process once; reruns
+  // and retries here count only by their own failures.
+  bool charged = false;
+};
+
+// The events of one subject waiting for one subscriber, oldest first. The
+// front one is the only one that may be running (per-key order).
+struct KeyQueue : KeyQueueHead {
+  std::deque<std::shared_ptr<const Event>> events;
+
+  // The front event is done; the next one starts afresh. (The deque is
+  // kept: a new one would cost two allocations per handled event.)
+  void PopFront() {
+    events.pop_front();
+    static_cast<KeyQueueHead&>(*this) = KeyQueueHead{};
+  }
+};
+
+// A replay running through one subscriber (Bus::Replay): the events it
+// selected wait like redriven dead letters for their subject to be idle,
+// then run at its front, in seq order.
+//
+// Threading: belongs to the dispatcher thread.
+struct ReplayJob {
+  uint64_t id = 0;
+  storage::ReplayRecord record;  // counts, state and next_seq kept current
+  std::set<uint64_t> in_flight;  // selected, not completed
+  uint64_t scan_from = 0;        // the next seq to look at
+  bool cancelled = false;
+  bool dirty = false;            // the record changed since it was written
+  std::unordered_set<std::string> ids;  // 16-byte ids selected (empty: any)
+
+  // Every selected event below it has completed.
+  uint64_t NextSeq() const { return in_flight.empty() ? scan_from : *in_flight.begin(); }
+};
+
+struct DurableCounters {
+  uint64_t checkpoint = 0;
+  uint64_t horizon = 0;  // no seq above it had been handed to a handler
+  bool stopped_cleanly = false;  // it stopped with nothing running
+  uint64_t handled = 0;
+  uint64_t duplicates = 0;
+  uint64_t dead_lettered = 0;
+  uint64_t stale_skipped = 0;
+};
+
+// Threading: the identity fields are immutable; `progress`, `keys`,
+// `parked` and the durable_* fields belong to the dispatcher thread; the
+// atomics are for readers on any thread.
+struct Subscriber {
+  Subscriber(SubscriberOptions opts, uint32_t subscriber_id, const DurableCounters& durable)
+      : name(std::move(opts.name)),
+        id(subscriber_id),
+        types(std::move(opts.types)),
+        handler(std::move(opts.handler)),
+        retry(opts.retry),
+        on_poison(opts.on_poison),
+        classify_exception(std::move(opts.classify_exception)),
+        skip_stale(opts.skip_stale),
+        handler_version(std::move(opts.handler_version)),
+        on_unknown_version(opts.on_unknown_version),
+        side_effect_safe(opts.side_effect_safe),
+        recovered_checkpoint(durable.checkpoint),
+        recovered_horizon(std::max(durable.horizon, durable.checkpoint)),
+        recovered_clean(durable.stopped_cleanly),
+        progress(durable.checkpoint),
+        durable_checkpoint(durable.checkpoint),
+        durable_horizon(recovered_horizon),
+        watermark(durable.checkpoint),
+        handled(durable.handled),
+        duplicates(durable.duplicates),
+        dead_lettered(durable.dead_lettered),
+        stale_skipped(durable.stale_skipped) {}
+
+  // Exact types, and other versions of their bases (upcast or paused on).
+  bool Matches(std::string_view type) const {
+    if (types.empty()) return true;
+    const std::string_view base = type.substr(0, type.rfind('.'));
+    return std::any_of(types.begin(), types.end(), [&](const std::string& t) {
+      return t == type || std::string_view(t).substr(0, t.rfind('.')) == base;
+    });
+  }
+  // May `seq` have been running when the process last stopped? Then this
+  // run counts as an attempt before it starts (crash-loop protection).
+  bool MayHaveBeenRunning(uint64_t seq) const {
+    return !recovered_clean && seq > recovered_checkpoint && seq <= recovered_horizon;
+  }
+
+  const std::string name;
+  const uint32_t id;
+  const std::vector<std::string> types;
+  const Handler handler;
+  const RetryPolicy retry;
+  const PoisonPolicy on_poison;
+  const std::function<FailureClass(const std::exception_ptr&)> classify_exception;
+  const bool skip_stale;
+  const std::string handler_version;
+  const UnknownVersionPolicy on_unknown_version;
+  const bool side_effect_safe;
+  const uint64_t recovered_checkpoint;
+  const uint64_t recovered_horizon;
+  // It stopped cleanly last time: no event is charged a run it did not
+  // have. (Its records still say what completed: check_stored stays.)
+  const bool recovered_clean;
+
+  Progress progress;
+  std::unordered_map<std::string, KeyQueue> keys;
+  // Subjects held by a dead letter (kParkKey): subject -> its seq.
+  std::unordered_map<std::string, uint64_t> parked;
+  // Dead letters sent back by an operator: waiting for their subject to
+  // be idle (subject -> seqs), and running (their seqs are below the
+  // watermark already, so their completion does not move it).
+  std::unordered_map<std::string, std::vector<std::shared_ptr<const Event>>> redrive_waiting;
+  std::unordered_set<std::string> releasing;  // parked subjects to release with their redrive
+  std::unordered_set<uint64_t> redriving;
+  // The replay in progress, if any, and its events handed out (their seqs
+  // are below the watermark too).
+  std::unique_ptr<ReplayJob> replay;
+  std::unordered_set<uint64_t> replaying;
+  uint64_t durable_checkpoint;
+  uint64_t durable_horizon;
+  uint64_t duplicates_to_persist = 0;
+  // Paused on an event no upcaster translates: nothing new is handed to
+  // workers; the subjects whose front event waits are kept for the resume.
+  bool paused = false;
+  std::vector<std::string> held;
+
+  std::atomic<uint64_t> watermark;
+  std::atomic<uint64_t> handled;
+  std::atomic<uint64_t> duplicates;
+  std::atomic<uint64_t> dead_lettered;
+  std::atomic<uint64_t> stale_skipped;
+  std::atomic<uint64_t> retries{0};
+  std::atomic<uint64_t> conflicts{0};  // commits that met a concurrent update
+  std::atomic<uint64_t> in_flight{0};
+  std::atomic<bool> paused_now{false};
+  // While paused: the type of the event it waits at (for Stats; written
+  // by the dispatcher thread).
+  mutable std::mutex paused_mu;
+  std::string paused_on_type;  // guarded by paused_mu
+  Histogram handler_seconds{Histogram::SecondsBounds()};
+  std::atomic<uint64_t> pauses{0};
+};
+
+// Every subscriber registered in the database (name -> id, checkpoint).
+//
+// Threading: all members guarded by mu. Trimming the outbox and
+// registering a subscriber both hold mu across their commit, so a new
+// subscriber's starting point can never be trimmed away under it.
+struct Registry {
+  struct Entry {
+    uint32_t id = 0;
+    DurableCounters durable;
+    std::shared_ptr<Subscriber> active;  // null when not subscribed here
+  };
+  std::mutex mu;
+  std::map<std::string, Entry> by_name;
+  uint32_t next_id = 1;
+
+  // The lowest checkpoint of any registered subscriber, or `otherwise`
+  // when there are none. REQUIRES: mu held.
+  uint64_t MinCheckpoint(uint64_t otherwise) const {
+    uint64_t m = otherwise;
+    for (const auto& [name, e] : by_name) m = std::min(m, e.durable.checkpoint);
+    return m;
+  }
+};
+
+}  // namespace walbus::internal
+
+#endif  // WALBUS_BUS_DISPATCH_SUBSCRIBER_H_

@@ -1,0 +1,52 @@
+// TailCache: the most recently committed events, in memory, so that
+// subscribers that keep up never read the outbox back from disk.
+//
+// A fixed ring indexed by seq. Overflow policy: overwrite the oldest entry
+// (it is on disk; a subscriber that needs it reads it back). Memory is
+// bounded by capacity events and by max_bytes of event data: past either,
+// the oldest entries go (the newest one always stays).
+//
+// Threading: thread-safe; a short mutex guards the ring.
+#ifndef WALBUS_BUS_DISPATCH_TAIL_CACHE_H_
+#define WALBUS_BUS_DISPATCH_TAIL_CACHE_H_
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "walbus/event.h"
+
+namespace walbus::internal {
+
+class TailCache {
+ public:
+  // REQUIRES: capacity >= 1.
+  TailCache(size_t capacity, size_t max_bytes);
+
+  // What one event counts against max_bytes: its variable-size fields and
+  // a fixed share for the rest.
+  static size_t Footprint(const Event& e);
+
+  // Appends committed events. REQUIRES: ascending seq, each above the last
+  // appended.
+  void Append(const std::vector<std::shared_ptr<const Event>>& events);
+
+  // Appends to *out the cached events from_seq, from_seq + 1, ... while
+  // they are present, at most `limit`. Returns how many were appended.
+  size_t Read(uint64_t from_seq, size_t limit, std::vector<std::shared_ptr<const Event>>* out) const;
+
+ private:
+  mutable std::mutex mu_;
+  // Drops the cached event with this seq, if it is still there.
+  void Evict(uint64_t seq);  // REQUIRES: mu_ held
+
+  const size_t max_bytes_;
+  std::vector<std::shared_ptr<const Event>> ring_;  // GUARDED_BY(mu_)
+  size_t bytes_ = 0;                                // GUARDED_BY(mu_)
+  uint64_t oldest_ = 0;  // no cached seq below it. GUARDED_BY(mu_)
+};
+
+}  // namespace walbus::internal
+
+#endif  // WALBUS_BUS_DISPATCH_TAIL_CACHE_H_

@@ -1,0 +1,475 @@
+// The worker side of the Dispatcher: runs handlers, classifies their
+// outcomes, and commits completions, retry records and dead letters.
+
+#include <cassert>
+#include <random>
+
+#include "bus/dispatch/backoff.h"
+#include "bus/dispatch/dispatcher.h"
+#include "bus/core/envelope.h"
+#include "bus/core/fault_point.h"
+#include "bus/util/log_limiter.h"
+#include "bus/core/scope.h"
+#include "storage/keys.h"
+#include "storage/records.h"
+
+namespace walbus::internal {
+namespace {
+
+constexpr size_t kWorkerBulk = 64;  // events one worker runs per commit
+
+std::string_view IdBytes(const EventId& id) {
+  return std::string_view(reinterpret_cast<const char*>(id.bytes.data()), id.bytes.size());
+}
+
+std::string ExceptionText(const std::exception_ptr& e) {
+  try {
+    std::rethrow_exception(e);
+  } catch (const std::exception& ex) {
+    return std::string("exception: ") + ex.what();
+  } catch (...) {
+    return "exception of a type not derived from std::exception";
+  }
+}
+
+void PutOp(ScopeRep* scope, storage::CfHandle* cf, std::string key, std::string value) {
+  scope->AddOp(Op{Op::Kind::kPut, cf, std::move(key), std::move(value)});
+}
+
+}  // namespace
+
+void Dispatcher::WorkerLoop() {
+  MarkWorkerThread();
+  std::vector<WorkItem> items(kWorkerBulk);
+  while (true) {
+    size_t n = work_.wait_dequeue_bulk_timed(items.begin(), kWorkerBulk,
+                                             std::chrono::duration_cast<std::chrono::microseconds>(IdlePoll()));
+    if (stopping_workers_.load()) {  // queued work is redelivered on the next open
+      WakeAWorkerToStop();             // the next one, which may be asleep
+      break;
+    }
+    if (n == 0) continue;
+    // The queue is drained: the dispatcher's deferred wake is due now, so
+    // that the events committed meanwhile reach the idle workers. (The
+    // fence pairs with NotifyCommitted's: see there.)
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    if (wake_owed_.load(std::memory_order_relaxed) && work_.size_approx() == 0 &&
+        wake_owed_.exchange(false, std::memory_order_relaxed)) {
+      WakeDispatcher();
+    }
+    RunBatch(items, n);
+  }
+}
+
+void Dispatcher::WakeAWorkerToStop() {
+  // An empty item, never run: whoever takes it sees stopping_workers_.
+  bool queued = work_.enqueue(WorkItem{});
+  assert(queued);
+  (void)queued;
+}
+
+uint64_t Dispatcher::WallMillis() const {
+  return static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::milliseconds>(config_.clock->WallNow().time_since_epoch()).count());
+}
+
+std::chrono::milliseconds Dispatcher::Backoff(const Subscriber& sub, uint32_t attempt) const {
+  thread_local std::mt19937_64 rng{std::random_device{}()};
+  return BackoffDelay(sub.retry, std::max<uint32_t>(attempt, 1), rng());
+}
+
+std::pair<storage::CfHandle*, std::string> Dispatcher::InboxSlot(const WorkItem& item) const {
+  const std::string_view id = IdBytes(item.event->id);
+  if (item.replay_scope != 0) return {db_->cf(storage::Cf::kReplays), storage::ReplayScopeKey(item.replay_scope, id)};
+  return {db_->cf(storage::Cf::kInbox), storage::InboxKey(item.sub->id, id)};
+}
+
+void Dispatcher::PutInboxRecord(ScopeRep* scope, const WorkItem& item, uint64_t now_ms, uint32_t runs) {
+  auto [cf, key] = InboxSlot(item);
+  PutOp(scope, cf, std::move(key), storage::InboxValue(item.event->seq, now_ms, runs));
+}
+
+void Dispatcher::AddDeadLetter(ScopeRep* scope, const WorkItem& item, uint32_t attempts,
+                               uint64_t first_failure_ms, std::string_view error) {
+  const Subscriber& sub = *item.sub;
+  const Event& event = *item.event;
+  const uint64_t now = WallMillis();
+  storage::DeadLetterRecord record;
+  record.attempts = attempts;
+  record.first_failure_ms = first_failure_ms != 0 ? first_failure_ms : now;
+  record.last_failure_ms = now;
+  record.error = std::string(error.substr(0, storage::kMaxErrorBytes));
+  record.handler_version = sub.handler_version;
+  record.envelope = EncodeEnvelope(event);
+  const std::string key = storage::SubscriberSeqKey(sub.id, event.seq);
+  PutOp(scope, db_->cf(storage::Cf::kDeadLetters), key, storage::EncodeDeadLetter(record));
+  scope->AddOp(Op{Op::Kind::kDelete, db_->cf(storage::Cf::kRetries), key, {}});
+  // The inbox record makes a redelivery after a crash skip it too.
+  PutInboxRecord(scope, item, now, attempts);
+  scope->AddOp(Op{Op::Kind::kAddCounter, db_->cf(storage::Cf::kCheckpoints),
+                  storage::CheckpointKey(sub.id, storage::CheckpointField::kDeadLettered), {}, 1});
+  if (sub.on_poison == PoisonPolicy::kParkKey && item.parked_behind == 0 && !item.replaying) {
+    std::string seq;
+    storage::PutBe64(&seq, event.seq);
+    PutOp(scope, db_->cf(storage::Cf::kCheckpoints),
+          storage::CheckpointKey(sub.id, storage::CheckpointField::kParked, event.subject), seq);
+  }
+}
+
+bool Dispatcher::PrepareItem(WorkItem& item, std::deque<Run>* runs, std::vector<Message>* replies,
+                             ScopeRep* pre_run) {
+  Subscriber& sub = *item.sub;
+  const Event& event = *item.event;
+  auto retry_later = [&](const Status& s) {
+    config_.log->logger().warn("walbus: {} seq={}: reading stored state failed: {}", sub.name, event.seq, s.ToString());
+    replies->push_back(Message{Message::Kind::kRetry, &sub, item.event, Backoff(sub, item.attempt),
+                               item.attempt - 1, item.first_failure_ms, true, nullptr});
+    return false;
+  };
+  // Most items read and write nothing here: the key is made when needed.
+  auto seq_key = [&] { return storage::SubscriberSeqKey(sub.id, event.seq); };
+  if (item.check_stored) {
+    std::string value;
+    bool found = false;
+    const auto [inbox_cf, inbox_key] = InboxSlot(item);
+    Status s = db_->Get(inbox_cf, inbox_key, &value, &found);
+    if (!s.ok()) return retry_later(s);
+    // A same-inbox replay runs what failed: a dead letter has an inbox
+    // record too, and is run again like a redriven one.
+    if (found && item.replaying && item.replay_scope == 0) {
+      s = db_->Get(db_->cf(storage::Cf::kDeadLetters), seq_key(), &value, &item.redrive);
+      if (!s.ok()) return retry_later(s);
+      found = !item.redrive;
+    }
+    if (found) {
+      replies->push_back(Message{Message::Kind::kDuplicate, &sub, item.event});
+      return false;
+    }
+    s = db_->Get(db_->cf(storage::Cf::kRetries), seq_key(), &value, &found);
+    if (!s.ok()) return retry_later(s);
+    storage::RetryRecord stored;
+    item.has_retry_record = found;
+    if (found && storage::DecodeRetry(value, &stored)) {
+      item.attempt = std::max(item.attempt, stored.attempts + 1);
+      if (item.first_failure_ms == 0) item.first_failure_ms = stored.first_failure_ms;
+    } else if (sub.MayHaveBeenRunning(event.seq)) {
+      // Handed to a handler before the process stopped, with no record:
+      // its first run may have been what stopped it, so it counts. (An
+      // event that was only queued is charged too: at most one attempt.)
+      item.attempt = std::max<uint32_t>(item.attempt, 2);
+    }
+  }
+  if (item.parked_behind != 0 || (item.check_stored && sub.MayHaveBeenRunning(event.seq))) {
+    const bool parked = item.parked_behind != 0;
+    const bool spent = item.attempt > sub.retry.max_attempts;
+    if (parked || spent) {
+      Run& run = runs->emplace_back();
+      run.item = &item;
+      run.request.scope = nullptr;  // set by the caller once the scope exists
+      run.on_success = Message::Kind::kDeadLettered;
+      run.error = parked ? "held behind the dead letter at seq " + std::to_string(item.parked_behind) +
+                               " (PoisonPolicy::kParkKey)"
+                         : "gave up after " + std::to_string(item.attempt - 1) +
+                               " attempts; the process stopped while handling it";
+      return false;
+    }
+    // This run counts before it starts: if it takes the process down, the
+    // next one sees the attempt.
+    storage::RetryRecord record;
+    record.attempts = item.attempt;
+    record.first_failure_ms = item.first_failure_ms != 0 ? item.first_failure_ms : WallMillis();
+    record.last_failure_ms = WallMillis();
+    record.last_error = "the process stopped while handling it";
+    item.first_failure_ms = record.first_failure_ms;
+    item.has_retry_record = true;
+    PutOp(pre_run, db_->cf(storage::Cf::kRetries), seq_key(), storage::EncodeRetry(record));
+  }
+  return true;
+}
+
+void Dispatcher::FailAttempt(Run& run, std::string error, std::chrono::milliseconds delay, bool permanent) {
+  WorkItem& item = *run.item;
+  const Subscriber& sub = *item.sub;
+  const uint64_t now = WallMillis();
+  if (item.first_failure_ms == 0) item.first_failure_ms = now;
+  ScopeRep* scope = run.request.scope;
+  *scope = ScopeRep(bus_);  // the attempt's own writes are dropped
+  // The wall clock may have jumped back since the first failure: an age
+  // below zero is no age, not a huge one.
+  const uint64_t age_ms = now > item.first_failure_ms ? now - item.first_failure_ms : 0;
+  const bool too_old = sub.retry.max_age.count() > 0 && age_ms >= static_cast<uint64_t>(sub.retry.max_age.count());
+  if (permanent || item.attempt >= sub.retry.max_attempts || too_old) {
+    if (too_old && !permanent) error += " (retry budget: max_age reached)";
+    AddDeadLetter(scope, item, item.attempt, item.first_failure_ms, error);
+    run.on_success = Message::Kind::kDeadLettered;
+    run.error = std::move(error);
+    return;
+  }
+  run.delay = delay.count() > 0 ? delay : Backoff(sub, item.attempt);
+  storage::RetryRecord record;
+  record.attempts = item.attempt;
+  record.first_failure_ms = item.first_failure_ms;
+  record.last_failure_ms = now;
+  record.last_error = error;
+  record.next_attempt_ms = now + static_cast<uint64_t>(run.delay.count());
+  PutOp(scope, db_->cf(storage::Cf::kRetries), storage::SubscriberSeqKey(sub.id, item.event->seq),
+        storage::EncodeRetry(record));
+  run.on_success = Message::Kind::kRetry;
+  run.error = std::move(error);
+}
+
+bool Dispatcher::ResolveVersion(Run& run, std::vector<Message>* replies) {
+  WorkItem& item = *run.item;
+  Subscriber& sub = *item.sub;
+  Result<SchemaRegistry::Resolution> r = config_.schemas->Resolve(*item.event, sub.types, &run.upcast);
+  if (!r.ok()) {
+    FailAttempt(run, r.status().message(), {}, false);
+    return false;
+  }
+  switch (*r) {
+    case SchemaRegistry::Resolution::kAsIs:
+    case SchemaRegistry::Resolution::kNotWanted:
+      return true;
+    case SchemaRegistry::Resolution::kUpcast:
+      run.event = &run.upcast;
+      return true;
+    case SchemaRegistry::Resolution::kNoTranslator:
+      break;
+  }
+  const std::string why = "no upcaster brings " + item.event->type + " to a type " + sub.name + " takes";
+  if (sub.on_unknown_version == UnknownVersionPolicy::kDeadLetter) {
+    FailAttempt(run, why, {}, /*permanent=*/true);
+    return false;
+  }
+  // Paused: nothing is written; the event waits at the front of its subject.
+  run.request.scope->ops.clear();
+  run.on_success = Message::Kind::kPaused;
+  replies->push_back(Message{Message::Kind::kPaused, &sub, item.event});
+  return false;
+}
+
+void Dispatcher::RunHandler(Run& run) {
+  WorkItem& item = *run.item;
+  Subscriber& sub = *item.sub;
+  const Event& event = *run.event;
+  ScopeRep* scope = run.request.scope;
+  if (sub.skip_stale && event.subject_version != 0) {
+    std::string value;
+    bool found = false;
+    Status s = db_->Get(db_->cf(storage::Cf::kCheckpoints),
+                        storage::CheckpointKey(sub.id, storage::CheckpointField::kAppliedVersion, event.subject),
+                        &value, &found);
+    if (s.ok() && found && value.size() == 8 && storage::GetBe64(value) >= event.subject_version) {
+      run.on_success = Message::Kind::kStale;
+      PutInboxRecord(scope, item, WallMillis(), /*runs=*/0);
+      scope->AddOp(Op{Op::Kind::kAddCounter, db_->cf(storage::Cf::kCheckpoints),
+                      storage::CheckpointKey(sub.id, storage::CheckpointField::kStaleSkipped), {}, 1});
+      return;
+    }
+    if (!s.ok()) {
+      FailAttempt(run, "reading the applied version failed: " + s.ToString(), {}, false);
+      return;
+    }
+  }
+  Outcome outcome = Outcome::Done();
+  std::string error;
+  bool permanent = false;
+  const auto started = std::chrono::steady_clock::now();
+  auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count(); };
+  try {
+    outcome = sub.handler(event, *run.ctx);
+    run.handler_seconds = elapsed();
+    sub.handler_seconds.Observe(run.handler_seconds);
+  } catch (...) {
+    run.handler_seconds = elapsed();
+    sub.handler_seconds.Observe(run.handler_seconds);
+    std::exception_ptr thrown = std::current_exception();
+    error = ExceptionText(thrown);
+    permanent = sub.classify_exception && sub.classify_exception(thrown) == FailureClass::kPermanent;
+    FailAttempt(run, std::move(error), {}, permanent);
+    return;
+  }
+  switch (outcome.kind()) {
+    case Outcome::Kind::kRetry:
+      FailAttempt(run, "handler asked to retry", outcome.delay(), false);
+      return;
+    case Outcome::Kind::kReject:
+      FailAttempt(run, "rejected: " + outcome.reason(), {}, true);
+      return;
+    case Outcome::Kind::kDone:
+      break;
+  }
+  if (!scope->error.ok()) {
+    FailAttempt(run, "a call in the handler failed: " + scope->error.ToString(), {}, false);
+    return;
+  }
+  PutInboxRecord(scope, item, WallMillis(), item.attempt);
+  scope->AddOp(Op{Op::Kind::kAddCounter, db_->cf(storage::Cf::kCheckpoints),
+                  storage::CheckpointKey(sub.id, storage::CheckpointField::kHandled), {}, 1});
+  // A failed attempt in this process wrote a record too (attempt > 1).
+  if (item.attempt > 1 || item.has_retry_record) {
+    scope->AddOp(Op{Op::Kind::kDelete, db_->cf(storage::Cf::kRetries),
+                    storage::SubscriberSeqKey(sub.id, event.seq), {}});
+  }
+  if (item.redrive) {
+    scope->AddOp(Op{Op::Kind::kDelete, db_->cf(storage::Cf::kDeadLetters),
+                    storage::SubscriberSeqKey(sub.id, event.seq), {}});
+  }
+  if (sub.skip_stale && event.subject_version != 0) {
+    std::string v;
+    storage::PutBe64(&v, event.subject_version);
+    PutOp(scope, db_->cf(storage::Cf::kCheckpoints),
+          storage::CheckpointKey(sub.id, storage::CheckpointField::kAppliedVersion, event.subject), v);
+  }
+  // Follow-up events are dispatched once committed, so they must be as
+  // durable as a producer's; a completion alone may be lost on power loss
+  // and is then redelivered (the effects went with it).
+  run.request.sync = config_.sync_follow_ups && !scope->events.empty();
+  run.on_success = Message::Kind::kDone;
+}
+
+void Dispatcher::RunBatch(std::vector<WorkItem>& items, size_t n) {
+  // An event that may have been running when the process stopped runs on
+  // its own, its attempt recorded first: if it takes the process down
+  // again, only it is charged, not the events that shared its batch.
+  std::vector<WorkItem*> together;
+  together.reserve(n);
+  for (size_t i = 0; i < n; ++i) {
+    WorkItem& item = items[i];
+    if (item.check_stored && item.sub->MayHaveBeenRunning(item.event->seq)) {
+      WorkItem* alone[] = {&item};
+      RunGroup(alone);
+    } else {
+      together.push_back(&item);
+    }
+  }
+  if (!together.empty()) RunGroup(together);
+}
+
+void Dispatcher::RunGroup(std::span<WorkItem* const> items) {
+  std::deque<Run> runs;  // CommitRequest is not movable
+  std::vector<Message> replies;
+  replies.reserve(items.size());
+  ScopeRep pre_run(bus_);
+  std::vector<WorkItem*> to_run;
+  for (WorkItem* item : items) {
+    if (PrepareItem(*item, &runs, &replies, &pre_run)) to_run.push_back(item);
+  }
+  if (!pre_run.ops.empty()) {
+    Status s = committer_->CommitOne(&pre_run, /*sync=*/false);
+    if (!s.ok()) {
+      config_.log->logger().warn("walbus: recording attempts before running failed: {}", s.ToString());
+      for (WorkItem* item : to_run) {
+        replies.push_back(Message{Message::Kind::kRetry, item->sub, item->event, Backoff(*item->sub, item->attempt),
+                                  item->attempt - 1, item->first_failure_ms, true, nullptr});
+      }
+      to_run.clear();
+    }
+  }
+  // Dead letters decided before running (parked subject, spent budget).
+  for (Run& run : runs) {
+    auto rep = std::make_unique<ScopeRep>(bus_);
+    run.request.scope = rep.get();
+    run.ctx = ScopeAccess::NewContext(std::move(rep));
+    AddDeadLetter(run.request.scope, *run.item, run.item->attempt - 1, run.item->first_failure_ms, run.error);
+  }
+  for (WorkItem* item : to_run) {
+    Subscriber& sub = *item->sub;
+    auto rep = std::make_unique<ScopeRep>(bus_);
+    rep->ops.reserve(4);  // a handler's write or two, the inbox record, a counter
+    rep->parent = item->event.get();
+    rep->subscriber_name = sub.name;
+    rep->attempt = item->attempt;
+    Run& run = runs.emplace_back();
+    run.item = item;
+    run.event = item->event.get();
+    run.request.scope = rep.get();
+    run.ctx = ScopeAccess::NewContext(std::move(rep));
+    if (ResolveVersion(run, &replies)) RunHandler(run);
+  }
+  if (!runs.empty()) CommitRuns(runs, &replies);
+  bool queued = messages_.enqueue_bulk(std::make_move_iterator(replies.begin()), replies.size());
+  assert(queued);
+  (void)queued;
+}
+
+void Dispatcher::LogOutcome(const Run& run) const {
+  const Event& event = run.event != nullptr ? *run.event : *run.item->event;
+  const std::string& name = run.item->sub->name;
+  switch (run.on_success) {
+    case Message::Kind::kDone:
+      config_.log->EventOutcome(spdlog::level::debug, "handled", event, name, run.item->attempt, run.handler_seconds, {});
+      return;
+    case Message::Kind::kStale:
+      config_.log->EventOutcome(spdlog::level::debug, "stale-skipped", event, name, run.item->attempt, 0, {});
+      return;
+    case Message::Kind::kRetry:
+    case Message::Kind::kDeadLettered: {
+      // Failures are what an operator reads the log for, and what a broken
+      // handler produces in floods: at most 10 lines a second.
+      static LogLimiter limiter(10);
+      uint64_t held = 0;
+      if (!limiter.Allow(&held)) return;
+      std::string error = run.error;
+      if (held > 0) error += " (" + std::to_string(held) + " similar lines held back)";
+      config_.log->EventOutcome(spdlog::level::warn,
+                                run.on_success == Message::Kind::kRetry ? "retry" : "dead-lettered", event, name,
+                                run.item->attempt, run.handler_seconds, error);
+      return;
+    }
+    default:
+      return;
+  }
+}
+
+void Dispatcher::CommitRuns(std::deque<Run>& runs, std::vector<Message>* replies) {
+  std::vector<CommitRequest*> requests;
+  requests.reserve(runs.size());
+  for (Run& r : runs) {
+    if (r.on_success != Message::Kind::kPaused) requests.push_back(&r.request);
+  }
+  WALBUS_FAULT_POINT("handler.before_commit");
+  committer_->Commit(requests);
+  WALBUS_FAULT_POINT("handler.after_commit");
+  for (Run& r : runs) {
+    if (r.on_success == Message::Kind::kPaused) continue;  // answered already
+    WorkItem& item = *r.item;
+    Subscriber& sub = *item.sub;
+    const Status& s = r.request.status;
+    if (s.ok()) LogOutcome(r);
+    if (s.ok() && r.on_success == Message::Kind::kRetry) {
+      replies->push_back(Message{Message::Kind::kRetry, &sub, item.event, r.delay, item.attempt,
+                                 item.first_failure_ms, false, nullptr});
+    } else if (s.ok()) {
+      replies->push_back(Message{r.on_success, &sub, item.event});
+    } else if (s.IsConflict()) {
+      // Optimistic concurrency at work, rerun by design: counted
+      // (walbus_subscriber_conflicts_total), not a warning.
+      sub.conflicts.fetch_add(1, std::memory_order_relaxed);
+      config_.log->logger().debug("walbus: {}'s outcome for seq={} met a concurrent update, run again: {}", sub.name,
+                                  item.event->seq, s.ToString());
+      if (item.conflict_reruns + 1 <= sub.retry.max_conflict_reruns) {
+        Message rerun{Message::Kind::kRerun, &sub, item.event, {}, item.conflict_reruns + 1};
+        rerun.run_attempt = item.attempt;
+        replies->push_back(std::move(rerun));
+      } else {
+        // Past its budget it counts as a failed attempt (the retry record
+        // comes with the next failure or the dead letter).
+        replies->push_back(Message{Message::Kind::kRetry, &sub, item.event, Backoff(sub, item.attempt), item.attempt,
+                                   item.first_failure_ms, true, nullptr});
+      }
+    } else {
+      // Any other commit error leaves the outcome unknown, so the next run
+      // looks at the inbox first.
+      static LogLimiter limiter(10);
+      if (uint64_t held = 0; limiter.Allow(&held)) {
+        config_.log->logger().warn("walbus: committing {}'s outcome for seq={} failed: {} ({} similar lines held back)", sub.name,
+                     item.event->seq, s.ToString(), held);
+      }
+      replies->push_back(Message{Message::Kind::kRetry, &sub, item.event, Backoff(sub, item.attempt), item.attempt,
+                                 item.first_failure_ms, true, nullptr});
+    }
+  }
+}
+
+}  // namespace walbus::internal

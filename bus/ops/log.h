@@ -1,0 +1,43 @@
+// BusLog: where a bus writes its log, and how it writes one line per event
+// of interest: key=value fields (event id, type, subscriber, seq, attempt,
+// correlation id, outcome, duration, error), never the payload. Subjects
+// can be personal data: with Options::hash_subjects_in_logs they appear as
+// a hash.
+//
+// Threading: thread-safe (spdlog loggers are).
+#ifndef WALBUS_BUS_OPS_LOG_H_
+#define WALBUS_BUS_OPS_LOG_H_
+
+#include <spdlog/spdlog.h>
+
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "walbus/event.h"
+
+namespace walbus::internal {
+
+class BusLog {
+ public:
+  // A null logger means spdlog's default logger.
+  BusLog(std::shared_ptr<spdlog::logger> logger, bool hash_subjects);
+
+  spdlog::logger& logger() const { return *logger_; }
+
+  // The subject as logs show it: itself, or "h:" + 16 hex digits.
+  std::string Subject(std::string_view subject) const;
+
+  // One line for one event's outcome at one subscriber.
+  void EventOutcome(spdlog::level::level_enum level, std::string_view outcome, const Event& event,
+                    std::string_view subscriber, uint32_t attempt, double duration_seconds,
+                    std::string_view error) const;
+
+ private:
+  std::shared_ptr<spdlog::logger> logger_;
+  const bool hash_subjects_;
+};
+
+}  // namespace walbus::internal
+
+#endif  // WALBUS_BUS_OPS_LOG_H_

@@ -1,0 +1,367 @@
+// bridge/relay.cc against a real nats-server: every event once in the
+// stream, per-subject order, a server killed mid-stream, a long offline
+// period, a device killed between PubAck and checkpoint.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <map>
+#include <random>
+#include <set>
+#include <thread>
+
+#include "tests/bridge/bridge_node.h"
+#include "tests/bridge/nats_client.h"
+#include "tests/test_util.h"
+#include "walbus/bus.h"
+#include "walbus/jetstream.h"
+
+namespace walbus::jetstream {
+namespace {
+
+using namespace std::chrono_literals;
+using NatsServer = testing::LocalNatsServer;
+using testing::TempDir;
+
+constexpr char kStream[] = "ORDERS";
+constexpr const char* kType = bridge_node::kEventType;
+
+RelayOptions MakeRelayOptions(const NatsServer& server) {
+  RelayOptions o;
+  o.connection.url = server.url();
+  o.connection.request_timeout = 1000ms;
+  o.connection.reconnect_wait = 100ms;
+  o.stream.name = kStream;
+  o.stream.subjects = {"walbus.>"};
+  o.retry.cap = 500ms;
+  return o;
+}
+
+std::string SubjectKey(int i, int subjects) { return "order-" + std::to_string(i % subjects); }
+
+// Commits events [first, last) over `subjects` keys; data "i".
+void PublishRange(Bus& bus, int first, int last, int subjects) {
+  for (int i = first; i < last; ++i) {
+    Transaction tx = bus.Begin();
+    EventSpec e;
+    e.type = kType;
+    e.subject = SubjectKey(i, subjects);
+    e.data = std::to_string(i);
+    ASSERT_TRUE(tx.Publish(e).ok());
+    auto r = tx.Commit();
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+  }
+}
+
+// The stream holds each of `expected` events exactly once, and each
+// subject's events in publish (data) order.
+void ExpectEachOnceInSubjectOrder(const NatsServer& server, int expected, const char* stream = kStream) {
+  const auto messages = testing::ReadStream(server.url(), stream, "walbus.>");
+  ASSERT_EQ(static_cast<int>(messages.size()), expected) << "messages in the stream";
+  std::set<std::string> ids;
+  std::map<std::string, int> last_by_subject;
+  for (const auto& m : messages) {
+    EXPECT_TRUE(ids.insert(m.headers.at("ce-id")).second) << "duplicate in the stream: " << m.headers.at("ce-id");
+    const std::string& subject = m.headers.at("ce-subject");
+    const int n = std::stoi(m.data);
+    auto it = last_by_subject.find(subject);
+    if (it != last_by_subject.end()) {
+      EXPECT_LT(it->second, n) << "out of order on " << subject;
+    }
+    last_by_subject[subject] = n;
+    EXPECT_EQ(m.headers.at("ce-type"), kType);
+    EXPECT_EQ(m.headers.at("Nats-Msg-Id"), m.headers.at("ce-id"));
+  }
+}
+
+// Events committed that the subscriber has not completed.
+// A bus with the relay's column family.
+Options RelayBusOptions(const TempDir& dir) {
+  Options o = testing::TestOptions(dir);
+  o.column_families.push_back("jetstream");
+  return o;
+}
+
+// A bus with a relay to `server`, started.
+struct RelayedBus {
+  explicit RelayedBus(const NatsServer& server) {
+    bus = testing::OpenBus(RelayBusOptions(dir));
+    EXPECT_TRUE(Relay::Attach(bus.get(), MakeRelayOptions(server), &relay).ok());
+    EXPECT_TRUE(bus->Start().ok());
+  }
+  TempDir dir;
+  std::unique_ptr<Bus> bus;
+  std::unique_ptr<Relay> relay;
+};
+
+uint64_t LagOf(Bus& bus, const std::string& name) {
+  const BusStats stats = bus.Stats();
+  for (const auto& s : stats.subscribers)
+    if (s.name == name) return stats.last_seq - s.checkpoint;
+  return ~uint64_t{0};
+}
+
+TEST(RelayTest, PublishesEveryEventOnceInSubjectOrder) {
+  NatsServer server;
+  ASSERT_TRUE(server.Start());
+  RelayedBus node(server);
+  auto& bus = node.bus;
+  auto& relay = node.relay;
+  PublishRange(*bus, 0, 500, 7);
+  ASSERT_TRUE(bus->WaitIdle(60s).ok());
+  ExpectEachOnceInSubjectOrder(server, 500);
+  // A republish of a relayed event (as after a crash before its checkpoint)
+  // is flagged a duplicate and not stored again.
+  const auto stored = testing::ReadStream(server.url(), kStream, "walbus.>");
+  ASSERT_FALSE(stored.empty());
+  bool duplicate = false;
+  ASSERT_TRUE(testing::PublishRaw(server.url(), stored[7].subject, stored[7].headers, stored[7].data, &duplicate));
+  EXPECT_TRUE(duplicate) << "the stream's duplicate window keys on Nats-Msg-Id = event id";
+  EXPECT_EQ(testing::ReadStream(server.url(), kStream, "walbus.>").size(), 500u);
+  const RelayStats stats = relay->Stats();
+  EXPECT_TRUE(stats.connected);
+  EXPECT_EQ(stats.published, 500u);
+  EXPECT_EQ(stats.duplicates, 0u);
+  const std::string metrics = relay->MetricsText();
+  EXPECT_NE(metrics.find("walbus_relay_published_total{relay=\"jetstream-relay\"} 500"), std::string::npos)
+      << metrics;
+  // The bus's own metrics (its /metrics endpoint) carry the relay's too,
+  // for as long as the relay lives.
+  const std::string on_bus = bus->MetricsText();
+  EXPECT_NE(on_bus.find("walbus_relay_published_total{relay=\"jetstream-relay\"} 500"), std::string::npos) << on_bus;
+  EXPECT_NE(on_bus.find("walbus_subscriber_handled_total{subscriber=\"jetstream-relay\"} 500"), std::string::npos);
+  relay.reset();
+  EXPECT_EQ(bus->MetricsText().find("walbus_relay_"), std::string::npos) << "a destroyed relay is forgotten";
+}
+
+TEST(RelayTest, ServerKilledAndRestartedMidStreamLosesAndDuplicatesNothing) {
+  NatsServer server;
+  ASSERT_TRUE(server.Start());
+  RelayedBus node(server);
+  auto& bus = node.bus;
+  auto& relay = node.relay;
+  std::thread producer([&] { PublishRange(*bus, 0, 3000, 20); });
+  ASSERT_TRUE(testing::Eventually([&] { return relay->Stats().published >= 300; }, 60s));
+  server.Kill();  // SIGKILL: no flush, like a crash of the server
+  ASSERT_TRUE(testing::Eventually([&] { return !relay->Stats().connected; }, 10s));
+  std::this_thread::sleep_for(1s);
+  ASSERT_TRUE(server.Start());
+  producer.join();
+  ASSERT_TRUE(bus->WaitIdle(120s).ok());
+  ExpectEachOnceInSubjectOrder(server, 3000);
+  EXPECT_GE(relay->Stats().disconnects, 1u);
+  EXPECT_GT(relay->Stats().offline_seconds, 0.5);
+}
+
+TEST(RelayTest, AcknowledgedMessagesTheServerLostAreRepublishedInOrderFromTheJournal) {
+  NatsServer server;
+  ASSERT_TRUE(server.Start());
+  RelayedBus node(server);
+  auto& bus = node.bus;
+  auto& relay = node.relay;
+  PublishRange(*bus, 0, 400, 20);
+  ASSERT_TRUE(bus->WaitIdle(60s).ok());
+  ASSERT_EQ(relay->Stats().published, 400u);
+  // A crash before the server wrote out what it acknowledged: its newest
+  // messages are gone when it comes back.
+  server.Kill();
+  ASSERT_GT(server.DropStreamTail(kStream, 16 << 10), 0u);
+  ASSERT_TRUE(server.Start());
+  // The relay checks its journal once reconnected (too soon to count the
+  // loss from here) and republishes what the stream lacks.
+  ASSERT_TRUE(testing::Eventually(
+      [&] { return testing::ReadStream(server.url(), kStream, "walbus.>").size() == 400; }, 30s));
+  const RelayStats stats = relay->Stats();
+  EXPECT_GT(stats.server_loss_detected, 0u);
+  EXPECT_EQ(stats.repaired, stats.server_loss_detected);
+  EXPECT_EQ(stats.unrepairable_losses, 0u);
+  const uint64_t lost = stats.server_loss_detected;
+  ExpectEachOnceInSubjectOrder(server, 400);
+  // Each subject's positions are 1, 2, 3, ... in stream order, republished
+  // ones included.
+  std::map<std::string, uint64_t> position;
+  for (const auto& m : testing::ReadStream(server.url(), kStream, "walbus.>")) {
+    EXPECT_EQ(std::stoull(m.headers.at("ce-subjectseq")), ++position[m.headers.at("ce-subject")]);
+    EXPECT_FALSE(m.headers.at("ce-seqorigin").empty());
+  }
+  const std::string metrics = relay->MetricsText();
+  EXPECT_NE(metrics.find("walbus_relay_server_loss_repaired_total{relay=\"jetstream-relay\"} " +
+                         std::to_string(lost)),
+            std::string::npos)
+      << metrics;
+  // Events after the repair go on in order behind it.
+  PublishRange(*bus, 400, 450, 20);
+  ASSERT_TRUE(bus->WaitIdle(60s).ok());
+  ExpectEachOnceInSubjectOrder(server, 450);
+}
+
+TEST(RelayTest, PositionsAndJournalSurviveARestartOfTheDevice) {
+  NatsServer server;
+  ASSERT_TRUE(server.Start());
+  TempDir dir;
+  std::string origin;
+  for (int run = 0; run < 2; ++run) {
+    auto bus = testing::OpenBus(RelayBusOptions(dir));
+    std::unique_ptr<Relay> relay;
+    ASSERT_TRUE(Relay::Attach(bus.get(), MakeRelayOptions(server), &relay).ok());
+    ASSERT_TRUE(bus->Start().ok());
+    PublishRange(*bus, run * 100, run * 100 + 100, 5);
+    ASSERT_TRUE(bus->WaitIdle(60s).ok());
+    if (run == 0) {
+      // Lost while the device is down: the next process's check repairs it.
+      relay.reset();
+      ASSERT_TRUE(bus->Close().ok());
+      server.Kill();
+      ASSERT_GT(server.DropStreamTail(kStream, 4 << 10), 0u);
+      ASSERT_TRUE(server.Start());
+    }
+  }
+  const auto messages = testing::ReadStream(server.url(), kStream, "walbus.>");
+  ASSERT_EQ(messages.size(), 200u);
+  std::map<std::string, uint64_t> highest;
+  std::set<std::string> origins;
+  for (const auto& m : messages) {
+    uint64_t& h = highest[m.headers.at("ce-subject")];
+    h = std::max<uint64_t>(h, std::stoull(m.headers.at("ce-subjectseq")));
+    origins.insert(m.headers.at("ce-seqorigin"));
+  }
+  EXPECT_EQ(origins.size(), 1u) << "one relay, one origin across restarts";
+  for (const auto& [subject, h] : highest) EXPECT_EQ(h, 40u) << subject << ": positions go on after a restart";
+}
+
+// The server forgets the stream while the device is off: the relay that
+// starts next finds it gone and reports the loss, though this process
+// never published to it.
+TEST(RelayTest, AStreamForgottenWhileTheRelayWasDownIsReportedAtTheNextStart) {
+  NatsServer server;
+  ASSERT_TRUE(server.Start());
+  TempDir dir;
+  RelayOptions o = MakeRelayOptions(server);
+  o.confirm_after = 0ms;
+  {
+    auto bus = testing::OpenBus(RelayBusOptions(dir));
+    std::unique_ptr<Relay> relay;
+    ASSERT_TRUE(Relay::Attach(bus.get(), o, &relay).ok());
+    ASSERT_TRUE(bus->Start().ok());
+    PublishRange(*bus, 0, 20, 4);
+    ASSERT_TRUE(bus->WaitIdle(60s).ok());
+    ASSERT_TRUE(testing::Eventually([&] { return relay->Stats().journal_checks >= 2; }, 10s));
+    EXPECT_EQ(relay->Stats().unrepairable_losses, 0u);
+    ASSERT_TRUE(bus->Close().ok());
+  }
+  server.Kill();
+  server.ForgetStream(kStream);
+  ASSERT_TRUE(server.Start());
+  auto bus = testing::OpenBus(RelayBusOptions(dir));
+  std::unique_ptr<Relay> relay;
+  ASSERT_TRUE(Relay::Attach(bus.get(), o, &relay).ok());
+  ASSERT_TRUE(bus->Start().ok());
+  PublishRange(*bus, 20, 25, 4);
+  ASSERT_TRUE(bus->WaitIdle(60s).ok());
+  EXPECT_EQ(relay->Stats().unrepairable_losses, 1u) << "this process never published to the old stream";
+}
+
+TEST(RelayTest, AStreamTheServerForgotIsReportedLoudlyAndKeptByTheTool) {
+  NatsServer server;
+  ASSERT_TRUE(server.Start());
+  TempDir dir;
+  auto bus = testing::OpenBus(RelayBusOptions(dir));
+  RelayOptions o = MakeRelayOptions(server);
+  o.confirm_after = 0ms;  // trust the server at once: nothing left to republish
+  std::unique_ptr<Relay> relay;
+  ASSERT_TRUE(Relay::Attach(bus.get(), o, &relay).ok());
+  ASSERT_TRUE(bus->Start().ok());
+  PublishRange(*bus, 0, 50, 5);
+  ASSERT_TRUE(bus->WaitIdle(60s).ok());
+  ASSERT_TRUE(testing::Eventually([&] { return relay->Stats().journal_checks >= 2; }, 10s));
+  server.Kill();
+  server.ForgetStream(kStream);
+  ASSERT_TRUE(server.Start());
+  PublishRange(*bus, 50, 60, 5);
+  ASSERT_TRUE(bus->WaitIdle(60s).ok());
+  EXPECT_EQ(relay->Stats().unrepairable_losses, 1u);
+  EXPECT_EQ(testing::ReadStream(server.url(), kStream, "walbus.>").size(), 10u + relay->Stats().repaired)
+      << "the stream made anew holds what came after, and what the journal still held";
+  EXPECT_LT(relay->Stats().repaired, 50u) << "confirmed messages were no longer in the journal";
+  // The tool shows it, from the running bus's database.
+  const std::string tool = std::string(WALBUS_CLI) + " bridge " + dir.path();
+  FILE* p = popen((tool + " 2>&1").c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  std::string out;
+  char buf[512];
+  while (fgets(buf, sizeof buf, p) != nullptr) out += buf;
+  EXPECT_EQ(pclose(p), 0) << out;
+  EXPECT_NE(out.find("relay jetstream-relay"), std::string::npos) << out;
+  EXPECT_NE(out.find("LOST          1 time(s) the stream was gone"), std::string::npos) << out;
+  EXPECT_NE(out.find("subjects      5 with a position"), std::string::npos) << out;
+  p = popen((tool + " --json 2>&1").c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  out.clear();
+  while (fgets(buf, sizeof buf, p) != nullptr) out += buf;
+  EXPECT_EQ(pclose(p), 0) << out;
+  EXPECT_NE(out.find("\"unrepairable_losses\":1"), std::string::npos) << out;
+  EXPECT_EQ(std::system((tool + " --column-family nope >/dev/null 2>&1").c_str()) >> 8, 1);
+}
+
+TEST(RelayTest, OfflineBacklogDrainsInSubjectOrderOnReconnect) {
+  NatsServer server;  // not started yet: the device is offline
+  RelayedBus node(server);  // an unreachable server is not an error: the outbox waits
+  ASSERT_NE(node.relay, nullptr);
+  auto& bus = node.bus;
+  auto& relay = node.relay;
+  PublishRange(*bus, 0, 5000, 50);
+  std::this_thread::sleep_for(500ms);
+  EXPECT_FALSE(relay->Stats().connected);
+  EXPECT_EQ(LagOf(*bus, "jetstream-relay"), 5000u) << "nothing completes while offline";
+  ASSERT_TRUE(server.Start());
+  ASSERT_TRUE(bus->WaitIdle(180s).ok());
+  ExpectEachOnceInSubjectOrder(server, 5000);
+  EXPECT_EQ(LagOf(*bus, "jetstream-relay"), 0u);
+  EXPECT_GT(relay->Stats().offline_seconds, 0.4);
+}
+
+// A device process relays while it is killed (SIGKILL) again and again;
+// publishes whose PubAck came but whose checkpoint did not are made again
+// on restart, and the stream's duplicate window drops them.
+TEST(RelayTest, DeviceKilledBetweenPubAckAndCheckpointIsDeduplicated) {
+  NatsServer server;
+  ASSERT_TRUE(server.Start());
+  TempDir dir;
+  constexpr int kEvents = 1500;
+  std::mt19937 rng(std::random_device{}());
+  for (int round = 0; round < 6; ++round) {
+    const pid_t pid = bridge_node::StartNode("device", dir.path(), server.url(), kEvents);
+    ASSERT_GT(pid, 0);
+    std::this_thread::sleep_for(std::chrono::milliseconds(100 + rng() % 400));
+    ::kill(pid, SIGKILL);
+    bridge_node::WaitNode(pid);
+  }
+  const pid_t last = bridge_node::StartNode("device", dir.path(), server.url(), kEvents);
+  ASSERT_EQ(bridge_node::WaitNode(last), 0) << "the final device run failed";
+  ExpectEachOnceInSubjectOrder(server, kEvents, bridge_node::kStream);
+}
+
+TEST(RelayTest, BadOptionsAreRefused) {
+  TempDir dir;
+  auto bus = testing::OpenBus(RelayBusOptions(dir));
+  std::unique_ptr<Relay> relay;
+  RelayOptions o;
+  EXPECT_EQ(Relay::Attach(bus.get(), o, &relay).code(), Status::Code::kInvalidArgument) << "no stream";
+  o.stream.name = kStream;
+  o.connection.url = "";
+  EXPECT_EQ(Relay::Attach(bus.get(), o, &relay).code(), Status::Code::kInvalidArgument) << "no url";
+  EXPECT_EQ(Relay::Attach(nullptr, o, &relay).code(), Status::Code::kInvalidArgument);
+  EXPECT_EQ(relay, nullptr);
+
+  // The relay's records need their column family.
+  TempDir other;
+  auto plain = testing::OpenBus(testing::TestOptions(other));
+  o.connection.url = "nats://127.0.0.1:1";
+  Status missing = Relay::Attach(plain.get(), o, &relay);
+  EXPECT_EQ(missing.code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(missing.message().find("jetstream"), std::string::npos) << missing.ToString();
+}
+
+}  // namespace
+}  // namespace walbus::jetstream

@@ -1,0 +1,498 @@
+// bus/dispatch/replay.cc: Bus::Replay against a real database: same-inbox and
+// fresh-scope modes, per-subject order beside live events, dry runs,
+// cancellation, resumption after SIGKILL, and replays recorded while their
+// subscriber is not running.
+#include "bus/dispatch/replay.h"
+
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <map>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "tests/test_util.h"
+#include "walbus/bus.h"
+
+namespace walbus {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::TempDir;
+
+constexpr char kType[] = "orders.order-placed.v1";
+
+Options ReplayOptions(const TempDir& dir) {
+  Options o = testing::TestOptions(dir);
+  o.retain_events = 100000;
+  o.trim_interval = 10ms;
+  return o;
+}
+
+// Runs of each event (by id) and each subject's runs in order.
+struct RunLog {
+  std::mutex mu;
+  std::map<std::string, int> runs_by_id;
+  std::map<std::string, std::vector<uint64_t>> seqs_by_subject;
+  std::set<std::string> running;  // subjects with a run in progress
+  bool overlapped = false;
+
+  void Enter(const Event& e) {
+    std::lock_guard<std::mutex> lock(mu);
+    ++runs_by_id[e.id.ToString()];
+    seqs_by_subject[e.subject].push_back(e.seq);
+    overlapped |= !running.insert(e.subject).second;
+  }
+  void Leave(const Event& e) {
+    std::lock_guard<std::mutex> lock(mu);
+    running.erase(e.subject);
+  }
+  int Runs(const EventId& id) {
+    std::lock_guard<std::mutex> lock(mu);
+    return runs_by_id[id.ToString()];
+  }
+};
+
+// A subscriber that logs its runs and rejects events of subject "bad"
+// while *broken is true.
+SubscriberOptions Projection(RunLog* log, std::atomic<bool>* broken, bool side_effect_safe = false,
+                             std::chrono::microseconds pause = 0us) {
+  SubscriberOptions s;
+  s.name = "projection";
+  s.types = {kType};
+  s.side_effect_safe = side_effect_safe;
+  s.retry.max_attempts = 1;
+  s.handler = [log, broken, pause](const Event& e, HandlerContext&) {
+    log->Enter(e);
+    if (pause.count() > 0) std::this_thread::sleep_for(pause);
+    log->Leave(e);
+    if (e.subject == "bad" && broken->load()) return Outcome::Reject("broken");
+    return Outcome::Done();
+  };
+  return s;
+}
+
+// Opens a bus in `dir` with `projection` subscribed and started; null
+// (the test failed) when it cannot.
+std::unique_ptr<Bus> StartProjection(const TempDir& dir, SubscriberOptions projection) {
+  auto bus = testing::OpenBus(ReplayOptions(dir));
+  if (bus == nullptr) return nullptr;
+  EXPECT_TRUE(bus->Subscribe(std::move(projection)).ok());
+  EXPECT_TRUE(bus->Start().ok());
+  return bus;
+}
+
+std::vector<Receipt> PublishMany(Bus& bus, int n, const std::function<std::string(int)>& subject) {
+  std::vector<Receipt> receipts;
+  for (int i = 0; i < n; ++i) {
+    Transaction tx = bus.Begin();
+    EXPECT_TRUE(tx.Publish({.type = kType, .subject = subject(i), .data = "{}"}).ok());
+    auto r = tx.Commit();
+    EXPECT_TRUE(r.ok());
+    if (r.ok()) receipts.push_back(*r);
+  }
+  return receipts;
+}
+
+ReplayRequest Request(ReplayMode mode) {
+  ReplayRequest r;
+  r.subscriber = "projection";
+  r.mode = mode;
+  r.action = {"ops-anna", "rebuild after fix 123", false};
+  return r;
+}
+
+// Waits for the replay to end; returns its last report.
+ReplayReport WaitReplay(Bus& bus, uint64_t id, std::chrono::milliseconds timeout = 30s) {
+  ReplayReport report;
+  testing::Eventually(
+      [&] {
+        EXPECT_TRUE(bus.GetReplay(id, &report).ok());
+        return report.state != ReplayState::kRunning;
+      },
+      timeout);
+  return report;
+}
+
+TEST(ReplayTest, SameInboxSkipsHandledEventsAndRunsWhatFailed) {
+  TempDir dir;
+  RunLog log;
+  std::atomic<bool> broken{true};
+  auto bus = StartProjection(dir, Projection(&log, &broken));
+  ASSERT_NE(bus, nullptr);
+  auto receipts = PublishMany(*bus, 50, [](int i) { return i % 10 == 0 ? std::string("bad") : "o" + std::to_string(i % 7); });
+  ASSERT_TRUE(bus->WaitIdle(30s).ok());
+  ASSERT_EQ(bus->Stats().subscribers[0].dead_lettered, 5u);
+  broken = false;  // the fix is deployed
+
+  ReplayReport report;
+  ASSERT_TRUE(bus->Replay(Request(ReplayMode::kSameInbox), &report).ok());
+  ASSERT_NE(report.replay_id, 0u);
+  report = WaitReplay(*bus, report.replay_id);
+  EXPECT_EQ(report.state, ReplayState::kDone);
+  EXPECT_EQ(report.selected, 50u);
+  EXPECT_EQ(report.delivered, 5u);
+  EXPECT_EQ(report.skipped, 45u);
+  EXPECT_EQ(report.failed, 0u);
+  EXPECT_EQ(report.operator_name, "ops-anna");
+  EXPECT_GT(report.ended_ms, 0u);
+  for (int i = 0; i < 50; ++i) {
+    EXPECT_EQ(log.Runs(receipts[i].event_ids[0]), i % 10 == 0 ? 2 : 1) << "event " << i;
+  }
+  std::vector<DeliveryState> states;
+  ASSERT_TRUE(bus->EventStatus(receipts[0].event_ids[0], &states).ok());
+  ASSERT_EQ(states.size(), 1u);
+  EXPECT_EQ(states[0].state, Delivery::kHandled) << "the dead letter is gone once it ran";
+  EXPECT_EQ(bus->Stats().subscribers[0].duplicates, 0u) << "skips of a replay are its own count";
+  const std::string metrics = bus->MetricsText();
+  EXPECT_NE(metrics.find("walbus_replay_events_persisted{subscriber=\"projection\",outcome=\"delivered\"} 5"),
+            std::string::npos)
+      << metrics;
+  EXPECT_NE(metrics.find("walbus_replays_running{subscriber=\"projection\"} 0"), std::string::npos);
+}
+
+TEST(ReplayTest, LeavesAParkedSubjectToTheRedrive) {
+  TempDir dir;
+  RunLog log;
+  std::atomic<bool> broken{true};
+  SubscriberOptions parking = Projection(&log, &broken);
+  parking.on_poison = PoisonPolicy::kParkKey;
+  auto bus = StartProjection(dir, std::move(parking));
+  ASSERT_NE(bus, nullptr);
+  auto receipts = PublishMany(*bus, 10, [](int i) { return i == 3 || i == 7 ? std::string("bad") : "o" + std::to_string(i); });
+  ASSERT_TRUE(bus->WaitIdle(30s).ok());
+  ASSERT_EQ(bus->Stats().subscribers[0].dead_lettered, 2u) << "the failure and the event held behind it";
+  broken = false;
+
+  ReplayReport report;
+  ASSERT_TRUE(bus->Replay(Request(ReplayMode::kSameInbox), &report).ok());
+  report = WaitReplay(*bus, report.replay_id);
+  EXPECT_EQ(report.selected, 10u);
+  EXPECT_EQ(report.delivered, 0u);
+  EXPECT_EQ(report.skipped, 10u);
+  EXPECT_EQ(log.Runs(receipts[3].event_ids[0]), 1) << "the parked subject waits for its redrive";
+
+  ActionReport action;
+  ASSERT_TRUE(bus->RedriveDeadLetters({.subscriber = "projection", .subject = "bad"}, {"ops-anna", "fixed", false},
+                                      &action)
+                  .ok());
+  ASSERT_TRUE(testing::Eventually([&] { return log.Runs(receipts[7].event_ids[0]) == 1; }));
+  EXPECT_EQ(log.Runs(receipts[3].event_ids[0]), 2);
+}
+
+TEST(ReplayTest, FreshScopeRunsEveryEventAgainOnlyForSideEffectSafeSubscribers) {
+  TempDir dir;
+  RunLog log;
+  std::atomic<bool> broken{false};
+  {
+    auto bus = StartProjection(dir, Projection(&log, &broken, /*side_effect_safe=*/false));
+    ASSERT_NE(bus, nullptr);
+    PublishMany(*bus, 20, [](int i) { return "o" + std::to_string(i % 3); });
+    ASSERT_TRUE(bus->WaitIdle(30s).ok());
+    ReplayReport report;
+    Status s = bus->Replay(Request(ReplayMode::kFreshScope), &report);
+    EXPECT_TRUE(s.IsNotSupported()) << s.ToString();
+    EXPECT_NE(s.message().find("side_effect_safe"), std::string::npos);
+    EXPECT_TRUE(bus->GetReplay(1, &report).IsNotFound()) << "a refused replay records nothing";
+    ASSERT_TRUE(bus->Close().ok());
+  }
+  auto bus = StartProjection(dir, Projection(&log, &broken, /*side_effect_safe=*/true));
+  ASSERT_NE(bus, nullptr);
+  ReplayReport report;
+  ASSERT_TRUE(bus->Replay(Request(ReplayMode::kFreshScope), &report).ok());
+  report = WaitReplay(*bus, report.replay_id);
+  EXPECT_EQ(report.state, ReplayState::kDone);
+  EXPECT_EQ(report.selected, 20u);
+  EXPECT_EQ(report.delivered, 20u);
+  EXPECT_EQ(report.skipped, 0u);
+  std::lock_guard<std::mutex> lock(log.mu);
+  for (const auto& [id, runs] : log.runs_by_id) EXPECT_EQ(runs, 2) << id;
+}
+
+TEST(ReplayTest, SelectionBySeqTypeSubjectIdAndCap) {
+  TempDir dir;
+  RunLog log;
+  std::atomic<bool> broken{false};
+  auto bus = StartProjection(dir, Projection(&log, &broken, true));
+  ASSERT_NE(bus, nullptr);
+  auto receipts = PublishMany(*bus, 30, [](int i) { return "o" + std::to_string(i % 3); });
+  ASSERT_TRUE(bus->WaitIdle(30s).ok());
+
+  ReplayRequest r = Request(ReplayMode::kFreshScope);
+  r.action.dry_run = true;
+  r.from_seq = 5;
+  r.to_seq = 20;
+  r.subject = "o1";
+  ReplayReport report;
+  ASSERT_TRUE(bus->Replay(r, &report).ok());
+  EXPECT_EQ(report.replay_id, 0u);
+  EXPECT_EQ(report.seqs, (std::vector<uint64_t>{5, 8, 11, 14, 17, 20}));
+
+  r.max_events = 2;
+  ASSERT_TRUE(bus->Replay(r, &report).ok());
+  EXPECT_EQ(report.seqs, (std::vector<uint64_t>{5, 8}));
+
+  ReplayRequest by_id = Request(ReplayMode::kFreshScope);
+  by_id.action.dry_run = true;
+  by_id.ids = {receipts[3].event_ids[0], receipts[29].event_ids[0]};
+  ASSERT_TRUE(bus->Replay(by_id, &report).ok());
+  EXPECT_EQ(report.seqs, (std::vector<uint64_t>{4, 30}));
+
+  ReplayRequest other_type = Request(ReplayMode::kFreshScope);
+  other_type.action.dry_run = true;
+  other_type.types = {"orders.order-cancelled.v1"};
+  ASSERT_TRUE(bus->Replay(other_type, &report).ok());
+  EXPECT_TRUE(report.seqs.empty());
+
+  ReplayRequest future = Request(ReplayMode::kFreshScope);
+  future.action.dry_run = true;
+  future.since = std::chrono::system_clock::now() + 1h;
+  ASSERT_TRUE(bus->Replay(future, &report).ok());
+  EXPECT_EQ(report.selected, 0u);
+}
+
+TEST(ReplayTest, DryRunChangesNothing) {
+  TempDir dir;
+  RunLog log;
+  std::atomic<bool> broken{true};
+  auto bus = StartProjection(dir, Projection(&log, &broken));
+  ASSERT_NE(bus, nullptr);
+  PublishMany(*bus, 20, [](int i) { return i < 2 ? std::string("bad") : "o" + std::to_string(i); });
+  ASSERT_TRUE(bus->WaitIdle(30s).ok());
+  broken = false;
+  ReplayRequest r = Request(ReplayMode::kSameInbox);
+  r.action.dry_run = true;
+  ReplayReport report;
+  ASSERT_TRUE(bus->Replay(r, &report).ok());
+  EXPECT_EQ(report.replay_id, 0u);
+  EXPECT_EQ(report.selected, 20u);
+  EXPECT_EQ(report.skipped, 18u) << "the two dead letters would run";
+  std::this_thread::sleep_for(100ms);
+  std::lock_guard<std::mutex> lock(log.mu);
+  size_t runs = 0;
+  for (const auto& [id, n] : log.runs_by_id) runs += static_cast<size_t>(n);
+  EXPECT_EQ(runs, 20u);
+  EXPECT_TRUE(bus->GetReplay(1, &report).IsNotFound());
+  EXPECT_EQ(bus->Stats().subscribers[0].dead_lettered, 2u);
+}
+
+TEST(ReplayTest, NeverRunsBesideOrAheadOfLiveEventsOfItsSubject) {
+  TempDir dir;
+  RunLog log;
+  std::atomic<bool> broken{false};
+  auto bus = StartProjection(dir, Projection(&log, &broken, true, 200us));
+  ASSERT_NE(bus, nullptr);
+  PublishMany(*bus, 300, [](int i) { return "o" + std::to_string(i % 5); });
+  ASSERT_TRUE(bus->WaitIdle(30s).ok());
+  {
+    std::lock_guard<std::mutex> lock(log.mu);
+    log.seqs_by_subject.clear();
+  }
+  ReplayReport report;
+  ASSERT_TRUE(bus->Replay(Request(ReplayMode::kFreshScope), &report).ok());
+  PublishMany(*bus, 300, [](int i) { return "o" + std::to_string(i % 5); });  // live, meanwhile
+  report = WaitReplay(*bus, report.replay_id);
+  ASSERT_TRUE(bus->WaitIdle(30s).ok());
+  EXPECT_EQ(report.delivered, 300u);
+  std::lock_guard<std::mutex> lock(log.mu);
+  EXPECT_FALSE(log.overlapped) << "two runs of one subject at once";
+  for (const auto& [subject, seqs] : log.seqs_by_subject) {
+    // Replayed events (seq <= 300) in order, and live ones (> 300) in
+    // order; a replayed block is never split by a live event going first.
+    std::vector<uint64_t> replayed, live;
+    for (uint64_t s : seqs) (s <= 300 ? replayed : live).push_back(s);
+    EXPECT_TRUE(std::is_sorted(replayed.begin(), replayed.end())) << subject;
+    EXPECT_TRUE(std::is_sorted(live.begin(), live.end())) << subject;
+    EXPECT_EQ(replayed.size(), 60u) << subject;
+    EXPECT_EQ(live.size(), 60u) << subject;
+  }
+}
+
+TEST(ReplayTest, OneAtATimePerSubscriberAndCancellable) {
+  TempDir dir;
+  RunLog log;
+  std::atomic<bool> broken{false};
+  auto bus = StartProjection(dir, Projection(&log, &broken, true, 2ms));
+  ASSERT_NE(bus, nullptr);
+  PublishMany(*bus, 500, [](int) { return std::string("one-subject"); });
+  ASSERT_TRUE(bus->WaitIdle(60s).ok());
+  ReplayReport first, second;
+  ASSERT_TRUE(bus->Replay(Request(ReplayMode::kFreshScope), &first).ok());
+  EXPECT_TRUE(bus->Replay(Request(ReplayMode::kFreshScope), &second).IsBusy());
+  std::this_thread::sleep_for(50ms);
+  EXPECT_TRUE(bus->CancelReplay(first.replay_id, {"ops-ben", "", false}).IsInvalidArgument()) << "why is required";
+  ASSERT_TRUE(bus->CancelReplay(first.replay_id, {"ops-ben", "wrong selection", false}).ok());
+  ReplayReport done = WaitReplay(*bus, first.replay_id);
+  EXPECT_EQ(done.state, ReplayState::kCancelled);
+  EXPECT_LT(done.delivered, 500u);
+  EXPECT_EQ(done.cancelled_by, "ops-ben");
+  EXPECT_EQ(done.cancel_reason, "wrong selection");
+  EXPECT_TRUE(bus->CancelReplay(first.replay_id, {"ops-cy", "again", false}).ok()) << "an ended replay: no-op";
+  ASSERT_TRUE(bus->GetReplay(first.replay_id, &done).ok());
+  EXPECT_EQ(done.cancelled_by, "ops-ben");
+  EXPECT_TRUE(bus->CancelReplay(999, {"ops-ben", "typo", false}).IsNotFound());
+  ASSERT_TRUE(bus->Replay(Request(ReplayMode::kFreshScope), &second).ok()) << "the subscriber is free again";
+  ASSERT_TRUE(bus->CancelReplay(second.replay_id, {"ops-ben", "test over", false}).ok());
+}
+
+TEST(ReplayTest, RecordedWhileTheSubscriberIsAwayRunsWhenItSubscribes) {
+  TempDir dir;
+  RunLog log;
+  std::atomic<bool> broken{false};
+  {
+    auto bus = StartProjection(dir, Projection(&log, &broken, true));
+    ASSERT_NE(bus, nullptr);
+    PublishMany(*bus, 10, [](int i) { return "o" + std::to_string(i); });
+    ASSERT_TRUE(bus->WaitIdle(30s).ok());
+    ASSERT_TRUE(bus->Close().ok());
+  }
+  {
+    // An operator's tool: the database is free, the subscriber not here.
+    auto bus = testing::OpenBus(ReplayOptions(dir));
+    ASSERT_NE(bus, nullptr);
+    ReplayReport report;
+    ASSERT_TRUE(bus->Replay(Request(ReplayMode::kFreshScope), &report).ok());
+    EXPECT_EQ(report.state, ReplayState::kRunning);
+    EXPECT_EQ(report.selection, "seq 1..10");
+    ASSERT_TRUE(bus->Close().ok());
+  }
+  auto bus = StartProjection(dir, Projection(&log, &broken, true));
+  ASSERT_NE(bus, nullptr);
+  ReplayReport report = WaitReplay(*bus, 1);
+  EXPECT_EQ(report.state, ReplayState::kDone);
+  EXPECT_EQ(report.delivered, 10u);
+}
+
+// A tool on a stopped database knows how the subscriber was last
+// subscribed: a fresh-scope replay of one that is not side-effect-safe is
+// refused at once, with the reason, not recorded to be refused later.
+TEST(ReplayTest, FreshScopeOnAStoppedDatabaseIsRefusedAtOnceForAnUnsafeSubscriber) {
+  TempDir dir;
+  RunLog log;
+  std::atomic<bool> broken{false};
+  {
+    auto bus = StartProjection(dir, Projection(&log, &broken, /*side_effect_safe=*/false));
+    ASSERT_NE(bus, nullptr);
+    PublishMany(*bus, 3, [](int i) { return "o" + std::to_string(i); });
+    ASSERT_TRUE(bus->WaitIdle(30s).ok());
+    ASSERT_TRUE(bus->Close().ok());
+  }
+  auto bus = testing::OpenBus(ReplayOptions(dir));
+  ASSERT_NE(bus, nullptr);
+  ReplayReport report;
+  const Status s = bus->Replay(Request(ReplayMode::kFreshScope), &report);
+  EXPECT_TRUE(s.IsNotSupported()) << s.ToString();
+  EXPECT_NE(s.message().find("is not side_effect_safe"), std::string::npos) << s.ToString();
+  EXPECT_EQ(report.replay_id, 0u) << "nothing recorded";
+  EXPECT_TRUE(bus->Replay(Request(ReplayMode::kSameInbox), &report).ok()) << "same-inbox is safe for anyone";
+}
+
+TEST(ReplayTest, BadRequestsAreRefused) {
+  TempDir dir;
+  RunLog log;
+  std::atomic<bool> broken{false};
+  auto bus = testing::OpenBus(ReplayOptions(dir));
+  ASSERT_NE(bus, nullptr);
+  ASSERT_TRUE(bus->Subscribe(Projection(&log, &broken, true)).ok());
+  ReplayReport report;
+  ReplayRequest r = Request(ReplayMode::kSameInbox);
+  r.action.operator_name.clear();
+  EXPECT_TRUE(bus->Replay(r, &report).IsInvalidArgument());
+  r = Request(ReplayMode::kSameInbox);
+  r.subscriber = "nobody";
+  EXPECT_TRUE(bus->Replay(r, &report).IsInvalidArgument());
+  r = Request(ReplayMode::kSameInbox);
+  r.from_seq = 9;
+  r.to_seq = 3;
+  EXPECT_TRUE(bus->Replay(r, &report).IsInvalidArgument());
+  r = Request(ReplayMode::kSameInbox);
+  r.types = {"not a type"};
+  EXPECT_TRUE(bus->Replay(r, &report).IsInvalidArgument());
+  EXPECT_TRUE(bus->GetReplay(1, &report).IsNotFound());
+}
+
+// Counts each event's effect (by seq) in the "effects" column family, in the
+// handler's own transaction: exactly-once shows as a count of exactly 2
+// (the live run and the replay's) after any crash.
+SubscriberOptions EffectCounter(std::chrono::microseconds pause) {
+  SubscriberOptions s;
+  s.name = "projection";
+  s.types = {kType};
+  s.side_effect_safe = true;
+  s.handler = [pause](const Event& e, HandlerContext& ctx) {
+    auto cur = ctx.Get("effects", std::to_string(e.seq));
+    if (!cur.ok()) return Outcome::RetryAfter(1ms);
+    const int n = cur->has_value() ? std::stoi(**cur) : 0;
+    ctx.Put("effects", std::to_string(e.seq), std::to_string(n + 1)).IgnoreError();
+    if (pause.count() > 0) std::this_thread::sleep_for(pause);
+    return Outcome::Done();
+  };
+  return s;
+}
+
+TEST(ReplayTest, KilledMidwayResumesWithoutDoubleEffects) {
+  TempDir dir;
+  constexpr int kEvents = 600;
+  Options options = ReplayOptions(dir);
+  int fds[2];
+  ASSERT_EQ(pipe(fds), 0);
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    close(fds[0]);
+    std::unique_ptr<Bus> bus;
+    if (!Bus::Open(options, &bus).ok()) _exit(2);
+    if (!bus->Subscribe(EffectCounter(500us)).ok() || !bus->Start().ok()) _exit(2);
+    for (int i = 0; i < kEvents; ++i) {
+      Transaction tx = bus->Begin();
+      if (!tx.Publish({.type = kType, .subject = "o" + std::to_string(i % 4), .data = "{}"}).ok() ||
+          !tx.Commit().ok()) {
+        _exit(4);
+      }
+    }
+    if (!bus->WaitIdle(60s).ok()) _exit(5);
+    std::this_thread::sleep_for(100ms);  // the checkpoint is written
+    ReplayReport report;
+    if (!bus->Replay(Request(ReplayMode::kFreshScope), &report).ok()) _exit(6);
+    while (bus->GetReplay(report.replay_id, &report).ok() && report.delivered < kEvents / 3) {
+      std::this_thread::sleep_for(1ms);
+    }
+    if (write(fds[1], "k", 1) != 1) _exit(7);
+    pause();
+    _exit(0);
+  }
+  close(fds[1]);
+  char c = 0;
+  ASSERT_EQ(read(fds[0], &c, 1), 1);
+  kill(pid, SIGKILL);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  close(fds[0]);
+
+  auto bus = testing::OpenBus(options);
+  ASSERT_NE(bus, nullptr);
+  ReplayReport report;
+  ASSERT_TRUE(bus->GetReplay(1, &report).ok());
+  ASSERT_EQ(report.state, ReplayState::kRunning) << "killed before the end";
+  EXPECT_GT(report.next_seq, 1u) << "its position was recorded";
+  ASSERT_TRUE(bus->Subscribe(EffectCounter(0us)).ok());
+  ASSERT_TRUE(bus->Start().ok());
+  report = WaitReplay(*bus, 1, 60s);
+  EXPECT_EQ(report.state, ReplayState::kDone);
+  ASSERT_TRUE(bus->WaitIdle(30s).ok());
+  Transaction reader = bus->Begin();
+  for (int seq = 1; seq <= kEvents; ++seq) {
+    auto effect = reader.Get("effects", std::to_string(seq));
+    ASSERT_TRUE(effect.ok());
+    ASSERT_EQ(effect->value_or("0"), "2") << "seq " << seq << ": one live run and one replayed, exactly";
+  }
+}
+
+}  // namespace
+}  // namespace walbus

@@ -1,0 +1,55 @@
+// bus/dispatch/tail_cache.cc: the ring of recent events, bounded in events and in
+// bytes; what it no longer holds is read from disk.
+#include "bus/dispatch/tail_cache.h"
+
+#include <gtest/gtest.h>
+
+namespace walbus::internal {
+namespace {
+
+std::shared_ptr<const Event> MakeEvent(uint64_t seq, size_t data_bytes) {
+  auto e = std::make_shared<Event>();
+  e->seq = seq;
+  e->type = "t.x.v1";
+  e->subject = "s";
+  e->data.assign(data_bytes, 'x');
+  return e;
+}
+
+std::vector<uint64_t> Cached(const TailCache& cache, uint64_t from, size_t limit) {
+  std::vector<std::shared_ptr<const Event>> out;
+  cache.Read(from, limit, &out);
+  std::vector<uint64_t> seqs;
+  for (const auto& e : out) seqs.push_back(e->seq);
+  return seqs;
+}
+
+TEST(TailCacheTest, KeepsTheNewestEventsUpToItsCapacity) {
+  TailCache cache(4, 1 << 20);
+  for (uint64_t seq = 1; seq <= 6; ++seq) cache.Append({MakeEvent(seq, 10)});
+  EXPECT_EQ(Cached(cache, 3, 10), (std::vector<uint64_t>{3, 4, 5, 6}));
+  EXPECT_TRUE(Cached(cache, 2, 10).empty()) << "overwritten: read from disk";
+  EXPECT_EQ(Cached(cache, 4, 2), (std::vector<uint64_t>{4, 5}));
+}
+
+TEST(TailCacheTest, LargePayloadsEvictTheOldestByBytes) {
+  const size_t big = 100 << 10;
+  const size_t per_event = TailCache::Footprint(*MakeEvent(1, big));
+  TailCache cache(1024, 3 * per_event);
+  for (uint64_t seq = 1; seq <= 10; ++seq) cache.Append({MakeEvent(seq, big)});
+  EXPECT_EQ(Cached(cache, 8, 10), (std::vector<uint64_t>{8, 9, 10})) << "three fit in the byte bound";
+  EXPECT_TRUE(Cached(cache, 7, 10).empty());
+}
+
+TEST(TailCacheTest, TheNewestEventStaysEvenAboveTheBound) {
+  TailCache cache(16, 1024);
+  cache.Append({MakeEvent(1, 10), MakeEvent(2, 10)});
+  cache.Append({MakeEvent(3, 4096)});
+  EXPECT_EQ(Cached(cache, 3, 10), (std::vector<uint64_t>{3}));
+  EXPECT_TRUE(Cached(cache, 1, 10).empty());
+  cache.Append({MakeEvent(4, 10)});
+  EXPECT_EQ(Cached(cache, 4, 10), (std::vector<uint64_t>{4})) << "the big one made room";
+}
+
+}  // namespace
+}  // namespace walbus::internal

@@ -1,0 +1,123 @@
+// Logs (bus/ops/log.cc): one line per event of interest, with its fields, and
+// never the payload; subjects hashed on request; failures rate-limited.
+#include "bus/ops/log.h"
+
+#include <gtest/gtest.h>
+#include <spdlog/sinks/ostream_sink.h>
+
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <mutex>
+#include <sstream>
+
+#include "tests/test_util.h"
+#include "walbus/bus.h"
+
+namespace walbus {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::TempDir;
+
+constexpr const char* kSecret = "card-4111-1111-1111-1111";
+
+// Runs one event that fails once and one poison through a bus logging into
+// `out`; returns the log.
+std::string RunAndLog(bool hash_subjects) {
+  TempDir dir;
+  std::ostringstream out;
+  auto sink = std::make_shared<spdlog::sinks::ostream_sink_mt>(out);
+  auto logger = std::make_shared<spdlog::logger>("walbus-test", sink);
+  logger->set_level(spdlog::level::debug);
+  Options o = testing::TestOptions(dir);
+  o.logger = logger;
+  o.hash_subjects_in_logs = hash_subjects;
+  {
+    auto bus = testing::OpenBus(o);
+    std::atomic<int> calls{0};
+    SubscriberOptions s;
+    s.name = "payments";
+    s.retry.max_attempts = 2;
+    s.retry.base = 1ms;
+    s.retry.cap = 1ms;
+    s.handler = [&](const Event& e, HandlerContext&) -> Outcome {
+      if (e.subject == "alice@example.com" && ++calls == 1) throw std::runtime_error("gateway timeout");
+      if (e.subject == "bob@example.com") throw std::runtime_error("card declined");
+      return Outcome::Done();
+    };
+    EXPECT_TRUE(bus->Subscribe(std::move(s)).ok());
+    EXPECT_TRUE(bus->Start().ok());
+    for (const char* subject : {"alice@example.com", "bob@example.com"}) {
+      Transaction tx = bus->Begin();
+      EventSpec e;
+      e.type = "payments.payment-captured.v1";
+      e.subject = subject;
+      e.data = kSecret;
+      EXPECT_TRUE(tx.Publish(e).ok());
+      EXPECT_TRUE(tx.Commit().ok());
+    }
+    EXPECT_TRUE(bus->WaitIdle(10s).ok());
+    EXPECT_FALSE(bus->Ingest(std::string("junk ") + kSecret, "import").ok());
+  }
+  logger->flush();
+  return out.str();
+}
+
+TEST(LogTest, EventOutcomesCarryTheirFieldsAndNeverThePayload) {
+  const std::string log = RunAndLog(false);
+  EXPECT_EQ(log.find(kSecret), std::string::npos) << log;
+  EXPECT_NE(log.find("outcome=retry subscriber=payments"), std::string::npos) << log;
+  EXPECT_NE(log.find("outcome=handled subscriber=payments"), std::string::npos) << log;
+  EXPECT_NE(log.find("outcome=dead-lettered subscriber=payments"), std::string::npos) << log;
+  EXPECT_NE(log.find("error=\"exception: card declined\""), std::string::npos) << log;
+  EXPECT_NE(log.find("type=payments.payment-captured.v1"), std::string::npos) << log;
+  EXPECT_NE(log.find("subject=alice@example.com"), std::string::npos) << log;
+  EXPECT_NE(log.find("attempt=2"), std::string::npos) << log;
+  EXPECT_NE(log.find("quarantined"), std::string::npos) << log;
+}
+
+std::string FileText(const std::string& path) {
+  std::ifstream in(path);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+// Given no logger, a bus logs to standard error: an application's standard
+// output is its own (a pipe to another program, a report).
+TEST(LogTest, WithoutALoggerTheBusWritesToStandardErrorOnly) {
+  TempDir dir;
+  const std::string out = dir.root() + "/stdout", err = dir.root() + "/stderr";
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::dup2(::open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600), 1);
+    ::dup2(::open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600), 2);
+    Options o = testing::TestOptions(dir);
+    o.logger = nullptr;
+    std::unique_ptr<Bus> bus;
+    if (!Bus::Open(o, &bus).ok()) ::_exit(3);
+    if (bus->Ingest("not an envelope", "test").ok()) ::_exit(4);  // quarantined: a warning
+    (void)bus->Close();
+    ::_exit(0);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  EXPECT_EQ(FileText(out), "");
+  EXPECT_NE(FileText(err).find("quarantined"), std::string::npos) << FileText(err);
+}
+
+TEST(LogTest, SubjectsCanBeHashed) {
+  const std::string log = RunAndLog(true);
+  EXPECT_EQ(log.find("alice@example.com"), std::string::npos) << log;
+  EXPECT_EQ(log.find("bob@example.com"), std::string::npos) << log;
+  internal::BusLog hashed(nullptr, true);
+  const std::string h = hashed.Subject("alice@example.com");
+  EXPECT_EQ(h.rfind("h:", 0), 0u);
+  EXPECT_EQ(h, hashed.Subject("alice@example.com")) << "stable, so one subject's lines can be followed";
+  EXPECT_NE(log.find("subject=" + h), std::string::npos) << log;
+}
+
+}  // namespace
+}  // namespace walbus

@@ -1,0 +1,237 @@
+// Metrics (bus/ops/metrics.cc, BusImpl::MetricsText): each moves when its cause
+// happens, and the text passes Prometheus's own linter.
+#include "bus/ops/metrics.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include "tests/test_util.h"
+#include "walbus/bus.h"
+
+namespace walbus {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::TempDir;
+
+// The value of one sample line, e.g. Value(text, "walbus_commits_total").
+double Value(const std::string& text, const std::string& series) {
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind(series + " ", 0) == 0) return std::stod(line.substr(series.size() + 1));
+  }
+  ADD_FAILURE() << "no sample " << series << " in\n" << text;
+  return -1;
+}
+
+void Publish(Bus& bus, const std::string& subject, const std::string& data, uint64_t version = 0) {
+  Transaction tx = bus.Begin();
+  EventSpec e;
+  e.type = "orders.order-approved.v1";
+  e.subject = subject;
+  e.data = data;
+  e.subject_version = version;
+  ASSERT_TRUE(tx.Publish(e).ok());
+  ASSERT_TRUE(tx.Commit().ok());
+}
+
+TEST(MetricsTest, EachMetricMovesWithItsCause) {
+  TempDir dir;
+  auto bus = testing::OpenBus(testing::TestOptions(dir));
+  SubscriberOptions s;
+  s.name = "invoicing";
+  s.skip_stale = true;
+  s.retry.max_attempts = 2;
+  s.retry.base = 1ms;
+  s.retry.cap = 1ms;
+  s.handler = [](const Event& e, HandlerContext&) -> Outcome {
+    if (e.data == "poison") throw std::runtime_error("bad");
+    return Outcome::Done();
+  };
+  ASSERT_TRUE(bus->Subscribe(std::move(s)).ok());
+  ASSERT_TRUE(bus->Start().ok());
+  const std::string before = bus->MetricsText();
+  EXPECT_EQ(Value(before, "walbus_subscriber_handled_total{subscriber=\"invoicing\"}"), 0);
+
+  Publish(*bus, "order-1", "ok", 2);
+  Publish(*bus, "order-1", "old", 1);  // stale
+  Publish(*bus, "order-2", "poison");  // retried once, then dead-lettered
+  EXPECT_FALSE(bus->Ingest("garbage", "test").ok());  // quarantined
+  ASSERT_TRUE(bus->WaitIdle(10s).ok());
+  const std::string after = bus->MetricsText();
+  EXPECT_EQ(Value(after, "walbus_events_published_total{type=\"orders.order-approved.v1\"}"), 3);
+  EXPECT_EQ(Value(after, "walbus_subscriber_handled_total{subscriber=\"invoicing\"}"), 1);
+  EXPECT_EQ(Value(after, "walbus_subscriber_stale_skipped_total{subscriber=\"invoicing\"}"), 1);
+  EXPECT_EQ(Value(after, "walbus_subscriber_retries_total{subscriber=\"invoicing\"}"), 1);
+  EXPECT_EQ(Value(after, "walbus_subscriber_dead_lettered_total{subscriber=\"invoicing\"}"), 1);
+  EXPECT_EQ(Value(after, "walbus_quarantined_total"), 1);
+  EXPECT_EQ(Value(after, "walbus_last_sequence"), 3);
+  EXPECT_EQ(Value(after, "walbus_subscriber_lag_events{subscriber=\"invoicing\"}"), 0);
+  EXPECT_GE(Value(after, "walbus_commit_batch_size_count"), 3);
+  EXPECT_EQ(Value(after, "walbus_subscriber_handler_duration_seconds_count{subscriber=\"invoicing\"}"), 3)
+      << "one success and two failed runs; the stale skip runs no handler";
+}
+
+// One rule for every counter: it counts this process, from zero at each
+// open; what the database counts over its life is a *_persisted gauge.
+TEST(MetricsTest, CountersStartAtZeroInEachProcessAndPersistedGaugesCarryOn) {
+  TempDir dir;
+  const auto run = [&](const std::vector<std::string>& data) {
+    auto bus = testing::OpenBus(testing::TestOptions(dir));
+    SubscriberOptions s;
+    s.name = "invoicing";
+    s.retry.max_attempts = 1;
+    s.handler = [](const Event& e, HandlerContext&) -> Outcome {
+      if (e.data == "poison") throw std::runtime_error("bad");
+      return Outcome::Done();
+    };
+    EXPECT_TRUE(bus->Subscribe(std::move(s)).ok());
+    EXPECT_TRUE(bus->Start().ok());
+    for (const std::string& d : data) Publish(*bus, "order-" + d, d);
+    EXPECT_FALSE(bus->Ingest("garbage", "test").ok());
+    EXPECT_TRUE(bus->WaitIdle(10s).ok());
+    return bus->MetricsText();
+  };
+  run({"a", "b", "poison"});
+  const std::string second = run({"c"});
+  const std::string sub = "{subscriber=\"invoicing\"}";
+  EXPECT_EQ(Value(second, "walbus_subscriber_handled_total" + sub), 1);
+  EXPECT_EQ(Value(second, "walbus_subscriber_handled_persisted" + sub), 3);
+  EXPECT_EQ(Value(second, "walbus_subscriber_dead_lettered_total" + sub), 0);
+  EXPECT_EQ(Value(second, "walbus_subscriber_dead_lettered_persisted" + sub), 1);
+  EXPECT_EQ(Value(second, "walbus_events_published_total{type=\"orders.order-approved.v1\"}"), 1);
+  EXPECT_EQ(Value(second, "walbus_quarantined_total"), 1);
+  EXPECT_EQ(Value(second, "walbus_quarantined_persisted"), 2);
+  EXPECT_NE(second.find("# TYPE walbus_subscriber_handled_persisted gauge\n"), std::string::npos);
+  EXPECT_NE(second.find("# TYPE walbus_storage_delayed_write_rate_bytes_per_second gauge\n"), std::string::npos);
+  // Every counter is named *_total, and nothing else is.
+  std::istringstream in(second);
+  for (std::string line; std::getline(in, line);) {
+    if (!line.starts_with("# TYPE ")) continue;
+    const bool counter = line.ends_with(" counter");
+    const std::string name = line.substr(7, line.find(' ', 7) - 7);
+    EXPECT_EQ(counter, name.ends_with("_total")) << line;
+  }
+}
+
+class FixedSource final : public MetricsSource {
+ public:
+  void CollectMetrics(std::vector<MetricFamily>* out) const override {
+    out->push_back({"walbus_test_things", MetricType::kGauge, "Things.", {MetricSample{{{"k", "v"}}, 7}}});
+  }
+};
+
+TEST(MetricsTest, AddedSourcesAppearWhileTheyLive) {
+  TempDir dir;
+  auto bus = testing::OpenBus(testing::TestOptions(dir));
+  auto source = std::make_shared<FixedSource>();
+  EXPECT_EQ(bus->AddMetricsSource(std::weak_ptr<const MetricsSource>()).code(), Status::Code::kInvalidArgument);
+  ASSERT_TRUE(bus->AddMetricsSource(source).ok());
+  EXPECT_EQ(bus->AddMetricsSource(source).code(), Status::Code::kInvalidArgument) << "added twice";
+  EXPECT_EQ(Value(bus->MetricsText(), "walbus_test_things{k=\"v\"}"), 7);
+  source.reset();
+  EXPECT_EQ(bus->MetricsText().find("walbus_test_things"), std::string::npos);
+}
+
+TEST(MetricsTest, BacklogAgeFollowsTheInjectedClock) {
+  TempDir dir;
+  Options o = testing::TestOptions(dir);
+  auto clock = std::make_shared<testing::ManualClock>();
+  o.clock = clock;
+  auto bus = testing::OpenBus(o);
+  SubscriberOptions s;
+  s.name = "stopped";  // registered, never started
+  s.handler = [](const Event&, HandlerContext&) { return Outcome::Done(); };
+  ASSERT_TRUE(bus->Subscribe(std::move(s)).ok());
+  Publish(*bus, "order-1", "a");
+  Publish(*bus, "order-2", "b");
+  clock->Advance(90s);
+  const std::string text = bus->MetricsText();
+  EXPECT_EQ(Value(text, "walbus_outbox_backlog_events"), 2);
+  EXPECT_NEAR(Value(text, "walbus_outbox_oldest_age_seconds"), 90, 1);
+  EXPECT_NEAR(Value(text, "walbus_subscriber_lag_seconds{subscriber=\"stopped\"}"), 90, 1);
+}
+
+TEST(MetricsTest, PromtoolAcceptsTheExposition) {
+  if (std::system("command -v promtool >/dev/null 2>&1") != 0) {
+    GTEST_SKIP() << "promtool is not installed (Debian package prometheus; tools/dev deps installs it)";
+  }
+  TempDir dir;
+  auto bus = testing::OpenBus(testing::TestOptions(dir));
+  SubscriberOptions s;
+  s.name = "reporting";
+  s.handler = [](const Event&, HandlerContext&) { return Outcome::Done(); };
+  ASSERT_TRUE(bus->Subscribe(std::move(s)).ok());
+  ASSERT_TRUE(bus->Start().ok());
+  Publish(*bus, "order-1", "a");
+  ASSERT_TRUE(bus->WaitIdle(10s).ok());
+  const std::string path = dir.root() + "/metrics.prom";
+  std::ofstream(path) << bus->MetricsText();
+  const std::string cmd = "promtool check metrics < " + path + " > " + path + ".out 2>&1";
+  const int rc = std::system(cmd.c_str());
+  std::ifstream out(path + ".out");
+  std::string findings((std::istreambuf_iterator<char>(out)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(rc, 0) << findings;
+}
+
+TEST(MetricsTest, HistogramBucketsAreCumulative) {
+  internal::Histogram h({1, 10});
+  h.Observe(0.5);
+  h.Observe(5);
+  h.Observe(50);
+  auto s = h.Read();
+  EXPECT_EQ(s.cumulative, (std::vector<uint64_t>{1, 2, 3}));
+  EXPECT_EQ(s.count, 3u);
+  EXPECT_NEAR(s.sum, 55.5, 1e-6);
+}
+
+// As Go's strconv.FormatFloat(v, 'g', -1, 64), which Prometheus' clients use.
+TEST(MetricsTest, NumbersPrintAsPrometheusClientsPrintThem) {
+  const std::pair<double, const char*> cases[] = {
+      {0, "0"},          {1, "1"},           {-1, "-1"},          {0.1, "0.1"},           {5e-05, "5e-05"},
+      {0.0001, "0.0001"}, {0.0005, "0.0005"}, {0.00025, "0.00025"}, {2.5, "2.5"},          {123456, "123456"},
+      {1e6, "1e+06"},    {1234567, "1.234567e+06"}, {1e21, "1e+21"}, {23.466, "23.466"}, {0.999, "0.999"},
+  };
+  for (const auto& [value, text] : cases) {
+    internal::MetricsWriter w;
+    w.Family("walbus_v", MetricType::kGauge, "v");
+    w.Sample("walbus_v", {}, value);
+    EXPECT_EQ(w.text(), std::string("# HELP walbus_v v\n# TYPE walbus_v gauge\nwalbus_v ") + text + "\n") << value;
+  }
+}
+
+TEST(MetricsTest, TextEscapesLabelsAndPrintsShortestNumbers) {
+  internal::MetricsWriter w;
+  w.Family("walbus_x_seconds", MetricType::kHistogram, "Help with a \\ and a\nnewline.");
+  internal::Histogram h(internal::Histogram::SecondsBounds());
+  h.Observe(0.0002);
+  w.HistogramSamples("walbus_x_seconds", internal::MetricsWriter::Label("k", "a\"b\\c\nd"), h.Read());
+  w.Family("walbus_y", MetricType::kGauge, "A gauge.");
+  w.Sample("walbus_y", {}, 0.1);
+  const std::string text = w.text();
+  EXPECT_NE(text.find("# HELP walbus_x_seconds Help with a \\\\ and a\\nnewline.\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("walbus_x_seconds_bucket{k=\"a\\\"b\\\\c\\nd\",le=\"5e-05\"} 0\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("le=\"0.00025\"} 1\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("le=\"2.5\"} 1\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("le=\"+Inf\"} 1\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("walbus_y 0.1\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("le=\"0.0005\"} 1\n"), std::string::npos) << "fixed from 1e-4 on, as Go prints: " << text;
+  // Every bound is written short and reads back as the double it was.
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    const size_t le = line.find("le=\"");
+    if (le == std::string::npos || line.find("+Inf") != std::string::npos) continue;
+    const std::string value = line.substr(le + 4, line.find('"', le + 4) - le - 4);
+    EXPECT_LE(value.size(), 7u) << line;
+    const double parsed = std::stod(value);
+    const auto bounds = internal::Histogram::SecondsBounds();
+    EXPECT_NE(std::find(bounds.begin(), bounds.end(), parsed), bounds.end()) << line;
+  }
+}
+
+}  // namespace
+}  // namespace walbus

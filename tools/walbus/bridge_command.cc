@@ -1,0 +1,143 @@
+#include "tools/walbus/bridge_command.h"
+
+#include <cstdint>
+#include <iostream>
+#include <map>
+#include <optional>
+#include <string_view>
+
+#include "bridge/relay_journal.h"
+#include "tools/walbus/inspect_util.h"
+#include "storage/db.h"
+
+namespace walbus::tools {
+namespace {
+
+using internal::inspect_util::IsoTimeMs;
+using internal::inspect_util::JsonString;
+using internal::inspect_util::TextSafe;
+
+struct RelayRecords {
+  std::string origin;
+  uint64_t subjects = 0;        // (source, subject) pairs with a position
+  uint64_t journal = 0;         // messages not yet confirmed
+  uint64_t first_journaled = 0, last_journaled = 0;  // their event seqs
+  uint64_t low_mark = 0;
+  uint64_t unrepairable = 0, unrepairable_last_ms = 0;
+};
+
+struct InboundRecords {
+  uint64_t stream_seq = 0;
+  int64_t stored_ns = 0;
+};
+
+// "<kind>\0<name>\0<rest>" -> name and rest.
+bool SplitKey(std::string_view key, std::string_view kind, std::string* name, std::string_view* rest) {
+  if (!key.starts_with(kind) || key.size() <= kind.size() || key[kind.size()] != '\0') return false;
+  key.remove_prefix(kind.size() + 1);
+  const size_t end = key.find('\0');
+  if (end == std::string_view::npos) return false;
+  *name = std::string(key.substr(0, end));
+  *rest = key.substr(end + 1);
+  return true;
+}
+
+void AddRelayRecord(std::string_view rest, std::string_view value, RelayRecords* r) {
+  if (rest.empty()) return;
+  switch (rest[0]) {
+    case 'o': r->origin = std::string(value); break;
+    case 'p': ++r->subjects; break;
+    case 'l': r->low_mark = bridge::DecodeU64(value).value_or(0); break;
+    case 'j': {
+      const uint64_t seq = bridge::DecodeU64(rest.substr(1)).value_or(0);
+      if (r->journal++ == 0) r->first_journaled = seq;
+      r->last_journaled = seq;
+      break;
+    }
+    case 'u':
+      if (value.size() == 16) {
+        r->unrepairable = *bridge::DecodeU64(value.substr(0, 8));
+        r->unrepairable_last_ms = *bridge::DecodeU64(value.substr(8));
+      }
+      break;
+    default: break;
+  }
+}
+
+void PrintRelay(const std::string& name, const RelayRecords& r, bool json) {
+  if (json) {
+    std::cout << "{\"kind\":\"relay\",\"name\":" << JsonString(name) << ",\"origin\":" << JsonString(r.origin)
+              << ",\"subjects\":" << r.subjects << ",\"journal\":" << r.journal
+              << ",\"journal_first_seq\":" << r.first_journaled << ",\"journal_last_seq\":" << r.last_journaled
+              << ",\"low_mark\":" << r.low_mark << ",\"unrepairable_losses\":" << r.unrepairable
+              << ",\"unrepairable_last\":"
+              << (r.unrepairable_last_ms ? JsonString(IsoTimeMs(static_cast<int64_t>(r.unrepairable_last_ms)))
+                                         : "null")
+              << "}\n";
+    return;
+  }
+  std::cout << "relay " << TextSafe(name) << "\n"
+            << "  origin        " << TextSafe(r.origin) << "\n"
+            << "  subjects      " << r.subjects << " with a position\n"
+            << "  journal       " << r.journal << " relayed messages not yet confirmed on the server";
+  if (r.journal > 0) std::cout << " (event seqs " << r.first_journaled << ".." << r.last_journaled << ")";
+  std::cout << "\n";
+  if (r.unrepairable > 0) {
+    std::cout << "  LOST          " << r.unrepairable
+              << " time(s) the stream was gone after this relay had published to it (last "
+              << IsoTimeMs(static_cast<int64_t>(r.unrepairable_last_ms))
+              << "): messages confirmed before then are lost on the server and cannot be republished\n";
+  } else {
+    std::cout << "  lost          none that could not be republished\n";
+  }
+}
+
+void PrintInbound(const std::string& name, const InboundRecords& in, bool json) {
+  if (json) {
+    std::cout << "{\"kind\":\"inbound\",\"name\":" << JsonString(name) << ",\"cursor_stream_seq\":" << in.stream_seq
+              << ",\"cursor_stored\":" << JsonString(IsoTimeMs(in.stored_ns / 1000000)) << "}\n";
+    return;
+  }
+  std::cout << "inbound " << TextSafe(name) << "\n"
+            << "  newest taken  stream sequence " << in.stream_seq << ", stored "
+            << IsoTimeMs(in.stored_ns / 1000000) << "\n";
+}
+
+}  // namespace
+
+int RunBridge(const std::string& dir, const std::string& column_family, bool json) {
+  internal::inspect_util::SecondaryView view;
+  if (Status s = internal::inspect_util::OpenSecondary(dir, &view); !s.ok()) {
+    std::cerr << "walbus bridge: " << s.ToString() << "\n";
+    return 1;
+  }
+  storage::CfHandle* cf = view.db->AppCf(column_family);
+  if (cf == nullptr) {
+    std::cerr << "walbus bridge: " << dir << " has no column family '" << column_family
+              << "': no bridge has kept records here (see --column-family)\n";
+    return 1;
+  }
+  std::map<std::string, RelayRecords> relays;
+  std::map<std::string, InboundRecords> inbounds;
+  Status s = view.db->Scan(cf, "", SIZE_MAX, [&](std::string_view key, std::string_view value) {
+    std::string name;
+    std::string_view rest;
+    if (SplitKey(key, "relay", &name, &rest)) {
+      AddRelayRecord(rest, value, &relays[name]);
+    } else if (SplitKey(key, "inbound", &name, &rest) && rest == "cursor" && value.size() == 16) {
+      inbounds[name] = InboundRecords{*bridge::DecodeU64(value.substr(0, 8)),
+                                      static_cast<int64_t>(*bridge::DecodeU64(value.substr(8)))};
+    }
+    return true;
+  });
+  if (!s.ok()) {
+    std::cerr << "walbus bridge: " << s.ToString() << "\n";
+    return 1;
+  }
+  if (relays.empty() && inbounds.empty() && !json) std::cout << "no relay or inbound consumer records\n";
+  for (const auto& [name, r] : relays) PrintRelay(name, r, json);
+  for (const auto& [name, in] : inbounds) PrintInbound(name, in, json);
+  return 0;
+}
+
+}  // namespace walbus::tools

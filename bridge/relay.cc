@@ -17,6 +17,7 @@
 #include "bridge/nats_link.h"
 #include "bridge/relay_journal.h"
 #include "bus/util/log_limiter.h"
+#include "bus/util/unix_time.h"
 #include "walbus/jetstream.h"
 
 namespace walbus::jetstream {
@@ -327,9 +328,7 @@ class RelayCore {
   }
 
   static uint64_t NowMs() {
-    return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
-                                     std::chrono::system_clock::now().time_since_epoch())
-                                     .count());
+    return internal::ToUnixMillisUnsigned(std::chrono::system_clock::now());
   }
 
   static std::optional<std::string> SubjectOf(const JournalEntry& entry) {

@@ -11,6 +11,8 @@
 #include <string>
 #include <string_view>
 
+#include "walbus/event.h"
+
 namespace walbus::storage {
 
 void PutBe32(std::string* out, uint32_t v);
@@ -26,6 +28,11 @@ bool ParseOutboxKey(std::string_view key, uint64_t* seq);
 // inbox: be32(subscriber id) + 16-byte event id.
 // REQUIRES: event_id16.size() == 16.
 std::string InboxKey(uint32_t subscriber_id, std::string_view event_id16);
+
+// An event id's 16 bytes, as keys hold them.
+inline std::string_view IdBytes(const EventId& id) {
+  return std::string_view(reinterpret_cast<const char*>(id.bytes.data()), id.bytes.size());
+}
 // Inbox value: be64(seq) + be64(handled at, unix ms) + be32(handler runs
 // it took: 1 for a first-time success, 0 for a stale skip). Records
 // written before the runs were counted are 16 bytes.

@@ -39,7 +39,7 @@ void Committer::Commit(std::span<CommitRequest* const> requests) {
   const auto& waker = ThisThreadWaker();
   std::unique_lock<std::mutex> lock(mu_);
   for (CommitRequest* r : requests) {
-    assert(r->scope != nullptr && !r->done.load(std::memory_order_relaxed));
+    assert(r->writes != nullptr && !r->done.load(std::memory_order_relaxed));
     r->waker = waker;
     queue_.push_back(r);
   }
@@ -70,9 +70,9 @@ void Committer::Commit(std::span<CommitRequest* const> requests) {
   }
 }
 
-Status Committer::CommitOne(ScopeRep* scope, bool sync, uint64_t* first_seq) {
+Status Committer::CommitOne(WriteSet* writes, bool sync, uint64_t* first_seq) {
   CommitRequest request;
-  request.scope = scope;
+  request.writes = writes;
   request.sync = sync;
   CommitRequest* requests[] = {&request};
   Commit(requests);
@@ -108,11 +108,11 @@ void Committer::LeadGroup(std::unique_lock<std::mutex>& lock) {
   size_t bytes = 0;
   for (CommitRequest* r : queue_) {
     if (!group.empty() &&
-        (group.size() >= limits_.max_group_commits || bytes + r->scope->bytes > limits_.max_group_bytes)) {
+        (group.size() >= limits_.max_group_commits || bytes + r->writes->bytes > limits_.max_group_bytes)) {
       break;
     }
     group.push_back(r);
-    bytes += r->scope->bytes;
+    bytes += r->writes->bytes;
   }
   const auto started = std::chrono::steady_clock::now();
   lock.unlock();
@@ -148,8 +148,8 @@ void Committer::LeadGroup(std::unique_lock<std::mutex>& lock) {
   lock.lock();
 }
 
-Status Committer::CheckExpectations(const ScopeRep& scope) {
-  for (const Expectation& e : scope.expects) {
+Status Committer::CheckExpectations(const WriteSet& writes) {
+  for (const Expectation& e : writes.expects) {
     uint64_t current = 0;
     auto it = group_versions_.find(e.version_key);
     if (it != group_versions_.end()) {
@@ -197,11 +197,11 @@ bool Committer::WriteGroup(const std::vector<CommitRequest*>& group) {
   bool sync = false;
   size_t accepted = 0;
   for (CommitRequest* r : group) {
-    ScopeRep& scope = *r->scope;
-    r->status = CheckExpectations(scope);
+    WriteSet& writes = *r->writes;
+    r->status = CheckExpectations(writes);
     if (!r->status.ok()) continue;
     ++accepted;
-    for (const Op& op : scope.ops) {
+    for (const Op& op : writes.ops) {
       switch (op.kind) {
         case Op::Kind::kPut: batch_.Put(op.cf, op.key, op.value); break;
         case Op::Kind::kDelete: batch_.Delete(op.cf, op.key); break;
@@ -209,17 +209,17 @@ bool Committer::WriteGroup(const std::vector<CommitRequest*>& group) {
         case Op::Kind::kDeleteRange: batch_.DeleteRange(op.cf, op.key, op.value); break;
       }
     }
-    for (const Expectation& e : scope.expects) {
+    for (const Expectation& e : writes.expects) {
       std::string v;
       storage::PutBe64(&v, e.Next());
       batch_.Put(db_->cf(storage::Cf::kVersions), e.version_key, v);
       group_versions_[e.version_key] = e.Next();
     }
-    r->first_seq = scope.events.empty() ? 0 : next;
-    for (size_t i = 0; i < scope.events.size(); ++i) {
-      scope.events[i]->seq = next;
-      batch_.Put(db_->cf(storage::Cf::kOutbox), storage::OutboxKey(next), scope.envelopes[i]);
-      group_events_.push_back(scope.events[i]);
+    r->first_seq = writes.events.empty() ? 0 : next;
+    for (size_t i = 0; i < writes.events.size(); ++i) {
+      writes.events[i]->seq = next;
+      batch_.Put(db_->cf(storage::Cf::kOutbox), storage::OutboxKey(next), writes.envelopes[i]);
+      group_events_.push_back(writes.events[i]);
       ++next;
     }
     sync |= r->sync;

@@ -32,14 +32,14 @@
 #include <unordered_map>
 #include <vector>
 
-#include "bus/ops/metrics.h"
-#include "bus/core/scope.h"
+#include "bus/telemetry/metrics.h"
+#include "bus/core/write_set.h"
 #include "storage/db.h"
 
 namespace walbus::internal {
 
 struct CommitRequest {
-  ScopeRep* scope = nullptr;
+  WriteSet* writes = nullptr;
   // Needs fsync before completing (kSync producer commits, follow-ups).
   bool sync = false;
   // Results, valid once Commit() returned.
@@ -81,7 +81,7 @@ class Committer {
 
   // Commit() of one request. Returns its status; *first_seq (optional) gets
   // the seq of its first event.
-  Status CommitOne(ScopeRep* scope, bool sync, uint64_t* first_seq = nullptr);
+  Status CommitOne(WriteSet* writes, bool sync, uint64_t* first_seq = nullptr);
 
   uint64_t last_seq() const { return last_seq_.load(std::memory_order_acquire); }
   uint64_t commits() const { return commits_.load(std::memory_order_relaxed); }
@@ -116,7 +116,7 @@ class Committer {
   // Adds a kAddCounter op to the group's sums (or, past a bound on distinct
   // keys, straight to the batch).
   void AddToCounter(const Op& op);
-  Status CheckExpectations(const ScopeRep& scope);
+  Status CheckExpectations(const WriteSet& writes);
 
   storage::Db* const db_;
   const CommitLimits limits_;

@@ -1,6 +1,8 @@
 #include <chrono>
 #include <random>
 
+#include "bus/util/unix_time.h"
+
 #include "walbus/event.h"
 
 namespace walbus {
@@ -26,9 +28,7 @@ int HexValue(char c) {
 
 EventId EventId::Generate() {
   thread_local IdGenerator gen;
-  uint64_t ms = static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
-                                          std::chrono::system_clock::now().time_since_epoch())
-                                          .count());
+  uint64_t ms = internal::ToUnixMillisUnsigned(std::chrono::system_clock::now());
   if (ms > gen.last_ms) {
     gen.last_ms = ms;
     gen.counter = static_cast<uint16_t>(gen.rng() & 0x3ff);  // leave headroom

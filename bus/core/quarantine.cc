@@ -2,9 +2,11 @@
 
 
 #include "bus/util/log_limiter.h"
-#include "bus/core/scope.h"
+#include "bus/core/write_set.h"
+#include "walbus/clock.h"
 #include "storage/keys.h"
 #include "storage/records.h"
+#include "bus/util/unix_time.h"
 
 namespace walbus::internal {
 namespace {
@@ -17,10 +19,9 @@ constexpr auto kEvictedField = storage::CheckpointField::kQuarantineEvicted;
 
 }  // namespace
 
-Quarantine::Quarantine(BusImpl* bus, storage::Db* db, Committer* committer, const Clock* clock, const BusLog* log,
+Quarantine::Quarantine(storage::Db* db, Committer* committer, const Clock* clock, const BusLog* log,
                        size_t max_entries, size_t max_bytes)
-    : bus_(bus),
-      db_(db),
+    : db_(db),
       committer_(committer),
       clock_(clock),
       log_(log),
@@ -54,8 +55,7 @@ Status Quarantine::Load() {
 
 Status Quarantine::Add(std::string_view raw, std::string_view source, std::string_view reason) {
   storage::QuarantineRecord record;
-  record.arrived_ms = static_cast<uint64_t>(
-      std::chrono::duration_cast<std::chrono::milliseconds>(clock_->WallNow().time_since_epoch()).count());
+  record.arrived_ms = ToUnixMillisUnsigned(clock_->WallNow());
   record.original_bytes = raw.size();
   record.source = std::string(source.substr(0, 256));
   record.reason = std::string(reason.substr(0, storage::kMaxErrorBytes));
@@ -63,7 +63,7 @@ Status Quarantine::Add(std::string_view raw, std::string_view source, std::strin
   const std::string value = storage::EncodeQuarantine(record);
 
   std::lock_guard<std::mutex> lock(mu_);
-  ScopeRep scope(bus_);
+  WriteSet scope;
   storage::CfHandle* cf = db_->cf(storage::Cf::kQuarantine);
   size_t evict = 0;
   size_t bytes = bytes_;

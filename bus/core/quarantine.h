@@ -17,16 +17,16 @@
 #include <string_view>
 
 #include "bus/core/committer.h"
-#include "bus/ops/log.h"
+#include "bus/telemetry/log.h"
 #include "storage/db.h"
+#include "walbus/clock.h"
 
 namespace walbus::internal {
 
-class BusImpl;
 
 class Quarantine {
  public:
-  Quarantine(BusImpl* bus, storage::Db* db, Committer* committer, const Clock* clock, const BusLog* log,
+  Quarantine(storage::Db* db, Committer* committer, const Clock* clock, const BusLog* log,
              size_t max_entries, size_t max_bytes);
 
   // Reads the live entries' arrival numbers and sizes. Called once on open.
@@ -46,7 +46,6 @@ class Quarantine {
     uint64_t arrival;
     size_t bytes;
   };
-  BusImpl* const bus_;
   storage::Db* const db_;
   Committer* const committer_;
   const Clock* const clock_;

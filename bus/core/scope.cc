@@ -2,8 +2,8 @@
 #include <cassert>
 #include <optional>
 
-#include "bus/core/bus_impl.h"
 #include "bus/core/envelope.h"
+#include "bus/core/schema_registry.h"
 #include "bus/core/scope.h"
 #include "storage/keys.h"
 
@@ -20,17 +20,17 @@ using internal::ScopeRep;
 class ScopeCall {
  public:
   explicit ScopeCall(ScopeRep* rep) {
-    if (rep->parent == nullptr) call_.emplace(rep->bus);
+    if (rep->parent == nullptr) call_.emplace(&rep->host->gate());
   }
   bool admitted() const { return !call_.has_value() || call_->admitted(); }
 
  private:
-  std::optional<internal::BusImpl::InCall> call_;
+  std::optional<internal::CallGate::Call> call_;
 };
 
 // Resolves an application column family. REQUIRES: `call` is admitted.
 Result<storage::CfHandle*> ResolveCf(ScopeRep* rep, std::string_view cf, std::string_view key) {
-  storage::CfHandle* handle = rep->bus->db()->AppCf(cf);
+  storage::CfHandle* handle = rep->host->db()->AppCf(cf);
   if (handle == nullptr) {
     return Status::InvalidArgument("unknown column family '" + std::string(cf) +
                                    "': list it in Options::column_families");
@@ -57,32 +57,32 @@ WriteScope::~WriteScope() = default;
 
 Status WriteScope::Put(std::string_view column_family, std::string_view key, std::string_view value) {
   ScopeCall call(rep_.get());
-  auto cf = call.admitted() ? ResolveCf(rep_.get(), column_family, key) : internal::BusImpl::ClosedStatus();
+  auto cf = call.admitted() ? ResolveCf(rep_.get(), column_family, key) : internal::ClosedStatus();
   if (!cf.ok()) {
     rep_->Fail(cf.status());
     return cf.status();
   }
-  rep_->AddOp(Op{Op::Kind::kPut, *cf, std::string(key), std::string(value)});
+  rep_->writes.AddOp(Op{Op::Kind::kPut, *cf, std::string(key), std::string(value)});
   return Status::OK();
 }
 
 Status WriteScope::Delete(std::string_view column_family, std::string_view key) {
   ScopeCall call(rep_.get());
-  auto cf = call.admitted() ? ResolveCf(rep_.get(), column_family, key) : internal::BusImpl::ClosedStatus();
+  auto cf = call.admitted() ? ResolveCf(rep_.get(), column_family, key) : internal::ClosedStatus();
   if (!cf.ok()) {
     rep_->Fail(cf.status());
     return cf.status();
   }
-  rep_->AddOp(Op{Op::Kind::kDelete, *cf, std::string(key), {}});
+  rep_->writes.AddOp(Op{Op::Kind::kDelete, *cf, std::string(key), {}});
   return Status::OK();
 }
 
 Result<std::optional<std::string>> WriteScope::Get(std::string_view column_family, std::string_view key) {
   ScopeCall call(rep_.get());
-  if (!call.admitted()) return internal::BusImpl::ClosedStatus();
+  if (!call.admitted()) return internal::ClosedStatus();
   auto cf = ResolveCf(rep_.get(), column_family, key);
   if (!cf.ok()) return cf.status();
-  for (auto it = rep_->ops.rbegin(); it != rep_->ops.rend(); ++it) {
+  for (auto it = rep_->writes.ops.rbegin(); it != rep_->writes.ops.rend(); ++it) {
     if (it->cf == *cf && it->key == key) {
       if (it->kind == Op::Kind::kDelete) return std::optional<std::string>();
       return std::optional<std::string>(it->value);
@@ -90,17 +90,17 @@ Result<std::optional<std::string>> WriteScope::Get(std::string_view column_famil
   }
   std::string value;
   bool found = false;
-  if (Status s = rep_->bus->db()->Get(*cf, key, &value, &found); !s.ok()) return s;
+  if (Status s = rep_->host->db()->Get(*cf, key, &value, &found); !s.ok()) return s;
   if (!found) return std::optional<std::string>();
   return std::optional<std::string>(std::move(value));
 }
 
 Result<uint64_t> WriteScope::GetVersion(std::string_view column_family, std::string_view key) {
   ScopeCall call(rep_.get());
-  if (!call.admitted()) return internal::BusImpl::ClosedStatus();
+  if (!call.admitted()) return internal::ClosedStatus();
   auto cf = ResolveCf(rep_.get(), column_family, key);
   if (!cf.ok()) return cf.status();
-  storage::Db* db = rep_->bus->db();
+  storage::Db* db = rep_->host->db();
   std::string value;
   bool found = false;
   Status s = db->Get(db->cf(storage::Cf::kVersions), storage::VersionKey(storage::Db::CfId(*cf), key), &value, &found);
@@ -112,14 +112,14 @@ Result<uint64_t> WriteScope::GetVersion(std::string_view column_family, std::str
 
 Status WriteScope::ExpectVersion(std::string_view column_family, std::string_view key, uint64_t version) {
   ScopeCall call(rep_.get());
-  auto cf = call.admitted() ? ResolveCf(rep_.get(), column_family, key) : internal::BusImpl::ClosedStatus();
+  auto cf = call.admitted() ? ResolveCf(rep_.get(), column_family, key) : internal::ClosedStatus();
   if (!cf.ok()) {
     rep_->Fail(cf.status());
     return cf.status();
   }
-  rep_->expects.push_back(internal::Expectation{storage::VersionKey(storage::Db::CfId(*cf), key), version,
+  rep_->writes.expects.push_back(internal::Expectation{storage::VersionKey(storage::Db::CfId(*cf), key), version,
                                                 Describe(column_family, key)});
-  rep_->bytes += key.size() + 16;
+  rep_->writes.bytes += key.size() + 16;
   return Status::OK();
 }
 
@@ -127,10 +127,10 @@ Result<EventId> WriteScope::Publish(const EventSpec& spec) {
   ScopeRep* rep = rep_.get();
   ScopeCall call(rep);
   if (!call.admitted()) {
-    rep->Fail(internal::BusImpl::ClosedStatus());
+    rep->Fail(internal::ClosedStatus());
     return rep->error;
   }
-  const Options& options = rep->bus->options();
+  const Options& options = rep->host->options();
   auto event = std::make_shared<Event>();
   event->id = EventId::Generate();
   event->type = spec.type;
@@ -149,16 +149,16 @@ Result<EventId> WriteScope::Publish(const EventSpec& spec) {
     if (event->traceparent.empty()) event->traceparent = rep->parent->traceparent;
   }
   Status valid = internal::ValidateNewEvent(*event, options.max_payload_bytes);
-  if (valid.ok()) valid = rep->bus->schemas().Verify(event->type, event->data);
+  if (valid.ok()) valid = rep->host->schemas().Verify(event->type, event->data);
   if (!valid.ok()) {
     rep->Fail(valid);
     return valid;
   }
   std::string envelope = internal::EncodeEnvelope(*event);
-  rep->bytes += envelope.size() + 16;
-  rep->envelopes.push_back(std::move(envelope));
-  rep->events.push_back(std::move(event));
-  return rep->events.back()->id;
+  rep->writes.bytes += envelope.size() + 16;
+  rep->writes.envelopes.push_back(std::move(envelope));
+  rep->writes.events.push_back(std::move(event));
+  return rep->writes.events.back()->id;
 }
 
 Transaction::Transaction(Transaction&&) noexcept = default;
@@ -167,7 +167,7 @@ Transaction::~Transaction() = default;
 
 Result<Receipt> Transaction::Commit() {
   assert(rep_ != nullptr);
-  return rep_->bus->CommitTransaction(rep_.get());
+  return rep_->host->CommitTransaction(rep_.get());
 }
 
 HandlerContext::~HandlerContext() = default;

@@ -1,6 +1,6 @@
-// ScopeRep: the buffered writes, preconditions and events of one unit of
-// work (a Transaction or a handler's context), before the committer writes
-// them in one batch.
+// ScopeRep: one unit of work (a Transaction or a handler's context): its
+// WriteSet, which the committer writes in one batch, and the ScopeHost its
+// calls go to.
 #ifndef WALBUS_BUS_CORE_SCOPE_H_
 #define WALBUS_BUS_CORE_SCOPE_H_
 
@@ -9,43 +9,42 @@
 #include <string>
 #include <vector>
 
+#include "bus/core/call_gate.h"
+#include "bus/core/write_set.h"
 #include "storage/db.h"
 #include "walbus/bus.h"
 
 namespace walbus::internal {
 
-class BusImpl;
+class SchemaRegistry;
+struct ScopeRep;
 
-struct Op {
-  enum class Kind : uint8_t { kPut, kDelete, kAddCounter, kDeleteRange };
-  Kind kind;
-  storage::CfHandle* cf;
-  std::string key;    // kDeleteRange: the first key removed
-  std::string value;  // kPut; kDeleteRange: the first key kept
-  uint64_t delta = 0;  // kAddCounter only
+// What a scope needs of the bus that made it (BusImpl is one): storage,
+// the options, the schemas its events are checked against, the gate its
+// calls pass, and the commit of a Transaction.
+class ScopeHost {
+ public:
+  virtual CallGate& gate() = 0;
+  // REQUIRES (all three): inside an admitted call, or a handler's context.
+  virtual storage::Db* db() const = 0;
+  virtual const Options& options() const = 0;
+  virtual const SchemaRegistry& schemas() const = 0;
+  // Commits a Transaction's scope: InvalidArgument when it was committed
+  // before, the first failed call's error, Closed, or the committer's.
+  virtual Result<Receipt> CommitTransaction(ScopeRep* scope) = 0;
+
+ protected:
+  ~ScopeHost() = default;
 };
 
-// "The key's version must be `version`; commit sets it to next_version
-// (version + 1 when 0)."
-struct Expectation {
-  std::string version_key;  // storage::VersionKey(cf id, key)
-  uint64_t version;
-  std::string description;  // "orders/order-42", for the Conflict message
-  uint64_t next_version = 0;
-  uint64_t Next() const { return next_version != 0 ? next_version : version + 1; }
-};
-
+// One unit of work as the public wrappers (Transaction, HandlerContext)
+// hold it: the writes it buffers, and what the wrappers need beside them.
 struct ScopeRep {
-  explicit ScopeRep(BusImpl* b) : bus(b) {}
+  explicit ScopeRep(ScopeHost* h) : host(h) {}
 
-  BusImpl* bus;
+  ScopeHost* host;
   Status error;  // the first failed call; the commit returns it
-  std::vector<Op> ops;
-  std::vector<Expectation> expects;
-  // Events in publish order; seq is set by the committer.
-  std::vector<std::shared_ptr<Event>> events;
-  std::vector<std::string> envelopes;  // parallel to events
-  size_t bytes = 0;  // approximate size of the batch this scope adds
+  WriteSet writes;
   bool committed = false;
 
   // Handler contexts only.
@@ -56,10 +55,6 @@ struct ScopeRep {
 
   void Fail(Status s) {
     if (error.ok()) error = std::move(s);
-  }
-  void AddOp(Op op) {
-    bytes += op.key.size() + op.value.size() + 16;
-    ops.push_back(std::move(op));
   }
 };
 

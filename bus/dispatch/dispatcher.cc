@@ -30,9 +30,9 @@ std::chrono::milliseconds SetIdlePollForTesting(std::chrono::milliseconds poll) 
   return std::chrono::milliseconds(idle_poll_ms.exchange(poll.count(), std::memory_order_relaxed));
 }
 
-Dispatcher::Dispatcher(BusImpl* bus, storage::Db* db, Committer* committer, TailCache* tail,
+Dispatcher::Dispatcher(ScopeHost* scope_host, storage::Db* db, Committer* committer, TailCache* tail,
                        Registry* registry, DispatcherConfig config)
-    : bus_(bus),
+    : scope_host_(scope_host),
       db_(db),
       committer_(committer),
       tail_(tail),
@@ -218,7 +218,7 @@ void Dispatcher::RecordPause(Subscriber* sub, std::optional<std::reference_wrapp
     std::lock_guard<std::mutex> lock(sub->paused_mu);
     sub->paused_on_type = at ? at->get().type : std::string();
   }
-  ScopeRep scope(bus_);
+  WriteSet scope;
   const std::string key = storage::CheckpointKey(sub->id, storage::CheckpointField::kPausedOn);
   if (at) {
     scope.AddOp(Op{Op::Kind::kPut, db_->cf(storage::Cf::kCheckpoints), key,
@@ -234,7 +234,7 @@ void Dispatcher::RecordPause(Subscriber* sub, std::optional<std::reference_wrapp
 
 void Dispatcher::RecordCleanStop() {
   // Every handler has returned and its outcome is recorded: nothing runs.
-  ScopeRep scope(bus_);
+  WriteSet scope;
   for (auto& sub : subs_) {
     std::string v;
     storage::PutBe64(&v, sub->durable_horizon);
@@ -253,7 +253,7 @@ void Dispatcher::ForgetCleanStop(const Subscriber& sub) {
   // Without a matching record (after a crash) there is nothing to forget:
   // the horizon only rises, so a stale one never matches again.
   if (!sub.recovered_clean) return;
-  ScopeRep scope(bus_);
+  WriteSet scope;
   scope.AddOp(Op{Op::Kind::kDelete, db_->cf(storage::Cf::kCheckpoints),
                  storage::CheckpointKey(sub.id, storage::CheckpointField::kStoppedAt), {}});
   if (Status s = committer_->CommitOne(&scope, /*sync=*/true); !s.ok()) {
@@ -508,7 +508,7 @@ bool Dispatcher::AdvanceHorizons() {
   // the horizon on disk covers it, so after a crash every event that might
   // have been running is known (Subscriber::MayHaveBeenRunning). One small
   // write per max_in_flight events.
-  ScopeRep scope(bus_);
+  WriteSet scope;
   std::vector<std::pair<Subscriber*, uint64_t>> raised;
   for (const WorkItem& item : ready_) {
     Subscriber* sub = item.sub;
@@ -637,7 +637,7 @@ void Dispatcher::Checkpoint(bool force) {
   const auto now = config_.clock->Now();
   if (!force && now < next_checkpoint_) return;
   next_checkpoint_ = now + config_.checkpoint_interval;
-  ScopeRep scope(bus_);
+  WriteSet scope;
   for (auto& sub : subs_) {
     if (sub->replay != nullptr) AddReplayRecord(&scope, sub->replay.get());
     if (sub->progress.watermark() > sub->durable_checkpoint) {
@@ -695,7 +695,7 @@ void Dispatcher::Trim(bool force) {
   if (!due_by_time && keep_from - trimmed_below_ < config_.trim_every_events) return;
   next_trim_ = now + config_.trim_interval;
   if (keep_from <= trimmed_below_) return;
-  ScopeRep scope(bus_);
+  WriteSet scope;
   scope.AddOp(Op{Op::Kind::kDeleteRange, db_->cf(storage::Cf::kOutbox), storage::OutboxKey(trimmed_below_),
                  storage::OutboxKey(keep_from)});
   std::string v;

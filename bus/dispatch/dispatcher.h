@@ -34,7 +34,7 @@
 #include <vector>
 
 #include "bus/core/committer.h"
-#include "bus/ops/log.h"
+#include "bus/telemetry/log.h"
 #include "bus/core/quarantine.h"
 #include "bus/dispatch/retention.h"
 #include "bus/core/schema_registry.h"
@@ -45,7 +45,7 @@
 
 namespace walbus::internal {
 
-class BusImpl;
+class ScopeHost;
 
 // Short spins before sleeping: with more threads than cores (producers,
 // dispatcher, workers on two cores), a long spin steals the core from the
@@ -83,7 +83,8 @@ struct DispatcherConfig {
 
 class Dispatcher {
  public:
-  Dispatcher(BusImpl* bus, storage::Db* db, Committer* committer, TailCache* tail,
+  // `scope_host` makes the handlers' contexts (their calls go to it).
+  Dispatcher(ScopeHost* scope_host, storage::Db* db, Committer* committer, TailCache* tail,
              Registry* registry, DispatcherConfig config);
   // Stops if running.
   ~Dispatcher();
@@ -219,11 +220,11 @@ class Dispatcher {
   // Counts a completed replayed event; false when `event` is not one.
   bool CountReplayOutcome(Subscriber* sub, const Event& event, Message::Kind kind);
   // Adds the replay record's write to `scope` when it changed.
-  void AddReplayRecord(ScopeRep* scope, ReplayJob* job);
+  void AddReplayRecord(WriteSet* scope, ReplayJob* job);
   // Where the item's completion is recorded: the subscriber's inbox, or a
   // kFreshScope replay's own scope.
   std::pair<storage::CfHandle*, std::string> InboxSlot(const WorkItem& item) const;
-  void PutInboxRecord(ScopeRep* scope, const WorkItem& item, uint64_t now_ms, uint32_t runs);
+  void PutInboxRecord(WriteSet* scope, const WorkItem& item, uint64_t now_ms, uint32_t runs);
   // Moves the subject's waiting dead letters to the front of its queue.
   // REQUIRES: the subject's front event is not running.
   void ApplyRedrive(Subscriber* sub, const std::string& subject);
@@ -263,7 +264,7 @@ class Dispatcher {
   // duplicates and exhausted budgets; returns false when the item must not
   // run now (it was answered or its reads failed).
   bool PrepareItem(WorkItem& item, std::deque<Run>* runs, std::vector<Message>* replies,
-                   ScopeRep* pre_run);
+                   WriteSet* pre_run);
   // Brings the event to a version the subscriber takes; false when the run
   // was answered instead (paused, or failed).
   bool ResolveVersion(Run& run, std::vector<Message>* replies);
@@ -272,7 +273,7 @@ class Dispatcher {
   // Turns a failed attempt into a retry record (and kRetry) or, once the
   // budget is spent, a dead letter.
   void FailAttempt(Run& run, std::string error, std::chrono::milliseconds delay, bool permanent);
-  void AddDeadLetter(ScopeRep* scope, const WorkItem& item, uint32_t attempts, uint64_t first_failure_ms,
+  void AddDeadLetter(WriteSet* scope, const WorkItem& item, uint32_t attempts, uint64_t first_failure_ms,
                      std::string_view error);
   void CommitRuns(std::deque<Run>& runs, std::vector<Message>* replies);
   // One log line for a committed outcome (failures rate-limited).
@@ -283,7 +284,7 @@ class Dispatcher {
   // Wakes the dispatcher thread unless a wake-up is pending already.
   void WakeDispatcher();
 
-  BusImpl* const bus_;
+  ScopeHost* const scope_host_;
   storage::Db* const db_;
   Committer* const committer_;
   TailCache* const tail_;

@@ -5,10 +5,11 @@
 #include <algorithm>
 #include <cassert>
 
-#include "bus/core/bus_impl.h"
 #include "bus/core/envelope.h"
+#include "bus/dispatch/dispatcher.h"
 #include "bus/util/rfc3339.h"
 #include "storage/keys.h"
+#include "bus/util/unix_time.h"
 
 namespace walbus::internal {
 namespace {
@@ -17,21 +18,11 @@ namespace {
 // replay waits. Bounds the memory a replay holds like the live window.
 constexpr size_t kReplayWindow = 1024;
 constexpr size_t kReplayScanChunk = 256;
-// A dry run lists at most this many seqs (it counts them all).
-constexpr size_t kDryRunListedSeqs = 10000;
-
-int64_t UnixMillis(std::chrono::system_clock::time_point t) {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count();
-}
-
-std::string_view IdBytes(const EventId& id) {
-  return std::string_view(reinterpret_cast<const char*>(id.bytes.data()), id.bytes.size());
-}
 
 std::string SelectionText(const storage::ReplayRecord& r) {
   std::string text = "seq " + std::to_string(r.from_seq) + ".." + std::to_string(r.to_seq);
   auto time_text = [](int64_t ms) {
-    return FormatRfc3339(std::chrono::system_clock::time_point(std::chrono::milliseconds(ms)));
+    return FormatRfc3339(FromUnixMillis(ms));
   };
   if (r.since_ms != 0) text += "; since " + time_text(r.since_ms);
   if (r.until_ms != 0) text += "; until " + time_text(r.until_ms);
@@ -59,7 +50,7 @@ Status RecordFromRequest(const ReplayRequest& request, uint32_t subscriber_id, u
     return Status::InvalidArgument("replay: from_seq " + std::to_string(request.from_seq) + " is above to_seq " +
                                    std::to_string(request.to_seq));
   }
-  const int64_t since = UnixMillis(request.since), until = UnixMillis(request.until);
+  const int64_t since = ToUnixMillis(request.since), until = ToUnixMillis(request.until);
   if (since < 0 || until < 0) return Status::InvalidArgument("replay: times before 1970 are not taken");
   if (since != 0 && until != 0 && since >= until) return Status::InvalidArgument("replay: since is not before until");
   if (request.types.size() > storage::kMaxReplayListEntries || request.ids.size() > storage::kMaxReplayListEntries) {
@@ -87,7 +78,7 @@ Status RecordFromRequest(const ReplayRequest& request, uint32_t subscriber_id, u
   record->until_ms = until;
   record->types = request.types;
   record->subject = request.subject;
-  for (const EventId& id : request.ids) record->ids.emplace_back(IdBytes(id));
+  for (const EventId& id : request.ids) record->ids.emplace_back(storage::IdBytes(id));
   record->max_events = request.max_events;
   record->started_ms = now_ms;
   record->next_seq = record->from_seq;
@@ -122,223 +113,12 @@ std::unordered_set<std::string> SelectedIds(const storage::ReplayRecord& record)
 }
 
 bool ReplaySelects(const storage::ReplayRecord& r, const std::unordered_set<std::string>& ids, const Event& event) {
-  const int64_t time = UnixMillis(event.time);
+  const int64_t time = ToUnixMillis(event.time);
   if (r.since_ms != 0 && time < r.since_ms) return false;
   if (r.until_ms != 0 && time >= r.until_ms) return false;
   if (!r.types.empty() && std::find(r.types.begin(), r.types.end(), event.type) == r.types.end()) return false;
   if (!r.subject.empty() && event.subject != r.subject) return false;
-  return ids.empty() || ids.count(std::string(IdBytes(event.id))) != 0;
-}
-
-// ---------------------------------------------------------------------------
-// BusImpl.
-
-Status BusImpl::LoadReplays(const std::function<void(uint64_t, storage::ReplayRecord&)>& visit) {
-  return db_->Scan(storage::Cf::kReplays, storage::kActionKeyPrefix, SIZE_MAX,
-                   [&](std::string_view key, std::string_view value) {
-                     uint64_t id = 0;
-                     storage::ReplayRecord record;
-                     // Dead-letter actions share the space (as JSON): skipped.
-                     if (storage::ParseOutboxKey(key, &id) && storage::DecodeReplay(value, &record)) visit(id, record);
-                     return true;
-                   });
-}
-
-Status BusImpl::NextActionId(uint64_t* id) {
-  uint64_t last = 0;
-  Status s = db_->Scan(storage::Cf::kReplays, storage::kActionKeyPrefix, SIZE_MAX,
-                       [&](std::string_view key, std::string_view) {
-                         storage::ParseOutboxKey(key, &last);
-                         return true;
-                       });
-  *id = last + 1;
-  return s;
-}
-
-Status BusImpl::Replay(const ReplayRequest& request, ReplayReport* report) {
-  *report = ReplayReport{};
-  InCall call(this);
-  if (!call.admitted()) return ClosedStatus();
-  if (Status s = ValidateSubscriberName(request.subscriber); !s.ok()) return s;
-  std::shared_ptr<Subscriber> active;
-  uint32_t sub_id = 0;
-  uint64_t checkpoint = 0;
-  {
-    std::lock_guard<std::mutex> lock(registry_.mu);
-    auto it = registry_.by_name.find(request.subscriber);
-    if (it == registry_.by_name.end()) return Status::InvalidArgument("no subscriber named " + request.subscriber);
-    active = it->second.active;
-    sub_id = it->second.id;
-    checkpoint = active != nullptr ? active->watermark.load(std::memory_order_acquire) : it->second.durable.checkpoint;
-  }
-  if (request.mode == ReplayMode::kFreshScope) {
-    // Not active here (a tool on a stopped database): as it was last
-    // subscribed. A database from before registrations were kept records
-    // the replay, and the next Subscribe decides.
-    bool safe = true;
-    if (active != nullptr) {
-      safe = active->side_effect_safe;
-    } else {
-      std::string value;
-      bool found = false;
-      storage::RegistrationRecord registration;
-      Status s = db_->Get(db_->cf(storage::Cf::kCheckpoints),
-                          storage::CheckpointKey(sub_id, storage::CheckpointField::kRegistration), &value, &found);
-      if (!s.ok()) return s;
-      if (found && storage::DecodeRegistration(value, &registration)) safe = registration.side_effect_safe;
-    }
-    if (!safe) {
-      return Status::NotSupported("subscriber " + request.subscriber +
-                                  " is not side_effect_safe: a fresh-scope replay would run its effects again; "
-                                  "use same-inbox, or declare SubscriberOptions::side_effect_safe");
-    }
-  }
-  storage::ReplayRecord record;
-  const uint64_t now_ms = static_cast<uint64_t>(UnixMillis(options_.clock->WallNow()));
-  if (Status s = RecordFromRequest(request, sub_id, checkpoint, active != nullptr ? active->handler_version : "",
-                                   now_ms, &record);
-      !s.ok()) {
-    return s;
-  }
-  if (request.action.dry_run) {
-    // Nothing will run: the report is of a finished look.
-    record.state = static_cast<uint8_t>(ReplayState::kDone);
-    record.ended_ms = now_ms;
-    *report = ReportFromRecord(0, record);
-    const std::unordered_set<std::string> ids = SelectedIds(record);
-    Status scan = Status::OK();
-    if (record.from_seq <= record.to_seq) {
-      scan = db_->ScanOutbox(record.from_seq, SIZE_MAX, [&](uint64_t seq, std::string_view bytes) {
-        if (seq > record.to_seq || (record.max_events != 0 && report->selected >= record.max_events)) return false;
-        Event event;
-        if (!DecodeEnvelope(bytes, options_.max_payload_bytes, &event).ok()) return true;
-        if ((active != nullptr && !active->Matches(event.type)) || !ReplaySelects(record, ids, event)) return true;
-        ++report->selected;
-        if (report->seqs.size() < kDryRunListedSeqs) report->seqs.push_back(seq);
-        if (request.mode == ReplayMode::kSameInbox) {
-          std::string value;
-          bool found = false;
-          bool dead_letter = false;
-          if (db_->Get(db_->cf(storage::Cf::kInbox), storage::InboxKey(sub_id, IdBytes(event.id)), &value, &found)
-                  .ok() &&
-              found &&
-              db_->Get(db_->cf(storage::Cf::kDeadLetters), storage::SubscriberSeqKey(sub_id, seq), &value, &dead_letter)
-                  .ok() &&
-              !dead_letter) {
-            ++report->skipped;  // handled before: a same-inbox replay skips it
-          }
-        }
-        return true;
-      });
-    }
-    return scan;
-  }
-  std::lock_guard<std::mutex> lock(actions_mu_);
-  bool running = false;
-  if (Status s = LoadReplays([&](uint64_t, storage::ReplayRecord& r) {
-        running |= r.subscriber_id == sub_id && r.state == static_cast<uint8_t>(ReplayState::kRunning);
-      });
-      !s.ok()) {
-    return s;
-  }
-  if (running) return Status::Busy("subscriber " + request.subscriber + " has a replay running; cancel it or wait");
-  uint64_t id = 0;
-  if (Status s = NextActionId(&id); !s.ok()) return s;
-  ScopeRep scope(this);
-  scope.AddOp(Op{Op::Kind::kPut, db_->cf(storage::Cf::kReplays), storage::OutboxKey(id), storage::EncodeReplay(record)});
-  if (Status s = committer_->CommitOne(&scope, /*sync=*/true); !s.ok()) return s;
-  *report = ReportFromRecord(id, record);
-  log_->logger().info("walbus: replay {} of {} recorded by {} ({}): {}, {}", id, request.subscriber,
-                      request.action.operator_name, request.action.reason,
-                      request.mode == ReplayMode::kSameInbox ? "same-inbox" : "fresh-scope", report->selection);
-  if (active != nullptr) dispatcher_->StartReplay(id, std::move(record));
-  return Status::OK();
-}
-
-Status BusImpl::ResumeReplays(const std::shared_ptr<Subscriber>& sub) {
-  std::lock_guard<std::mutex> lock(actions_mu_);
-  std::vector<std::pair<uint64_t, storage::ReplayRecord>> resume;
-  if (Status s = LoadReplays([&](uint64_t id, storage::ReplayRecord& r) {
-        if (r.subscriber_id == sub->id && r.state == static_cast<uint8_t>(ReplayState::kRunning)) {
-          resume.emplace_back(id, std::move(r));
-        }
-      });
-      !s.ok()) {
-    return s;
-  }
-  for (auto& [id, record] : resume) {
-    if (record.mode == static_cast<uint8_t>(ReplayMode::kFreshScope) && !sub->side_effect_safe) {
-      // Recorded while the subscriber was not running here: checked now.
-      record.state = static_cast<uint8_t>(ReplayState::kRefused);
-      record.error = "subscriber is not side_effect_safe: a fresh-scope replay would run its effects again";
-      record.ended_ms = static_cast<uint64_t>(UnixMillis(options_.clock->WallNow()));
-      ScopeRep scope(this);
-      scope.AddOp(Op{Op::Kind::kPut, db_->cf(storage::Cf::kReplays), storage::OutboxKey(id),
-                     storage::EncodeReplay(record)});
-      if (Status s = committer_->CommitOne(&scope, /*sync=*/true); !s.ok()) return s;
-      log_->logger().warn("walbus: replay {} of {} refused: {}", id, sub->name, record.error);
-      continue;
-    }
-    if (record.handler_version.empty()) record.handler_version = sub->handler_version;
-    log_->logger().info("walbus: replay {} of {} resumes at seq {}", id, sub->name, record.next_seq);
-    dispatcher_->StartReplay(id, std::move(record));
-  }
-  return Status::OK();
-}
-
-Status BusImpl::GetReplay(uint64_t replay_id, ReplayReport* report) {
-  *report = ReplayReport{};
-  InCall call(this);
-  if (!call.admitted()) return ClosedStatus();
-  std::string value;
-  bool found = false;
-  if (Status s = db_->Get(db_->cf(storage::Cf::kReplays), storage::OutboxKey(replay_id), &value, &found); !s.ok()) {
-    return s;
-  }
-  storage::ReplayRecord record;
-  if (!found || !storage::DecodeReplay(value, &record)) {
-    return Status::NotFound("no replay " + std::to_string(replay_id));
-  }
-  *report = ReportFromRecord(replay_id, record);
-  return Status::OK();
-}
-
-Status BusImpl::CancelReplay(uint64_t replay_id, const OperatorAction& action) {
-  if (action.operator_name.empty() || action.reason.empty()) {
-    return Status::InvalidArgument("cancelling a replay needs an operator name and a reason");
-  }
-  InCall call(this);
-  if (!call.admitted()) return ClosedStatus();
-  ReplayReport report;
-  if (Status s = GetReplay(replay_id, &report); !s.ok()) return s;
-  if (report.state != ReplayState::kRunning) return Status::OK();
-  bool active = false;
-  {
-    std::lock_guard<std::mutex> lock(registry_.mu);
-    auto it = registry_.by_name.find(report.subscriber);
-    active = it != registry_.by_name.end() && it->second.active != nullptr;
-  }
-  if (active) {
-    dispatcher_->CancelReplay(replay_id, action);  // it records the end once its events finish
-    return Status::OK();
-  }
-  std::lock_guard<std::mutex> lock(actions_mu_);
-  std::string value;
-  bool found = false;
-  storage::ReplayRecord record;
-  if (Status s = db_->Get(db_->cf(storage::Cf::kReplays), storage::OutboxKey(replay_id), &value, &found); !s.ok()) {
-    return s;
-  }
-  if (!found || !storage::DecodeReplay(value, &record)) return Status::NotFound("no replay " + std::to_string(replay_id));
-  if (record.state != static_cast<uint8_t>(ReplayState::kRunning)) return Status::OK();
-  record.state = static_cast<uint8_t>(ReplayState::kCancelled);
-  record.ended_ms = static_cast<uint64_t>(UnixMillis(options_.clock->WallNow()));
-  record.cancelled_by = action.operator_name;
-  record.cancel_reason = action.reason;
-  ScopeRep scope(this);
-  scope.AddOp(Op{Op::Kind::kPut, db_->cf(storage::Cf::kReplays), storage::OutboxKey(replay_id),
-                 storage::EncodeReplay(record)});
-  return committer_->CommitOne(&scope, /*sync=*/true);
+  return ids.empty() || ids.count(std::string(storage::IdBytes(event.id))) != 0;
 }
 
 // ---------------------------------------------------------------------------
@@ -435,7 +215,7 @@ bool Dispatcher::CountReplayOutcome(Subscriber* sub, const Event& event, Message
   return true;
 }
 
-void Dispatcher::AddReplayRecord(ScopeRep* scope, ReplayJob* job) {
+void Dispatcher::AddReplayRecord(WriteSet* scope, ReplayJob* job) {
   if (!job->dirty) return;
   job->record.next_seq = job->NextSeq();
   scope->AddOp(Op{Op::Kind::kPut, db_->cf(storage::Cf::kReplays), storage::OutboxKey(job->id),
@@ -493,7 +273,7 @@ void Dispatcher::PumpReplay(Subscriber* sub) {
   r.state = static_cast<uint8_t>(job->cancelled ? ReplayState::kCancelled : ReplayState::kDone);
   r.ended_ms = WallMillis();
   job->dirty = true;
-  ScopeRep scope(bus_);
+  WriteSet scope;
   AddReplayRecord(&scope, job);
   if (Status s = committer_->CommitOne(&scope, /*sync=*/true); !s.ok()) {
     r.state = static_cast<uint8_t>(ReplayState::kRunning);

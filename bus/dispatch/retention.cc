@@ -6,6 +6,7 @@
 
 #include "bus/core/envelope.h"
 #include "storage/keys.h"
+#include "bus/util/unix_time.h"
 
 namespace walbus::internal {
 namespace {
@@ -82,8 +83,7 @@ void InboxWindow::SetCheckpoint(uint32_t subscriber_id, uint64_t checkpoint) {
 }
 
 bool InboxWindow::MayDrop(uint32_t subscriber_id, uint64_t seq, uint64_t handled_unix_ms) const {
-  const auto now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(clock_->WallNow().time_since_epoch());
-  const int64_t cutoff_ms = (now_ms - window_).count();
+  const int64_t cutoff_ms = ToUnixMillis(clock_->WallNow()) - window_.count();
   if (cutoff_ms <= 0 || handled_unix_ms >= static_cast<uint64_t>(cutoff_ms)) return false;  // inside the window
   std::lock_guard<std::mutex> lock(mu_);
   auto it = checkpoints_.find(subscriber_id);

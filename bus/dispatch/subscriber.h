@@ -16,7 +16,7 @@
 #include <unordered_set>
 #include <vector>
 
-#include "bus/ops/metrics.h"
+#include "bus/telemetry/metrics.h"
 #include "bus/dispatch/progress.h"
 #include "storage/records.h"
 #include "walbus/bus.h"

@@ -12,15 +12,12 @@
 #include "bus/core/scope.h"
 #include "storage/keys.h"
 #include "storage/records.h"
+#include "bus/util/unix_time.h"
 
 namespace walbus::internal {
 namespace {
 
 constexpr size_t kWorkerBulk = 64;  // events one worker runs per commit
-
-std::string_view IdBytes(const EventId& id) {
-  return std::string_view(reinterpret_cast<const char*>(id.bytes.data()), id.bytes.size());
-}
 
 std::string ExceptionText(const std::exception_ptr& e) {
   try {
@@ -32,7 +29,7 @@ std::string ExceptionText(const std::exception_ptr& e) {
   }
 }
 
-void PutOp(ScopeRep* scope, storage::CfHandle* cf, std::string key, std::string value) {
+void PutOp(WriteSet* scope, storage::CfHandle* cf, std::string key, std::string value) {
   scope->AddOp(Op{Op::Kind::kPut, cf, std::move(key), std::move(value)});
 }
 
@@ -69,8 +66,7 @@ void Dispatcher::WakeAWorkerToStop() {
 }
 
 uint64_t Dispatcher::WallMillis() const {
-  return static_cast<uint64_t>(
-      std::chrono::duration_cast<std::chrono::milliseconds>(config_.clock->WallNow().time_since_epoch()).count());
+  return ToUnixMillisUnsigned(config_.clock->WallNow());
 }
 
 std::chrono::milliseconds Dispatcher::Backoff(const Subscriber& sub, uint32_t attempt) const {
@@ -79,17 +75,17 @@ std::chrono::milliseconds Dispatcher::Backoff(const Subscriber& sub, uint32_t at
 }
 
 std::pair<storage::CfHandle*, std::string> Dispatcher::InboxSlot(const WorkItem& item) const {
-  const std::string_view id = IdBytes(item.event->id);
+  const std::string_view id = storage::IdBytes(item.event->id);
   if (item.replay_scope != 0) return {db_->cf(storage::Cf::kReplays), storage::ReplayScopeKey(item.replay_scope, id)};
   return {db_->cf(storage::Cf::kInbox), storage::InboxKey(item.sub->id, id)};
 }
 
-void Dispatcher::PutInboxRecord(ScopeRep* scope, const WorkItem& item, uint64_t now_ms, uint32_t runs) {
+void Dispatcher::PutInboxRecord(WriteSet* scope, const WorkItem& item, uint64_t now_ms, uint32_t runs) {
   auto [cf, key] = InboxSlot(item);
   PutOp(scope, cf, std::move(key), storage::InboxValue(item.event->seq, now_ms, runs));
 }
 
-void Dispatcher::AddDeadLetter(ScopeRep* scope, const WorkItem& item, uint32_t attempts,
+void Dispatcher::AddDeadLetter(WriteSet* scope, const WorkItem& item, uint32_t attempts,
                                uint64_t first_failure_ms, std::string_view error) {
   const Subscriber& sub = *item.sub;
   const Event& event = *item.event;
@@ -117,7 +113,7 @@ void Dispatcher::AddDeadLetter(ScopeRep* scope, const WorkItem& item, uint32_t a
 }
 
 bool Dispatcher::PrepareItem(WorkItem& item, std::deque<Run>* runs, std::vector<Message>* replies,
-                             ScopeRep* pre_run) {
+                             WriteSet* pre_run) {
   Subscriber& sub = *item.sub;
   const Event& event = *item.event;
   auto retry_later = [&](const Status& s) {
@@ -165,7 +161,7 @@ bool Dispatcher::PrepareItem(WorkItem& item, std::deque<Run>* runs, std::vector<
     if (parked || spent) {
       Run& run = runs->emplace_back();
       run.item = &item;
-      run.request.scope = nullptr;  // set by the caller once the scope exists
+      run.request.writes = nullptr;  // set by the caller once the scope exists
       run.on_success = Message::Kind::kDeadLettered;
       run.error = parked ? "held behind the dead letter at seq " + std::to_string(item.parked_behind) +
                                " (PoisonPolicy::kParkKey)"
@@ -192,8 +188,8 @@ void Dispatcher::FailAttempt(Run& run, std::string error, std::chrono::milliseco
   const Subscriber& sub = *item.sub;
   const uint64_t now = WallMillis();
   if (item.first_failure_ms == 0) item.first_failure_ms = now;
-  ScopeRep* scope = run.request.scope;
-  *scope = ScopeRep(bus_);  // the attempt's own writes are dropped
+  WriteSet* scope = run.request.writes;
+  *scope = WriteSet{};  // the attempt's own writes are dropped
   // The wall clock may have jumped back since the first failure: an age
   // below zero is no age, not a huge one.
   const uint64_t age_ms = now > item.first_failure_ms ? now - item.first_failure_ms : 0;
@@ -242,7 +238,7 @@ bool Dispatcher::ResolveVersion(Run& run, std::vector<Message>* replies) {
     return false;
   }
   // Paused: nothing is written; the event waits at the front of its subject.
-  run.request.scope->ops.clear();
+  run.request.writes->ops.clear();
   run.on_success = Message::Kind::kPaused;
   replies->push_back(Message{Message::Kind::kPaused, &sub, item.event});
   return false;
@@ -252,7 +248,8 @@ void Dispatcher::RunHandler(Run& run) {
   WorkItem& item = *run.item;
   Subscriber& sub = *item.sub;
   const Event& event = *run.event;
-  ScopeRep* scope = run.request.scope;
+  const ScopeRep& context = *ScopeAccess::Rep(*run.ctx);
+  WriteSet* scope = run.request.writes;
   if (sub.skip_stale && event.subject_version != 0) {
     std::string value;
     bool found = false;
@@ -299,8 +296,8 @@ void Dispatcher::RunHandler(Run& run) {
     case Outcome::Kind::kDone:
       break;
   }
-  if (!scope->error.ok()) {
-    FailAttempt(run, "a call in the handler failed: " + scope->error.ToString(), {}, false);
+  if (!context.error.ok()) {
+    FailAttempt(run, "a call in the handler failed: " + context.error.ToString(), {}, false);
     return;
   }
   PutInboxRecord(scope, item, WallMillis(), item.attempt);
@@ -350,7 +347,7 @@ void Dispatcher::RunGroup(std::span<WorkItem* const> items) {
   std::deque<Run> runs;  // CommitRequest is not movable
   std::vector<Message> replies;
   replies.reserve(items.size());
-  ScopeRep pre_run(bus_);
+  WriteSet pre_run;
   std::vector<WorkItem*> to_run;
   for (WorkItem* item : items) {
     if (PrepareItem(*item, &runs, &replies, &pre_run)) to_run.push_back(item);
@@ -368,22 +365,22 @@ void Dispatcher::RunGroup(std::span<WorkItem* const> items) {
   }
   // Dead letters decided before running (parked subject, spent budget).
   for (Run& run : runs) {
-    auto rep = std::make_unique<ScopeRep>(bus_);
-    run.request.scope = rep.get();
+    auto rep = std::make_unique<ScopeRep>(scope_host_);
+    run.request.writes = &rep->writes;
     run.ctx = ScopeAccess::NewContext(std::move(rep));
-    AddDeadLetter(run.request.scope, *run.item, run.item->attempt - 1, run.item->first_failure_ms, run.error);
+    AddDeadLetter(run.request.writes, *run.item, run.item->attempt - 1, run.item->first_failure_ms, run.error);
   }
   for (WorkItem* item : to_run) {
     Subscriber& sub = *item->sub;
-    auto rep = std::make_unique<ScopeRep>(bus_);
-    rep->ops.reserve(4);  // a handler's write or two, the inbox record, a counter
+    auto rep = std::make_unique<ScopeRep>(scope_host_);
+    rep->writes.ops.reserve(4);  // a handler's write or two, the inbox record, a counter
     rep->parent = item->event.get();
     rep->subscriber_name = sub.name;
     rep->attempt = item->attempt;
     Run& run = runs.emplace_back();
     run.item = item;
     run.event = item->event.get();
-    run.request.scope = rep.get();
+    run.request.writes = &rep->writes;
     run.ctx = ScopeAccess::NewContext(std::move(rep));
     if (ResolveVersion(run, &replies)) RunHandler(run);
   }

@@ -17,6 +17,7 @@
 #include "bus/core/envelope.h"
 #include "bus/util/escape.h"
 #include "bus/util/rfc3339.h"
+#include "bus/util/unix_time.h"
 
 namespace walbus::internal {
 namespace {
@@ -273,8 +274,7 @@ std::string StringsJson(const std::vector<std::string>& values) {
 
 std::string TimeJson(uint64_t unix_ms) {
   if (unix_ms == 0) return "null";
-  return JsonString(FormatRfc3339(std::chrono::system_clock::time_point(
-      std::chrono::duration_cast<std::chrono::system_clock::duration>(std::chrono::milliseconds(unix_ms)))));
+  return JsonString(FormatRfc3339(FromUnixMillis(static_cast<int64_t>(unix_ms))));
 }
 
 const char* ModeName(ReplayMode mode) { return mode == ReplayMode::kFreshScope ? "fresh-scope" : "same-inbox"; }

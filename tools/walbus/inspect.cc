@@ -16,10 +16,11 @@
 #include "bus/core/envelope.h"
 #include "bus/util/escape.h"
 #include "bus/util/utf8.h"
-#include "bus/ops/metrics.h"
-#include "bus/core/recovery.h"
+#include "bus/telemetry/metrics.h"
+#include "bus/dispatch/recovery.h"
 #include "storage/db.h"
 #include "storage/keys.h"
+#include "bus/util/unix_time.h"
 
 namespace walbus::internal {
 namespace inspect_util {
@@ -100,7 +101,7 @@ std::string IsoTimeMs(int64_t unix_ms) {
 }
 
 std::string IsoTime(std::chrono::system_clock::time_point t) {
-  return IsoTimeMs(std::chrono::floor<std::chrono::milliseconds>(t).time_since_epoch().count());
+  return IsoTimeMs(ToUnixMillis(t));
 }
 
 // Failure times are unset (0) only in a record written by hand.

@@ -287,7 +287,7 @@ Status FindEventStory(const std::string& dir, const EventId& id, EventStory* out
     return true;
   });
   if (!scan.ok()) return scan;
-  const std::string_view id16(reinterpret_cast<const char*>(id.bytes.data()), id.bytes.size());
+  const std::string_view id16 = storage::IdBytes(id);
   for (const auto& [name, entry] : state.subscribers) {
     DeliveryReport d;
     d.subscriber = name;
@@ -416,7 +416,7 @@ Status CheckInbox(const std::string& dir, const std::string& subscriber, const E
   if (subscriber.empty()) return Status::InvalidArgument("no subscriber given");
   std::string prefix;
   if (Status s = SubscriberPrefix(state, subscriber, &prefix); !s.ok()) return s;
-  const std::string_view id16(reinterpret_cast<const char*>(id.bytes.data()), id.bytes.size());
+  const std::string_view id16 = storage::IdBytes(id);
   std::string value;
   const uint32_t sub_id = state.subscribers.at(subscriber).id;
   Status s = view.db->Get(view.db->cf(storage::Cf::kInbox), storage::InboxKey(sub_id, id16), &value, handled);

@@ -16,7 +16,7 @@
 #include <string_view>
 #include <vector>
 
-#include "bus/core/recovery.h"
+#include "bus/dispatch/recovery.h"
 #include "bus/util/escape.h"
 #include "storage/db.h"
 #include "walbus/event.h"

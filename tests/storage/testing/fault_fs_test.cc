@@ -16,7 +16,7 @@
 #include <thread>
 #include <vector>
 
-#include "bus/core/bus_impl.h"
+#include "bus/api/bus_impl.h"
 #include "tests/test_util.h"
 #include "walbus/bus.h"
 

@@ -8,7 +8,7 @@
 #include <thread>
 
 #include "bus/core/envelope.h"
-#include "bus/core/recovery.h"
+#include "bus/dispatch/recovery.h"
 #include "storage/db.h"
 #include "storage/records.h"
 #include "tests/test_util.h"

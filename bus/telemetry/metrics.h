@@ -3,8 +3,8 @@
 //
 // Threading: Observe() is thread-safe and lock-free; Read() may run
 // concurrently and sees each counter at some recent value.
-#ifndef WALBUS_BUS_OPS_METRICS_H_
-#define WALBUS_BUS_OPS_METRICS_H_
+#ifndef WALBUS_BUS_TELEMETRY_METRICS_H_
+#define WALBUS_BUS_TELEMETRY_METRICS_H_
 
 #include <atomic>
 #include <cstdint>
@@ -86,4 +86,4 @@ void WriteProgressMetrics(MetricsWriter& w, uint64_t last_seq, double oldest_bac
 
 }  // namespace walbus::internal
 
-#endif  // WALBUS_BUS_OPS_METRICS_H_
+#endif  // WALBUS_BUS_TELEMETRY_METRICS_H_

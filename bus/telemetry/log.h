@@ -5,8 +5,8 @@
 // a hash.
 //
 // Threading: thread-safe (spdlog loggers are).
-#ifndef WALBUS_BUS_OPS_LOG_H_
-#define WALBUS_BUS_OPS_LOG_H_
+#ifndef WALBUS_BUS_TELEMETRY_LOG_H_
+#define WALBUS_BUS_TELEMETRY_LOG_H_
 
 #include <spdlog/spdlog.h>
 
@@ -40,4 +40,4 @@ class BusLog {
 
 }  // namespace walbus::internal
 
-#endif  // WALBUS_BUS_OPS_LOG_H_
+#endif  // WALBUS_BUS_TELEMETRY_LOG_H_

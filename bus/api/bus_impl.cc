@@ -1,4 +1,4 @@
-#include "bus/core/bus_impl.h"
+#include "bus/api/bus_impl.h"
 
 #include <spdlog/spdlog.h>
 
@@ -9,9 +9,11 @@
 
 #include "bus/core/envelope.h"
 #include "bus/core/fault_point.h"
-#include "bus/core/recovery.h"
+#include "bus/dispatch/recovery.h"
+#include "bus/util/escape.h"
 #include "storage/keys.h"
 #include "storage/records.h"
+#include "bus/util/unix_time.h"
 
 namespace walbus {
 
@@ -74,7 +76,7 @@ Status BusImpl::OpenWithEnv(const Options& options, rocksdb::Env* env, std::uniq
                              "payload; chmod o= {} (a new database is created 0700)",
                              options.dir, options.dir);
   }
-  bus->quarantine_ = std::make_unique<internal::Quarantine>(bus.get(), bus->db_.get(), bus->committer_.get(),
+  bus->quarantine_ = std::make_unique<internal::Quarantine>(bus->db_.get(), bus->committer_.get(),
                                                  bus->options_.clock.get(), bus->log_.get(),
                                                  options.quarantine_max_entries, options.quarantine_max_bytes);
   if (Status s = bus->quarantine_->Load(); !s.ok()) return s;
@@ -127,47 +129,27 @@ BusImpl::~BusImpl() {
   dispatcher_.reset();  // before the registry and committer it points into
 }
 
-namespace {
-// The bus whose admitted call this thread is in, innermost first.
-thread_local const BusImpl* innermost_call = nullptr;
-}  // namespace
-
-BusImpl::InCall::InCall(BusImpl* bus) : bus_(bus) {
-  bus_->active_calls_.fetch_add(1);
-  admitted_ = !bus_->closed_.load();
-  if (!admitted_) {
-    bus_->active_calls_.fetch_sub(1);
-    return;
-  }
-  outer_ = innermost_call;
-  innermost_call = bus_;
-}
-
-BusImpl::InCall::~InCall() {
-  if (!admitted_) return;
-  innermost_call = outer_;
-  bus_->active_calls_.fetch_sub(1);
-}
-
-bool BusImpl::InCall::InsideCallOf(const BusImpl* bus) { return innermost_call == bus; }
-
 Transaction BusImpl::Begin() { return ScopeAccess::NewTransaction(std::make_unique<ScopeRep>(this)); }
 
 Result<Receipt> BusImpl::CommitTransaction(ScopeRep* scope) {
   if (scope->committed) return Status::InvalidArgument("transaction already committed");
   scope->committed = true;
   if (!scope->error.ok()) return scope->error;
+  return CommitWrites(&scope->writes);
+}
+
+Result<Receipt> BusImpl::CommitWrites(WriteSet* writes) {
   Receipt receipt;
-  if (scope->ops.empty() && scope->expects.empty() && scope->events.empty()) return receipt;
+  if (writes->empty()) return receipt;
   Status s;
   {
     InCall call(this);
     if (!call.admitted()) return ClosedStatus();
-    s = committer_->CommitOne(scope, options_.durability == Durability::kSync, &receipt.first_seq);
+    s = committer_->CommitOne(writes, options_.durability == Durability::kSync, &receipt.first_seq);
   }
   if (!s.ok()) return s;
-  receipt.event_ids.reserve(scope->events.size());
-  for (const auto& e : scope->events) receipt.event_ids.push_back(e->id);
+  receipt.event_ids.reserve(writes->events.size());
+  for (const auto& e : writes->events) receipt.event_ids.push_back(e->id);
   return receipt;
 }
 
@@ -181,7 +163,7 @@ Status BusImpl::Register(const std::string& name, Registry::Entry* entry) {
   entry->id = registry_.next_id;
   entry->durable = DurableCounters{};
   entry->durable.checkpoint = committer_->last_seq();
-  ScopeRep scope(this);
+  WriteSet scope;
   std::string record, watermark;
   storage::PutBe32(&record, entry->id);
   storage::PutBe64(&record, entry->durable.checkpoint);
@@ -202,7 +184,7 @@ Status BusImpl::StoreRegistration(const Subscriber& sub) {
   record.side_effect_safe = sub.side_effect_safe;
   record.handler_version = sub.handler_version;
   record.types = sub.types;
-  ScopeRep scope(this);
+  WriteSet scope;
   scope.AddOp(Op{Op::Kind::kPut, db_->cf(storage::Cf::kCheckpoints),
                  storage::CheckpointKey(sub.id, storage::CheckpointField::kRegistration),
                  storage::EncodeRegistration(record)});
@@ -266,7 +248,7 @@ Status BusImpl::Start() {
   // Close() that waits for this very handler.
   if (dispatcher_->OnWorkerThread()) return Status::OK();
   std::lock_guard<std::mutex> lock(lifecycle_mu_);
-  if (closed_.load()) return ClosedStatus();
+  if (gate_.closed()) return ClosedStatus();
   if (!dispatcher_->started()) dispatcher_->Start();
   return Status::OK();
 }
@@ -322,7 +304,7 @@ std::string ScopedKey(const std::string& scope, std::string_view key) {
 // "This scope has not taken this event id": the committer checks it in
 // commit order, so two concurrent ingests of one id cannot both pass.
 Expectation NotTakenYet(const std::string& scope, const Event& event) {
-  const std::string_view id(reinterpret_cast<const char*>(event.id.bytes.data()), event.id.bytes.size());
+  const std::string_view id = storage::IdBytes(event.id);
   return Expectation{storage::VersionKey(storage::kIngestDedupCfId, ScopedKey(scope, id)), 0,
                      "event " + event.id.ToString() + " in dedup scope " + scope};
 }
@@ -367,12 +349,12 @@ Result<IngestResult> BusImpl::IngestEvent(const Event& input, const IngestOption
 
 Result<IngestResult> BusImpl::CommitIngested(std::shared_ptr<Event> event, const IngestOptions& options) {
   if (options.order_key.empty()) {
-    ScopeRep scope(this);
+    WriteSet scope;
     if (!options.dedup_scope.empty()) scope.expects.push_back(NotTakenYet(options.dedup_scope, *event));
     scope.envelopes.push_back(EncodeEnvelope(*event));
     scope.bytes += scope.envelopes.back().size();
     scope.events.push_back(std::move(event));
-    Result<Receipt> committed = CommitTransaction(&scope);
+    Result<Receipt> committed = CommitWrites(&scope);
     IngestResult result;
     if (!committed.ok()) {
       if (!committed.status().IsConflict() || options.dedup_scope.empty()) return committed.status();
@@ -408,7 +390,7 @@ Result<IngestResult> BusImpl::CommitOrdered(const std::shared_ptr<Event>& event,
     result.next_position = last_taken + 1;
     return result;
   }
-  ScopeRep scope(this);
+  WriteSet scope;
   scope.expects.push_back(NotTakenYet(options.dedup_scope, *event));
   if (!late) {
     Expectation order{OrderVersionKey(options), last_taken, "order key in dedup scope " + options.dedup_scope};
@@ -418,7 +400,7 @@ Result<IngestResult> BusImpl::CommitOrdered(const std::shared_ptr<Event>& event,
   scope.envelopes.push_back(EncodeEnvelope(*event));
   scope.bytes += scope.envelopes.back().size();
   scope.events.push_back(event);
-  Result<Receipt> committed = CommitTransaction(&scope);
+  Result<Receipt> committed = CommitWrites(&scope);
   if (!committed.ok()) {
     if (!committed.status().IsConflict()) return committed.status();
     if (!late) {
@@ -449,10 +431,6 @@ Status BusImpl::Quarantine(std::string_view input, std::string_view source, std:
 }
 
 namespace {
-
-std::chrono::system_clock::time_point FromUnixMillis(uint64_t ms) {
-  return std::chrono::system_clock::time_point(std::chrono::milliseconds(ms));
-}
 
 }  // namespace
 
@@ -486,7 +464,7 @@ Status BusImpl::StateOf(const std::string& name, const Registry::Entry& entry, c
   out->subscriber = name;
   out->id = id;
   out->seq = seq;
-  const std::string_view id_bytes(reinterpret_cast<const char*>(id.bytes.data()), id.bytes.size());
+  const std::string_view id_bytes = storage::IdBytes(id);
   std::string value;
   bool found = false;
   Status s = db_->Get(db_->cf(storage::Cf::kInbox), storage::InboxKey(entry.id, id_bytes), &value, &found);
@@ -525,7 +503,7 @@ Status BusImpl::StateOf(const std::string& name, const Registry::Entry& entry, c
     out->state = Delivery::kRetrying;
     out->attempts = retry.attempts;
     out->last_error = retry.last_error;
-    if (retry.next_attempt_ms != 0) out->next_attempt = FromUnixMillis(retry.next_attempt_ms);
+    if (retry.next_attempt_ms != 0) out->next_attempt = FromUnixMillis(static_cast<int64_t>(retry.next_attempt_ms));
   }
   return Status::OK();
 }
@@ -659,7 +637,7 @@ Status BusImpl::WaitQuiescent(const Receipt& receipt, std::chrono::milliseconds 
   uint64_t target = receipt.last_seq();
   for (;;) {
     // A cascade that keeps growing would keep this loop going past Close().
-    if (closed_.load()) return ClosedStatus();
+    if (gate_.closed()) return ClosedStatus();
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) return Status::TimedOut("the cascade of the receipt is not complete");
     if (Status s = dispatcher_->WaitFor(target, left); !s.ok()) return s;
@@ -699,21 +677,6 @@ namespace {
 const char* ActionName(uint8_t kind) {
   static constexpr const char* kNames[] = {"redrive", "skip", "purge"};
   return kNames[kind];
-}
-
-std::string JsonEscaped(std::string_view s) {
-  std::string out;
-  for (char c : s) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      out += ' ';
-    } else {
-      out += c;
-    }
-  }
-  return out;
 }
 
 }  // namespace
@@ -775,18 +738,16 @@ Status BusImpl::ActOnDeadLetters(ActionKind kind, const DeadLetterSelection& sel
 
   std::lock_guard<std::mutex> lock(actions_mu_);
   if (Status s = NextActionId(&report->action_id); !s.ok()) return s;
-  std::string record = "{\"action\":\"" + std::string(ActionName(static_cast<uint8_t>(kind))) + "\",\"operator\":\"" +
-                       JsonEscaped(action.operator_name) + "\",\"reason\":\"" + JsonEscaped(action.reason) +
-                       "\",\"subscriber\":\"" + JsonEscaped(selection.subscriber) + "\",\"time_ms\":" +
-                       std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(
-                                          options_.clock->WallNow().time_since_epoch())
-                                          .count()) +
+  std::string record = "{\"action\":\"" + std::string(ActionName(static_cast<uint8_t>(kind))) + "\",\"operator\":" +
+                       JsonString(action.operator_name) + ",\"reason\":" + JsonString(action.reason) +
+                       ",\"subscriber\":" + JsonString(selection.subscriber) + ",\"time_ms\":" +
+                       std::to_string(ToUnixMillis(options_.clock->WallNow())) +
                        ",\"seqs\":[";
   for (size_t i = 0; i < report->seqs.size(); ++i) record += (i ? "," : "") + std::to_string(report->seqs[i]);
   record += "],\"event_ids\":[";
   for (size_t i = 0; i < ids.size(); ++i) record += std::string(i ? "," : "") + "\"" + ids[i] + "\"";
   record += "]}";
-  ScopeRep scope(this);
+  WriteSet scope;
   scope.AddOp(Op{Op::Kind::kPut, db_->cf(storage::Cf::kReplays), storage::OutboxKey(report->action_id), record});
   for (const std::string& subject : report->released_subjects) {
     scope.AddOp(Op{Op::Kind::kDelete, db_->cf(storage::Cf::kCheckpoints),
@@ -1036,7 +997,7 @@ void BusImpl::WriteStorageMetrics(MetricsWriter& w) {
 Status BusImpl::WaitCaughtUp(std::chrono::milliseconds timeout) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   for (uint64_t target = committer_->last_seq();;) {
-    if (closed_.load()) return ClosedStatus();
+    if (gate_.closed()) return ClosedStatus();
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) return Status::TimedOut("subscribers have not caught up with the outbox");
     if (Status s = dispatcher_->WaitFor(target, left); !s.ok()) return s;
@@ -1049,7 +1010,7 @@ Status BusImpl::WaitCaughtUp(std::chrono::milliseconds timeout) {
 }
 
 Status BusImpl::WaitIdle(std::chrono::milliseconds timeout) {
-  if (closed_.load()) return ClosedStatus();
+  if (gate_.closed()) return ClosedStatus();
   return dispatcher_->WaitFor(committer_->last_seq(), timeout);
 }
 
@@ -1101,16 +1062,16 @@ Status BusImpl::Close() {
   if (dispatcher_ != nullptr && dispatcher_->OnWorkerThread()) {
     return Status::InvalidArgument("Close() was called from a handler; call it from an application thread");
   }
-  if (InCall::InsideCallOf(this)) {
+  if (gate_.InsideCall()) {
     return Status::InvalidArgument("Close() was called from inside a call of this bus (a verifier or an upcaster)");
   }
   std::lock_guard<std::mutex> lock(lifecycle_mu_);
   if (db_ == nullptr) return Status::OK();
   admin_.reset();  // its thread runs operator actions on the bus
   metrics_http_.reset();  // its thread reads the database
-  closed_.store(true);
+  gate_.Shut();
   dispatcher_->CancelWaits();
-  while (active_calls_.load() != 0) std::this_thread::sleep_for(std::chrono::microseconds(200));
+  gate_.WaitForCallsToLeave();
   dispatcher_->Stop();
   // The committer, dispatcher and registry stay (stopped) until destruction
   // so that a Stats() or WaitIdle() racing with Close() reads valid state.

@@ -1,4 +1,4 @@
-#include "bus/ops/metrics.h"
+#include "bus/telemetry/metrics.h"
 
 #include <algorithm>
 #include <cassert>

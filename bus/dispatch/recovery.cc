@@ -1,4 +1,4 @@
-#include "bus/core/recovery.h"
+#include "bus/dispatch/recovery.h"
 
 #include "storage/keys.h"
 

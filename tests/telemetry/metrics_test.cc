@@ -1,6 +1,6 @@
-// Metrics (bus/ops/metrics.cc, BusImpl::MetricsText): each moves when its cause
+// Metrics (bus/telemetry/metrics.cc, BusImpl::MetricsText): each moves when its cause
 // happens, and the text passes Prometheus's own linter.
-#include "bus/ops/metrics.h"
+#include "bus/telemetry/metrics.h"
 
 #include <gtest/gtest.h>
 

@@ -17,6 +17,8 @@
 #include <utility>
 #include <vector>
 
+#include "bus/util/unix_time.h"
+
 #include "walbus/bus.h"
 #include "walbus/version.h"
 
@@ -202,10 +204,7 @@ walbus_delivery* CopyDeliveries(const std::vector<walbus::DeliveryState>& states
     c.state = static_cast<int>(d.state);
     c.attempts = d.attempts;
     c.last_error = copy(d.last_error);
-    c.next_attempt_unix_ms = d.next_attempt ? std::chrono::duration_cast<std::chrono::milliseconds>(
-                                                  d.next_attempt->time_since_epoch())
-                                                  .count()
-                                            : 0;
+    c.next_attempt_unix_ms = d.next_attempt ? walbus::internal::ToUnixMillis(*d.next_attempt) : 0;
     c.parked_behind = d.parked_behind;
   }
   return out;
@@ -230,7 +229,7 @@ walbus::Outcome RunHandler(walbus_handler_fn handler, void* user, const walbus::
   ev.subject = e.subject.c_str();
   ev.subject_version = e.subject_version;
   ev.time_unix_ms =
-      std::chrono::duration_cast<std::chrono::milliseconds>(e.time.time_since_epoch()).count();
+      walbus::internal::ToUnixMillis(e.time);
   ev.content_type = e.content_type.c_str();
   ev.data = e.data.c_str();
   ev.data_len = e.data.size();

@@ -1,6 +1,6 @@
-// Logs (bus/ops/log.cc): one line per event of interest, with its fields, and
+// Logs (bus/telemetry/log.cc): one line per event of interest, with its fields, and
 // never the payload; subjects hashed on request; failures rate-limited.
-#include "bus/ops/log.h"
+#include "bus/telemetry/log.h"
 
 #include <gtest/gtest.h>
 #include <spdlog/sinks/ostream_sink.h>

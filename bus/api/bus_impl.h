@@ -1,7 +1,7 @@
 // BusImpl: the Bus behind walbus::Bus::Open. Owns storage, the committer,
 // the tail cache, the registry and the dispatcher, and their lifecycle.
-#ifndef WALBUS_BUS_CORE_BUS_IMPL_H_
-#define WALBUS_BUS_CORE_BUS_IMPL_H_
+#ifndef WALBUS_BUS_API_BUS_IMPL_H_
+#define WALBUS_BUS_API_BUS_IMPL_H_
 
 #include <atomic>
 #include <functional>
@@ -12,8 +12,8 @@
 #include "bus/core/committer.h"
 #include "bus/ops/metrics_http.h"
 #include "bus/dispatch/dispatcher.h"
-#include "bus/ops/log.h"
-#include "bus/ops/metrics.h"
+#include "bus/telemetry/log.h"
+#include "bus/telemetry/metrics.h"
 #include "bus/core/quarantine.h"
 #include "bus/dispatch/retention.h"
 #include "bus/core/schema_registry.h"
@@ -25,7 +25,7 @@
 
 namespace walbus::internal {
 
-class BusImpl final : public Bus, public CommitListener {
+class BusImpl final : public Bus, public CommitListener, public ScopeHost {
  public:
   static Status Open(const Options& options, std::unique_ptr<Bus>* bus);
   // Test seam: opens storage through `env` (fault injection), which must
@@ -67,39 +67,26 @@ class BusImpl final : public Bus, public CommitListener {
   // CommitListener: the leader hands over each group's events.
   void OnCommitted(std::vector<std::shared_ptr<const Event>>& events) override;
 
-  // Held by a public call for as long as it may use storage (db_, the
-  // committer's writes), and by a Transaction's calls on an application
-  // thread: Close() refuses new ones (admitted() is false: return Closed)
-  // and waits for the admitted ones to leave before it stops the threads
-  // and closes storage. Counting in before looking at closed_ means
-  // Close() either sees the call and waits, or the call sees Close() and
-  // stays out. Calls that wait for the dispatcher give up with Closed when
-  // Close() starts (Dispatcher::CancelWaits), so Close() never waits out
-  // their timeouts. A refused call leaves at once, so a stream of them
-  // cannot hold Close() up.
-  class InCall {
+  // Held by a public call for as long as it may use storage (CallGate).
+  // Calls that wait for the dispatcher give up with Closed when Close()
+  // starts (Dispatcher::CancelWaits), so Close() never waits out their
+  // timeouts.
+  class InCall : public CallGate::Call {
    public:
-    explicit InCall(BusImpl* bus);
-    ~InCall();
-    InCall(const InCall&) = delete;
-    InCall& operator=(const InCall&) = delete;
-    bool admitted() const { return admitted_; }
-    // True while this thread is inside an admitted call of `bus` (a
-    // verifier or upcaster runs there): Close() would wait for itself.
-    static bool InsideCallOf(const BusImpl* bus);
-
-   private:
-    BusImpl* const bus_;
-    bool admitted_ = false;
-    const BusImpl* outer_ = nullptr;  // this thread's enclosing call, restored on leaving
+    explicit InCall(BusImpl* bus) : CallGate::Call(&bus->gate_) {}
   };
-  static Status ClosedStatus() { return Status::Closed("the bus is closed"); }
+  static Status ClosedStatus() { return internal::ClosedStatus(); }
 
-  // For WriteScope, inside an admitted InCall (or a handler's context).
-  storage::Db* db() const { return db_.get(); }
-  const Options& options() const { return options_; }
-  const SchemaRegistry& schemas() const { return schemas_; }
-  Result<Receipt> CommitTransaction(ScopeRep* scope);
+  // ScopeHost: for WriteScope, inside an admitted InCall (or a handler's
+  // context).
+  CallGate& gate() override { return gate_; }
+  storage::Db* db() const override { return db_.get(); }
+  const Options& options() const override { return options_; }
+  const SchemaRegistry& schemas() const override { return schemas_; }
+  Result<Receipt> CommitTransaction(ScopeRep* scope) override;
+  // Commits `writes` inside an admitted call, with the durability of
+  // Options (a Transaction's, an ingested event's).
+  Result<Receipt> CommitWrites(WriteSet* writes);
   // Commits one verified event from elsewhere, with its dedup record when
   // dedup_scope is not empty.
   Result<IngestResult> CommitIngested(std::shared_ptr<Event> event, const IngestOptions& options);
@@ -172,11 +159,9 @@ class BusImpl final : public Bus, public CommitListener {
   std::mutex actions_mu_;    // serializes operator actions (their ids)
   std::mutex metrics_sources_mu_;
   std::vector<std::weak_ptr<const MetricsSource>> metrics_sources_;  // guarded by metrics_sources_mu_
-  std::atomic<bool> closed_{false};
-  // Admitted calls inside storage (see InCall); Close waits for them to leave.
-  std::atomic<int> active_calls_{0};
+  CallGate gate_;  // admitted calls inside storage (InCall); Close shuts it
 };
 
 }  // namespace walbus::internal
 
-#endif  // WALBUS_BUS_CORE_BUS_IMPL_H_
+#endif  // WALBUS_BUS_API_BUS_IMPL_H_

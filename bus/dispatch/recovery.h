@@ -1,8 +1,8 @@
 // Reading a database's walbus state back: the last sequence number, the
 // trimmed point and every registered subscriber with its durable progress.
 // Used on Open and by the read-only inspection of the command-line tool.
-#ifndef WALBUS_BUS_CORE_RECOVERY_H_
-#define WALBUS_BUS_CORE_RECOVERY_H_
+#ifndef WALBUS_BUS_DISPATCH_RECOVERY_H_
+#define WALBUS_BUS_DISPATCH_RECOVERY_H_
 
 #include <cstdint>
 #include <map>
@@ -26,4 +26,4 @@ Status ReadRecoveredState(const storage::Db& db, RecoveredState* state);
 
 }  // namespace walbus::internal
 
-#endif  // WALBUS_BUS_CORE_RECOVERY_H_
+#endif  // WALBUS_BUS_DISPATCH_RECOVERY_H_

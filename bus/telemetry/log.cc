@@ -1,4 +1,4 @@
-#include "bus/ops/log.h"
+#include "bus/telemetry/log.h"
 
 #include <spdlog/sinks/stdout_color_sinks.h>
 

@@ -1,0 +1,230 @@
+// BusImpl's replays (walbus/bus.h: Replay, GetReplay, CancelReplay) and the
+// records they keep: what the replay runs (bus/dispatch/replay.h) is the
+// dispatcher's.
+#include <algorithm>
+#include <cassert>
+
+#include "bus/api/bus_impl.h"
+#include "bus/core/envelope.h"
+#include "bus/dispatch/replay.h"
+#include "bus/util/rfc3339.h"
+#include "bus/util/unix_time.h"
+#include "storage/keys.h"
+
+namespace walbus::internal {
+namespace {
+
+// A dry run lists at most this many seqs (it counts them all).
+constexpr size_t kDryRunListedSeqs = 10000;
+
+}  // namespace
+
+Status BusImpl::LoadReplays(const std::function<void(uint64_t, storage::ReplayRecord&)>& visit) {
+  return db_->Scan(storage::Cf::kReplays, storage::kActionKeyPrefix, SIZE_MAX,
+                   [&](std::string_view key, std::string_view value) {
+                     uint64_t id = 0;
+                     storage::ReplayRecord record;
+                     // Dead-letter actions share the space (as JSON): skipped.
+                     if (storage::ParseOutboxKey(key, &id) && storage::DecodeReplay(value, &record)) visit(id, record);
+                     return true;
+                   });
+}
+
+Status BusImpl::NextActionId(uint64_t* id) {
+  uint64_t last = 0;
+  Status s = db_->Scan(storage::Cf::kReplays, storage::kActionKeyPrefix, SIZE_MAX,
+                       [&](std::string_view key, std::string_view) {
+                         storage::ParseOutboxKey(key, &last);
+                         return true;
+                       });
+  *id = last + 1;
+  return s;
+}
+
+Status BusImpl::Replay(const ReplayRequest& request, ReplayReport* report) {
+  *report = ReplayReport{};
+  InCall call(this);
+  if (!call.admitted()) return ClosedStatus();
+  if (Status s = ValidateSubscriberName(request.subscriber); !s.ok()) return s;
+  std::shared_ptr<Subscriber> active;
+  uint32_t sub_id = 0;
+  uint64_t checkpoint = 0;
+  {
+    std::lock_guard<std::mutex> lock(registry_.mu);
+    auto it = registry_.by_name.find(request.subscriber);
+    if (it == registry_.by_name.end()) return Status::InvalidArgument("no subscriber named " + request.subscriber);
+    active = it->second.active;
+    sub_id = it->second.id;
+    checkpoint = active != nullptr ? active->watermark.load(std::memory_order_acquire) : it->second.durable.checkpoint;
+  }
+  if (request.mode == ReplayMode::kFreshScope) {
+    // Not active here (a tool on a stopped database): as it was last
+    // subscribed. A database from before registrations were kept records
+    // the replay, and the next Subscribe decides.
+    bool safe = true;
+    if (active != nullptr) {
+      safe = active->side_effect_safe;
+    } else {
+      std::string value;
+      bool found = false;
+      storage::RegistrationRecord registration;
+      Status s = db_->Get(db_->cf(storage::Cf::kCheckpoints),
+                          storage::CheckpointKey(sub_id, storage::CheckpointField::kRegistration), &value, &found);
+      if (!s.ok()) return s;
+      if (found && storage::DecodeRegistration(value, &registration)) safe = registration.side_effect_safe;
+    }
+    if (!safe) {
+      return Status::NotSupported("subscriber " + request.subscriber +
+                                  " is not side_effect_safe: a fresh-scope replay would run its effects again; "
+                                  "use same-inbox, or declare SubscriberOptions::side_effect_safe");
+    }
+  }
+  storage::ReplayRecord record;
+  const uint64_t now_ms = ToUnixMillisUnsigned(options_.clock->WallNow());
+  if (Status s = RecordFromRequest(request, sub_id, checkpoint, active != nullptr ? active->handler_version : "",
+                                   now_ms, &record);
+      !s.ok()) {
+    return s;
+  }
+  if (request.action.dry_run) {
+    // Nothing will run: the report is of a finished look.
+    record.state = static_cast<uint8_t>(ReplayState::kDone);
+    record.ended_ms = now_ms;
+    *report = ReportFromRecord(0, record);
+    const std::unordered_set<std::string> ids = SelectedIds(record);
+    Status scan = Status::OK();
+    if (record.from_seq <= record.to_seq) {
+      scan = db_->ScanOutbox(record.from_seq, SIZE_MAX, [&](uint64_t seq, std::string_view bytes) {
+        if (seq > record.to_seq || (record.max_events != 0 && report->selected >= record.max_events)) return false;
+        Event event;
+        if (!DecodeEnvelope(bytes, options_.max_payload_bytes, &event).ok()) return true;
+        if ((active != nullptr && !active->Matches(event.type)) || !ReplaySelects(record, ids, event)) return true;
+        ++report->selected;
+        if (report->seqs.size() < kDryRunListedSeqs) report->seqs.push_back(seq);
+        if (request.mode == ReplayMode::kSameInbox) {
+          std::string value;
+          bool found = false;
+          bool dead_letter = false;
+          if (db_->Get(db_->cf(storage::Cf::kInbox), storage::InboxKey(sub_id, storage::IdBytes(event.id)), &value, &found)
+                  .ok() &&
+              found &&
+              db_->Get(db_->cf(storage::Cf::kDeadLetters), storage::SubscriberSeqKey(sub_id, seq), &value, &dead_letter)
+                  .ok() &&
+              !dead_letter) {
+            ++report->skipped;  // handled before: a same-inbox replay skips it
+          }
+        }
+        return true;
+      });
+    }
+    return scan;
+  }
+  std::lock_guard<std::mutex> lock(actions_mu_);
+  bool running = false;
+  if (Status s = LoadReplays([&](uint64_t, storage::ReplayRecord& r) {
+        running |= r.subscriber_id == sub_id && r.state == static_cast<uint8_t>(ReplayState::kRunning);
+      });
+      !s.ok()) {
+    return s;
+  }
+  if (running) return Status::Busy("subscriber " + request.subscriber + " has a replay running; cancel it or wait");
+  uint64_t id = 0;
+  if (Status s = NextActionId(&id); !s.ok()) return s;
+  WriteSet scope;
+  scope.AddOp(Op{Op::Kind::kPut, db_->cf(storage::Cf::kReplays), storage::OutboxKey(id), storage::EncodeReplay(record)});
+  if (Status s = committer_->CommitOne(&scope, /*sync=*/true); !s.ok()) return s;
+  *report = ReportFromRecord(id, record);
+  log_->logger().info("walbus: replay {} of {} recorded by {} ({}): {}, {}", id, request.subscriber,
+                      request.action.operator_name, request.action.reason,
+                      request.mode == ReplayMode::kSameInbox ? "same-inbox" : "fresh-scope", report->selection);
+  if (active != nullptr) dispatcher_->StartReplay(id, std::move(record));
+  return Status::OK();
+}
+
+Status BusImpl::ResumeReplays(const std::shared_ptr<Subscriber>& sub) {
+  std::lock_guard<std::mutex> lock(actions_mu_);
+  std::vector<std::pair<uint64_t, storage::ReplayRecord>> resume;
+  if (Status s = LoadReplays([&](uint64_t id, storage::ReplayRecord& r) {
+        if (r.subscriber_id == sub->id && r.state == static_cast<uint8_t>(ReplayState::kRunning)) {
+          resume.emplace_back(id, std::move(r));
+        }
+      });
+      !s.ok()) {
+    return s;
+  }
+  for (auto& [id, record] : resume) {
+    if (record.mode == static_cast<uint8_t>(ReplayMode::kFreshScope) && !sub->side_effect_safe) {
+      // Recorded while the subscriber was not running here: checked now.
+      record.state = static_cast<uint8_t>(ReplayState::kRefused);
+      record.error = "subscriber is not side_effect_safe: a fresh-scope replay would run its effects again";
+      record.ended_ms = ToUnixMillisUnsigned(options_.clock->WallNow());
+      WriteSet scope;
+      scope.AddOp(Op{Op::Kind::kPut, db_->cf(storage::Cf::kReplays), storage::OutboxKey(id),
+                     storage::EncodeReplay(record)});
+      if (Status s = committer_->CommitOne(&scope, /*sync=*/true); !s.ok()) return s;
+      log_->logger().warn("walbus: replay {} of {} refused: {}", id, sub->name, record.error);
+      continue;
+    }
+    if (record.handler_version.empty()) record.handler_version = sub->handler_version;
+    log_->logger().info("walbus: replay {} of {} resumes at seq {}", id, sub->name, record.next_seq);
+    dispatcher_->StartReplay(id, std::move(record));
+  }
+  return Status::OK();
+}
+
+Status BusImpl::GetReplay(uint64_t replay_id, ReplayReport* report) {
+  *report = ReplayReport{};
+  InCall call(this);
+  if (!call.admitted()) return ClosedStatus();
+  std::string value;
+  bool found = false;
+  if (Status s = db_->Get(db_->cf(storage::Cf::kReplays), storage::OutboxKey(replay_id), &value, &found); !s.ok()) {
+    return s;
+  }
+  storage::ReplayRecord record;
+  if (!found || !storage::DecodeReplay(value, &record)) {
+    return Status::NotFound("no replay " + std::to_string(replay_id));
+  }
+  *report = ReportFromRecord(replay_id, record);
+  return Status::OK();
+}
+
+Status BusImpl::CancelReplay(uint64_t replay_id, const OperatorAction& action) {
+  if (action.operator_name.empty() || action.reason.empty()) {
+    return Status::InvalidArgument("cancelling a replay needs an operator name and a reason");
+  }
+  InCall call(this);
+  if (!call.admitted()) return ClosedStatus();
+  ReplayReport report;
+  if (Status s = GetReplay(replay_id, &report); !s.ok()) return s;
+  if (report.state != ReplayState::kRunning) return Status::OK();
+  bool active = false;
+  {
+    std::lock_guard<std::mutex> lock(registry_.mu);
+    auto it = registry_.by_name.find(report.subscriber);
+    active = it != registry_.by_name.end() && it->second.active != nullptr;
+  }
+  if (active) {
+    dispatcher_->CancelReplay(replay_id, action);  // it records the end once its events finish
+    return Status::OK();
+  }
+  std::lock_guard<std::mutex> lock(actions_mu_);
+  std::string value;
+  bool found = false;
+  storage::ReplayRecord record;
+  if (Status s = db_->Get(db_->cf(storage::Cf::kReplays), storage::OutboxKey(replay_id), &value, &found); !s.ok()) {
+    return s;
+  }
+  if (!found || !storage::DecodeReplay(value, &record)) return Status::NotFound("no replay " + std::to_string(replay_id));
+  if (record.state != static_cast<uint8_t>(ReplayState::kRunning)) return Status::OK();
+  record.state = static_cast<uint8_t>(ReplayState::kCancelled);
+  record.ended_ms = ToUnixMillisUnsigned(options_.clock->WallNow());
+  record.cancelled_by = action.operator_name;
+  record.cancel_reason = action.reason;
+  WriteSet scope;
+  scope.AddOp(Op{Op::Kind::kPut, db_->cf(storage::Cf::kReplays), storage::OutboxKey(replay_id),
+                 storage::EncodeReplay(record)});
+  return committer_->CommitOne(&scope, /*sync=*/true);
+}
+
+}  // namespace walbus::internal

@@ -1,0 +1,59 @@
+// WriteSet: what one unit of work writes, as the committer takes it: the
+// operations, the version preconditions, the events with their encoded
+// envelopes, and an estimate of the batch's size. It knows nothing of who
+// made it: a Transaction, a handler's context (both through ScopeRep), or
+// the dispatcher's and the quarantine's own records.
+//
+// Threading: none; one thread builds a set, then hands it to the committer
+// and does not touch it until the commit returns.
+#ifndef WALBUS_BUS_CORE_WRITE_SET_H_
+#define WALBUS_BUS_CORE_WRITE_SET_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "storage/db.h"
+#include "walbus/event.h"
+
+namespace walbus::internal {
+
+struct Op {
+  enum class Kind : uint8_t { kPut, kDelete, kAddCounter, kDeleteRange };
+  Kind kind;
+  storage::CfHandle* cf;
+  std::string key;    // kDeleteRange: the first key removed
+  std::string value;  // kPut; kDeleteRange: the first key kept
+  uint64_t delta = 0;  // kAddCounter only
+};
+
+// "The key's version must be `version`; commit sets it to next_version
+// (version + 1 when 0)."
+struct Expectation {
+  std::string version_key;  // storage::VersionKey(cf id, key)
+  uint64_t version;
+  std::string description;  // "orders/order-42", for the Conflict message
+  uint64_t next_version = 0;
+  uint64_t Next() const { return next_version != 0 ? next_version : version + 1; }
+};
+
+struct WriteSet {
+  std::vector<Op> ops;
+  std::vector<Expectation> expects;
+  // Events in publish order; seq is set by the committer.
+  std::vector<std::shared_ptr<Event>> events;
+  std::vector<std::string> envelopes;  // parallel to events
+  size_t bytes = 0;  // approximate size of the batch this set adds
+
+  void AddOp(Op op) {
+    bytes += op.key.size() + op.value.size() + 16;
+    ops.push_back(std::move(op));
+  }
+  bool empty() const { return ops.empty() && expects.empty() && events.empty(); }
+};
+
+}  // namespace walbus::internal
+
+#endif  // WALBUS_BUS_CORE_WRITE_SET_H_

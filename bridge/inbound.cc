@@ -421,7 +421,7 @@ class InboundImpl final : public Inbound {
       // A lost ack only brings the message back, and the dedup record
       // makes that a duplicate.
       Settle(msg, /*terminate=*/false);
-    } else if (r.status().code() == Status::Code::kInvalidArgument) {
+    } else if (r.status().IsInvalidArgument()) {
       counters_->quarantined.fetch_add(1, std::memory_order_relaxed);  // the bus quarantined it
       Settle(msg, /*terminate=*/true);
     } else {

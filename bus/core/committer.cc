@@ -233,7 +233,7 @@ bool Committer::WriteGroup(const std::vector<CommitRequest*>& group) {
   WALBUS_FAULT_POINT("commit.after_write");
   writes_failing_.store(!written.ok(), std::memory_order_relaxed);
   if (!written.ok()) {
-    (written.code() == Status::Code::kResourceExhausted ? no_space_failures_ : other_write_failures_)
+    (written.IsResourceExhausted() ? no_space_failures_ : other_write_failures_)
         .fetch_add(1, std::memory_order_relaxed);
     for (CommitRequest* r : group)
       if (r->status.ok()) r->status = written;

@@ -231,11 +231,11 @@ TEST(DbTest, ReadOnlyDirectoryIsRefusedWithAClearMessage) {
   const std::string missing = (fs::path(dir.path()) / "new-bus").string();
   const int code = RunUnprivileged([&] {
     Status s = OpenBus(existing);
-    bool ok = s.code() == Status::Code::kIOError && s.message().find("is not writable") != std::string::npos &&
+    bool ok = s.IsIOError() && s.message().find("is not writable") != std::string::npos &&
               s.message().find(existing) != std::string::npos;
     if (!ok) std::fprintf(stderr, "existing: %s\n", s.ToString().c_str());
     Status t = OpenBus(missing);
-    const bool ok_missing = t.code() == Status::Code::kIOError &&
+    const bool ok_missing = t.IsIOError() &&
                             t.message().find("cannot create " + missing) != std::string::npos;
     if (!ok_missing) std::fprintf(stderr, "missing: %s\n", t.ToString().c_str());
     return ok && ok_missing && !fs::exists(missing);

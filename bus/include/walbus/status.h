@@ -73,6 +73,7 @@ class [[nodiscard]] WALBUS_EXPORT Status {
   bool IsClosed() const { return code_ == Code::kClosed; }
   bool IsTimedOut() const { return code_ == Code::kTimedOut; }
   bool IsNotSupported() const { return code_ == Code::kNotSupported; }
+  bool IsResourceExhausted() const { return code_ == Code::kResourceExhausted; }
   // @}
 
   // The message alone, without the code name.
@@ -99,9 +100,14 @@ class [[nodiscard]] Result {
   // A result holding `value`; implicit, so a function returns a T as is.
   Result(T value) : rep_(std::move(value)) {}  // NOLINT: implicit by design
   // A failed result; implicit, so a function returns a Status as is.
-  // REQUIRES: !status.ok()
-  Result(Status status) : rep_(std::move(status)) {  // NOLINT
-    assert(!std::get<Status>(rep_).ok());
+  // REQUIRES: !status.ok(). An OK status is a bug in the code that made
+  // the result: it asserts in debug builds, and in release builds the
+  // result is still an error (InvalidArgument saying so), never a result
+  // that claims a value it does not hold.
+  Result(Status status)  // NOLINT: implicit by design
+      : rep_(status.ok() ? Status::InvalidArgument("a Result was made from an OK status, without a value")
+                         : std::move(status)) {
+    assert(!status.ok());
   }
 
   // True when a value is held.

@@ -195,38 +195,48 @@ bool IsReservedCfName(std::string_view name) {
   return name == rocksdb::kDefaultColumnFamilyName || name.starts_with("walbus.");
 }
 
-Status Db::Open(const OpenOptions& options, std::unique_ptr<Db>* out) {
+namespace {
+
+// What is at the directory before RocksDB opens it.
+struct DirectoryState {
+  bool exists = false;
+  bool has_current = false;  // RocksDB's CURRENT file
+  bool creating = false;     // walbus is creating it (now, or a creation cut short)
+  std::filesystem::path marker;
+};
+
+// Checks the directory for the open `options` ask for, and marks a new
+// database as being created.
+Status CheckDirectory(const OpenOptions& options, DirectoryState* d) {
   namespace fs = std::filesystem;
-  out->reset();
-  if (options.dir.empty()) return Status::InvalidArgument("no database directory given");
   const bool primary = options.mode == OpenOptions::Mode::kPrimary;
   std::error_code ec;
-  const bool exists = fs::exists(options.dir, ec);
-  const bool has_current = fs::exists(fs::path(options.dir) / "CURRENT", ec);
-  if (!exists && !(primary && options.create_if_missing)) {
+  d->exists = fs::exists(options.dir, ec);
+  d->has_current = fs::exists(fs::path(options.dir) / "CURRENT", ec);
+  if (!d->exists && !(primary && options.create_if_missing)) {
     return Status::NotFound("no database at " + options.dir);
   }
-  if (exists && !fs::is_directory(options.dir, ec)) {
+  if (d->exists && !fs::is_directory(options.dir, ec)) {
     return Status::InvalidArgument(options.dir + " is not a directory");
   }
   if (primary) {
-    if (Status s = CheckWritable(options.dir, exists); !s.ok()) return s;
+    if (Status s = CheckWritable(options.dir, d->exists); !s.ok()) return s;
   }
   // A creation cut short (the process killed before RocksDB wrote CURRENT,
   // or before our column families existed) left the marker: finish it.
-  const fs::path marker = fs::path(options.dir) / kCreatingMarker;
-  const bool interrupted = exists && fs::exists(marker, ec);
-  if (exists && !has_current) {
+  d->marker = fs::path(options.dir) / kCreatingMarker;
+  const bool interrupted = d->exists && fs::exists(d->marker, ec);
+  if (d->exists && !d->has_current) {
     bool empty = fs::is_empty(options.dir, ec);
     if (!(empty || interrupted) || !primary || !options.create_if_missing) {
       return Status::InvalidArgument(options.dir + (interrupted ? " is a walbus database whose creation did not finish"
                                                                 : " is not a walbus database (no RocksDB CURRENT file)"));
     }
   }
-  bool creating = interrupted;
-  if (primary && options.create_if_missing && !has_current && !interrupted) {
+  d->creating = interrupted;
+  if (primary && options.create_if_missing && !d->has_current && !interrupted) {
     if (Status s = MarkCreating(options.dir, options.share_with_group ? 0750 : 0700); !s.ok()) return s;
-    creating = true;
+    d->creating = true;
   }
   for (const std::string& name : options.app_column_families) {
     if (name.empty() || IsReservedCfName(name)) {
@@ -234,8 +244,13 @@ Status Db::Open(const OpenOptions& options, std::unique_ptr<Db>* out) {
                                      "' is empty or reserved ('default', 'walbus.*')");
     }
   }
+  return Status::OK();
+}
 
-  std::unique_ptr<rocksdb::Env> db_env;  // the Db keeps it, past its rocksdb::DB
+// RocksDB's options for the database; *env is the private file system a
+// primary instance writes through (the Db keeps it, past its rocksdb::DB).
+rocksdb::DBOptions DatabaseOptions(const OpenOptions& options, std::unique_ptr<rocksdb::Env>* env) {
+  const bool primary = options.mode == OpenOptions::Mode::kPrimary;
   rocksdb::DBOptions dbo;
   dbo.create_if_missing = primary && options.create_if_missing;
   dbo.create_missing_column_families = primary;
@@ -250,52 +265,90 @@ Status Db::Open(const OpenOptions& options, std::unique_ptr<Db>* out) {
   dbo.max_total_wal_size = 256u << 20;
   if (primary) {
     // Every file RocksDB writes there is private too (0600, or 0640).
-    db_env = PrivateFs::NewEnv(options.env != nullptr ? options.env : rocksdb::Env::Default(),
-                               options.share_with_group);
-    dbo.env = db_env.get();
+    *env = PrivateFs::NewEnv(options.env != nullptr ? options.env : rocksdb::Env::Default(),
+                             options.share_with_group);
+    dbo.env = env->get();
   } else if (options.env != nullptr) {
     dbo.env = options.env;
   }
+  return dbo;
+}
 
-  std::vector<std::string> existing;
-  if (has_current) {
-    rocksdb::Status s = rocksdb::DB::ListColumnFamilies(dbo, options.dir, &existing);
-    if (!s.ok()) return FromRocks(s, "list column families of " + options.dir);
-    bool has_meta = false;
-    for (const auto& n : existing) has_meta |= n == CfName(Cf::kMeta);
-    if (!has_meta && !(creating && primary)) {
-      return Status::InvalidArgument(options.dir +
-                                     " is a RocksDB database but not a walbus one (no walbus.meta)");
-    }
-    // A finished walbus database missing one of its own column families
-    // lost data: refuse it rather than create the column family empty. One
-    // whose creation was cut short (no format version yet) is completed.
-    for (const char* ours : kCfNames) {
-      if (std::find(existing.begin(), existing.end(), ours) != existing.end()) continue;
-      bool finished = false;
-      if (Status s = HasFormatVersion(dbo, options.dir, existing, &finished); !s.ok()) return s;
-      if (finished) {
-        return Status::Corruption(options.dir + " is a walbus database without its column family " + ours +
-                                  "; it was damaged or written by an incompatible tool");
-      }
-      break;
-    }
+// The column families the database has (none before it is created); an
+// error when it is not a walbus database, or one that lost a column family
+// of its own.
+Status ExistingColumnFamilies(const rocksdb::DBOptions& dbo, const OpenOptions& options, const DirectoryState& d,
+                              std::vector<std::string>* existing) {
+  if (!d.has_current) return Status::OK();
+  rocksdb::Status s = rocksdb::DB::ListColumnFamilies(dbo, options.dir, existing);
+  if (!s.ok()) return FromRocks(s, "list column families of " + options.dir);
+  bool has_meta = false;
+  for (const auto& n : *existing) has_meta |= n == CfName(Cf::kMeta);
+  const bool primary = options.mode == OpenOptions::Mode::kPrimary;
+  if (!has_meta && !(d.creating && primary)) {
+    return Status::InvalidArgument(options.dir + " is a RocksDB database but not a walbus one (no walbus.meta)");
   }
+  // A finished walbus database missing one of its own column families
+  // lost data: refuse it rather than create the column family empty. One
+  // whose creation was cut short (no format version yet) is completed.
+  for (const char* ours : kCfNames) {
+    if (std::find(existing->begin(), existing->end(), ours) != existing->end()) continue;
+    bool finished = false;
+    if (Status f = HasFormatVersion(dbo, options.dir, *existing, &finished); !f.ok()) return f;
+    if (finished) {
+      return Status::Corruption(options.dir + " is a walbus database without its column family " + ours +
+                                "; it was damaged or written by an incompatible tool");
+    }
+    break;
+  }
+  return Status::OK();
+}
 
-  // Every existing column family must be opened; add ours and the app's.
-  std::vector<std::string> names = existing;
-  auto add = [&names](const std::string& n) {
-    for (const auto& e : names)
-      if (e == n) return;
-    names.push_back(n);
+// Every existing column family must be opened; a primary adds walbus's and
+// the application's.
+Status ColumnFamiliesToOpen(const OpenOptions& options, std::vector<std::string> existing,
+                            std::vector<std::string>* names) {
+  *names = std::move(existing);
+  auto add = [names](const std::string& n) {
+    if (std::find(names->begin(), names->end(), n) == names->end()) names->push_back(n);
   };
-  if (primary) {
+  if (options.mode == OpenOptions::Mode::kPrimary) {
     add(rocksdb::kDefaultColumnFamilyName);
     for (const char* n : kCfNames) add(n);
     for (const auto& n : options.app_column_families) add(n);
-  } else if (existing.empty()) {
+  } else if (names->empty()) {
     return Status::NotFound("no database at " + options.dir);
   }
+  return Status::OK();
+}
+
+// RocksDB's refusal to open, said for walbus: Busy for a held lock, a
+// permission problem named as one.
+Status OpenError(const rocksdb::Status& s, const std::string& dir) {
+  if (IsLockError(s)) {
+    return Status::Busy("database " + dir + " is in use: another process (or another Bus in this process) holds " +
+                        dir + "/LOCK");
+  }
+  if (s.IsIOError() && s.ToString().find("ermission") != std::string::npos) {
+    return Status::IOError("cannot open " + dir + " for writing: " + s.ToString());
+  }
+  return FromRocks(s, "open " + dir);
+}
+
+}  // namespace
+
+Status Db::Open(const OpenOptions& options, std::unique_ptr<Db>* out) {
+  out->reset();
+  if (options.dir.empty()) return Status::InvalidArgument("no database directory given");
+  const bool primary = options.mode == OpenOptions::Mode::kPrimary;
+  DirectoryState dir;
+  if (Status s = CheckDirectory(options, &dir); !s.ok()) return s;
+  std::unique_ptr<rocksdb::Env> db_env;
+  rocksdb::DBOptions dbo = DatabaseOptions(options, &db_env);
+  std::vector<std::string> existing, names;
+  if (Status s = ExistingColumnFamilies(dbo, options, dir, &existing); !s.ok()) return s;
+  if (Status s = ColumnFamiliesToOpen(options, std::move(existing), &names); !s.ok()) return s;
+
   std::unique_ptr<Db> db(new Db());
   db->options_ = options;
   db->env_ = std::move(db_env);
@@ -304,7 +357,6 @@ Status Db::Open(const OpenOptions& options, std::unique_ptr<Db>* out) {
   }
   std::vector<rocksdb::ColumnFamilyDescriptor> descriptors;
   for (const auto& n : names) descriptors.emplace_back(n, OptionsFor(n, db->inbox_filter_.get()));
-
   rocksdb::DB* raw = nullptr;
   rocksdb::Status s;
   if (primary) {
@@ -312,49 +364,41 @@ Status Db::Open(const OpenOptions& options, std::unique_ptr<Db>* out) {
   } else {
     dbo.max_open_files = -1;  // required by secondary instances
     if (options.secondary_dir.empty()) return Status::InvalidArgument("secondary_dir is required");
-    s = rocksdb::DB::OpenAsSecondary(dbo, options.dir, options.secondary_dir, descriptors,
-                                     &db->all_handles_, &raw);
+    s = rocksdb::DB::OpenAsSecondary(dbo, options.dir, options.secondary_dir, descriptors, &db->all_handles_, &raw);
   }
-  if (!s.ok()) {
-    if (IsLockError(s)) {
-      return Status::Busy("database " + options.dir +
-                          " is in use: another process (or another Bus in this process) holds " +
-                          options.dir + "/LOCK");
-    }
-    if (s.IsIOError() && s.ToString().find("ermission") != std::string::npos) {
-      return Status::IOError("cannot open " + options.dir + " for writing: " + s.ToString());
-    }
-    return FromRocks(s, "open " + options.dir);
-  }
+  if (!s.ok()) return OpenError(s, options.dir);
   db->db_.reset(raw);
-  for (size_t i = 0; i < names.size(); ++i) {
-    bool ours = false;
-    for (size_t c = 0; c < std::size(kCfNames); ++c) {
-      if (names[i] == kCfNames[c]) {
-        db->handles_[c] = db->all_handles_[i];
-        ours = true;
-      }
-    }
-    if (!ours && names[i] != rocksdb::kDefaultColumnFamilyName) {
-      db->app_names_.push_back(names[i]);
-      db->app_handles_.push_back(db->all_handles_[i]);
-    }
-  }
-  for (size_t c = 0; c < std::size(kCfNames); ++c) {
-    if (db->handles_[c] == nullptr) {
-      return Status::Corruption(options.dir + " lacks column family " + kCfNames[c]);
-    }
-  }
-  Status fmt = db->CheckFormat(!has_current);
-  if (!fmt.ok()) return fmt;
-  if (creating && primary) {
+  if (Status adopted = db->AdoptHandles(names); !adopted.ok()) return adopted;
+  if (Status fmt = db->CheckFormat(!dir.has_current); !fmt.ok()) return fmt;
+  if (dir.creating && primary) {
     // The format version is durable (CheckFormat syncs it): created.
-    fs::remove(marker, ec);
-    if (ec) return Status::IOError("remove " + marker.string() + ": " + ec.message());
+    std::error_code ec;
+    std::filesystem::remove(dir.marker, ec);
+    if (ec) return Status::IOError("remove " + dir.marker.string() + ": " + ec.message());
   }
   struct stat st;
   db->open_to_others_ = ::stat(options.dir.c_str(), &st) == 0 && (st.st_mode & S_IRWXO) != 0;
   *out = std::move(db);
+  return Status::OK();
+}
+
+Status Db::AdoptHandles(const std::vector<std::string>& names) {
+  for (size_t i = 0; i < names.size(); ++i) {
+    bool ours = false;
+    for (size_t c = 0; c < std::size(kCfNames); ++c) {
+      if (names[i] == kCfNames[c]) {
+        handles_[c] = all_handles_[i];
+        ours = true;
+      }
+    }
+    if (!ours && names[i] != rocksdb::kDefaultColumnFamilyName) {
+      app_names_.push_back(names[i]);
+      app_handles_.push_back(all_handles_[i]);
+    }
+  }
+  for (size_t c = 0; c < std::size(kCfNames); ++c) {
+    if (handles_[c] == nullptr) return Status::Corruption(options_.dir + " lacks column family " + kCfNames[c]);
+  }
   return Status::OK();
 }
 

@@ -150,6 +150,10 @@ class Db {
  private:
   Db() = default;
   Status CheckFormat(bool fresh);
+  // Sorts the handles RocksDB opened (in the order of `names`) into
+  // walbus's own and the application's. Corruption when one of walbus's
+  // is missing.
+  Status AdoptHandles(const std::vector<std::string>& names);
 
   OpenOptions options_;
   // Before db_ (so destroyed after it): the primary's Env (PrivateFs).

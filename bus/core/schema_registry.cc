@@ -6,13 +6,15 @@
 
 namespace walbus::internal {
 
+std::string_view TypeBaseName(std::string_view type) { return type.substr(0, type.rfind('.')); }
+
 std::optional<TypeVersion> SplitType(std::string_view type) {
   const size_t dot = type.rfind('.');
   if (dot == std::string_view::npos || dot + 2 > type.size() || type[dot + 1] != 'v') return std::nullopt;
   TypeVersion tv;
   auto [end, ec] = std::from_chars(type.data() + dot + 2, type.data() + type.size(), tv.version);
   if (ec != std::errc() || end != type.data() + type.size()) return std::nullopt;
-  tv.base = std::string(type.substr(0, dot));
+  tv.base = std::string(TypeBaseName(type));
   return tv;
 }
 

@@ -29,6 +29,9 @@ struct TypeVersion {
   uint32_t version = 0;
 };
 std::optional<TypeVersion> SplitType(std::string_view type);
+// The type without its version: "orders.order-approved.v12" ->
+// "orders.order-approved" (all of it when it has no '.').
+std::string_view TypeBaseName(std::string_view type);
 
 class SchemaRegistry {
  public:

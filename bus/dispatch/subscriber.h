@@ -16,8 +16,9 @@
 #include <unordered_set>
 #include <vector>
 
-#include "bus/telemetry/metrics.h"
+#include "bus/core/schema_registry.h"
 #include "bus/dispatch/progress.h"
+#include "bus/telemetry/metrics.h"
 #include "storage/records.h"
 #include "walbus/bus.h"
 
@@ -108,10 +109,9 @@ struct Subscriber {
   // Exact types, and other versions of their bases (upcast or paused on).
   bool Matches(std::string_view type) const {
     if (types.empty()) return true;
-    const std::string_view base = type.substr(0, type.rfind('.'));
-    return std::any_of(types.begin(), types.end(), [&](const std::string& t) {
-      return t == type || std::string_view(t).substr(0, t.rfind('.')) == base;
-    });
+    const std::string_view base = TypeBaseName(type);
+    return std::any_of(types.begin(), types.end(),
+                       [&](const std::string& t) { return t == type || TypeBaseName(t) == base; });
   }
   // May `seq` have been running when the process last stopped? Then this
   // run counts as an attempt before it starts (crash-loop protection).

@@ -1,5 +1,4 @@
 // The inbound consumer: a durable pull consumer feeding Bus::IngestEvent.
-#include <spdlog/spdlog.h>
 
 #include <atomic>
 #include <condition_variable>
@@ -8,6 +7,7 @@
 #include <thread>
 #include <unordered_map>
 
+#include "bridge/bridge_log.h"
 #include "bridge/bridge_metrics.h"
 #include "bridge/cloudevents.h"
 #include "bridge/nats_link.h"
@@ -286,8 +286,7 @@ class InboundImpl final : public Inbound {
     if (s != NATS_OK && s != NATS_NOT_FOUND) return bridge::FromNats(s, "delete consumer " + options_.durable);
     if (Status made = Subscribe(start); !made.ok()) return made;
     counters_->consumer_resets.fetch_add(1, std::memory_order_relaxed);
-    spdlog::warn(
-        "walbus inbound {}: consumer was ahead of stream {} after a server restart (delivered up to {}, settled "
+    BridgeLog(bus_, LogLevel::kWarning, "walbus inbound {}: consumer was ahead of stream {} after a server restart (delivered up to {}, settled "
         "up to {}, stream holds {}..{}, newest taken {}); made again from sequence {}",
         options_.durable, options_.stream, delivered.Stream, floor_stream, first, last,
         cursor_ ? cursor_->seq : 0, start);
@@ -412,7 +411,7 @@ class InboundImpl final : public Inbound {
         case IngestDisposition::kLate:
           counters_->late.fetch_add(1, std::memory_order_relaxed);
           counters_->ingested.fetch_add(1, std::memory_order_relaxed);
-          spdlog::warn("walbus inbound {}: event {} of subject '{}' (position {}) arrived after its gap was skipped; "
+          BridgeLog(bus_, LogLevel::kWarning, "walbus inbound {}: event {} of subject '{}' (position {}) arrived after its gap was skipped; "
                        "taken out of order",
                        options_.durable, event.id.ToString(), event.subject, position ? position->position : 0);
           break;
@@ -432,8 +431,7 @@ class InboundImpl final : public Inbound {
   void ReportGap(const Event& event, const bridge::SenderPosition& position, uint64_t skipped) {
     counters_->gaps_taken.fetch_add(1, std::memory_order_relaxed);
     counters_->skipped_positions.fetch_add(skipped, std::memory_order_relaxed);
-    spdlog::error(
-        "walbus inbound {}: source '{}' subject '{}' (origin {}): positions {}..{} did not arrive within {} ms; "
+    BridgeLog(bus_, LogLevel::kError, "walbus inbound {}: source '{}' subject '{}' (origin {}): positions {}..{} did not arrive within {} ms; "
         "skipped, and position {} taken",
         options_.durable, event.source, event.subject, position.origin, position.position - skipped,
         position.position - 1, options_.gap_timeout.count(), position.position);
@@ -496,7 +494,7 @@ class InboundImpl final : public Inbound {
     static internal::LogLimiter limiter(1);
     uint64_t held = 0;
     if (limiter.Allow(&held)) {
-      spdlog::warn("walbus inbound {}: could not {}: {} ({} similar lines held back)", options_.durable, what,
+      BridgeLog(bus_, LogLevel::kWarning, "walbus inbound {}: could not {}: {} ({} similar lines held back)", options_.durable, what,
                    why.ToString(), held);
     }
   }

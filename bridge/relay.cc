@@ -1,5 +1,4 @@
 // The relay: a subscriber whose effect is a JetStream publish.
-#include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <atomic>
@@ -12,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "bridge/bridge_log.h"
 #include "bridge/bridge_metrics.h"
 #include "bridge/cloudevents.h"
 #include "bridge/nats_link.h"
@@ -354,8 +354,7 @@ class RelayCore {
       }
       subjects += (subjects.empty() ? "" : ", ") + subject;
     }
-    spdlog::error(
-        "walbus relay {}: stream {} lost {} acknowledged messages (stream sequences {}..{}, event seqs {}..{}, "
+    BridgeLog(bus_, LogLevel::kError, "walbus relay {}: stream {} lost {} acknowledged messages (stream sequences {}..{}, event seqs {}..{}, "
         "subjects {}); {}",
         options_.subscriber_name, options_.stream.name, report.lost_seqs.size(), report.first_stream_seq,
         report.last_stream_seq, report.lost_seqs.front(), report.lost_seqs.back(), subjects,
@@ -371,8 +370,7 @@ class RelayCore {
     if (s.ok() && created && PublishedBefore()) {
       unrepairable_.fetch_add(1, std::memory_order_relaxed);
       RecordUnrepairable();
-      spdlog::error(
-          "walbus relay {}: stream {} was gone from the server after this relay had published to it; it was "
+      BridgeLog(bus_, LogLevel::kError, "walbus relay {}: stream {} was gone from the server after this relay had published to it; it was "
           "created anew. Messages the journal no longer kept (confirmed earlier) are lost on the server and "
           "cannot be republished; the journal's are republished.",
           options_.subscriber_name, options_.stream.name);
@@ -399,7 +397,7 @@ class RelayCore {
     if (got.ok() && got->has_value() && (*got)->size() == 16) count = *DecodeU64(std::string_view(**got).substr(0, 8));
     Status s = tx.Put(options_.column_family, keys_.Unrepairable(), EncodeU64(count + 1) + EncodeU64(NowMs()));
     if (s.ok()) s = tx.Commit().status();
-    if (!s.ok()) spdlog::error("walbus relay {}: could not record the loss: {}", options_.subscriber_name, s.ToString());
+    if (!s.ok()) BridgeLog(bus_, LogLevel::kError, "walbus relay {}: could not record the loss: {}", options_.subscriber_name, s.ToString());
   }
 
   // Builds the message of `event` at `position` and publishes it; fills
@@ -464,7 +462,7 @@ class RelayCore {
     static internal::LogLimiter limiter(1);
     uint64_t held = 0;
     if (limiter.Allow(&held)) {
-      spdlog::warn("walbus relay: event {} waits: {} ({} similar lines held back)", event.id.ToString(),
+      BridgeLog(bus_, LogLevel::kWarning, "walbus relay: event {} waits: {} ({} similar lines held back)", event.id.ToString(),
                    why.ToString(), held);
     }
     return Outcome::RetryAfter(std::chrono::milliseconds(0));

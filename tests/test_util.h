@@ -5,7 +5,9 @@
 #include <atomic>
 #include <chrono>
 #include <functional>
+#include <mutex>
 #include <string>
+#include <string_view>
 
 #include "walbus/bus.h"
 #include "walbus/clock.h"
@@ -44,6 +46,26 @@ class ManualClock final : public Clock {
   const std::chrono::steady_clock::time_point steady_start_;
   const std::chrono::system_clock::time_point wall_start_;
   std::atomic<int64_t> offset_ms_{0};
+};
+
+// A Logger that keeps every line ("<level> <line>\n"), from `level` up.
+class CapturingLogger final : public Logger {
+ public:
+  explicit CapturingLogger(LogLevel level = LogLevel::kDebug) : level_(level) {}
+  LogLevel level() const override { return level_; }
+  void Log(LogLevel level, std::string_view line) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    text_ += std::string(LogLevelName(level)) + " " + std::string(line) + "\n";
+  }
+  std::string text() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return text_;
+  }
+
+ private:
+  const LogLevel level_;
+  mutable std::mutex mu_;
+  std::string text_;
 };
 
 // Opens a bus, failing the test (and returning null) when it cannot.

@@ -659,17 +659,17 @@ Status BusImpl::WaitQuiescent(const Receipt& receipt, std::chrono::milliseconds 
   }
 }
 
-Status BusImpl::EventStatus(const EventId& id, std::vector<DeliveryState>* states) {
-  states->clear();
+Result<std::vector<DeliveryState>> BusImpl::EventStatus(const EventId& id) {
+  std::vector<DeliveryState> states;
   InCall call(this);
   if (!call.admitted()) return ClosedStatus();
   std::lock_guard<std::mutex> lock(registry_.mu);
   for (const auto& [name, entry] : registry_.by_name) {
     DeliveryState st;
     if (Status s = StateOf(name, entry, id, 0, &st); !s.ok()) return s;
-    states->push_back(std::move(st));
+    states.push_back(std::move(st));
   }
-  return Status::OK();
+  return states;
 }
 
 namespace {
@@ -761,26 +761,27 @@ Status BusImpl::ActOnDeadLetters(ActionKind kind, const DeadLetterSelection& sel
   return committer_->CommitOne(&scope, /*sync=*/true);
 }
 
-Status BusImpl::RedriveDeadLetters(const DeadLetterSelection& selection, const OperatorAction& action,
-                                   ActionReport* report) {
+Result<ActionReport> BusImpl::RedriveDeadLetters(const DeadLetterSelection& selection, const OperatorAction& action) {
+  ActionReport report;
   uint32_t id = 0;
-  if (Status s = ActOnDeadLetters(ActionKind::kRedrive, selection, action, report, &id); !s.ok()) return s;
-  if (!action.dry_run) dispatcher_->Redrive(selection.subscriber, report->seqs, report->released_subjects, true);
-  return Status::OK();
+  if (Status s = ActOnDeadLetters(ActionKind::kRedrive, selection, action, &report, &id); !s.ok()) return s;
+  if (!action.dry_run) dispatcher_->Redrive(selection.subscriber, report.seqs, report.released_subjects, true);
+  return report;
 }
 
-Status BusImpl::SkipDeadLetters(const DeadLetterSelection& selection, const OperatorAction& action,
-                                ActionReport* report) {
+Result<ActionReport> BusImpl::SkipDeadLetters(const DeadLetterSelection& selection, const OperatorAction& action) {
+  ActionReport report;
   uint32_t id = 0;
-  if (Status s = ActOnDeadLetters(ActionKind::kSkip, selection, action, report, &id); !s.ok()) return s;
-  if (!action.dry_run) dispatcher_->Redrive(selection.subscriber, {}, report->released_subjects, false);
-  return Status::OK();
+  if (Status s = ActOnDeadLetters(ActionKind::kSkip, selection, action, &report, &id); !s.ok()) return s;
+  if (!action.dry_run) dispatcher_->Redrive(selection.subscriber, {}, report.released_subjects, false);
+  return report;
 }
 
-Status BusImpl::PurgeDeadLetters(const DeadLetterSelection& selection, const OperatorAction& action,
-                                 ActionReport* report) {
+Result<ActionReport> BusImpl::PurgeDeadLetters(const DeadLetterSelection& selection, const OperatorAction& action) {
+  ActionReport report;
   uint32_t id = 0;
-  return ActOnDeadLetters(ActionKind::kPurge, selection, action, report, &id);
+  if (Status s = ActOnDeadLetters(ActionKind::kPurge, selection, action, &report, &id); !s.ok()) return s;
+  return report;
 }
 
 double BusImpl::AgeOfSeconds(uint64_t seq) {
@@ -839,6 +840,8 @@ std::vector<std::shared_ptr<const MetricsSource>> BusImpl::LiveMetricsSources() 
   });
   return live;
 }
+
+void BusImpl::Log(LogLevel level, std::string_view line) { log_->Log(level, line); }
 
 Status BusImpl::AddMetricsSource(std::weak_ptr<const MetricsSource> source) {
   const std::shared_ptr<const MetricsSource> added = source.lock();

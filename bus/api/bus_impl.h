@@ -47,21 +47,19 @@ class BusImpl final : public Bus, public CommitListener, public ScopeHost {
   Status WaitQuiescent(const Receipt& receipt, std::chrono::milliseconds timeout) override;
   Result<std::vector<DeliveryState>> Pending(const std::string& subscriber, size_t limit) override;
   Status WaitCaughtUp(std::chrono::milliseconds timeout) override;
-  Status EventStatus(const EventId& id, std::vector<DeliveryState>* states) override;
-  Status RedriveDeadLetters(const DeadLetterSelection& selection, const OperatorAction& action,
-                            ActionReport* report) override;
-  Status SkipDeadLetters(const DeadLetterSelection& selection, const OperatorAction& action,
-                         ActionReport* report) override;
-  Status PurgeDeadLetters(const DeadLetterSelection& selection, const OperatorAction& action,
-                          ActionReport* report) override;
-  Status Replay(const ReplayRequest& request, ReplayReport* report) override;
+  Result<std::vector<DeliveryState>> EventStatus(const EventId& id) override;
+  Result<ActionReport> RedriveDeadLetters(const DeadLetterSelection& selection, const OperatorAction& action) override;
+  Result<ActionReport> SkipDeadLetters(const DeadLetterSelection& selection, const OperatorAction& action) override;
+  Result<ActionReport> PurgeDeadLetters(const DeadLetterSelection& selection, const OperatorAction& action) override;
+  Result<ReplayReport> Replay(const ReplayRequest& request) override;
   Status CancelReplay(uint64_t replay_id, const OperatorAction& action) override;
-  Status GetReplay(uint64_t replay_id, ReplayReport* report) override;
+  Result<ReplayReport> GetReplay(uint64_t replay_id) override;
   Status WaitIdle(std::chrono::milliseconds timeout) override;
   BusStats Stats() override;
   std::string MetricsText() override;
   std::vector<MetricFamily> Metrics() override;
   Status AddMetricsSource(std::weak_ptr<const MetricsSource> source) override;
+  void Log(LogLevel level, std::string_view line) override;
   Status Close() override;
 
   // CommitListener: the leader hands over each group's events.
@@ -114,6 +112,8 @@ class BusImpl final : public Bus, public CommitListener, public ScopeHost {
   // The shared part of the dead-letter actions: checks, selects, records
   // the action (with `extra` ops in the same batch: unparking, deleting)
   // and fills the report. *id gets the subscriber's id.
+  Result<ReplayReport> DryRunReplay(const ReplayRequest& request, storage::ReplayRecord record,
+                                    const Subscriber* active, uint32_t sub_id, uint64_t now_ms);
   Status ActOnDeadLetters(ActionKind kind, const DeadLetterSelection& selection, const OperatorAction& action,
                           ActionReport* report, uint32_t* id);
   // Seconds since the event at `seq` was published; 0 when it is not in

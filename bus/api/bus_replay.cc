@@ -41,8 +41,45 @@ Status BusImpl::NextActionId(uint64_t* id) {
   return s;
 }
 
-Status BusImpl::Replay(const ReplayRequest& request, ReplayReport* report) {
-  *report = ReplayReport{};
+// What `request` would run, with nothing changed: the report of a finished
+// look (`record` is the request's, checked).
+Result<ReplayReport> BusImpl::DryRunReplay(const ReplayRequest& request, storage::ReplayRecord record,
+                                           const Subscriber* active, uint32_t sub_id, uint64_t now_ms) {
+  // Nothing will run: the report is of a finished look.
+  record.state = static_cast<uint8_t>(ReplayState::kDone);
+  record.ended_ms = now_ms;
+  ReplayReport report = ReportFromRecord(0, record);
+  const std::unordered_set<std::string> ids = SelectedIds(record);
+  Status scan = Status::OK();
+  if (record.from_seq <= record.to_seq) {
+    scan = db_->ScanOutbox(record.from_seq, SIZE_MAX, [&](uint64_t seq, std::string_view bytes) {
+      if (seq > record.to_seq || (record.max_events != 0 && report.selected >= record.max_events)) return false;
+      Event event;
+      if (!DecodeEnvelope(bytes, options_.max_payload_bytes, &event).ok()) return true;
+      if ((active != nullptr && !active->Matches(event.type)) || !ReplaySelects(record, ids, event)) return true;
+      ++report.selected;
+      if (report.seqs.size() < kDryRunListedSeqs) report.seqs.push_back(seq);
+      if (request.mode == ReplayMode::kSameInbox) {
+        std::string value;
+        bool found = false;
+        bool dead_letter = false;
+        if (db_->Get(db_->cf(storage::Cf::kInbox), storage::InboxKey(sub_id, storage::IdBytes(event.id)), &value, &found)
+                .ok() &&
+            found &&
+            db_->Get(db_->cf(storage::Cf::kDeadLetters), storage::SubscriberSeqKey(sub_id, seq), &value, &dead_letter)
+                .ok() &&
+            !dead_letter) {
+          ++report.skipped;  // handled before: a same-inbox replay skips it
+        }
+      }
+      return true;
+    });
+  }
+  if (!scan.ok()) return scan;
+  return report;
+}
+
+Result<ReplayReport> BusImpl::Replay(const ReplayRequest& request) {
   InCall call(this);
   if (!call.admitted()) return ClosedStatus();
   if (Status s = ValidateSubscriberName(request.subscriber); !s.ok()) return s;
@@ -86,39 +123,7 @@ Status BusImpl::Replay(const ReplayRequest& request, ReplayReport* report) {
       !s.ok()) {
     return s;
   }
-  if (request.action.dry_run) {
-    // Nothing will run: the report is of a finished look.
-    record.state = static_cast<uint8_t>(ReplayState::kDone);
-    record.ended_ms = now_ms;
-    *report = ReportFromRecord(0, record);
-    const std::unordered_set<std::string> ids = SelectedIds(record);
-    Status scan = Status::OK();
-    if (record.from_seq <= record.to_seq) {
-      scan = db_->ScanOutbox(record.from_seq, SIZE_MAX, [&](uint64_t seq, std::string_view bytes) {
-        if (seq > record.to_seq || (record.max_events != 0 && report->selected >= record.max_events)) return false;
-        Event event;
-        if (!DecodeEnvelope(bytes, options_.max_payload_bytes, &event).ok()) return true;
-        if ((active != nullptr && !active->Matches(event.type)) || !ReplaySelects(record, ids, event)) return true;
-        ++report->selected;
-        if (report->seqs.size() < kDryRunListedSeqs) report->seqs.push_back(seq);
-        if (request.mode == ReplayMode::kSameInbox) {
-          std::string value;
-          bool found = false;
-          bool dead_letter = false;
-          if (db_->Get(db_->cf(storage::Cf::kInbox), storage::InboxKey(sub_id, storage::IdBytes(event.id)), &value, &found)
-                  .ok() &&
-              found &&
-              db_->Get(db_->cf(storage::Cf::kDeadLetters), storage::SubscriberSeqKey(sub_id, seq), &value, &dead_letter)
-                  .ok() &&
-              !dead_letter) {
-            ++report->skipped;  // handled before: a same-inbox replay skips it
-          }
-        }
-        return true;
-      });
-    }
-    return scan;
-  }
+  if (request.action.dry_run) return DryRunReplay(request, std::move(record), active.get(), sub_id, now_ms);
   std::lock_guard<std::mutex> lock(actions_mu_);
   bool running = false;
   if (Status s = LoadReplays([&](uint64_t, storage::ReplayRecord& r) {
@@ -133,12 +138,12 @@ Status BusImpl::Replay(const ReplayRequest& request, ReplayReport* report) {
   WriteSet scope;
   scope.AddOp(Op{Op::Kind::kPut, db_->cf(storage::Cf::kReplays), storage::OutboxKey(id), storage::EncodeReplay(record)});
   if (Status s = committer_->CommitOne(&scope, /*sync=*/true); !s.ok()) return s;
-  *report = ReportFromRecord(id, record);
+  ReplayReport report = ReportFromRecord(id, record);
   log_->logger().info("walbus: replay {} of {} recorded by {} ({}): {}, {}", id, request.subscriber,
                       request.action.operator_name, request.action.reason,
-                      request.mode == ReplayMode::kSameInbox ? "same-inbox" : "fresh-scope", report->selection);
+                      request.mode == ReplayMode::kSameInbox ? "same-inbox" : "fresh-scope", report.selection);
   if (active != nullptr) dispatcher_->StartReplay(id, std::move(record));
-  return Status::OK();
+  return report;
 }
 
 Status BusImpl::ResumeReplays(const std::shared_ptr<Subscriber>& sub) {
@@ -172,8 +177,7 @@ Status BusImpl::ResumeReplays(const std::shared_ptr<Subscriber>& sub) {
   return Status::OK();
 }
 
-Status BusImpl::GetReplay(uint64_t replay_id, ReplayReport* report) {
-  *report = ReplayReport{};
+Result<ReplayReport> BusImpl::GetReplay(uint64_t replay_id) {
   InCall call(this);
   if (!call.admitted()) return ClosedStatus();
   std::string value;
@@ -185,8 +189,7 @@ Status BusImpl::GetReplay(uint64_t replay_id, ReplayReport* report) {
   if (!found || !storage::DecodeReplay(value, &record)) {
     return Status::NotFound("no replay " + std::to_string(replay_id));
   }
-  *report = ReportFromRecord(replay_id, record);
-  return Status::OK();
+  return ReportFromRecord(replay_id, record);
 }
 
 Status BusImpl::CancelReplay(uint64_t replay_id, const OperatorAction& action) {
@@ -195,8 +198,9 @@ Status BusImpl::CancelReplay(uint64_t replay_id, const OperatorAction& action) {
   }
   InCall call(this);
   if (!call.admitted()) return ClosedStatus();
-  ReplayReport report;
-  if (Status s = GetReplay(replay_id, &report); !s.ok()) return s;
+  Result<ReplayReport> current = GetReplay(replay_id);
+  if (!current.ok()) return current.status();
+  const ReplayReport& report = *current;
   if (report.state != ReplayState::kRunning) return Status::OK();
   bool active = false;
   {

@@ -458,10 +458,10 @@ int walbus_event_status(walbus_t* bus, const char* id, walbus_delivery** deliver
     if (deliveries == nullptr || count == nullptr) return MissingArgument(err, "deliveries");
     std::optional<walbus::EventId> parsed = walbus::EventId::Parse(id);
     if (!parsed) return Fail(err, WALBUS_INVALID_ARGUMENT, std::string("InvalidArgument: not an event id: ") + id);
-    std::vector<walbus::DeliveryState> states;
-    if (int code = Report(bus->bus->EventStatus(*parsed, &states), err); code != WALBUS_OK) return code;
-    *deliveries = CopyDeliveries(states);
-    *count = states.size();
+    walbus::Result<std::vector<walbus::DeliveryState>> states = bus->bus->EventStatus(*parsed);
+    if (int code = Report(states.status(), err); code != WALBUS_OK) return code;
+    *deliveries = CopyDeliveries(*states);
+    *count = states->size();
     return static_cast<int>(WALBUS_OK);
   });
 }

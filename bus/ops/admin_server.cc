@@ -447,37 +447,40 @@ Status ParseAdminRequest(std::string_view text, AdminRequest* out) {
   return Status::OK();
 }
 
+namespace {
+
+std::string ActionReply(std::string_view action, const AdminRequest& r, const Result<ActionReport>& report) {
+  return report.ok() ? OkReply(ActionJson(action, r, *report)) : ErrorReply(report.status());
+}
+
+std::string ReplayReply(const Result<ReplayReport>& report) {
+  return report.ok() ? OkReply(ReplayJson(*report)) : ErrorReply(report.status());
+}
+
+}  // namespace
+
 std::string ExecuteAdminRequest(Bus& bus, const AdminRequest& r) {
-  ActionReport action;
-  ReplayReport replay;
-  Status s;
   switch (r.verb) {
     case AdminVerb::kPing:
       return OkReply("{\"pong\":true,\"pid\":" + std::to_string(::getpid()) + "}");
     case AdminVerb::kDlqRedrive:
-      s = bus.RedriveDeadLetters(r.selection, r.action, &action);
-      return s.ok() ? OkReply(ActionJson("redrive", r, action)) : ErrorReply(s);
+      return ActionReply("redrive", r, bus.RedriveDeadLetters(r.selection, r.action));
     case AdminVerb::kDlqSkip:
-      s = bus.SkipDeadLetters(r.selection, r.action, &action);
-      return s.ok() ? OkReply(ActionJson("skip", r, action)) : ErrorReply(s);
+      return ActionReply("skip", r, bus.SkipDeadLetters(r.selection, r.action));
     case AdminVerb::kDlqPurge:
-      s = bus.PurgeDeadLetters(r.selection, r.action, &action);
-      return s.ok() ? OkReply(ActionJson("purge", r, action)) : ErrorReply(s);
+      return ActionReply("purge", r, bus.PurgeDeadLetters(r.selection, r.action));
     case AdminVerb::kReplay:
-      s = bus.Replay(r.replay, &replay);
-      return s.ok() ? OkReply(ReplayJson(replay)) : ErrorReply(s);
-    case AdminVerb::kReplayCancel:
-      s = bus.CancelReplay(r.replay_id, r.action);
-      if (!s.ok()) return ErrorReply(s);
+      return ReplayReply(bus.Replay(r.replay));
+    case AdminVerb::kReplayCancel: {
+      if (Status s = bus.CancelReplay(r.replay_id, r.action); !s.ok()) return ErrorReply(s);
       // The record as it stands after the cancel; the cancel itself took
       // effect even when it cannot be read back.
-      if (!bus.GetReplay(r.replay_id, &replay).ok()) {
-        return OkReply("{\"replay_id\":" + std::to_string(r.replay_id) + "}");
-      }
-      return OkReply(ReplayJson(replay));
+      Result<ReplayReport> after = bus.GetReplay(r.replay_id);
+      if (!after.ok()) return OkReply("{\"replay_id\":" + std::to_string(r.replay_id) + "}");
+      return ReplayReply(after);
+    }
     case AdminVerb::kReplayStatus:
-      s = bus.GetReplay(r.replay_id, &replay);
-      return s.ok() ? OkReply(ReplayJson(replay)) : ErrorReply(s);
+      return ReplayReply(bus.GetReplay(r.replay_id));
   }
   return ErrorReply(Status::InvalidArgument("unknown verb"));
 }

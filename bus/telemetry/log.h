@@ -4,7 +4,11 @@
 // can be personal data: with Options::hash_subjects_in_logs they appear as
 // a hash.
 //
-// Threading: thread-safe (spdlog loggers are).
+// Lines are formatted with spdlog (fmt) inside the library and handed to
+// the application's walbus::Logger (walbus/logger.h) as finished text, so
+// no spdlog type crosses the public API.
+//
+// Threading: thread-safe (spdlog loggers are, and a walbus::Logger must be).
 #ifndef WALBUS_BUS_TELEMETRY_LOG_H_
 #define WALBUS_BUS_TELEMETRY_LOG_H_
 
@@ -15,15 +19,19 @@
 #include <string_view>
 
 #include "walbus/event.h"
+#include "walbus/logger.h"
 
 namespace walbus::internal {
 
 class BusLog {
  public:
-  // A null logger means spdlog's default logger.
-  BusLog(std::shared_ptr<spdlog::logger> logger, bool hash_subjects);
+  // A null logger means standard error (NewStandardErrorLogger()).
+  BusLog(std::shared_ptr<Logger> logger, bool hash_subjects);
 
+  // Formats lines and passes them on to the Logger.
   spdlog::logger& logger() const { return *logger_; }
+  // One finished line.
+  void Log(LogLevel level, std::string_view line) const;
 
   // The subject as logs show it: itself, or "h:" + 16 hex digits.
   std::string Subject(std::string_view subject) const;
@@ -34,7 +42,7 @@ class BusLog {
                     std::string_view error) const;
 
  private:
-  std::shared_ptr<spdlog::logger> logger_;
+  std::shared_ptr<spdlog::logger> logger_;  // its one sink forwards to the Logger
   const bool hash_subjects_;
 };
 

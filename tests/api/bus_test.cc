@@ -760,8 +760,7 @@ TEST(BusTest, CloseWhileOtherThreadsCallInAnswersThemClosedAndEndsTheirWaits) {
   });
   callers.emplace_back([&] {
     while (!stop.load()) {
-      std::vector<DeliveryState> states;
-      expect_ok_or_closed(bus->EventStatus(pending->event_ids[0], &states));
+      expect_ok_or_closed(bus->EventStatus(pending->event_ids[0]).status());
       expect_ok_or_closed(bus->Quarantine("bad input", "test", "refused"));
       EXPECT_FALSE(bus->MetricsText().empty());
     }
@@ -798,8 +797,8 @@ TEST(BusTest, CloseWhileOtherThreadsCallInAnswersThemClosedAndEndsTheirWaits) {
   for (auto& t : callers) t.join();
   EXPECT_EQ(waits_ended.load(), 1);
   EXPECT_EQ(unexpected.load(), 0);
+  EXPECT_TRUE(bus->EventStatus(pending->event_ids[0]).status().IsClosed());
   std::vector<DeliveryState> states;
-  EXPECT_TRUE(bus->EventStatus(pending->event_ids[0], &states).IsClosed());
   EXPECT_TRUE(bus->WaitHandled(*pending, {}, 1s, &states).IsClosed());
 }
 
@@ -984,14 +983,51 @@ TEST(BusTest, WaitHandledReportsWhereEachEventStands) {
   ASSERT_TRUE(bus->WaitHandled(*receipt, {}, 10s, &states).ok()) << "all active subscribers";
   EXPECT_EQ(states.size(), 6u);
 
-  std::vector<DeliveryState> by_id;
-  ASSERT_TRUE(bus->EventStatus(receipt->event_ids[1], &by_id).ok());
+  Result<std::vector<DeliveryState>> found = bus->EventStatus(receipt->event_ids[1]);
+  ASSERT_TRUE(found.ok()) << found.status().ToString();
+  const std::vector<DeliveryState>& by_id = *found;
   ASSERT_EQ(by_id.size(), 3u);
   std::map<std::string, Delivery> by_name;
   for (const auto& st : by_id) by_name[st.subscriber] = st.state;
   EXPECT_EQ(by_name["invoicing"], Delivery::kDeadLettered);
   EXPECT_EQ(by_name["slow"], Delivery::kHandled);
   EXPECT_EQ(by_name["billing"], Delivery::kPending) << "by id alone, not known";
+}
+
+// The errors walbus/bus.h and walbus/scope.h promise for misuse: a second
+// Commit of one transaction, bad registrations.
+TEST(BusTest, MisuseGetsTheErrorsTheContractsName) {
+  TempDir dir;
+  auto bus = testing::OpenBus(MakeOptions(dir));
+  ASSERT_NE(bus, nullptr);
+  Transaction tx = bus->Begin();
+  EventSpec e;
+  e.type = "orders.order-placed.v1";
+  e.subject = "order-1";
+  ASSERT_TRUE(tx.Publish(e).ok());
+  ASSERT_TRUE(tx.Commit().ok());
+  Result<Receipt> again = tx.Commit();
+  EXPECT_TRUE(again.status().IsInvalidArgument()) << again.status().ToString();
+  EXPECT_EQ(bus->Stats().last_seq, 1u) << "nothing written twice";
+
+  const PayloadVerifier accept = [](std::string_view) { return Status::OK(); };
+  EXPECT_TRUE(bus->RegisterVerifier("Orders.Placed", accept).IsInvalidArgument());
+  EXPECT_TRUE(bus->RegisterVerifier("orders.order-placed.v1", PayloadVerifier()).IsInvalidArgument());
+  EXPECT_TRUE(bus->RegisterVerifier("orders.order-placed.v1", accept).ok());
+
+  const Upcaster same = [](const Event& from) -> Result<std::string> { return from.data; };
+  EXPECT_TRUE(bus->RegisterUpcaster("orders.order-placed.v1", "Orders.v2", same).IsInvalidArgument());
+  EXPECT_TRUE(bus->RegisterUpcaster("orders.order-placed.v1", "orders.order-shipped.v2", same).IsInvalidArgument())
+      << "another base name";
+  EXPECT_TRUE(bus->RegisterUpcaster("orders.order-placed.v2", "orders.order-placed.v1", same).IsInvalidArgument())
+      << "a lower version";
+  EXPECT_TRUE(bus->RegisterUpcaster("orders.order-placed.v1", "orders.order-placed.v2", Upcaster()).IsInvalidArgument());
+  EXPECT_TRUE(bus->RegisterUpcaster("orders.order-placed.v1", "orders.order-placed.v2", same).ok());
+
+  EXPECT_TRUE(bus->Start().ok());
+  EXPECT_TRUE(bus->Start().ok()) << "again: nothing to do";
+  ASSERT_TRUE(bus->Close().ok());
+  EXPECT_TRUE(bus->Start().IsClosed());
 }
 
 }  // namespace

@@ -109,11 +109,24 @@ ReplayRequest Request(ReplayMode mode) {
 }
 
 // Waits for the replay to end; returns its last report.
+// Bus::Replay and Bus::GetReplay as a status and a report, which most
+// checks here read apart.
+Status ReplayInto(Bus& bus, const ReplayRequest& request, ReplayReport* report) {
+  Result<ReplayReport> r = bus.Replay(request);
+  if (r.ok()) *report = std::move(*r);
+  return r.status();
+}
+Status GetReplayInto(Bus& bus, uint64_t id, ReplayReport* report) {
+  Result<ReplayReport> r = bus.GetReplay(id);
+  if (r.ok()) *report = std::move(*r);
+  return r.status();
+}
+
 ReplayReport WaitReplay(Bus& bus, uint64_t id, std::chrono::milliseconds timeout = 30s) {
   ReplayReport report;
   testing::Eventually(
       [&] {
-        EXPECT_TRUE(bus.GetReplay(id, &report).ok());
+        EXPECT_TRUE(GetReplayInto(bus, id, &report).ok());
         return report.state != ReplayState::kRunning;
       },
       timeout);
@@ -132,7 +145,7 @@ TEST(ReplayTest, SameInboxSkipsHandledEventsAndRunsWhatFailed) {
   broken = false;  // the fix is deployed
 
   ReplayReport report;
-  ASSERT_TRUE(bus->Replay(Request(ReplayMode::kSameInbox), &report).ok());
+  ASSERT_TRUE(ReplayInto(*bus, Request(ReplayMode::kSameInbox), &report).ok());
   ASSERT_NE(report.replay_id, 0u);
   report = WaitReplay(*bus, report.replay_id);
   EXPECT_EQ(report.state, ReplayState::kDone);
@@ -145,8 +158,9 @@ TEST(ReplayTest, SameInboxSkipsHandledEventsAndRunsWhatFailed) {
   for (int i = 0; i < 50; ++i) {
     EXPECT_EQ(log.Runs(receipts[i].event_ids[0]), i % 10 == 0 ? 2 : 1) << "event " << i;
   }
-  std::vector<DeliveryState> states;
-  ASSERT_TRUE(bus->EventStatus(receipts[0].event_ids[0], &states).ok());
+  Result<std::vector<DeliveryState>> found = bus->EventStatus(receipts[0].event_ids[0]);
+  ASSERT_TRUE(found.ok()) << found.status().ToString();
+  const std::vector<DeliveryState>& states = *found;
   ASSERT_EQ(states.size(), 1u);
   EXPECT_EQ(states[0].state, Delivery::kHandled) << "the dead letter is gone once it ran";
   EXPECT_EQ(bus->Stats().subscribers[0].duplicates, 0u) << "skips of a replay are its own count";
@@ -171,17 +185,15 @@ TEST(ReplayTest, LeavesAParkedSubjectToTheRedrive) {
   broken = false;
 
   ReplayReport report;
-  ASSERT_TRUE(bus->Replay(Request(ReplayMode::kSameInbox), &report).ok());
+  ASSERT_TRUE(ReplayInto(*bus, Request(ReplayMode::kSameInbox), &report).ok());
   report = WaitReplay(*bus, report.replay_id);
   EXPECT_EQ(report.selected, 10u);
   EXPECT_EQ(report.delivered, 0u);
   EXPECT_EQ(report.skipped, 10u);
   EXPECT_EQ(log.Runs(receipts[3].event_ids[0]), 1) << "the parked subject waits for its redrive";
 
-  ActionReport action;
-  ASSERT_TRUE(bus->RedriveDeadLetters({.subscriber = "projection", .subject = "bad"}, {"ops-anna", "fixed", false},
-                                      &action)
-                  .ok());
+  ASSERT_TRUE(
+      bus->RedriveDeadLetters({.subscriber = "projection", .subject = "bad"}, {"ops-anna", "fixed", false}).ok());
   ASSERT_TRUE(testing::Eventually([&] { return log.Runs(receipts[7].event_ids[0]) == 1; }));
   EXPECT_EQ(log.Runs(receipts[3].event_ids[0]), 2);
 }
@@ -196,16 +208,16 @@ TEST(ReplayTest, FreshScopeRunsEveryEventAgainOnlyForSideEffectSafeSubscribers) 
     PublishMany(*bus, 20, [](int i) { return "o" + std::to_string(i % 3); });
     ASSERT_TRUE(bus->WaitIdle(30s).ok());
     ReplayReport report;
-    Status s = bus->Replay(Request(ReplayMode::kFreshScope), &report);
+    Status s = ReplayInto(*bus, Request(ReplayMode::kFreshScope), &report);
     EXPECT_TRUE(s.IsNotSupported()) << s.ToString();
     EXPECT_NE(s.message().find("side_effect_safe"), std::string::npos);
-    EXPECT_TRUE(bus->GetReplay(1, &report).IsNotFound()) << "a refused replay records nothing";
+    EXPECT_TRUE(GetReplayInto(*bus, 1, &report).IsNotFound()) << "a refused replay records nothing";
     ASSERT_TRUE(bus->Close().ok());
   }
   auto bus = StartProjection(dir, Projection(&log, &broken, /*side_effect_safe=*/true));
   ASSERT_NE(bus, nullptr);
   ReplayReport report;
-  ASSERT_TRUE(bus->Replay(Request(ReplayMode::kFreshScope), &report).ok());
+  ASSERT_TRUE(ReplayInto(*bus, Request(ReplayMode::kFreshScope), &report).ok());
   report = WaitReplay(*bus, report.replay_id);
   EXPECT_EQ(report.state, ReplayState::kDone);
   EXPECT_EQ(report.selected, 20u);
@@ -230,30 +242,30 @@ TEST(ReplayTest, SelectionBySeqTypeSubjectIdAndCap) {
   r.to_seq = 20;
   r.subject = "o1";
   ReplayReport report;
-  ASSERT_TRUE(bus->Replay(r, &report).ok());
+  ASSERT_TRUE(ReplayInto(*bus, r, &report).ok());
   EXPECT_EQ(report.replay_id, 0u);
   EXPECT_EQ(report.seqs, (std::vector<uint64_t>{5, 8, 11, 14, 17, 20}));
 
   r.max_events = 2;
-  ASSERT_TRUE(bus->Replay(r, &report).ok());
+  ASSERT_TRUE(ReplayInto(*bus, r, &report).ok());
   EXPECT_EQ(report.seqs, (std::vector<uint64_t>{5, 8}));
 
   ReplayRequest by_id = Request(ReplayMode::kFreshScope);
   by_id.action.dry_run = true;
   by_id.ids = {receipts[3].event_ids[0], receipts[29].event_ids[0]};
-  ASSERT_TRUE(bus->Replay(by_id, &report).ok());
+  ASSERT_TRUE(ReplayInto(*bus, by_id, &report).ok());
   EXPECT_EQ(report.seqs, (std::vector<uint64_t>{4, 30}));
 
   ReplayRequest other_type = Request(ReplayMode::kFreshScope);
   other_type.action.dry_run = true;
   other_type.types = {"orders.order-cancelled.v1"};
-  ASSERT_TRUE(bus->Replay(other_type, &report).ok());
+  ASSERT_TRUE(ReplayInto(*bus, other_type, &report).ok());
   EXPECT_TRUE(report.seqs.empty());
 
   ReplayRequest future = Request(ReplayMode::kFreshScope);
   future.action.dry_run = true;
   future.since = std::chrono::system_clock::now() + 1h;
-  ASSERT_TRUE(bus->Replay(future, &report).ok());
+  ASSERT_TRUE(ReplayInto(*bus, future, &report).ok());
   EXPECT_EQ(report.selected, 0u);
 }
 
@@ -269,7 +281,7 @@ TEST(ReplayTest, DryRunChangesNothing) {
   ReplayRequest r = Request(ReplayMode::kSameInbox);
   r.action.dry_run = true;
   ReplayReport report;
-  ASSERT_TRUE(bus->Replay(r, &report).ok());
+  ASSERT_TRUE(ReplayInto(*bus, r, &report).ok());
   EXPECT_EQ(report.replay_id, 0u);
   EXPECT_EQ(report.selected, 20u);
   EXPECT_EQ(report.skipped, 18u) << "the two dead letters would run";
@@ -278,7 +290,7 @@ TEST(ReplayTest, DryRunChangesNothing) {
   size_t runs = 0;
   for (const auto& [id, n] : log.runs_by_id) runs += static_cast<size_t>(n);
   EXPECT_EQ(runs, 20u);
-  EXPECT_TRUE(bus->GetReplay(1, &report).IsNotFound());
+  EXPECT_TRUE(GetReplayInto(*bus, 1, &report).IsNotFound());
   EXPECT_EQ(bus->Stats().subscribers[0].dead_lettered, 2u);
 }
 
@@ -295,7 +307,7 @@ TEST(ReplayTest, NeverRunsBesideOrAheadOfLiveEventsOfItsSubject) {
     log.seqs_by_subject.clear();
   }
   ReplayReport report;
-  ASSERT_TRUE(bus->Replay(Request(ReplayMode::kFreshScope), &report).ok());
+  ASSERT_TRUE(ReplayInto(*bus, Request(ReplayMode::kFreshScope), &report).ok());
   PublishMany(*bus, 300, [](int i) { return "o" + std::to_string(i % 5); });  // live, meanwhile
   report = WaitReplay(*bus, report.replay_id);
   ASSERT_TRUE(bus->WaitIdle(30s).ok());
@@ -323,8 +335,8 @@ TEST(ReplayTest, OneAtATimePerSubscriberAndCancellable) {
   PublishMany(*bus, 500, [](int) { return std::string("one-subject"); });
   ASSERT_TRUE(bus->WaitIdle(60s).ok());
   ReplayReport first, second;
-  ASSERT_TRUE(bus->Replay(Request(ReplayMode::kFreshScope), &first).ok());
-  EXPECT_TRUE(bus->Replay(Request(ReplayMode::kFreshScope), &second).IsBusy());
+  ASSERT_TRUE(ReplayInto(*bus, Request(ReplayMode::kFreshScope), &first).ok());
+  EXPECT_TRUE(ReplayInto(*bus, Request(ReplayMode::kFreshScope), &second).IsBusy());
   std::this_thread::sleep_for(50ms);
   EXPECT_TRUE(bus->CancelReplay(first.replay_id, {"ops-ben", "", false}).IsInvalidArgument()) << "why is required";
   ASSERT_TRUE(bus->CancelReplay(first.replay_id, {"ops-ben", "wrong selection", false}).ok());
@@ -334,10 +346,10 @@ TEST(ReplayTest, OneAtATimePerSubscriberAndCancellable) {
   EXPECT_EQ(done.cancelled_by, "ops-ben");
   EXPECT_EQ(done.cancel_reason, "wrong selection");
   EXPECT_TRUE(bus->CancelReplay(first.replay_id, {"ops-cy", "again", false}).ok()) << "an ended replay: no-op";
-  ASSERT_TRUE(bus->GetReplay(first.replay_id, &done).ok());
+  ASSERT_TRUE(GetReplayInto(*bus, first.replay_id, &done).ok());
   EXPECT_EQ(done.cancelled_by, "ops-ben");
   EXPECT_TRUE(bus->CancelReplay(999, {"ops-ben", "typo", false}).IsNotFound());
-  ASSERT_TRUE(bus->Replay(Request(ReplayMode::kFreshScope), &second).ok()) << "the subscriber is free again";
+  ASSERT_TRUE(ReplayInto(*bus, Request(ReplayMode::kFreshScope), &second).ok()) << "the subscriber is free again";
   ASSERT_TRUE(bus->CancelReplay(second.replay_id, {"ops-ben", "test over", false}).ok());
 }
 
@@ -357,7 +369,7 @@ TEST(ReplayTest, RecordedWhileTheSubscriberIsAwayRunsWhenItSubscribes) {
     auto bus = testing::OpenBus(ReplayOptions(dir));
     ASSERT_NE(bus, nullptr);
     ReplayReport report;
-    ASSERT_TRUE(bus->Replay(Request(ReplayMode::kFreshScope), &report).ok());
+    ASSERT_TRUE(ReplayInto(*bus, Request(ReplayMode::kFreshScope), &report).ok());
     EXPECT_EQ(report.state, ReplayState::kRunning);
     EXPECT_EQ(report.selection, "seq 1..10");
     ASSERT_TRUE(bus->Close().ok());
@@ -386,11 +398,11 @@ TEST(ReplayTest, FreshScopeOnAStoppedDatabaseIsRefusedAtOnceForAnUnsafeSubscribe
   auto bus = testing::OpenBus(ReplayOptions(dir));
   ASSERT_NE(bus, nullptr);
   ReplayReport report;
-  const Status s = bus->Replay(Request(ReplayMode::kFreshScope), &report);
+  const Status s = ReplayInto(*bus, Request(ReplayMode::kFreshScope), &report);
   EXPECT_TRUE(s.IsNotSupported()) << s.ToString();
   EXPECT_NE(s.message().find("is not side_effect_safe"), std::string::npos) << s.ToString();
   EXPECT_EQ(report.replay_id, 0u) << "nothing recorded";
-  EXPECT_TRUE(bus->Replay(Request(ReplayMode::kSameInbox), &report).ok()) << "same-inbox is safe for anyone";
+  EXPECT_TRUE(ReplayInto(*bus, Request(ReplayMode::kSameInbox), &report).ok()) << "same-inbox is safe for anyone";
 }
 
 TEST(ReplayTest, BadRequestsAreRefused) {
@@ -403,18 +415,18 @@ TEST(ReplayTest, BadRequestsAreRefused) {
   ReplayReport report;
   ReplayRequest r = Request(ReplayMode::kSameInbox);
   r.action.operator_name.clear();
-  EXPECT_TRUE(bus->Replay(r, &report).IsInvalidArgument());
+  EXPECT_TRUE(ReplayInto(*bus, r, &report).IsInvalidArgument());
   r = Request(ReplayMode::kSameInbox);
   r.subscriber = "nobody";
-  EXPECT_TRUE(bus->Replay(r, &report).IsInvalidArgument());
+  EXPECT_TRUE(ReplayInto(*bus, r, &report).IsInvalidArgument());
   r = Request(ReplayMode::kSameInbox);
   r.from_seq = 9;
   r.to_seq = 3;
-  EXPECT_TRUE(bus->Replay(r, &report).IsInvalidArgument());
+  EXPECT_TRUE(ReplayInto(*bus, r, &report).IsInvalidArgument());
   r = Request(ReplayMode::kSameInbox);
   r.types = {"not a type"};
-  EXPECT_TRUE(bus->Replay(r, &report).IsInvalidArgument());
-  EXPECT_TRUE(bus->GetReplay(1, &report).IsNotFound());
+  EXPECT_TRUE(ReplayInto(*bus, r, &report).IsInvalidArgument());
+  EXPECT_TRUE(GetReplayInto(*bus, 1, &report).IsNotFound());
 }
 
 // Counts each event's effect (by seq) in the "effects" column family, in the
@@ -459,8 +471,8 @@ TEST(ReplayTest, KilledMidwayResumesWithoutDoubleEffects) {
     if (!bus->WaitIdle(60s).ok()) _exit(5);
     std::this_thread::sleep_for(100ms);  // the checkpoint is written
     ReplayReport report;
-    if (!bus->Replay(Request(ReplayMode::kFreshScope), &report).ok()) _exit(6);
-    while (bus->GetReplay(report.replay_id, &report).ok() && report.delivered < kEvents / 3) {
+    if (!ReplayInto(*bus, Request(ReplayMode::kFreshScope), &report).ok()) _exit(6);
+    while (GetReplayInto(*bus, report.replay_id, &report).ok() && report.delivered < kEvents / 3) {
       std::this_thread::sleep_for(1ms);
     }
     if (write(fds[1], "k", 1) != 1) _exit(7);
@@ -478,7 +490,7 @@ TEST(ReplayTest, KilledMidwayResumesWithoutDoubleEffects) {
   auto bus = testing::OpenBus(options);
   ASSERT_NE(bus, nullptr);
   ReplayReport report;
-  ASSERT_TRUE(bus->GetReplay(1, &report).ok());
+  ASSERT_TRUE(GetReplayInto(*bus, 1, &report).ok());
   ASSERT_EQ(report.state, ReplayState::kRunning) << "killed before the end";
   EXPECT_GT(report.next_seq, 1u) << "its position was recorded";
   ASSERT_TRUE(bus->Subscribe(EffectCounter(0us)).ok());

@@ -265,9 +265,10 @@ TEST(WorkerTest, DeliveryStatesSayRetryingAndParked) {
   const EventId held = PublishOne(*bus, "order-9", "ok");
   PublishOne(*bus, "order-5", "ok");
   const auto state_of = [&](const EventId& id, const std::string& who) {
-    std::vector<DeliveryState> states;
-    EXPECT_TRUE(bus->EventStatus(id, &states).ok());
-    for (const DeliveryState& st : states) {
+    Result<std::vector<DeliveryState>> states = bus->EventStatus(id);
+    EXPECT_TRUE(states.ok()) << states.status().ToString();
+    if (!states.ok()) return DeliveryState{};
+    for (const DeliveryState& st : *states) {
       if (st.subscriber == who) return st;
     }
     return DeliveryState{};
@@ -669,8 +670,9 @@ TEST(WorkerTest, RedriveReleasesAParkedSubjectInOriginalOrder) {
   ASSERT_EQ(DeadLetters(dir.path()).size(), 3u);
 
   OperatorAction who{.operator_name = "alice", .reason = "fixed the parser", .dry_run = true};
-  ActionReport dry;
-  ASSERT_TRUE(bus->RedriveDeadLetters({.subscriber = "ledger", .subject = "acct-1"}, who, &dry).ok());
+  Result<ActionReport> dry_run = bus->RedriveDeadLetters({.subscriber = "ledger", .subject = "acct-1"}, who);
+  ASSERT_TRUE(dry_run.ok()) << dry_run.status().ToString();
+  const ActionReport& dry = *dry_run;
   EXPECT_EQ(dry.seqs, (std::vector<uint64_t>{1, 2, 4}));
   EXPECT_EQ(dry.released_subjects, std::vector<std::string>{"acct-1"});
   EXPECT_EQ(dry.action_id, 0u) << "a dry run records nothing";
@@ -678,8 +680,9 @@ TEST(WorkerTest, RedriveReleasesAParkedSubjectInOriginalOrder) {
 
   fixed = true;
   who.dry_run = false;
-  ActionReport done;
-  ASSERT_TRUE(bus->RedriveDeadLetters({.subscriber = "ledger", .seqs = {1}}, who, &done).ok());
+  Result<ActionReport> redriven = bus->RedriveDeadLetters({.subscriber = "ledger", .seqs = {1}}, who);
+  ASSERT_TRUE(redriven.ok()) << redriven.status().ToString();
+  const ActionReport& done = *redriven;
   EXPECT_EQ(done.action_id, 1u);
   EXPECT_EQ(done.released_subjects, std::vector<std::string>{"acct-1"});
   ASSERT_TRUE(testing::Eventually([&] { return j.Done().size() == 4; }, 10s));
@@ -704,19 +707,20 @@ TEST(WorkerTest, SkipReleasesAndPurgeDeletesWithARecord) {
   Publish(*bus, "order-1", "held");
   ASSERT_TRUE(bus->WaitIdle(10s).ok());
   OperatorAction who{.operator_name = "bob", .reason = "order cancelled"};
-  ActionReport skipped;
-  EXPECT_TRUE(bus->SkipDeadLetters({.subscriber = "invoicing"}, {.operator_name = "bob"}, &skipped).IsInvalidArgument())
+  EXPECT_TRUE(
+      bus->SkipDeadLetters({.subscriber = "invoicing"}, {.operator_name = "bob"}).status().IsInvalidArgument())
       << "a reason is required";
-  ASSERT_TRUE(bus->SkipDeadLetters({.subscriber = "invoicing", .subject = "order-1"}, who, &skipped).ok());
-  EXPECT_EQ(skipped.released_subjects, std::vector<std::string>{"order-1"});
+  Result<ActionReport> skipped = bus->SkipDeadLetters({.subscriber = "invoicing", .subject = "order-1"}, who);
+  ASSERT_TRUE(skipped.ok()) << skipped.status().ToString();
+  EXPECT_EQ(skipped->released_subjects, std::vector<std::string>{"order-1"});
   Publish(*bus, "order-1", "after-skip");
   ASSERT_TRUE(bus->WaitIdle(10s).ok());
   EXPECT_EQ(j.Done(), std::vector<std::string>{"after-skip"}) << "released without running the skipped ones";
   EXPECT_EQ(DeadLetters(dir.path()).size(), 2u) << "skipped dead letters stay for inspection";
-  ActionReport purged;
-  ASSERT_TRUE(bus->PurgeDeadLetters({.subscriber = "invoicing"}, who, &purged).ok());
-  EXPECT_EQ(purged.seqs, (std::vector<uint64_t>{1, 2}));
-  EXPECT_EQ(purged.action_id, 2u);
+  Result<ActionReport> purged = bus->PurgeDeadLetters({.subscriber = "invoicing"}, who);
+  ASSERT_TRUE(purged.ok()) << purged.status().ToString();
+  EXPECT_EQ(purged->seqs, (std::vector<uint64_t>{1, 2}));
+  EXPECT_EQ(purged->action_id, 2u);
   EXPECT_TRUE(DeadLetters(dir.path()).empty());
 }
 

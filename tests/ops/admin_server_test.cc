@@ -594,7 +594,9 @@ TEST(AdminTest, ReplayThroughTheSocketAndTheCli) {
   EXPECT_TRUE(Contains(out, "\"started\":\"20")) << "an RFC 3339 time: " << out;
   ReplayReport report;
   ASSERT_TRUE(testing::Eventually([&] {
-    return bus->GetReplay(1, &report).ok() && report.state != ReplayState::kRunning;
+    Result<ReplayReport> r = bus->GetReplay(1);
+    if (r.ok()) report = *r;
+    return r.ok() && report.state != ReplayState::kRunning;
   }, 10s));
   EXPECT_EQ(report.state, ReplayState::kDone);
   EXPECT_EQ(runs.load(), 3) << "handled events are not run again by a same-inbox replay";

@@ -5,8 +5,6 @@
 
 #include <gtest/gtest.h>
 #include <rocksdb/db.h>
-#include <spdlog/sinks/ostream_sink.h>
-#include <spdlog/spdlog.h>
 
 #include <sys/wait.h>
 #include <unistd.h>
@@ -206,13 +204,14 @@ TEST(DbTest, ANewDatabaseIsPrivate) {
 
   // An existing directory open to others: opened, with a warning.
   fs::permissions(path, fs::perms::others_read | fs::perms::others_exec, fs::perm_options::add);
-  std::ostringstream log;
-  o.logger = std::make_shared<spdlog::logger>("t", std::make_shared<spdlog::sinks::ostream_sink_mt>(log));
+  auto log = std::make_shared<testing::CapturingLogger>();
+  o.logger = log;
   {
     std::unique_ptr<Bus> bus;
     ASSERT_TRUE(Bus::Open(o, &bus).ok());
   }
-  EXPECT_NE(log.str().find("lets other users in"), std::string::npos) << log.str();
+  EXPECT_NE(log->text().find("warning walbus: "), std::string::npos) << log->text();
+  EXPECT_NE(log->text().find("lets other users in"), std::string::npos) << log->text();
 }
 
 TEST(DbTest, ReadOnlyDirectoryIsRefusedWithAClearMessage) {

@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 #include <spdlog/sinks/ostream_sink.h>
 
+#include "walbus/adapters/spdlog.h"
+
 #include <fcntl.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -28,10 +30,7 @@ constexpr const char* kSecret = "card-4111-1111-1111-1111";
 // `out`; returns the log.
 std::string RunAndLog(bool hash_subjects) {
   TempDir dir;
-  std::ostringstream out;
-  auto sink = std::make_shared<spdlog::sinks::ostream_sink_mt>(out);
-  auto logger = std::make_shared<spdlog::logger>("walbus-test", sink);
-  logger->set_level(spdlog::level::debug);
+  auto logger = std::make_shared<testing::CapturingLogger>(LogLevel::kDebug);
   Options o = testing::TestOptions(dir);
   o.logger = logger;
   o.hash_subjects_in_logs = hash_subjects;
@@ -62,8 +61,7 @@ std::string RunAndLog(bool hash_subjects) {
     EXPECT_TRUE(bus->WaitIdle(10s).ok());
     EXPECT_FALSE(bus->Ingest(std::string("junk ") + kSecret, "import").ok());
   }
-  logger->flush();
-  return out.str();
+  return logger->text();
 }
 
 TEST(LogTest, EventOutcomesCarryTheirFieldsAndNeverThePayload) {
@@ -106,6 +104,50 @@ TEST(LogTest, WithoutALoggerTheBusWritesToStandardErrorOnly) {
   ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
   EXPECT_EQ(FileText(out), "");
   EXPECT_NE(FileText(err).find("quarantined"), std::string::npos) << FileText(err);
+}
+
+// Each line reaches the application's Logger once, finished, at its level;
+// lines below the logger's level are not passed at all.
+TEST(LogTest, LinesReachTheApplicationsLoggerAtTheirLevel) {
+  const std::string log = RunAndLog(false);
+  EXPECT_NE(log.find("debug walbus event outcome=handled subscriber=payments"), std::string::npos) << log;
+  EXPECT_NE(log.find("warning walbus event outcome=dead-lettered subscriber=payments"), std::string::npos) << log;
+  TempDir dir;
+  auto quiet = std::make_shared<testing::CapturingLogger>(LogLevel::kError);
+  Options o = testing::TestOptions(dir);
+  o.logger = quiet;
+  auto bus = testing::OpenBus(o);
+  ASSERT_NE(bus, nullptr);
+  EXPECT_FALSE(bus->Ingest("not an envelope", "test").ok());  // quarantined: a warning
+  bus->Log(LogLevel::kInfo, "an info line");
+  bus->Log(LogLevel::kError, "an error line");
+  EXPECT_EQ(quiet->text(), "error an error line\n");
+}
+
+// walbus/adapters/spdlog.h: an spdlog logger behind the Logger interface,
+// its level and the walbus level mapped both ways.
+TEST(LogTest, AnSpdlogLoggerCanBeTheBussLogger) {
+  std::ostringstream out;
+  auto spd = std::make_shared<spdlog::logger>("app", std::make_shared<spdlog::sinks::ostream_sink_mt>(out));
+  spd->set_pattern("%l|%v");
+  spd->set_level(spdlog::level::warn);
+  auto adapter = std::make_shared<SpdlogLogger>(spd);
+  EXPECT_EQ(adapter->level(), LogLevel::kWarning);
+  TempDir dir;
+  Options o = testing::TestOptions(dir);
+  o.logger = adapter;
+  {
+    auto bus = testing::OpenBus(o);
+    ASSERT_NE(bus, nullptr);
+    EXPECT_FALSE(bus->Ingest("not an envelope", "test").ok());
+    bus->Log(LogLevel::kInfo, "below the level");
+    bus->Log(LogLevel::kError, "an error line");
+  }
+  spd->flush();
+  const std::string text = out.str();
+  EXPECT_NE(text.find("warning|walbus: quarantined"), std::string::npos) << text;
+  EXPECT_NE(text.find("error|an error line"), std::string::npos) << text;
+  EXPECT_EQ(text.find("below the level"), std::string::npos) << text;
 }
 
 TEST(LogTest, SubjectsCanBeHashed) {

@@ -3,12 +3,14 @@
 #include <cstdint>
 #include <iostream>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string_view>
 
 #include "bridge/relay_journal.h"
-#include "tools/walbus/inspect_util.h"
 #include "storage/db.h"
+#include "tools/walbus/commands.h"
+#include "tools/walbus/inspect_util.h"
 
 namespace walbus::tools {
 namespace {
@@ -138,6 +140,30 @@ int RunBridge(const std::string& dir, const std::string& column_family, bool jso
   for (const auto& [name, r] : relays) PrintRelay(name, r, json);
   for (const auto& [name, in] : inbounds) PrintInbound(name, in, json);
   return 0;
+}
+
+namespace {
+
+struct BridgeValues {
+  std::string dir;
+  std::string column_family = "jetstream";
+  bool json = false;
+};
+
+}  // namespace
+
+void AddBridgeCommand(CLI::App* app, Runners* runners) {
+  auto v = std::make_shared<BridgeValues>();
+  CLI::App* bridge = app->add_subcommand(
+      "bridge", "What the NATS JetStream bridge keeps: each relay's origin, positions, journal of messages not yet "
+                "confirmed on the server and losses it could not repair; each inbound consumer's newest message.");
+  bridge->add_option("dir", v->dir, "Database directory")->required();
+  bridge->add_option("--column-family", v->column_family, "The bridge's column family")->capture_default_str();
+  bridge->add_flag("--json", v->json, "One JSON object per relay and consumer");
+  runners->push_back([bridge, v]() -> std::optional<int> {
+    if (!bridge->parsed()) return std::nullopt;
+    return RunBridge(v->dir, v->column_family, v->json);
+  });
 }
 
 }  // namespace walbus::tools

@@ -13,10 +13,7 @@
 #include <vector>
 
 #include "walbus/clock.h"
-
-namespace spdlog {
-class logger;
-}  // namespace spdlog
+#include "walbus/logger.h"
 
 namespace walbus {
 
@@ -141,10 +138,10 @@ struct Options {
   size_t quarantine_max_bytes = 64 << 20;
   // @}
 
-  // Where the bus logs; null means standard error (level info), never the
-  // application's standard output. Declared, not included: an application
-  // that passes one includes spdlog itself.
-  std::shared_ptr<spdlog::logger> logger;
+  // Where the bus logs (walbus/logger.h); null means standard error from
+  // level info (NewStandardErrorLogger()), never the application's
+  // standard output. walbus/adapters/spdlog.h adapts an spdlog logger.
+  std::shared_ptr<Logger> logger;
 
   // Log subjects (which may be personal data) as a stable hash. Default off.
   bool hash_subjects_in_logs = false;

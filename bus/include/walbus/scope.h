@@ -1,0 +1,128 @@
+// walbus/scope.h: a unit of work. A Transaction (Bus::Begin) and a
+// handler's HandlerContext read the application's column families, buffer
+// writes and events, and commit them atomically.
+#ifndef WALBUS_SCOPE_H_
+#define WALBUS_SCOPE_H_
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "walbus/event.h"
+#include "walbus/export.h"
+#include "walbus/status.h"
+
+namespace walbus {
+
+namespace internal {
+struct ScopeRep;
+struct ScopeAccess;
+}  // namespace internal
+
+// Reads and buffered writes on the application's column families, and
+// events to publish; the part a Transaction and a HandlerContext share.
+// Nothing is written until the owner commits. The first failed call makes
+// the whole unit fail at commit with that error, so a write that was refused
+// can never be half-applied.
+//
+// Threading: not thread-safe; one thread uses a scope at a time.
+class WALBUS_EXPORT WriteScope {
+ public:
+  WriteScope(const WriteScope&) = delete;
+  WriteScope& operator=(const WriteScope&) = delete;
+
+  // Buffers a write. InvalidArgument for an unknown column family or an
+  // empty key.
+  Status Put(std::string_view column_family, std::string_view key, std::string_view value);
+  // Buffers a deletion; the same errors as Put.
+  Status Delete(std::string_view column_family, std::string_view key);
+
+  // Reads this scope's own buffered write first, then committed state.
+  // A missing key is an OK result holding nullopt.
+  Result<std::optional<std::string>> Get(std::string_view column_family, std::string_view key);
+
+  // The committed version of a key: 0 when no commit ever asserted one.
+  // Versions advance only through ExpectVersion.
+  Result<uint64_t> GetVersion(std::string_view column_family, std::string_view key);
+
+  // Optimistic precondition: the commit succeeds only while the key's
+  // committed version equals `version`, and then sets it to version + 1.
+  // Otherwise the commit returns Conflict and writes nothing. Every writer
+  // of a key that must not lose updates asserts its version.
+  Status ExpectVersion(std::string_view column_family, std::string_view key, uint64_t version);
+
+  // Validates and buffers an event; its id is assigned now and never
+  // changes. InvalidArgument (and the scope fails) on a bad type, an empty
+  // subject or an oversized payload.
+  Result<EventId> Publish(const EventSpec& event);
+
+ protected:
+  // Made by the bus as a Transaction or a HandlerContext, and moved or
+  // destroyed only as one of those.
+  // @{
+  explicit WriteScope(std::unique_ptr<internal::ScopeRep> rep);
+  WriteScope(WriteScope&&) noexcept;
+  WriteScope& operator=(WriteScope&&) noexcept;
+  ~WriteScope();
+  // @}
+  // The buffered writes and events (bus/core/scope.h).
+  std::unique_ptr<internal::ScopeRep> rep_;
+  friend struct internal::ScopeAccess;
+};
+
+// A unit of domain writes and events that commits atomically.
+// Destroying a Transaction without Commit() leaves nothing behind.
+//
+// Threading: not thread-safe; many threads may each run their own.
+class WALBUS_EXPORT Transaction : public WriteScope {
+ public:
+  // Movable; a moved-from Transaction may only be destroyed or assigned to.
+  // @{
+  Transaction(Transaction&&) noexcept;
+  Transaction& operator=(Transaction&&) noexcept;
+  // @}
+  ~Transaction();
+
+  // Writes everything buffered in one atomic batch, durable per
+  // Options::durability when it returns OK. Conflict when an ExpectVersion
+  // failed; the first error of an earlier call; Closed after Bus::Close();
+  // InvalidArgument when this transaction was committed before (nothing is
+  // written twice). Blocks while the write is in progress (shared with
+  // concurrent commits).
+  Result<Receipt> Commit();
+
+ private:
+  using WriteScope::WriteScope;
+  friend struct internal::ScopeAccess;
+};
+
+// What a handler sees besides its event: the application's column families
+// (reads see committed state; writes commit atomically with the inbox record
+// of this event), follow-up events, and a stable key for external effects.
+//
+// Threading: valid only inside the handler call, on the handler's thread.
+class WALBUS_EXPORT HandlerContext : public WriteScope {
+ public:
+  ~HandlerContext();
+
+  // "<subscriber>/<event id>": the same on every redelivery of this event
+  // to this subscriber. Pass it to external systems that deduplicate.
+  const std::string& IdempotencyKey() const;
+  // The name of the subscriber running the handler.
+  const std::string& SubscriberName() const;
+  // Which run of the handler at this event this is: 1 on the first, then
+  // 2, 3, ... The count is stored with the retry record, so it goes on
+  // across restarts; a run cut short by a crash counts, events waiting at
+  // a clean Close are charged nothing, and a pause is not a run.
+  uint32_t Attempt() const;
+
+ private:
+  using WriteScope::WriteScope;
+  friend struct internal::ScopeAccess;
+};
+
+}  // namespace walbus
+
+#endif  // WALBUS_SCOPE_H_

@@ -1,0 +1,28 @@
+// The `walbus` tool's command groups. Each adds its subcommands to the app
+// and one runner per command; main() parses and runs the one given.
+#ifndef WALBUS_TOOLS_WALBUS_COMMANDS_H_
+#define WALBUS_TOOLS_WALBUS_COMMANDS_H_
+
+#include <CLI/CLI.hpp>
+
+#include "tools/walbus/cli.h"
+
+namespace walbus::tools {
+
+// stats, metrics, subscribers: a database's progress (database_commands.cc).
+void AddDatabaseCommands(CLI::App* app, Runners* runners);
+// outbox ls|show, export, event, inbox check: events and where they stand
+// (event_commands.cc).
+void AddEventCommands(CLI::App* app, Runners* runners);
+// dlq ls|show|redrive|skip|purge (dead_letter_commands.cc).
+void AddDeadLetterCommands(CLI::App* app, Runners* runners);
+// quarantine ls|show (quarantine_commands.cc).
+void AddQuarantineCommands(CLI::App* app, Runners* runners);
+// replay: start, --status, --cancel (replay_command.cc).
+void AddReplayCommand(CLI::App* app, Runners* runners);
+// bridge: what the JetStream bridge keeps (bridge_command.cc).
+void AddBridgeCommand(CLI::App* app, Runners* runners);
+
+}  // namespace walbus::tools
+
+#endif  // WALBUS_TOOLS_WALBUS_COMMANDS_H_

@@ -128,7 +128,8 @@ void RunBacklog(benchmark::State& state) {
     disk_sampler.join();
     if (Failed(state, ErrorText(s))) return;
     if (pending_at_start != events) {
-      Failed(state, "expected " + std::to_string(events) + " pending events, found " + std::to_string(pending_at_start));
+      Failed(state,
+             "expected " + std::to_string(events) + " pending events, found " + std::to_string(pending_at_start));
       return;
     }
     OutboxAfter after;
@@ -187,8 +188,7 @@ int FillBacklog(const std::string& dir, uint64_t events) {
 }
 
 void RegisterBacklogBenchmarks() {
-  RegisterMeasurement(BenchName("Backlog", {{"events", std::to_string(CurrentProfile().backlog_events)}}),
-                      RunBacklog);
+  RegisterMeasurement(BenchName("Backlog", {{"events", std::to_string(CurrentProfile().backlog_events)}}), RunBacklog);
 }
 
 }  // namespace bench

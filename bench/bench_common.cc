@@ -125,9 +125,7 @@ size_t EnvelopeBytes(size_t subject_bytes) {
   return walbus::internal::EncodeEnvelope(e).size();
 }
 
-std::string DomainKey(int producer, uint64_t n) {
-  return "d-" + std::to_string(producer) + "-" + std::to_string(n);
-}
+std::string DomainKey(int producer, uint64_t n) { return "d-" + std::to_string(producer) + "-" + std::to_string(n); }
 
 std::string SubjectOf(uint64_t n, uint64_t subjects) { return "s-" + std::to_string(n % subjects); }
 

@@ -38,17 +38,17 @@ using Clock = std::chrono::steady_clock;
 // every benchmark runs; quick: a few minutes; full: the published figures.
 struct Profile {
   std::string name;
-  double publish_seconds;          // per configuration
+  double publish_seconds;  // per configuration
   std::vector<int> producer_counts;
-  double end_to_end_seconds;       // producers run this long, then the drain
+  double end_to_end_seconds;  // producers run this long, then the drain
   int end_to_end_producers;
-  double latency_warmup_seconds;   // sent, not counted
-  double latency_seconds;          // counted
+  double latency_warmup_seconds;  // sent, not counted
+  double latency_seconds;         // counted
   std::vector<double> latency_rates_eps;
-  uint64_t dispatch_events;        // walbus dispatch burst
-  uint64_t queue_items;            // raw queue run
+  uint64_t dispatch_events;  // walbus dispatch burst
+  uint64_t queue_items;      // raw queue run
   uint64_t backlog_events;
-  double scaling_seconds;          // per subject-count point
+  double scaling_seconds;  // per subject-count point
   std::vector<uint64_t> subject_counts;
   std::vector<size_t> payload_sizes;
   // Each payload-size point runs scaling_seconds or until its events hold

@@ -80,7 +80,8 @@ void RunSqlite(benchmark::State& state, walbus::Durability durability, int subsc
     std::unique_ptr<SqliteOutbox> outbox = SqliteOutbox::Create(dir.path(), sync, &error);
     if (Failed(state, error)) return;
     std::vector<std::unique_ptr<SqliteOutbox::Connection>> producers, relays;
-    for (int p = 0; p < profile.end_to_end_producers && error.empty(); ++p) producers.push_back(outbox->Connect(&error));
+    for (int p = 0; p < profile.end_to_end_producers && error.empty(); ++p)
+      producers.push_back(outbox->Connect(&error));
     for (int i = 0; i < subscribers && error.empty(); ++i) relays.push_back(outbox->Connect(&error));
     if (Failed(state, error)) return;
 

@@ -116,9 +116,8 @@ void RunLatency(benchmark::State& state, walbus::Durability durability, double r
 void RegisterLatencyBenchmarks() {
   for (walbus::Durability durability : {walbus::Durability::kBuffered, walbus::Durability::kSync}) {
     for (double rate : CurrentProfile().latency_rates_eps) {
-      const std::string name =
-          BenchName("Latency", {{"durability", DurabilityName(durability)},
-                                {"rate_eps", std::to_string(static_cast<uint64_t>(rate))}});
+      const std::string name = BenchName("Latency", {{"durability", DurabilityName(durability)},
+                                                     {"rate_eps", std::to_string(static_cast<uint64_t>(rate))}});
       RegisterMeasurement(name, [=](benchmark::State& s) { RunLatency(s, durability, rate); });
     }
   }

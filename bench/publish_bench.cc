@@ -71,8 +71,7 @@ void RunSqlite(benchmark::State& state, walbus::Durability durability, int produ
     for (int p = 0; p < producers && error.empty(); ++p) connections.push_back(outbox->Connect(&error));
     if (Failed(state, error)) return;
     const LoadResult load = RunClosedLoop(producers, CurrentProfile().publish_seconds, 0, [&](int p, uint64_t n) {
-      return connections[static_cast<size_t>(p)]->Publish(DomainKey(p, n), SubjectOf(n, kPublishSubjects),
-                                                          EventData());
+      return connections[static_cast<size_t>(p)]->Publish(DomainKey(p, n), SubjectOf(n, kPublishSubjects), EventData());
     });
     if (Failed(state, load.error)) return;
     Report(state, load);
@@ -85,9 +84,9 @@ void RegisterPublishBenchmarks() {
   for (walbus::Durability durability : {walbus::Durability::kBuffered, walbus::Durability::kSync}) {
     for (int producers : CurrentProfile().producer_counts) {
       auto name = [&](const char* system) {
-        return BenchName("Publish", {{"system", system},
-                                     {"durability", DurabilityName(durability)},
-                                     {"producers", std::to_string(producers)}});
+        return BenchName(
+            "Publish",
+            {{"system", system}, {"durability", DurabilityName(durability)}, {"producers", std::to_string(producers)}});
       };
       RegisterMeasurement(name("walbus"), [=](benchmark::State& s) { RunWalbus(s, durability, producers); });
       RegisterMeasurement(name("rocksdb"), [=](benchmark::State& s) { RunRawRocksDb(s, durability, producers); });

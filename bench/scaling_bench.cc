@@ -23,8 +23,7 @@ void Run(benchmark::State& state, const EndToEndSpec& spec) {
     EndToEndResult r;
     if (Failed(state, RunWalbusEndToEnd(spec, &r))) return;
     ReportEndToEnd(state, r, spec.subscribers);
-    state.counters["payload_mib_per_second"] =
-        MiB(r.events * spec.payload_bytes) / r.total_seconds;
+    state.counters["payload_mib_per_second"] = MiB(r.events * spec.payload_bytes) / r.total_seconds;
     state.counters["rss_peak_mib"] = r.rss_peak_mib;
   }
 }

@@ -53,7 +53,8 @@ void BindBlob(sqlite3_stmt* st, int i, const std::string& s) {
 }
 std::string ColumnBytes(sqlite3_stmt* st, int i) {
   const void* p = sqlite3_column_blob(st, i);
-  return p == nullptr ? std::string() : std::string(static_cast<const char*>(p), static_cast<size_t>(sqlite3_column_bytes(st, i)));
+  return p == nullptr ? std::string()
+                      : std::string(static_cast<const char*>(p), static_cast<size_t>(sqlite3_column_bytes(st, i)));
 }
 
 // Runs a statement that returns no rows, and resets it.
@@ -127,8 +128,8 @@ void SqliteOutbox::WaitForSeqAbove(int64_t seq, std::chrono::microseconds timeou
 }
 
 SqliteOutbox::Connection::~Connection() {
-  for (sqlite3_stmt* st : {begin_, commit_, rollback_, put_domain_, put_outbox_, read_outbox_, put_inbox_,
-                           put_effect_, mark_outbox_, delete_outbox_}) {
+  for (sqlite3_stmt* st : {begin_, commit_, rollback_, put_domain_, put_outbox_, read_outbox_, put_inbox_, put_effect_,
+                           mark_outbox_, delete_outbox_}) {
     sqlite3_finalize(st);
   }
   sqlite3_close(db_);

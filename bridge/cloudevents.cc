@@ -154,9 +154,9 @@ Result<std::optional<SenderPosition>> ReadPosition(const Headers& headers) {
 
 Status FromHeaders(const Headers& headers, std::string body, Event* out) {
   std::map<std::string_view, std::string> attr;
-  for (const char* name : {"ce-specversion", "ce-id", "ce-source", "ce-type", "ce-subject", "ce-time",
-                           "ce-datacontenttype", "ce-traceparent", "ce-subjectversion", "ce-correlationid",
-                           "ce-causationid"}) {
+  for (const char* name :
+       {"ce-specversion", "ce-id", "ce-source", "ce-type", "ce-subject", "ce-time", "ce-datacontenttype",
+        "ce-traceparent", "ce-subjectversion", "ce-correlationid", "ce-causationid"}) {
     Result<std::optional<std::string>> v = Attribute(headers, name);
     if (!v.ok()) return v.status();
     if (v->has_value()) attr[name] = std::move(**v);
@@ -197,7 +197,8 @@ Status FromHeaders(const Headers& headers, std::string body, Event* out) {
       return Status::InvalidArgument("ce-subjectversion is not a number: '" + *v + "'");
     }
   }
-  for (auto [name, field] : {std::pair{"ce-correlationid", &e.correlation_id}, std::pair{"ce-causationid", &e.causation_id}}) {
+  for (auto [name, field] :
+       {std::pair{"ce-correlationid", &e.correlation_id}, std::pair{"ce-causationid", &e.causation_id}}) {
     if (const std::string* v = get(name)) {
       auto parsed = EventId::Parse(*v);
       if (!parsed) return Status::InvalidArgument(std::string(name) + " is not a UUID: '" + *v + "'");

@@ -97,7 +97,9 @@ class InboundMetrics final : public MetricsSource {
 class InboundImpl final : public Inbound {
  public:
   InboundImpl(Bus* bus, InboundOptions options, std::unique_ptr<NatsLink> link)
-      : bus_(bus), options_(std::move(options)), link_(std::move(link)),
+      : bus_(bus),
+        options_(std::move(options)),
+        link_(std::move(link)),
         source_label_("jetstream:" + options_.stream + "/" + options_.durable) {
     thread_ = std::thread([this] { Run(); });
   }
@@ -246,8 +248,8 @@ class InboundImpl final : public Inbound {
   Status CheckConsumer() {
     jsConsumerInfo* ci = nullptr;
     jsErrCode err = static_cast<jsErrCode>(0);
-    natsStatus s = js_GetConsumerInfo(&ci, link_->js(), options_.stream.c_str(), options_.durable.c_str(), nullptr,
-                                      &err);
+    natsStatus s =
+        js_GetConsumerInfo(&ci, link_->js(), options_.stream.c_str(), options_.durable.c_str(), nullptr, &err);
     if (s == NATS_NOT_FOUND) return Status::OK();  // Subscribe creates it
     if (s != NATS_OK) return bridge::FromNats(s, "look up consumer " + options_.durable);
     const jsSequenceInfo delivered = ci->Delivered;
@@ -286,10 +288,11 @@ class InboundImpl final : public Inbound {
     if (s != NATS_OK && s != NATS_NOT_FOUND) return bridge::FromNats(s, "delete consumer " + options_.durable);
     if (Status made = Subscribe(start); !made.ok()) return made;
     counters_->consumer_resets.fetch_add(1, std::memory_order_relaxed);
-    BridgeLog(bus_, LogLevel::kWarning, "walbus inbound {}: consumer was ahead of stream {} after a server restart (delivered up to {}, settled "
-        "up to {}, stream holds {}..{}, newest taken {}); made again from sequence {}",
-        options_.durable, options_.stream, delivered.Stream, floor_stream, first, last,
-        cursor_ ? cursor_->seq : 0, start);
+    BridgeLog(bus_, LogLevel::kWarning,
+              "walbus inbound {}: consumer was ahead of stream {} after a server restart (delivered up to {}, settled "
+              "up to {}, stream holds {}..{}, newest taken {}); made again from sequence {}",
+              options_.durable, options_.stream, delivered.Stream, floor_stream, first, last,
+              cursor_ ? cursor_->seq : 0, start);
     return Status::OK();
   }
 
@@ -411,9 +414,10 @@ class InboundImpl final : public Inbound {
         case IngestDisposition::kLate:
           counters_->late.fetch_add(1, std::memory_order_relaxed);
           counters_->ingested.fetch_add(1, std::memory_order_relaxed);
-          BridgeLog(bus_, LogLevel::kWarning, "walbus inbound {}: event {} of subject '{}' (position {}) arrived after its gap was skipped; "
-                       "taken out of order",
-                       options_.durable, event.id.ToString(), event.subject, position ? position->position : 0);
+          BridgeLog(bus_, LogLevel::kWarning,
+                    "walbus inbound {}: event {} of subject '{}' (position {}) arrived after its gap was skipped; "
+                    "taken out of order",
+                    options_.durable, event.id.ToString(), event.subject, position ? position->position : 0);
           break;
         default: counters_->ingested.fetch_add(1, std::memory_order_relaxed); break;
       }
@@ -431,10 +435,11 @@ class InboundImpl final : public Inbound {
   void ReportGap(const Event& event, const bridge::SenderPosition& position, uint64_t skipped) {
     counters_->gaps_taken.fetch_add(1, std::memory_order_relaxed);
     counters_->skipped_positions.fetch_add(skipped, std::memory_order_relaxed);
-    BridgeLog(bus_, LogLevel::kError, "walbus inbound {}: source '{}' subject '{}' (origin {}): positions {}..{} did not arrive within {} ms; "
-        "skipped, and position {} taken",
-        options_.durable, event.source, event.subject, position.origin, position.position - skipped,
-        position.position - 1, options_.gap_timeout.count(), position.position);
+    BridgeLog(bus_, LogLevel::kError,
+              "walbus inbound {}: source '{}' subject '{}' (origin {}): positions {}..{} did not arrive within {} ms; "
+              "skipped, and position {} taken",
+              options_.durable, event.source, event.subject, position.origin, position.position - skipped,
+              position.position - 1, options_.gap_timeout.count(), position.position);
   }
 
   // Acknowledges (or terminates) a message this consumer is done with, and
@@ -494,8 +499,8 @@ class InboundImpl final : public Inbound {
     static internal::LogLimiter limiter(1);
     uint64_t held = 0;
     if (limiter.Allow(&held)) {
-      BridgeLog(bus_, LogLevel::kWarning, "walbus inbound {}: could not {}: {} ({} similar lines held back)", options_.durable, what,
-                   why.ToString(), held);
+      BridgeLog(bus_, LogLevel::kWarning, "walbus inbound {}: could not {}: {} ({} similar lines held back)",
+                options_.durable, what, why.ToString(), held);
     }
   }
 
@@ -551,9 +556,11 @@ Status Inbound::Start(Bus* bus, InboundOptions options, std::unique_ptr<Inbound>
   }
   if (!options.column_family.empty()) {
     Transaction tx = bus->Begin();
-    if (Result<std::optional<std::string>> got = tx.Get(options.column_family, bridge::InboundCursorKey(options.durable));
+    if (Result<std::optional<std::string>> got =
+            tx.Get(options.column_family, bridge::InboundCursorKey(options.durable));
         !got.ok()) {
-      return Status::InvalidArgument("inbound column family '" + options.column_family + "': " + got.status().message());
+      return Status::InvalidArgument("inbound column family '" + options.column_family +
+                                     "': " + got.status().message());
     }
   }
   std::unique_ptr<NatsLink> link;

@@ -38,11 +38,13 @@ Status NatsLink::Open(const jetstream::ConnectionOptions& options, std::unique_p
   if (s == NATS_OK && !options.name.empty()) s = natsOptions_SetName(link->nats_options_, options.name.c_str());
   if (s == NATS_OK) s = natsOptions_SetTimeout(link->nats_options_, options.request_timeout.count());
   if (s == NATS_OK) s = natsOptions_SetMaxReconnect(link->nats_options_, -1);
-  if (s == NATS_OK) s = natsOptions_SetReconnectWait(link->nats_options_, std::max<int64_t>(1, options.reconnect_wait.count()));
+  if (s == NATS_OK)
+    s = natsOptions_SetReconnectWait(link->nats_options_, std::max<int64_t>(1, options.reconnect_wait.count()));
   if (s == NATS_OK) s = natsOptions_SetDisconnectedCB(link->nats_options_, &NatsLink::OnDisconnected, link.get());
   if (s == NATS_OK) s = natsOptions_SetReconnectedCB(link->nats_options_, &NatsLink::OnConnected, link.get());
   if (s == NATS_OK) s = natsOptions_SetClosedCB(link->nats_options_, &NatsLink::OnClosed, link.get());
-  if (s == NATS_OK) s = natsOptions_SetRetryOnFailedConnect(link->nats_options_, true, &NatsLink::OnConnected, link.get());
+  if (s == NATS_OK)
+    s = natsOptions_SetRetryOnFailedConnect(link->nats_options_, true, &NatsLink::OnConnected, link.get());
   if (s != NATS_OK) return FromNats(s, "set up the NATS client options");
   s = natsConnection_Connect(&link->conn_, link->nats_options_);
   if (s == NATS_OK) {
@@ -125,7 +127,8 @@ Status NatsLink::EnsureStream(const jetstream::StreamOptions& stream, bool* crea
     return Status::OK();
   }
   if (s != NATS_NOT_FOUND) return FromNats(s, "look up stream " + stream.name);
-  if (stream.subjects.empty()) return Status::InvalidArgument("stream " + stream.name + " is missing and has no subjects to create it with");
+  if (stream.subjects.empty())
+    return Status::InvalidArgument("stream " + stream.name + " is missing and has no subjects to create it with");
   std::vector<const char*> subjects;
   for (const std::string& subject : stream.subjects) subjects.push_back(subject.c_str());
   jsStreamConfig config;

@@ -36,8 +36,12 @@ using bridge::NatsLink;
 class RelayCore {
  public:
   RelayCore(Bus* bus, RelayOptions options, std::unique_ptr<NatsLink> link, std::string origin)
-      : bus_(bus), options_(std::move(options)), keys_(options_.subscriber_name), origin_(std::move(origin)),
-        process_tag_(Nonce()), link_(std::move(link)) {
+      : bus_(bus),
+        options_(std::move(options)),
+        keys_(options_.subscriber_name),
+        origin_(std::move(origin)),
+        process_tag_(Nonce()),
+        link_(std::move(link)) {
     link_->SetConnectedListener([this] { OnConnected(); });
     // Records of an earlier process are checked once connected.
     check_due_ = std::chrono::steady_clock::now();
@@ -141,8 +145,7 @@ class RelayCore {
   // must hold.
   void WaitForReconnectCheck() {
     std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait_for(lock, options_.connection.request_timeout,
-                 [this] { return !reconnect_check_pending_ || stopping_; });
+    cv_.wait_for(lock, options_.connection.request_timeout, [this] { return !reconnect_check_pending_ || stopping_; });
   }
 
   // Owned thread: sleeps until a check is due (a reconnection, or the
@@ -206,7 +209,7 @@ class RelayCore {
   }
 
   struct Journaled {
-    uint64_t seq;        // the event's
+    uint64_t seq;  // the event's
     std::string key;
     JournalEntry entry;
   };
@@ -327,9 +330,7 @@ class RelayCore {
     return Clock::now() + std::chrono::milliseconds(wait_ms);
   }
 
-  static uint64_t NowMs() {
-    return internal::ToUnixMillisUnsigned(std::chrono::system_clock::now());
-  }
+  static uint64_t NowMs() { return internal::ToUnixMillisUnsigned(std::chrono::system_clock::now()); }
 
   static std::optional<std::string> SubjectOf(const JournalEntry& entry) {
     bridge::Headers headers;
@@ -354,11 +355,12 @@ class RelayCore {
       }
       subjects += (subjects.empty() ? "" : ", ") + subject;
     }
-    BridgeLog(bus_, LogLevel::kError, "walbus relay {}: stream {} lost {} acknowledged messages (stream sequences {}..{}, event seqs {}..{}, "
-        "subjects {}); {}",
-        options_.subscriber_name, options_.stream.name, report.lost_seqs.size(), report.first_stream_seq,
-        report.last_stream_seq, report.lost_seqs.front(), report.lost_seqs.back(), subjects,
-        all_repaired ? "republished in order from the journal" : "republishing; the rest at the next try");
+    BridgeLog(bus_, LogLevel::kError,
+              "walbus relay {}: stream {} lost {} acknowledged messages (stream sequences {}..{}, event seqs {}..{}, "
+              "subjects {}); {}",
+              options_.subscriber_name, options_.stream.name, report.lost_seqs.size(), report.first_stream_seq,
+              report.last_stream_seq, report.lost_seqs.front(), report.lost_seqs.back(), subjects,
+              all_repaired ? "republished in order from the journal" : "republishing; the rest at the next try");
   }
 
   Status EnsureStreamOnce() {
@@ -370,10 +372,11 @@ class RelayCore {
     if (s.ok() && created && PublishedBefore()) {
       unrepairable_.fetch_add(1, std::memory_order_relaxed);
       RecordUnrepairable();
-      BridgeLog(bus_, LogLevel::kError, "walbus relay {}: stream {} was gone from the server after this relay had published to it; it was "
-          "created anew. Messages the journal no longer kept (confirmed earlier) are lost on the server and "
-          "cannot be republished; the journal's are republished.",
-          options_.subscriber_name, options_.stream.name);
+      BridgeLog(bus_, LogLevel::kError,
+                "walbus relay {}: stream {} was gone from the server after this relay had published to it; it was "
+                "created anew. Messages the journal no longer kept (confirmed earlier) are lost on the server and "
+                "cannot be republished; the journal's are republished.",
+                options_.subscriber_name, options_.stream.name);
     }
     if (s.ok()) stream_ready_.store(true, std::memory_order_release);
     return s;
@@ -397,7 +400,9 @@ class RelayCore {
     if (got.ok() && got->has_value() && (*got)->size() == 16) count = *DecodeU64(std::string_view(**got).substr(0, 8));
     Status s = tx.Put(options_.column_family, keys_.Unrepairable(), EncodeU64(count + 1) + EncodeU64(NowMs()));
     if (s.ok()) s = tx.Commit().status();
-    if (!s.ok()) BridgeLog(bus_, LogLevel::kError, "walbus relay {}: could not record the loss: {}", options_.subscriber_name, s.ToString());
+    if (!s.ok())
+      BridgeLog(bus_, LogLevel::kError, "walbus relay {}: could not record the loss: {}", options_.subscriber_name,
+                s.ToString());
   }
 
   // Builds the message of `event` at `position` and publishes it; fills
@@ -462,8 +467,8 @@ class RelayCore {
     static internal::LogLimiter limiter(1);
     uint64_t held = 0;
     if (limiter.Allow(&held)) {
-      BridgeLog(bus_, LogLevel::kWarning, "walbus relay: event {} waits: {} ({} similar lines held back)", event.id.ToString(),
-                   why.ToString(), held);
+      BridgeLog(bus_, LogLevel::kWarning, "walbus relay: event {} waits: {} ({} similar lines held back)",
+                event.id.ToString(), why.ToString(), held);
     }
     return Outcome::RetryAfter(std::chrono::milliseconds(0));
   }
@@ -511,8 +516,7 @@ class RelayMetrics final : public MetricsSource {
     } series[] = {
         {"walbus_relay_connected", MetricType::kGauge, "1 while the relay is connected to NATS.",
          s.connected ? 1.0 : 0.0},
-        {"walbus_relay_published_total", MetricType::kCounter, "Events JetStream acknowledged.",
-         double(s.published)},
+        {"walbus_relay_published_total", MetricType::kCounter, "Events JetStream acknowledged.", double(s.published)},
         {"walbus_relay_duplicates_total", MetricType::kCounter, "Republished events JetStream recognised by their id.",
          double(s.duplicates)},
         {"walbus_relay_publish_errors_total", MetricType::kCounter, "Publishes that failed and wait for a retry.",
@@ -558,8 +562,7 @@ Result<std::string> LoadOrigin(Bus* bus, const RelayOptions& options) {
   Transaction tx = bus->Begin();
   Result<std::optional<std::string>> got = tx.Get(options.column_family, keys.Origin());
   if (!got.ok()) {
-    return Status::InvalidArgument("relay column family '" + options.column_family +
-                                   "': " + got.status().message());
+    return Status::InvalidArgument("relay column family '" + options.column_family + "': " + got.status().message());
   }
   if (got->has_value()) return **got;
   const std::string origin = EventId::Generate().ToString();

@@ -59,7 +59,7 @@ struct JournalEntry {
   uint64_t connection = 0;  // which connection it was acknowledged on
   std::string msg_id;       // Nats-Msg-Id
   std::string nats_subject;
-  std::string message;      // MessageBytes(headers, body)
+  std::string message;  // MessageBytes(headers, body)
 };
 
 std::string EncodeJournalEntry(const JournalEntry& entry);

@@ -15,12 +15,9 @@ namespace {
 
 prometheus::MetricType TypeOf(MetricType type) {
   switch (type) {
-    case MetricType::kCounter:
-      return prometheus::MetricType::Counter;
-    case MetricType::kGauge:
-      return prometheus::MetricType::Gauge;
-    case MetricType::kHistogram:
-      return prometheus::MetricType::Histogram;
+    case MetricType::kCounter: return prometheus::MetricType::Counter;
+    case MetricType::kGauge: return prometheus::MetricType::Gauge;
+    case MetricType::kHistogram: return prometheus::MetricType::Histogram;
   }
   return prometheus::MetricType::Untyped;
 }
@@ -29,12 +26,8 @@ prometheus::ClientMetric ClientMetricOf(MetricType type, const MetricSample& sam
   prometheus::ClientMetric m;
   for (const MetricLabel& label : sample.labels) m.label.push_back({label.name, label.value});
   switch (type) {
-    case MetricType::kCounter:
-      m.counter.value = sample.value;
-      break;
-    case MetricType::kGauge:
-      m.gauge.value = sample.value;
-      break;
+    case MetricType::kCounter: m.counter.value = sample.value; break;
+    case MetricType::kGauge: m.gauge.value = sample.value; break;
     case MetricType::kHistogram:
       m.histogram.sample_count = sample.count;
       m.histogram.sample_sum = sample.sum;

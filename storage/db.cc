@@ -2,15 +2,15 @@
 
 #include "storage/private_fs.h"
 
+#include <fcntl.h>
+#include <rocksdb/compaction_filter.h>
 #include <rocksdb/db.h>
 #include <rocksdb/experimental.h>
 #include <rocksdb/filter_policy.h>
-#include <rocksdb/compaction_filter.h>
 #include <rocksdb/merge_operator.h>
 #include <rocksdb/slice_transform.h>
 #include <rocksdb/table.h>
 #include <rocksdb/write_batch.h>
-#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -27,9 +27,8 @@ namespace walbus::storage {
 namespace {
 
 constexpr const char* kCfNames[] = {
-    "walbus.meta",         "walbus.outbox",     "walbus.inbox",
-    "walbus.checkpoints",  "walbus.retries",    "walbus.dead_letters",
-    "walbus.quarantine",   "walbus.replays",    "walbus.versions",
+    "walbus.meta",         "walbus.outbox",     "walbus.inbox",   "walbus.checkpoints", "walbus.retries",
+    "walbus.dead_letters", "walbus.quarantine", "walbus.replays", "walbus.versions",
 };
 static_assert(std::size(kCfNames) == static_cast<size_t>(Cf::kCount));
 
@@ -37,11 +36,10 @@ static_assert(std::size(kCfNames) == static_cast<size_t>(Cf::kCount));
 // corrupted file could hold) counts as zero rather than failing reads.
 class CounterAddOperator : public rocksdb::AssociativeMergeOperator {
  public:
-  bool Merge(const rocksdb::Slice&, const rocksdb::Slice* existing, const rocksdb::Slice& value,
-             std::string* new_value, rocksdb::Logger*) const override {
+  bool Merge(const rocksdb::Slice&, const rocksdb::Slice* existing, const rocksdb::Slice& value, std::string* new_value,
+             rocksdb::Logger*) const override {
     uint64_t a = 0, b = 0;
-    if (existing != nullptr && !DecodeCounter(std::string_view(existing->data(), existing->size()), &a))
-      a = 0;
+    if (existing != nullptr && !DecodeCounter(std::string_view(existing->data(), existing->size()), &a)) a = 0;
     if (!DecodeCounter(std::string_view(value.data(), value.size()), &b)) b = 0;
     *new_value = EncodeCounter(a + b);
     return true;
@@ -67,7 +65,8 @@ class InboxWindowFilter : public rocksdb::CompactionFilter {
   const std::shared_ptr<const InboxRetention> retention_;
 };
 
-rocksdb::ColumnFamilyOptions OptionsFor(std::string_view name, const rocksdb::CompactionFilter* inbox_filter = nullptr) {
+rocksdb::ColumnFamilyOptions OptionsFor(std::string_view name,
+                                        const rocksdb::CompactionFilter* inbox_filter = nullptr) {
   rocksdb::ColumnFamilyOptions cf;
   if (name == CfName(Cf::kInbox)) cf.compaction_filter = inbox_filter;
   // A subscriber's inbox keys (its id, then a time-ordered event id) arrive
@@ -128,7 +127,8 @@ Status HasFormatVersion(const rocksdb::DBOptions& dbo, const std::string& dir, c
   std::string value;
   rocksdb::Status g = rocksdb::Status::NotFound();
   for (size_t i = 0; i < names.size(); ++i) {
-    if (names[i] == CfName(Cf::kMeta)) g = db->Get(rocksdb::ReadOptions(), handles[i], ToSlice(kMetaFormatVersion), &value);
+    if (names[i] == CfName(Cf::kMeta))
+      g = db->Get(rocksdb::ReadOptions(), handles[i], ToSlice(kMetaFormatVersion), &value);
   }
   for (auto* h : handles) db->DestroyColumnFamilyHandle(h).PermitUncheckedError();
   if (!g.ok() && !g.IsNotFound()) return FromRocks(g, "read the format version of " + dir);
@@ -229,8 +229,9 @@ Status CheckDirectory(const OpenOptions& options, DirectoryState* d) {
   if (d->exists && !d->has_current) {
     bool empty = fs::is_empty(options.dir, ec);
     if (!(empty || interrupted) || !primary || !options.create_if_missing) {
-      return Status::InvalidArgument(options.dir + (interrupted ? " is a walbus database whose creation did not finish"
-                                                                : " is not a walbus database (no RocksDB CURRENT file)"));
+      return Status::InvalidArgument(options.dir + (interrupted
+                                                        ? " is a walbus database whose creation did not finish"
+                                                        : " is not a walbus database (no RocksDB CURRENT file)"));
     }
   }
   d->creating = interrupted;
@@ -240,8 +241,7 @@ Status CheckDirectory(const OpenOptions& options, DirectoryState* d) {
   }
   for (const std::string& name : options.app_column_families) {
     if (name.empty() || IsReservedCfName(name)) {
-      return Status::InvalidArgument("column family name '" + name +
-                                     "' is empty or reserved ('default', 'walbus.*')");
+      return Status::InvalidArgument("column family name '" + name + "' is empty or reserved ('default', 'walbus.*')");
     }
   }
   return Status::OK();
@@ -265,8 +265,7 @@ rocksdb::DBOptions DatabaseOptions(const OpenOptions& options, std::unique_ptr<r
   dbo.max_total_wal_size = 256u << 20;
   if (primary) {
     // Every file RocksDB writes there is private too (0600, or 0640).
-    *env = PrivateFs::NewEnv(options.env != nullptr ? options.env : rocksdb::Env::Default(),
-                             options.share_with_group);
+    *env = PrivateFs::NewEnv(options.env != nullptr ? options.env : rocksdb::Env::Default(), options.share_with_group);
     dbo.env = env->get();
   } else if (options.env != nullptr) {
     dbo.env = options.env;
@@ -443,8 +442,7 @@ rocksdb::ColumnFamilyHandle* Db::AppCf(std::string_view name) const {
 
 uint32_t Db::CfId(CfHandle* cf) { return cf->GetID(); }
 
-Status Db::Get(rocksdb::ColumnFamilyHandle* handle, std::string_view key, std::string* value,
-               bool* found) const {
+Status Db::Get(rocksdb::ColumnFamilyHandle* handle, std::string_view key, std::string* value, bool* found) const {
   rocksdb::PinnableSlice slice;
   rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), handle, ToSlice(key), &slice);
   if (s.IsNotFound()) {
@@ -585,8 +583,6 @@ uint64_t Db::DbProperty(const std::string& name) const {
   return db_->GetIntProperty(name, &v) ? v : 0;
 }
 
-Status Db::CatchUpWithPrimary() {
-  return FromRocks(db_->TryCatchUpWithPrimary(), "catch up with primary");
-}
+Status Db::CatchUpWithPrimary() { return FromRocks(db_->TryCatchUpWithPrimary(), "catch up with primary"); }
 
 }  // namespace walbus::storage

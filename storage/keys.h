@@ -51,14 +51,14 @@ inline constexpr uint32_t kIngestOrderCfId = 0xFFFFFFFEu;
 // checkpoints: be32(subscriber id) + one field byte (+ a subject for the
 // per-subject fields).
 enum class CheckpointField : uint8_t {
-  kWatermark = 'w',     // be64: every seq <= it is completed.
-  kHorizon = 'z',       // be64: no seq above it was handed to a handler yet.
-  kHandled = 'h',       // uint64 counter, merged (little-endian add).
-  kDuplicates = 'd',    // uint64 counter, merged.
-  kDeadLettered = 'r',  // uint64 counter, merged.
-  kStaleSkipped = 's',  // uint64 counter, merged.
+  kWatermark = 'w',       // be64: every seq <= it is completed.
+  kHorizon = 'z',         // be64: no seq above it was handed to a handler yet.
+  kHandled = 'h',         // uint64 counter, merged (little-endian add).
+  kDuplicates = 'd',      // uint64 counter, merged.
+  kDeadLettered = 'r',    // uint64 counter, merged.
+  kStaleSkipped = 's',    // uint64 counter, merged.
   kAppliedVersion = 'v',  // + subject -> be64: newest subject_version applied.
-  kParked = 'p',        // + subject -> be64: seq of the dead letter holding it.
+  kParked = 'p',          // + subject -> be64: seq of the dead letter holding it.
   // be64: the horizon when the subscriber last stopped cleanly (nothing
   // running); deleted before it runs again. Equal to kHorizon at open:
   // no event was running when the process stopped.
@@ -70,7 +70,6 @@ enum class CheckpointField : uint8_t {
   kQuarantineEvicted = 'e',  // uint64 counter, merged.
 };
 std::string CheckpointKey(uint32_t subscriber_id, CheckpointField field, std::string_view subject = {});
-
 
 // meta: fixed names.
 inline constexpr std::string_view kMetaFormatVersion = "format_version";  // be32

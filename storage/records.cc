@@ -150,9 +150,8 @@ std::string EncodeQuarantine(const QuarantineRecord& r) {
 
 bool DecodeQuarantine(std::string_view in, QuarantineRecord* r) {
   Reader rd(in);
-  return rd.Format() && rd.U64(&r->arrived_ms) && rd.U64(&r->original_bytes) &&
-         rd.Bytes(&r->source, kMaxShortBytes) && rd.Bytes(&r->reason, kMaxErrorBytes) &&
-         rd.Bytes(&r->raw, kMaxQuarantineRawBytes) && rd.AtEnd();
+  return rd.Format() && rd.U64(&r->arrived_ms) && rd.U64(&r->original_bytes) && rd.Bytes(&r->source, kMaxShortBytes) &&
+         rd.Bytes(&r->reason, kMaxErrorBytes) && rd.Bytes(&r->raw, kMaxQuarantineRawBytes) && rd.AtEnd();
 }
 
 std::string SubscriberSeqKey(uint32_t subscriber_id, uint64_t seq) {
@@ -192,7 +191,8 @@ std::string EncodeReplay(const ReplayRecord& r) {
   const size_t ids = std::min(r.ids.size(), kMaxReplayListEntries);
   PutBe32(&out, static_cast<uint32_t>(ids));
   for (size_t i = 0; i < ids; ++i) PutBytes(&out, Capped(r.ids[i], 16));
-  for (uint64_t v : {r.max_events, r.started_ms, r.ended_ms, r.selected, r.delivered, r.skipped, r.failed, r.next_seq}) {
+  for (uint64_t v :
+       {r.max_events, r.started_ms, r.ended_ms, r.selected, r.delivered, r.skipped, r.failed, r.next_seq}) {
     PutBe64(&out, v);
   }
   PutBytes(&out, Capped(r.error, kMaxErrorBytes));

@@ -19,10 +19,10 @@ namespace walbus::storage {
 // may have been in flight when the process died; deleted with the event's
 // completion.
 struct RetryRecord {
-  uint32_t attempts = 0;             // attempts made so far
-  uint64_t first_failure_ms = 0;     // unix ms of the first failed attempt
+  uint32_t attempts = 0;          // attempts made so far
+  uint64_t first_failure_ms = 0;  // unix ms of the first failed attempt
   uint64_t last_failure_ms = 0;
-  std::string last_error;            // capped at kMaxErrorBytes
+  std::string last_error;  // capped at kMaxErrorBytes
   // unix ms when the next run is due; 0 while it runs (written before a
   // run, so that a crash in it counts) and in records written before it.
   uint64_t next_attempt_ms = 0;

@@ -82,9 +82,7 @@ TEST(FuzzRegressionTest, SeedCorpusPassesEveryCheck) {
   EXPECT_GT(ReplayTree(fs::path(WALBUS_FUZZ_DIR) / "corpus"), 0u);
 }
 
-TEST(FuzzRegressionTest, EveryCrashInputFoundByFuzzingPasses) {
-  ReplayTree(fs::path(WALBUS_FUZZ_DIR) / "regressions");
-}
+TEST(FuzzRegressionTest, EveryCrashInputFoundByFuzzingPasses) { ReplayTree(fs::path(WALBUS_FUZZ_DIR) / "regressions"); }
 
 }  // namespace
 }  // namespace walbus::fuzz

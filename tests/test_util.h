@@ -76,8 +76,7 @@ std::unique_ptr<Bus> OpenBus(const Options& options);
 Options TestOptions(const TempDir& dir, Durability durability = Durability::kBuffered);
 
 // Polls `done` until it returns true or `timeout` passes.
-bool Eventually(const std::function<bool()>& done,
-                std::chrono::milliseconds timeout = std::chrono::seconds(30));
+bool Eventually(const std::function<bool()>& done, std::chrono::milliseconds timeout = std::chrono::seconds(30));
 
 }  // namespace walbus::testing
 

@@ -19,10 +19,10 @@
 // scheduling of threads is not, so a failure is reproduced by rerunning
 // its seed a few times). Prints one JSON summary; exit 0 when every check
 // passed, 1 when one failed, 2 on bad usage or an error.
-#include <CLI/CLI.hpp>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <CLI/CLI.hpp>
 
 #include <atomic>
 #include <chrono>
@@ -185,16 +185,15 @@ Status CheckAfterKill(const Config& cfg, const std::map<std::string, uint64_t>& 
   for (const walbus::SubscriberStats& s : bus->Stats().subscribers) {
     uint64_t& before = (*checkpoints)[s.name];
     if (s.checkpoint < before) {
-      totals->failures.push_back("checkpoint of " + s.name + " moved back from " + std::to_string(before) +
-                                 " to " + std::to_string(s.checkpoint));
+      totals->failures.push_back("checkpoint of " + s.name + " moved back from " + std::to_string(before) + " to " +
+                                 std::to_string(s.checkpoint));
     }
     before = s.checkpoint;
   }
   return bus->Close();
 }
 
-Status RunRound(const Config& cfg, const Round& round, std::map<std::string, uint64_t>* checkpoints,
-                Totals* totals) {
+Status RunRound(const Config& cfg, const Round& round, std::map<std::string, uint64_t>* checkpoints, Totals* totals) {
   int fds[2];
   if (pipe(fds) != 0) return Status::IOError("pipe failed");
   std::cout.flush();
@@ -252,9 +251,11 @@ int main(int argc, char** argv) {
   app.add_option("--subscribers", cfg.subscribers, "Subscribers")->capture_default_str()->check(CLI::Range(1, 64));
   app.add_option("--subjects", cfg.subjects, "Subjects")->capture_default_str()->check(CLI::Range(1, 100000));
   app.add_option("--durability", cfg.durability, "sync or buffered")
-      ->capture_default_str()->check(CLI::IsMember({"sync", "buffered"}));
+      ->capture_default_str()
+      ->check(CLI::IsMember({"sync", "buffered"}));
   app.add_option("--max-round-ms", cfg.max_round_ms, "Longest a child runs before it is killed")
-      ->capture_default_str()->check(CLI::Range(10, 60000));
+      ->capture_default_str()
+      ->check(CLI::Range(10, 60000));
   app.add_option("--dir", cfg.dir, "Database directory, missing or empty (default: fresh under /tmp)");
   app.add_flag("--keep", cfg.keep, "Keep the database afterwards");
   try {
@@ -274,8 +275,8 @@ int main(int argc, char** argv) {
     std::cerr << "walbus-crash: --dir " << cfg.dir << " is not empty\n";
     return 2;
   }
-  std::cerr << "walbus-crash: seed " << cfg.seed << (walbus::internal::fault::kEnabled ? "" : " (no fault points in this build)")
-            << "\n";
+  std::cerr << "walbus-crash: seed " << cfg.seed
+            << (walbus::internal::fault::kEnabled ? "" : " (no fault points in this build)") << "\n";
 
   Totals totals;
   std::map<std::string, uint64_t> checkpoints;
@@ -286,14 +287,16 @@ int main(int argc, char** argv) {
     std::cerr << "walbus-crash: " << s.ToString() << " (seed " << cfg.seed << ")\n";
     return 2;
   }
-  for (const std::string& f : totals.failures) std::cerr << "walbus-crash: FAILED: " << f << " (seed " << cfg.seed << ")\n";
+  for (const std::string& f : totals.failures)
+    std::cerr << "walbus-crash: FAILED: " << f << " (seed " << cfg.seed << ")\n";
   const bool passed = totals.failures.empty();
-  std::printf("{\"seed\":%llu,\"rounds\":%llu,\"killed_by_fault_point\":%llu,\"killed_by_timer\":%llu,"
-              "\"acknowledged_commits\":%llu,\"failures\":%zu,\"passed\":%s}\n",
-              static_cast<unsigned long long>(cfg.seed), static_cast<unsigned long long>(totals.rounds),
-              static_cast<unsigned long long>(totals.killed_by_fault_point),
-              static_cast<unsigned long long>(totals.killed_by_timer),
-              static_cast<unsigned long long>(totals.acknowledged), totals.failures.size(), passed ? "true" : "false");
+  std::printf(
+      "{\"seed\":%llu,\"rounds\":%llu,\"killed_by_fault_point\":%llu,\"killed_by_timer\":%llu,"
+      "\"acknowledged_commits\":%llu,\"failures\":%zu,\"passed\":%s}\n",
+      static_cast<unsigned long long>(cfg.seed), static_cast<unsigned long long>(totals.rounds),
+      static_cast<unsigned long long>(totals.killed_by_fault_point),
+      static_cast<unsigned long long>(totals.killed_by_timer), static_cast<unsigned long long>(totals.acknowledged),
+      totals.failures.size(), passed ? "true" : "false");
   if (!root.empty() && passed && !cfg.keep) fs::remove_all(root, ec);
   if (!passed || cfg.keep) std::cerr << "walbus-crash: database in " << cfg.dir << "\n";
   return passed ? 0 : 1;

@@ -74,9 +74,9 @@
 
 #include "tools/nats_server.h"
 #include "tools/workload.h"
-#include "walbus/jetstream.h"
 #include "walbus/bus.h"
 #include "walbus/event.h"
+#include "walbus/jetstream.h"
 #include "walbus/options.h"
 #include "walbus/status.h"
 
@@ -106,10 +106,10 @@ struct Config {
   double poison_rate = 0;     // share of events whose handler always throws
   double transient_rate = 0;  // share of events that fail twice, then pass
   int64_t max_clean_latency_ms = 5000;
-  double soak_seconds = 0;   // > 0: run for this long instead of `events`
-  double rate = 0;           // events per second over all producers; 0: unpaced
-  double report_every = 10;  // seconds between soak progress lines
-  bool dir_is_ours = false;  // Created by this run under /tmp.
+  double soak_seconds = 0;        // > 0: run for this long instead of `events`
+  double rate = 0;                // events per second over all producers; 0: unpaced
+  double report_every = 10;       // seconds between soak progress lines
+  bool dir_is_ours = false;       // Created by this run under /tmp.
   std::string bridge;             // "", "local" or a NATS url
   double kill_server_every = 0;   // seconds; --bridge local only
   bool lose_acked = false;        // each kill cuts the stream's tail
@@ -194,33 +194,44 @@ std::string RandomPayload(std::mt19937_64& rng, size_t bytes) {
 std::optional<int> ParseArgs(int argc, char** argv, Config* cfg) {
   CLI::App app{"walbus-stress: concurrent load with exactly-once and order checks"};
   app.add_option("--producers", cfg->producers, "Producer threads")
-      ->capture_default_str()->check(CLI::Range(size_t{1}, size_t{1024}));
+      ->capture_default_str()
+      ->check(CLI::Range(size_t{1}, size_t{1024}));
   app.add_option("--subscribers", cfg->subscribers, "Subscribers")
-      ->capture_default_str()->check(CLI::Range(size_t{0}, size_t{1024}));
+      ->capture_default_str()
+      ->check(CLI::Range(size_t{0}, size_t{1024}));
   app.add_option("--subjects", cfg->subjects, "Distinct subjects")
-      ->capture_default_str()->check(CLI::Range(size_t{1}, size_t{100000000}));
-  CLI::Option* events = app.add_option("--events", cfg->events, "Events in total (one per transaction)")
-      ->capture_default_str();
-  CLI::Option* soak = app.add_option("--soak", cfg->soak_seconds,
-                                     "Soak: run the producers for this many seconds instead of --events")
-      ->check(CLI::PositiveNumber)->excludes(events);
-  CLI::Option* rate = app.add_option("--rate", cfg->rate,
-                                     "Events per second over all producers, paced open loop (0: unpaced)")
-      ->capture_default_str()->check(CLI::Range(0.0, 1e9));
+      ->capture_default_str()
+      ->check(CLI::Range(size_t{1}, size_t{100000000}));
+  CLI::Option* events =
+      app.add_option("--events", cfg->events, "Events in total (one per transaction)")->capture_default_str();
+  CLI::Option* soak =
+      app.add_option("--soak", cfg->soak_seconds, "Soak: run the producers for this many seconds instead of --events")
+          ->check(CLI::PositiveNumber)
+          ->excludes(events);
+  CLI::Option* rate =
+      app.add_option("--rate", cfg->rate, "Events per second over all producers, paced open loop (0: unpaced)")
+          ->capture_default_str()
+          ->check(CLI::Range(0.0, 1e9));
   app.add_option("--report-every", cfg->report_every, "Seconds between soak progress lines on stdout")
-      ->capture_default_str()->check(CLI::Range(0.1, 86400.0))->needs(soak);
+      ->capture_default_str()
+      ->check(CLI::Range(0.1, 86400.0))
+      ->needs(soak);
   soak->needs(rate);
   app.add_option("--payload-bytes", cfg->payload_bytes, "Bytes of state and event data")
-      ->capture_default_str()->check(CLI::Range(size_t{0}, size_t{64} << 20));
+      ->capture_default_str()
+      ->check(CLI::Range(size_t{0}, size_t{64} << 20));
   app.add_option("--durability", cfg->durability, "sync or buffered")
-      ->capture_default_str()->check(CLI::IsMember({"sync", "buffered"}));
+      ->capture_default_str()
+      ->check(CLI::IsMember({"sync", "buffered"}));
   CLI::Option* seed = app.add_option("--seed", cfg->seed, "PRNG seed (default: from time)");
   app.add_option("--dir", cfg->dir, "Database directory, missing or empty (default: fresh under /tmp)");
   app.add_flag("--keep", cfg->keep, "Keep the directory created under /tmp");
   app.add_option("--poison-rate", cfg->poison_rate, "Share of events whose handler always throws")
-      ->capture_default_str()->check(CLI::Range(0.0, 1.0));
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1.0));
   app.add_option("--transient-rate", cfg->transient_rate, "Share of events that fail twice, then succeed")
-      ->capture_default_str()->check(CLI::Range(0.0, 1.0));
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1.0));
   app.add_option("--max-clean-latency-ms", cfg->max_clean_latency_ms,
                  "Longest a clean event may wait from commit to handler")
       ->capture_default_str();
@@ -231,24 +242,30 @@ std::optional<int> ParseArgs(int argc, char** argv, Config* cfg) {
   app.add_option("--inbox-window", cfg->inbox_window,
                  "Seconds after which inbox records at or below the checkpoint may be dropped by compactions "
                  "(Options::inbox_window); 0 keeps them")
-      ->capture_default_str()->check(CLI::Range(0.0, 1e9));
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1e9));
   app.add_option("--workers", cfg->workers, "Handler worker threads")
-      ->capture_default_str()->check(CLI::Range(size_t{1}, size_t{256}));
+      ->capture_default_str()
+      ->check(CLI::Range(size_t{1}, size_t{256}));
   CLI::Option* bridge = app.add_option("--bridge", cfg->bridge,
                                        "Run the events through NATS JetStream into a second bus: 'local' "
                                        "(start a nats-server here) or a nats:// url");
   app.add_option("--kill-server-every", cfg->kill_server_every,
                  "With --bridge local: kill and restart the server every SECONDS")
-      ->check(CLI::Range(0.5, 86400.0))->needs(bridge);
+      ->check(CLI::Range(0.5, 86400.0))
+      ->needs(bridge);
   app.add_flag("--lose-acked", cfg->lose_acked,
                "With --kill-server-every: each kill also cuts up to 64 KiB off the end of the stream's newest "
                "block, as a crash of a server that had not yet written what it acknowledged");
   app.add_option("--kill-devices-every", cfg->kill_devices_every,
                  "With --bridge: run the sender and the receiver as processes of their own and SIGKILL one of "
                  "them (at random) about every SECONDS, starting it again at once")
-      ->check(CLI::Range(0.5, 86400.0))->needs(bridge);
+      ->check(CLI::Range(0.5, 86400.0))
+      ->needs(bridge);
   app.add_option("--timeout", cfg->timeout, "With --bridge: seconds the receiver may take to get every event")
-      ->capture_default_str()->check(CLI::Range(1.0, 86400.0))->needs(bridge);
+      ->capture_default_str()
+      ->check(CLI::Range(1.0, 86400.0))
+      ->needs(bridge);
   // A device process of a --kill-devices-every run (started by the run).
   app.add_option("--role", cfg->role)->check(CLI::IsMember({"sender", "receiver"}))->group("");
   app.add_option("--role-url", cfg->role_url)->group("");
@@ -283,8 +300,7 @@ std::optional<int> ParseArgs(int argc, char** argv, Config* cfg) {
     return kExitError;
   }
   if (seed->count() == 0) {
-    cfg->seed = static_cast<uint64_t>(
-        std::chrono::system_clock::now().time_since_epoch().count());
+    cfg->seed = static_cast<uint64_t>(std::chrono::system_clock::now().time_since_epoch().count());
   }
   return std::nullopt;
 }
@@ -358,7 +374,7 @@ class ServerKiller {
     cv_.notify_all();
     if (thread_.joinable()) thread_.join();
   }
-  int kills() const { return kills_; }  // REQUIRES: stopped
+  int kills() const { return kills_; }                  // REQUIRES: stopped
   int tails_dropped() const { return tails_dropped_; }  // REQUIRES: stopped
 
  private:
@@ -381,7 +397,6 @@ Status OpenAt(const Config& cfg, const std::string& dir, std::unique_ptr<walbus:
   return walbus::Bus::Open(options, bus);
 }
 
-
 using SteadyClock = std::chrono::steady_clock;
 
 // When the producers commit. Paced, they share one open-loop schedule:
@@ -389,8 +404,8 @@ using SteadyClock = std::chrono::steady_clock;
 // rate, however late the earlier ones were. Unpaced (rate 0), they commit
 // as fast as they can.
 struct Pace {
-  double rate = 0;        // events per second over all producers; 0: unpaced
-  size_t producers = 1;   // producers sharing the rate
+  double rate = 0;       // events per second over all producers; 0: unpaced
+  size_t producers = 1;  // producers sharing the rate
   SteadyClock::time_point start;
   // No commit starts at or after this point, whatever is left of `count`.
   SteadyClock::time_point until = SteadyClock::time_point::max();
@@ -401,8 +416,8 @@ struct Pace {
 bool AwaitSlot(const Pace& pace, size_t index, uint64_t k) {
   if (pace.rate > 0) {
     const double n = static_cast<double>(index) + static_cast<double>(k) * static_cast<double>(pace.producers);
-    const auto due = pace.start + std::chrono::duration_cast<SteadyClock::duration>(
-                                      std::chrono::duration<double>(n / pace.rate));
+    const auto due =
+        pace.start + std::chrono::duration_cast<SteadyClock::duration>(std::chrono::duration<double>(n / pace.rate));
     if (due >= pace.until) return false;
     std::this_thread::sleep_until(due);
   }
@@ -427,8 +442,8 @@ void RunProducer(walbus::Bus& bus, const Config& cfg, size_t index, uint64_t cou
     if (r < cfg.poison_rate + cfg.transient_rate) {
       const bool poison = r < cfg.poison_rate;
       walbus::Receipt receipt;
-      Status s = CommitFault(bus, (poison ? "p-" : "t-") + std::to_string(pick(rng)),
-                             poison ? "poison" : "transient", &receipt);
+      Status s = CommitFault(bus, (poison ? "p-" : "t-") + std::to_string(pick(rng)), poison ? "poison" : "transient",
+                             &receipt);
       if (!s.ok()) {
         error->Set(std::move(s));
         return;
@@ -451,9 +466,7 @@ void RunProducer(walbus::Bus& bus, const Config& cfg, size_t index, uint64_t cou
   }
 }
 
-uint64_t ShareOf(uint64_t total, size_t parts, size_t index) {
-  return total / parts + (index < total % parts ? 1 : 0);
-}
+uint64_t ShareOf(uint64_t total, size_t parts, size_t index) { return total / parts + (index < total % parts ? 1 : 0); }
 
 // Fixed count: each producer commits its share of --events. Soak: they
 // commit until the soak time is over.
@@ -465,15 +478,14 @@ Status RunProducers(walbus::Bus& bus, const Config& cfg, SteadyClock::time_point
   pace.producers = cfg.producers;
   pace.start = start;
   if (cfg.soak()) {
-    pace.until = start + std::chrono::duration_cast<SteadyClock::duration>(
-                             std::chrono::duration<double>(cfg.soak_seconds));
+    pace.until =
+        start + std::chrono::duration_cast<SteadyClock::duration>(std::chrono::duration<double>(cfg.soak_seconds));
   }
   FirstError error;
   std::vector<std::thread> threads;
   threads.reserve(cfg.producers);
   for (size_t i = 0; i < cfg.producers; ++i) {
-    const uint64_t count =
-        cfg.soak() ? std::numeric_limits<uint64_t>::max() : ShareOf(cfg.events, cfg.producers, i);
+    const uint64_t count = cfg.soak() ? std::numeric_limits<uint64_t>::max() : ShareOf(cfg.events, cfg.producers, i);
     threads.emplace_back(RunProducer, std::ref(bus), std::cref(cfg), i, count, std::cref(pace), &(*results)[i],
                          committed, &error);
   }
@@ -534,15 +546,15 @@ class SoakReporter {
   static constexpr auto kSampleEvery = std::chrono::milliseconds(250);
 
   void Run() {
-    const auto report_every = std::chrono::duration_cast<SteadyClock::duration>(
-        std::chrono::duration<double>(cfg_.report_every));
+    const auto report_every =
+        std::chrono::duration_cast<SteadyClock::duration>(std::chrono::duration<double>(cfg_.report_every));
     auto next_report = start_ + report_every;
     auto last_report = start_;
     uint64_t last_events = 0;
     std::unique_lock<std::mutex> lock(mu_);
     while (true) {
-      const bool stopping = cv_.wait_until(lock, std::min(SteadyClock::now() + kSampleEvery, next_report),
-                                           [this] { return stop_; });
+      const bool stopping =
+          cv_.wait_until(lock, std::min(SteadyClock::now() + kSampleEvery, next_report), [this] { return stop_; });
       const double rss = RssMiB();
       const double disk = DiskMiB(cfg_.dir);
       peaks_.rss_mib = std::max(peaks_.rss_mib, rss);
@@ -573,8 +585,7 @@ class SoakReporter {
         "{\"t\":%.1f,\"events\":%llu,\"rate\":%.1f,\"rss_mib\":%.1f,\"disk_mib\":%.1f,\"lag_events\":%llu,"
         "\"outbox_backlog\":%llu,\"in_flight\":%llu}\n",
         t, static_cast<unsigned long long>(events), rate, rss, disk, static_cast<unsigned long long>(lag),
-        static_cast<unsigned long long>(stats.last_seq - min_checkpoint),
-        static_cast<unsigned long long>(in_flight));
+        static_cast<unsigned long long>(stats.last_seq - min_checkpoint), static_cast<unsigned long long>(in_flight));
     std::fflush(stdout);
   }
 
@@ -616,7 +627,7 @@ struct BridgeReport {
   uint64_t published = 0;
   uint64_t republished = 0;  // PubAcks that said duplicate
   uint64_t ingested = 0;
-  uint64_t duplicates = 0;   // deliveries the receiver had taken already
+  uint64_t duplicates = 0;  // deliveries the receiver had taken already
   uint64_t disconnects = 0;
   int server_kills = 0;
   int tails_dropped = 0;  // kills after which the stream lost its tail
@@ -625,7 +636,6 @@ struct BridgeReport {
   walbus::jetstream::RelayStats relay;      // the last relay's
   walbus::jetstream::InboundStats inbound;  // the last inbound consumer's
 };
-
 
 // Short timeouts: a killed server costs the relay one request timeout.
 walbus::jetstream::RelayOptions StressRelayOptions(const std::string& url) {
@@ -676,8 +686,8 @@ Status RunBridgedLoad(const Config& cfg, const std::string& url, walbus::tools::
   if (s.ok()) s = RunProducers(*sender, cfg, start, results, &committed);
   if (s.ok()) s = sender->WaitIdle(kIdleTimeout);  // the relay published everything
   const uint64_t sent = sender->Stats().last_seq;
-  const auto deadline = start + std::chrono::duration_cast<SteadyClock::duration>(
-                                    std::chrono::duration<double>(cfg.timeout));
+  const auto deadline =
+      start + std::chrono::duration_cast<SteadyClock::duration>(std::chrono::duration<double>(cfg.timeout));
   while (s.ok() && receiver->Stats().last_seq < sent) {
     if (SteadyClock::now() > deadline) s = Status::TimedOut("the receiver did not get every event");
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
@@ -773,8 +783,8 @@ int RunSenderRole(const Config& cfg) {
   std::optional<StatsWriter> stats;
   stats.emplace(cfg, "sender", [&relay] {
     const walbus::jetstream::RelayStats r = relay->Stats();
-    return Counts({r.published, r.duplicates, r.disconnects, r.server_loss_detected, r.repaired,
-                   r.unrepairable_losses, r.journal_checks});
+    return Counts({r.published, r.duplicates, r.disconnects, r.server_loss_detected, r.repaired, r.unrepairable_losses,
+                   r.journal_checks});
   });
   const uint64_t had = bus->Stats().last_seq;
   std::atomic<uint64_t> next{had};
@@ -824,8 +834,7 @@ int RunReceiverRole(const Config& cfg) {
   if (s.ok()) {
     stats.emplace(cfg, "receiver", [&inbound] {
       const walbus::jetstream::InboundStats in = inbound->Stats();
-      return Counts({in.ingested, in.duplicates, in.held, in.gaps, in.skipped_positions, in.late,
-                     in.consumer_resets});
+      return Counts({in.ingested, in.duplicates, in.held, in.gaps, in.skipped_positions, in.late, in.consumer_resets});
     });
   }
   while (s.ok() && !(bus->Stats().last_seq >= cfg.events && bus->WaitIdle(std::chrono::seconds(1)).ok())) {
@@ -846,10 +855,31 @@ class Device {
  public:
   Device(const Config& cfg, std::string role, std::string url) : role_(std::move(role)) {
     const auto n = [](auto v) { return std::to_string(v); };
-    args_ = {"/proc/self/exe", "--role", role_, "--role-url", url, "--bridge", cfg.bridge, "--dir", cfg.dir,
-             "--events", n(cfg.events), "--producers", n(cfg.producers), "--subjects", n(cfg.subjects),
-             "--subscribers", n(cfg.subscribers), "--payload-bytes", n(cfg.payload_bytes),
-             "--durability", cfg.durability, "--seed", n(cfg.seed), "--workers", n(cfg.workers)};
+    args_ = {"/proc/self/exe",
+             "--role",
+             role_,
+             "--role-url",
+             url,
+             "--bridge",
+             cfg.bridge,
+             "--dir",
+             cfg.dir,
+             "--events",
+             n(cfg.events),
+             "--producers",
+             n(cfg.producers),
+             "--subjects",
+             n(cfg.subjects),
+             "--subscribers",
+             n(cfg.subscribers),
+             "--payload-bytes",
+             n(cfg.payload_bytes),
+             "--durability",
+             cfg.durability,
+             "--seed",
+             n(cfg.seed),
+             "--workers",
+             n(cfg.workers)};
   }
   ~Device() { Kill(); }
 
@@ -928,8 +958,8 @@ Status RunBridgedDevices(const Config& cfg, const std::string& url, walbus::tool
                                     std::chrono::duration<double>(cfg.kill_devices_every * jitter(rng)));
   };
   auto kill_at = next_kill();
-  const auto deadline = start + std::chrono::duration_cast<SteadyClock::duration>(
-                                    std::chrono::duration<double>(cfg.timeout));
+  const auto deadline =
+      start + std::chrono::duration_cast<SteadyClock::duration>(std::chrono::duration<double>(cfg.timeout));
   Status s;
   while (s.ok()) {
     if (std::optional<int> rc = receiver.Ended()) {
@@ -1000,13 +1030,12 @@ uint64_t NewestSeq(const std::vector<ProducerResult>& results) {
   return newest;
 }
 
-void CheckCheckpoints(walbus::Bus& bus, const Config& cfg, const std::vector<ProducerResult>& results,
-                      Checks* checks) {
+void CheckCheckpoints(walbus::Bus& bus, const Config& cfg, const std::vector<ProducerResult>& results, Checks* checks) {
   walbus::BusStats stats = bus.Stats();
   if (stats.last_seq != NewestSeq(results)) {
     checks->all_delivered = false;
-    Report("all_delivered", "last_seq " + std::to_string(stats.last_seq) + ", newest receipt " +
-                                std::to_string(NewestSeq(results)));
+    Report("all_delivered",
+           "last_seq " + std::to_string(stats.last_seq) + ", newest receipt " + std::to_string(NewestSeq(results)));
   }
   for (size_t i = 0; i < cfg.subscribers; ++i) {
     const std::string sub = SubscriberName(i);
@@ -1017,8 +1046,8 @@ void CheckCheckpoints(walbus::Bus& bus, const Config& cfg, const std::vector<Pro
       Report("all_delivered", sub + " missing from Stats()");
     } else if (it->checkpoint != stats.last_seq) {
       checks->all_delivered = false;
-      Report("all_delivered", sub + " checkpoint " + std::to_string(it->checkpoint) + ", last_seq " +
-                                  std::to_string(stats.last_seq));
+      Report("all_delivered",
+             sub + " checkpoint " + std::to_string(it->checkpoint) + ", last_seq " + std::to_string(stats.last_seq));
     }
   }
 }
@@ -1034,8 +1063,8 @@ Status CheckOutboxDrained(const Config& cfg, uint64_t events, Checks* checks) {
     if (!s.ok()) return s;
     if (left != expected) {
       checks->outbox_drained = false;
-      Report("outbox_drained", std::to_string(left) + " outbox entries left in " + dir + ", expected " +
-                                   std::to_string(expected));
+      Report("outbox_drained",
+             std::to_string(left) + " outbox entries left in " + dir + ", expected " + std::to_string(expected));
     }
   }
   return Status::OK();
@@ -1093,8 +1122,8 @@ Status Verify(const Config& cfg, const std::vector<ProducerResult>& results, Che
         }
         if (*n != 1) {
           checks->exactly_once = false;
-          Report("exactly_once", SubscriberName(i) + " transient " + id.ToString() + " effect count " +
-                                     std::to_string(*n));
+          Report("exactly_once",
+                 SubscriberName(i) + " transient " + id.ToString() + " effect count " + std::to_string(*n));
         }
       }
     }
@@ -1113,8 +1142,8 @@ Status Verify(const Config& cfg, const std::vector<ProducerResult>& results, Che
 
 // ---- output ----
 
-void PrintJson(const Config& cfg, const std::vector<ProducerResult>& results, double seconds,
-               const SoakPeaks& peaks, const BridgeReport& bridge, const Checks& checks) {
+void PrintJson(const Config& cfg, const std::vector<ProducerResult>& results, double seconds, const SoakPeaks& peaks,
+               const BridgeReport& bridge, const Checks& checks) {
   uint64_t events = 0;
   uint64_t conflicts = 0;
   for (const ProducerResult& r : results) {
@@ -1125,28 +1154,31 @@ void PrintJson(const Config& cfg, const std::vector<ProducerResult>& results, do
   auto b = [](bool v) { return v ? "true" : "false"; };
   std::printf("{");
   if (cfg.soak()) {
-    std::printf("\"mode\":\"soak\",\"soak_seconds\":%.1f,\"target_rate\":%.1f,\"peak_rss_mib\":%.1f,"
-                "\"peak_disk_mib\":%.1f,",
-                cfg.soak_seconds, cfg.rate, peaks.rss_mib, peaks.disk_mib);
+    std::printf(
+        "\"mode\":\"soak\",\"soak_seconds\":%.1f,\"target_rate\":%.1f,\"peak_rss_mib\":%.1f,"
+        "\"peak_disk_mib\":%.1f,",
+        cfg.soak_seconds, cfg.rate, peaks.rss_mib, peaks.disk_mib);
   }
   if (cfg.bridged()) {
-    std::printf("\"mode\":\"bridge\",\"relay_published\":%llu,\"relay_republished\":%llu,"
-                "\"inbound_ingested\":%llu,\"inbound_duplicates\":%llu,\"relay_disconnects\":%llu,"
-                "\"server_kills\":%d,\"server_tails_dropped\":%d,\"sender_kills\":%d,\"receiver_kills\":%d,",
-                static_cast<unsigned long long>(bridge.published), static_cast<unsigned long long>(bridge.republished),
-                static_cast<unsigned long long>(bridge.ingested), static_cast<unsigned long long>(bridge.duplicates),
-                static_cast<unsigned long long>(bridge.disconnects), bridge.server_kills, bridge.tails_dropped,
-                bridge.sender_kills, bridge.receiver_kills);
+    std::printf(
+        "\"mode\":\"bridge\",\"relay_published\":%llu,\"relay_republished\":%llu,"
+        "\"inbound_ingested\":%llu,\"inbound_duplicates\":%llu,\"relay_disconnects\":%llu,"
+        "\"server_kills\":%d,\"server_tails_dropped\":%d,\"sender_kills\":%d,\"receiver_kills\":%d,",
+        static_cast<unsigned long long>(bridge.published), static_cast<unsigned long long>(bridge.republished),
+        static_cast<unsigned long long>(bridge.ingested), static_cast<unsigned long long>(bridge.duplicates),
+        static_cast<unsigned long long>(bridge.disconnects), bridge.server_kills, bridge.tails_dropped,
+        bridge.sender_kills, bridge.receiver_kills);
     const auto& r = bridge.relay;
     const auto& in = bridge.inbound;
-    std::printf("\"server_loss_detected\":%llu,\"server_loss_repaired\":%llu,\"server_loss_unrepairable\":%llu,"
-                "\"journal_checks\":%llu,\"inbound_held\":%llu,\"inbound_gaps\":%llu,"
-                "\"inbound_skipped_positions\":%llu,\"inbound_late\":%llu,\"consumer_resets\":%llu,",
-                static_cast<unsigned long long>(r.server_loss_detected), static_cast<unsigned long long>(r.repaired),
-                static_cast<unsigned long long>(r.unrepairable_losses),
-                static_cast<unsigned long long>(r.journal_checks), static_cast<unsigned long long>(in.held),
-                static_cast<unsigned long long>(in.gaps), static_cast<unsigned long long>(in.skipped_positions),
-                static_cast<unsigned long long>(in.late), static_cast<unsigned long long>(in.consumer_resets));
+    std::printf(
+        "\"server_loss_detected\":%llu,\"server_loss_repaired\":%llu,\"server_loss_unrepairable\":%llu,"
+        "\"journal_checks\":%llu,\"inbound_held\":%llu,\"inbound_gaps\":%llu,"
+        "\"inbound_skipped_positions\":%llu,\"inbound_late\":%llu,\"consumer_resets\":%llu,",
+        static_cast<unsigned long long>(r.server_loss_detected), static_cast<unsigned long long>(r.repaired),
+        static_cast<unsigned long long>(r.unrepairable_losses), static_cast<unsigned long long>(r.journal_checks),
+        static_cast<unsigned long long>(in.held), static_cast<unsigned long long>(in.gaps),
+        static_cast<unsigned long long>(in.skipped_positions), static_cast<unsigned long long>(in.late),
+        static_cast<unsigned long long>(in.consumer_resets));
   }
   std::printf(
       "\"seed\":%llu,\"producers\":%zu,\"subscribers\":%zu,\"subjects\":%zu,\"events\":%llu,"
@@ -1160,8 +1192,8 @@ void PrintJson(const Config& cfg, const std::vector<ProducerResult>& results, do
       static_cast<unsigned long long>(CountOf(results, &ProducerResult::poison)),
       static_cast<unsigned long long>(CountOf(results, &ProducerResult::transient)),
       static_cast<long long>(MaxItemLatencyMs()), b(checks.exactly_once), b(checks.per_subject_order),
-      b(checks.all_delivered), b(checks.outbox_drained), b(checks.poison_dead_lettered),
-      b(checks.others_not_delayed), b(checks.passed()));
+      b(checks.all_delivered), b(checks.outbox_drained), b(checks.poison_dead_lettered), b(checks.others_not_delayed),
+      b(checks.passed()));
 }
 
 int Fail(const Config& cfg, const Status& s) {

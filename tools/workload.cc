@@ -2,8 +2,8 @@
 
 #include <atomic>
 #include <charconv>
-#include <stdexcept>
 #include <cstdint>
+#include <stdexcept>
 
 #include "storage/db.h"
 
@@ -88,8 +88,10 @@ Status CommitFault(Bus& bus, const std::string& subject, std::string_view kind, 
 
 Outcome HandleItem(const Event& e, HandlerContext& ctx) {
   if (e.type == kFaultType) return HandleFault(e, ctx);
-  const int64_t lag = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now() - e.time).count();
-  for (int64_t seen = max_item_latency_ms.load(); lag > seen && !max_item_latency_ms.compare_exchange_weak(seen, lag);) {
+  const int64_t lag =
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now() - e.time).count();
+  for (int64_t seen = max_item_latency_ms.load();
+       lag > seen && !max_item_latency_ms.compare_exchange_weak(seen, lag);) {
   }
   const std::string& sub = ctx.SubscriberName();
   const std::string order_key = OrderKey(sub, e.subject);
@@ -143,8 +145,7 @@ Status CommitItem(Bus& bus, const std::string& subject, const std::string& paylo
   return Status::OK();
 }
 
-Status CheckSubjects(Transaction& state, Transaction& tx, size_t subscribers, size_t subjects,
-                     CheckResult* result) {
+Status CheckSubjects(Transaction& state, Transaction& tx, size_t subscribers, size_t subjects, CheckResult* result) {
   for (size_t k = 0; k < subjects; ++k) {
     const std::string subject = SubjectName(k);
     Result<uint64_t> final_version = state.GetVersion(kStateCf, subject);

@@ -11,15 +11,13 @@
 #include "bus/core/fault_point.h"
 #include "bus/dispatch/recovery.h"
 #include "bus/util/escape.h"
+#include "bus/util/unix_time.h"
 #include "storage/keys.h"
 #include "storage/records.h"
-#include "bus/util/unix_time.h"
 
 namespace walbus {
 
-Status Bus::Open(const Options& options, std::unique_ptr<Bus>* bus) {
-  return internal::BusImpl::Open(options, bus);
-}
+Status Bus::Open(const Options& options, std::unique_ptr<Bus>* bus) { return internal::BusImpl::Open(options, bus); }
 
 namespace internal {
 namespace {
@@ -45,9 +43,7 @@ Status ValidateOptions(const Options& o) {
 
 }  // namespace
 
-Status BusImpl::Open(const Options& options, std::unique_ptr<Bus>* out) {
-  return OpenWithEnv(options, nullptr, out);
-}
+Status BusImpl::Open(const Options& options, std::unique_ptr<Bus>* out) { return OpenWithEnv(options, nullptr, out); }
 
 Status BusImpl::OpenWithEnv(const Options& options, rocksdb::Env* env, std::unique_ptr<Bus>* out) {
   out->reset();
@@ -72,13 +68,14 @@ Status BusImpl::OpenWithEnv(const Options& options, rocksdb::Env* env, std::uniq
       bus->db_.get(), CommitLimits{options.max_group_commits, options.max_group_bytes}, last_seq, bus.get());
   bus->log_ = std::make_unique<BusLog>(options.logger, options.hash_subjects_in_logs);
   if (bus->db_->open_to_others()) {
-    bus->log_->logger().warn("walbus: {} lets other users in (a permission bit for others): they can read every "
-                             "payload; chmod o= {} (a new database is created 0700)",
-                             options.dir, options.dir);
+    bus->log_->logger().warn(
+        "walbus: {} lets other users in (a permission bit for others): they can read every "
+        "payload; chmod o= {} (a new database is created 0700)",
+        options.dir, options.dir);
   }
-  bus->quarantine_ = std::make_unique<internal::Quarantine>(bus->db_.get(), bus->committer_.get(),
-                                                 bus->options_.clock.get(), bus->log_.get(),
-                                                 options.quarantine_max_entries, options.quarantine_max_bytes);
+  bus->quarantine_ = std::make_unique<internal::Quarantine>(
+      bus->db_.get(), bus->committer_.get(), bus->options_.clock.get(), bus->log_.get(), options.quarantine_max_entries,
+      options.quarantine_max_bytes);
   if (Status s = bus->quarantine_->Load(); !s.ok()) return s;
   DispatcherConfig dc;
   dc.worker_threads = options.worker_threads;
@@ -95,12 +92,12 @@ Status BusImpl::OpenWithEnv(const Options& options, rocksdb::Env* env, std::uniq
   dc.schemas = &bus->schemas_;
   dc.quarantine = bus->quarantine_.get();
   dc.log = bus->log_.get();
-  bus->dispatcher_ = std::make_unique<Dispatcher>(bus.get(), bus->db_.get(), bus->committer_.get(),
-                                                  bus->tail_.get(), &bus->registry_, dc);
+  bus->dispatcher_ = std::make_unique<Dispatcher>(bus.get(), bus->db_.get(), bus->committer_.get(), bus->tail_.get(),
+                                                  &bus->registry_, dc);
   if (!options.metrics_http.empty()) {
     BusImpl* self = bus.get();
-    Status s = MetricsHttpServer::Start(options.metrics_http, [self] { return self->MetricsText(); },
-                                        &bus->metrics_http_);
+    Status s = MetricsHttpServer::Start(
+        options.metrics_http, [self] { return self->MetricsText(); }, &bus->metrics_http_);
     if (!s.ok()) return s;
   }
   if (options.admin_socket) {
@@ -119,7 +116,8 @@ Status BusImpl::Recover(uint64_t* last_seq, uint64_t* trimmed_below) {
   registry_.by_name = std::move(state.subscribers);
   registry_.next_id = state.next_subscriber_id;
   if (inbox_window_ != nullptr) {
-    for (const auto& [name, entry] : registry_.by_name) inbox_window_->SetCheckpoint(entry.id, entry.durable.checkpoint);
+    for (const auto& [name, entry] : registry_.by_name)
+      inbox_window_->SetCheckpoint(entry.id, entry.durable.checkpoint);
   }
   return Status::OK();
 }
@@ -288,8 +286,8 @@ Status ValidateIngestOptions(const IngestOptions& options) {
   if (options.dedup_scope.empty()) return Status::InvalidArgument("an order key needs a dedup scope");
   if (options.position == 0) return Status::InvalidArgument("an order key needs a position (1 or more)");
   if (options.order_key.size() > kMaxOrderKeyBytes) {
-    return Status::InvalidArgument("order key of " + std::to_string(options.order_key.size()) +
-                                   " bytes exceeds " + std::to_string(kMaxOrderKeyBytes));
+    return Status::InvalidArgument("order key of " + std::to_string(options.order_key.size()) + " bytes exceeds " +
+                                   std::to_string(kMaxOrderKeyBytes));
   }
   return Status::OK();
 }
@@ -430,9 +428,7 @@ Status BusImpl::Quarantine(std::string_view input, std::string_view source, std:
   return quarantine_->Add(input, source, reason);
 }
 
-namespace {
-
-}  // namespace
+namespace {}  // namespace
 
 Status BusImpl::SeqOfRetrying(uint32_t subscriber_id, const EventId& id, uint64_t* seq) {
   // Only events with a retry record: few (at most in flight), each one
@@ -518,9 +514,9 @@ Status BusImpl::ParkedOrDeadLettered(uint32_t subscriber_id, const storage::Dead
   if (!DecodeEnvelope(letter.envelope, options_.max_payload_bytes, &event).ok()) return Status::OK();
   std::string value;
   bool found = false;
-  Status s = db_->Get(db_->cf(storage::Cf::kCheckpoints),
-                      storage::CheckpointKey(subscriber_id, storage::CheckpointField::kParked, event.subject), &value,
-                      &found);
+  Status s =
+      db_->Get(db_->cf(storage::Cf::kCheckpoints),
+               storage::CheckpointKey(subscriber_id, storage::CheckpointField::kParked, event.subject), &value, &found);
   if (!s.ok()) return s;
   if (found && value.size() >= 8 && storage::GetBe64(value) < out->seq) {
     out->state = Delivery::kParked;
@@ -582,7 +578,8 @@ Result<std::vector<DeliveryState>> BusImpl::Pending(const std::string& subscribe
   });
   if (!scan.ok()) return scan;
   if (!inner.ok()) return inner;
-  std::sort(pending.begin(), pending.end(), [](const DeliveryState& a, const DeliveryState& b) { return a.seq < b.seq; });
+  std::sort(pending.begin(), pending.end(),
+            [](const DeliveryState& a, const DeliveryState& b) { return a.seq < b.seq; });
   if (limit != 0 && pending.size() > limit) pending.resize(limit);
   return pending;
 }
@@ -638,7 +635,8 @@ Status BusImpl::WaitQuiescent(const Receipt& receipt, std::chrono::milliseconds 
   for (;;) {
     // A cascade that keeps growing would keep this loop going past Close().
     if (gate_.closed()) return ClosedStatus();
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) return Status::TimedOut("the cascade of the receipt is not complete");
     if (Status s = dispatcher_->WaitFor(target, left); !s.ok()) return s;
     // Everything up to target is complete, so every follow-up of it is
@@ -704,45 +702,47 @@ Status BusImpl::ActOnDeadLetters(ActionKind kind, const DeadLetterSelection& sel
   storage::PutBe32(&prefix, *id);
   std::vector<std::string> ids;  // for the record
   std::set<std::string> subjects;
-  Status scan = db_->Scan(storage::Cf::kDeadLetters, prefix, SIZE_MAX, [&](std::string_view key, std::string_view value) {
-    uint32_t sub_id = 0;
-    uint64_t seq = 0;
-    storage::DeadLetterRecord record;
-    Event event;
-    if (!storage::ParseSubscriberSeqKey(key, &sub_id, &seq) || !storage::DecodeDeadLetter(value, &record) ||
-        !DecodeEnvelope(record.envelope, options_.max_payload_bytes, &event).ok()) {
-      return true;  // unreadable: left for an operator to look at
-    }
-    const bool chosen = selection.seqs.empty()
-                            ? (selection.type.empty() || event.type == selection.type) &&
-                                  (selection.subject.empty() || event.subject == selection.subject)
-                            : std::find(selection.seqs.begin(), selection.seqs.end(), seq) != selection.seqs.end();
-    if (chosen) {
-      report->seqs.push_back(seq);
-      ids.push_back(event.id.ToString());
-      subjects.insert(event.subject);
-    }
-    return true;
-  });
+  Status scan =
+      db_->Scan(storage::Cf::kDeadLetters, prefix, SIZE_MAX, [&](std::string_view key, std::string_view value) {
+        uint32_t sub_id = 0;
+        uint64_t seq = 0;
+        storage::DeadLetterRecord record;
+        Event event;
+        if (!storage::ParseSubscriberSeqKey(key, &sub_id, &seq) || !storage::DecodeDeadLetter(value, &record) ||
+            !DecodeEnvelope(record.envelope, options_.max_payload_bytes, &event).ok()) {
+          return true;  // unreadable: left for an operator to look at
+        }
+        const bool chosen = selection.seqs.empty()
+                                ? (selection.type.empty() || event.type == selection.type) &&
+                                      (selection.subject.empty() || event.subject == selection.subject)
+                                : std::find(selection.seqs.begin(), selection.seqs.end(), seq) != selection.seqs.end();
+        if (chosen) {
+          report->seqs.push_back(seq);
+          ids.push_back(event.id.ToString());
+          subjects.insert(event.subject);
+        }
+        return true;
+      });
   if (!scan.ok()) return scan;
   // Parked subjects among them (the durable view).
   const std::string parked_prefix = storage::CheckpointKey(*id, storage::CheckpointField::kParked);
-  Status parked = db_->Scan(storage::Cf::kCheckpoints, parked_prefix, SIZE_MAX, [&](std::string_view key, std::string_view) {
-    std::string subject(key.substr(parked_prefix.size()));
-    if (subjects.count(subject) != 0 && kind != ActionKind::kPurge) report->released_subjects.push_back(subject);
-    return true;
-  });
+  Status parked =
+      db_->Scan(storage::Cf::kCheckpoints, parked_prefix, SIZE_MAX, [&](std::string_view key, std::string_view) {
+        std::string subject(key.substr(parked_prefix.size()));
+        if (subjects.count(subject) != 0 && kind != ActionKind::kPurge) report->released_subjects.push_back(subject);
+        return true;
+      });
   if (!parked.ok()) return parked;
   // Nothing selected: nothing to do and nothing to record (action_id 0).
   if (action.dry_run || (report->seqs.empty() && report->released_subjects.empty())) return Status::OK();
 
   std::lock_guard<std::mutex> lock(actions_mu_);
   if (Status s = NextActionId(&report->action_id); !s.ok()) return s;
-  std::string record = "{\"action\":\"" + std::string(ActionName(static_cast<uint8_t>(kind))) + "\",\"operator\":" +
-                       JsonString(action.operator_name) + ",\"reason\":" + JsonString(action.reason) +
-                       ",\"subscriber\":" + JsonString(selection.subscriber) + ",\"time_ms\":" +
-                       std::to_string(ToUnixMillis(options_.clock->WallNow())) +
-                       ",\"seqs\":[";
+  std::string record = "{\"action\":\"" + std::string(ActionName(static_cast<uint8_t>(kind))) +
+                       "\",\"operator\":" + JsonString(action.operator_name) +
+                       ",\"reason\":" + JsonString(action.reason) +
+                       ",\"subscriber\":" + JsonString(selection.subscriber) +
+                       ",\"time_ms\":" + std::to_string(ToUnixMillis(options_.clock->WallNow())) + ",\"seqs\":[";
   for (size_t i = 0; i < report->seqs.size(); ++i) record += (i ? "," : "") + std::to_string(report->seqs[i]);
   record += "],\"event_ids\":[";
   for (size_t i = 0; i < ids.size(); ++i) record += std::string(i ? "," : "") + "\"" + ids[i] + "\"";
@@ -750,8 +750,10 @@ Status BusImpl::ActOnDeadLetters(ActionKind kind, const DeadLetterSelection& sel
   WriteSet scope;
   scope.AddOp(Op{Op::Kind::kPut, db_->cf(storage::Cf::kReplays), storage::OutboxKey(report->action_id), record});
   for (const std::string& subject : report->released_subjects) {
-    scope.AddOp(Op{Op::Kind::kDelete, db_->cf(storage::Cf::kCheckpoints),
-                   storage::CheckpointKey(*id, storage::CheckpointField::kParked, subject), {}});
+    scope.AddOp(Op{Op::Kind::kDelete,
+                   db_->cf(storage::Cf::kCheckpoints),
+                   storage::CheckpointKey(*id, storage::CheckpointField::kParked, subject),
+                   {}});
   }
   if (kind == ActionKind::kPurge) {
     for (uint64_t seq : report->seqs) {
@@ -874,7 +876,8 @@ void BusImpl::WriteCommitMetrics(MetricsWriter& w, const BusStats& stats) {
   w.Family("walbus_commit_batch_size", MetricType::kHistogram,
            "Commits written together in one group (one write, one fsync).");
   w.HistogramSamples("walbus_commit_batch_size", {}, committer_->group_sizes().Read());
-  w.Family("walbus_commit_write_duration_seconds", MetricType::kHistogram, "Time to write one commit group to storage.");
+  w.Family("walbus_commit_write_duration_seconds", MetricType::kHistogram,
+           "Time to write one commit group to storage.");
   w.HistogramSamples("walbus_commit_write_duration_seconds", {}, committer_->write_seconds().Read());
 }
 
@@ -905,10 +908,14 @@ void BusImpl::WriteProcessSubscriberMetrics(MetricsWriter& w, const BusStats& st
       {"walbus_subscriber_duplicates_total", MetricType::kCounter, "Redeliveries the inbox recognised and skipped.",
        [](const SubscriberStats& s, const DurableCounters& o) { return CountedSince(s.duplicates, o.duplicates); }},
       {"walbus_subscriber_dead_lettered_total", MetricType::kCounter, "Events sent to the dead-letter store.",
-       [](const SubscriberStats& s, const DurableCounters& o) { return CountedSince(s.dead_lettered, o.dead_lettered); }},
+       [](const SubscriberStats& s, const DurableCounters& o) {
+         return CountedSince(s.dead_lettered, o.dead_lettered);
+       }},
       {"walbus_subscriber_stale_skipped_total", MetricType::kCounter,
        "Events skipped as older than the applied version.",
-       [](const SubscriberStats& s, const DurableCounters& o) { return CountedSince(s.stale_skipped, o.stale_skipped); }},
+       [](const SubscriberStats& s, const DurableCounters& o) {
+         return CountedSince(s.stale_skipped, o.stale_skipped);
+       }},
       {"walbus_subscriber_retries_total", MetricType::kCounter, "Handler attempts that failed and were retried.",
        [](const SubscriberStats& s, const DurableCounters&) { return double(s.retries); }},
       {"walbus_subscriber_conflicts_total", MetricType::kCounter,
@@ -988,7 +995,8 @@ void BusImpl::WriteStorageMetrics(MetricsWriter& w) {
   w.Family("walbus_storage_sst_bytes", MetricType::kGauge, "Bytes of table files on disk, all column families.");
   w.Sample("walbus_storage_sst_bytes", {}, static_cast<double>(db_->SumProperty("rocksdb.total-sst-files-size")));
   w.Family("walbus_storage_memtable_bytes", MetricType::kGauge, "Bytes of memtables, all column families.");
-  w.Sample("walbus_storage_memtable_bytes", {}, static_cast<double>(db_->SumProperty("rocksdb.cur-size-all-mem-tables")));
+  w.Sample("walbus_storage_memtable_bytes", {},
+           static_cast<double>(db_->SumProperty("rocksdb.cur-size-all-mem-tables")));
   w.Family("walbus_storage_write_stopped", MetricType::kGauge, "1 while storage stops writes (a write stall).");
   w.Sample("walbus_storage_write_stopped", {}, db_->DbProperty("rocksdb.is-write-stopped") > 0 ? 1 : 0);
   w.Family("walbus_storage_delayed_write_rate_bytes_per_second", MetricType::kGauge,
@@ -1001,7 +1009,8 @@ Status BusImpl::WaitCaughtUp(std::chrono::milliseconds timeout) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   for (uint64_t target = committer_->last_seq();;) {
     if (gate_.closed()) return ClosedStatus();
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) return Status::TimedOut("subscribers have not caught up with the outbox");
     if (Status s = dispatcher_->WaitFor(target, left); !s.ok()) return s;
     // Complete up to target: every follow-up of those events is committed
@@ -1070,7 +1079,7 @@ Status BusImpl::Close() {
   }
   std::lock_guard<std::mutex> lock(lifecycle_mu_);
   if (db_ == nullptr) return Status::OK();
-  admin_.reset();  // its thread runs operator actions on the bus
+  admin_.reset();         // its thread runs operator actions on the bus
   metrics_http_.reset();  // its thread reads the database
   gate_.Shut();
   dispatcher_->CancelWaits();

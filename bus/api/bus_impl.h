@@ -8,18 +8,18 @@
 #include <memory>
 #include <mutex>
 
-#include "bus/ops/admin_server.h"
 #include "bus/core/committer.h"
-#include "bus/ops/metrics_http.h"
-#include "bus/dispatch/dispatcher.h"
-#include "bus/telemetry/log.h"
-#include "bus/telemetry/metrics.h"
 #include "bus/core/quarantine.h"
-#include "bus/dispatch/retention.h"
 #include "bus/core/schema_registry.h"
 #include "bus/core/scope.h"
+#include "bus/dispatch/dispatcher.h"
+#include "bus/dispatch/retention.h"
 #include "bus/dispatch/subscriber.h"
 #include "bus/dispatch/tail_cache.h"
+#include "bus/ops/admin_server.h"
+#include "bus/ops/metrics_http.h"
+#include "bus/telemetry/log.h"
+#include "bus/telemetry/metrics.h"
 #include "storage/db.h"
 #include "walbus/bus.h"
 
@@ -142,7 +142,7 @@ class BusImpl final : public Bus, public CommitListener, public ScopeHost {
   Status StoreRegistration(const Subscriber& sub);
   Status LoadParked(Subscriber* sub);
 
-  Options options_;  // as given, with the clock resolved; not changed after Open
+  Options options_;                            // as given, with the clock resolved; not changed after Open
   std::shared_ptr<InboxWindow> inbox_window_;  // Options::inbox_window; shared with storage
   std::unique_ptr<storage::Db> db_;
   std::unique_ptr<TailCache> tail_;
@@ -152,7 +152,7 @@ class BusImpl final : public Bus, public CommitListener, public ScopeHost {
   std::unique_ptr<BusLog> log_;
   std::unique_ptr<internal::Quarantine> quarantine_;
   std::unique_ptr<MetricsHttpServer> metrics_http_;  // Options::metrics_http; stopped first by Close()
-  std::unique_ptr<AdminServer> admin_;  // Options::admin_socket; stopped first by Close()
+  std::unique_ptr<AdminServer> admin_;               // Options::admin_socket; stopped first by Close()
   std::unique_ptr<Dispatcher> dispatcher_;
 
   std::mutex lifecycle_mu_;  // serializes Start and Close

@@ -63,7 +63,8 @@ Result<ReplayReport> BusImpl::DryRunReplay(const ReplayRequest& request, storage
         std::string value;
         bool found = false;
         bool dead_letter = false;
-        if (db_->Get(db_->cf(storage::Cf::kInbox), storage::InboxKey(sub_id, storage::IdBytes(event.id)), &value, &found)
+        if (db_->Get(db_->cf(storage::Cf::kInbox), storage::InboxKey(sub_id, storage::IdBytes(event.id)), &value,
+                     &found)
                 .ok() &&
             found &&
             db_->Get(db_->cf(storage::Cf::kDeadLetters), storage::SubscriberSeqKey(sub_id, seq), &value, &dead_letter)
@@ -136,7 +137,8 @@ Result<ReplayReport> BusImpl::Replay(const ReplayRequest& request) {
   uint64_t id = 0;
   if (Status s = NextActionId(&id); !s.ok()) return s;
   WriteSet scope;
-  scope.AddOp(Op{Op::Kind::kPut, db_->cf(storage::Cf::kReplays), storage::OutboxKey(id), storage::EncodeReplay(record)});
+  scope.AddOp(
+      Op{Op::Kind::kPut, db_->cf(storage::Cf::kReplays), storage::OutboxKey(id), storage::EncodeReplay(record)});
   if (Status s = committer_->CommitOne(&scope, /*sync=*/true); !s.ok()) return s;
   ReplayReport report = ReportFromRecord(id, record);
   log_->logger().info("walbus: replay {} of {} recorded by {} ({}): {}, {}", id, request.subscriber,
@@ -164,8 +166,8 @@ Status BusImpl::ResumeReplays(const std::shared_ptr<Subscriber>& sub) {
       record.error = "subscriber is not side_effect_safe: a fresh-scope replay would run its effects again";
       record.ended_ms = ToUnixMillisUnsigned(options_.clock->WallNow());
       WriteSet scope;
-      scope.AddOp(Op{Op::Kind::kPut, db_->cf(storage::Cf::kReplays), storage::OutboxKey(id),
-                     storage::EncodeReplay(record)});
+      scope.AddOp(
+          Op{Op::Kind::kPut, db_->cf(storage::Cf::kReplays), storage::OutboxKey(id), storage::EncodeReplay(record)});
       if (Status s = committer_->CommitOne(&scope, /*sync=*/true); !s.ok()) return s;
       log_->logger().warn("walbus: replay {} of {} refused: {}", id, sub->name, record.error);
       continue;
@@ -219,15 +221,16 @@ Status BusImpl::CancelReplay(uint64_t replay_id, const OperatorAction& action) {
   if (Status s = db_->Get(db_->cf(storage::Cf::kReplays), storage::OutboxKey(replay_id), &value, &found); !s.ok()) {
     return s;
   }
-  if (!found || !storage::DecodeReplay(value, &record)) return Status::NotFound("no replay " + std::to_string(replay_id));
+  if (!found || !storage::DecodeReplay(value, &record))
+    return Status::NotFound("no replay " + std::to_string(replay_id));
   if (record.state != static_cast<uint8_t>(ReplayState::kRunning)) return Status::OK();
   record.state = static_cast<uint8_t>(ReplayState::kCancelled);
   record.ended_ms = ToUnixMillisUnsigned(options_.clock->WallNow());
   record.cancelled_by = action.operator_name;
   record.cancel_reason = action.reason;
   WriteSet scope;
-  scope.AddOp(Op{Op::Kind::kPut, db_->cf(storage::Cf::kReplays), storage::OutboxKey(replay_id),
-                 storage::EncodeReplay(record)});
+  scope.AddOp(
+      Op{Op::Kind::kPut, db_->cf(storage::Cf::kReplays), storage::OutboxKey(replay_id), storage::EncodeReplay(record)});
   return committer_->CommitOne(&scope, /*sync=*/true);
 }
 

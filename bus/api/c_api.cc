@@ -228,8 +228,7 @@ walbus::Outcome RunHandler(walbus_handler_fn handler, void* user, const walbus::
   ev.source = e.source.c_str();
   ev.subject = e.subject.c_str();
   ev.subject_version = e.subject_version;
-  ev.time_unix_ms =
-      walbus::internal::ToUnixMillis(e.time);
+  ev.time_unix_ms = walbus::internal::ToUnixMillis(e.time);
   ev.content_type = e.content_type.c_str();
   ev.data = e.data.c_str();
   ev.data_len = e.data.size();
@@ -239,8 +238,7 @@ walbus::Outcome RunHandler(walbus_handler_fn handler, void* user, const walbus::
   walbus_ctx_t ctx;
   ctx.ctx = &context;
   switch (handler(user, &ev, &ctx)) {
-    case WALBUS_DONE:
-      return walbus::Outcome::Done();
+    case WALBUS_DONE: return walbus::Outcome::Done();
     case WALBUS_REJECT:
       return walbus::Outcome::Reject(ctx.reject_reason.empty() ? "rejected by the C handler" : ctx.reject_reason);
     default:
@@ -564,7 +562,7 @@ int walbus_stats(walbus_t* bus, walbus_bus_stats** stats, char** err) {
     for (size_t i = 0; i < s.subscribers.size(); ++i) {
       const walbus::SubscriberStats& from = s.subscribers[i];
       std::memcpy(names, from.name.c_str(), from.name.size() + 1);
-      subs[i] = walbus_subscriber_stats{names,         from.checkpoint,    from.handled, from.duplicates,
+      subs[i] = walbus_subscriber_stats{names,        from.checkpoint,    from.handled,  from.duplicates,
                                         from.retries, from.dead_lettered, from.in_flight};
       names += from.name.size() + 1;
     }

@@ -27,8 +27,7 @@ const std::shared_ptr<moodycamel::LightweightSemaphore>& ThisThreadWaker() {
 
 }  // namespace
 
-Committer::Committer(storage::Db* db, CommitLimits limits, uint64_t last_seq,
-                     CommitListener* listener)
+Committer::Committer(storage::Db* db, CommitLimits limits, uint64_t last_seq, CommitListener* listener)
     : db_(db), limits_(limits), listener_(listener), last_seq_(last_seq) {
   assert(db_ != nullptr && listener_ != nullptr);
   assert(limits_.max_group_commits >= 1);
@@ -93,7 +92,8 @@ void Committer::LingerForSyncedGroup(std::unique_lock<std::mutex>& lock) {
   const auto& self = ThisThreadWaker();
   lingering_leader_ = self;
   while (queue_.size() < synced_group_target_) {
-    const auto left = std::chrono::duration_cast<std::chrono::microseconds>(deadline - std::chrono::steady_clock::now());
+    const auto left =
+        std::chrono::duration_cast<std::chrono::microseconds>(deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) break;
     lock.unlock();
     self->wait(left.count());  // signalled by the arrival that completes the group
@@ -127,7 +127,8 @@ void Committer::LeadGroup(std::unique_lock<std::mutex>& lock) {
     // instead was measured: end to end under kSync lost 10-15% (smaller
     // groups, more fsyncs) and latency did not improve.
     synced_group_target_ = std::min(queue_.size(), limits_.max_group_commits);
-    last_synced_write_ = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - started);
+    last_synced_write_ =
+        std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - started);
   }
   const auto& self = ThisThreadWaker();
   std::vector<std::shared_ptr<moodycamel::LightweightSemaphore>> wake;
@@ -165,8 +166,8 @@ Status Committer::CheckExpectations(const WriteSet& writes) {
       }
     }
     if (current != e.version) {
-      return Status::Conflict(e.description + " expected version " + std::to_string(e.version) +
-                              ", found " + std::to_string(current));
+      return Status::Conflict(e.description + " expected version " + std::to_string(e.version) + ", found " +
+                              std::to_string(current));
     }
   }
   return Status::OK();

@@ -32,8 +32,8 @@
 #include <unordered_map>
 #include <vector>
 
-#include "bus/telemetry/metrics.h"
 #include "bus/core/write_set.h"
+#include "bus/telemetry/metrics.h"
 #include "storage/db.h"
 
 namespace walbus::internal {

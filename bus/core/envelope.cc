@@ -5,8 +5,8 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
-#include <string>
 #include <memory>
+#include <string>
 
 #include "bus/util/utf8.h"
 #include "envelope_generated.h"
@@ -68,8 +68,8 @@ Status ValidateEventType(std::string_view type) {
 Status ValidateSubscriberName(const std::string& name) {
   if (name.empty() || name.size() > 128) return Status::InvalidArgument("subscriber name must be 1..128 bytes");
   for (char c : name) {
-    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
-              c == '_' || c == '-';
+    bool ok =
+        (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-';
     if (!ok) return Status::InvalidArgument("subscriber name '" + name + "' has a character outside [A-Za-z0-9._-]");
   }
   return Status::OK();
@@ -80,7 +80,8 @@ Status ValidateEvent(const Event& e, size_t max_payload_bytes) {
   if (e.subject.empty()) return Status::InvalidArgument("event subject is empty (it is the ordering key)");
   if (e.subject.size() > kMaxSubjectBytes) return Status::InvalidArgument("event subject longer than 512 bytes");
   if (e.subject.find('\0') != std::string::npos) return Status::InvalidArgument("event subject contains NUL");
-  if (e.source.empty() || e.source.size() > kMaxSourceBytes) return Status::InvalidArgument("event source must be 1..256 bytes");
+  if (e.source.empty() || e.source.size() > kMaxSourceBytes)
+    return Status::InvalidArgument("event source must be 1..256 bytes");
   if (e.data.size() > max_payload_bytes) {
     return Status::InvalidArgument("event payload of " + std::to_string(e.data.size()) +
                                    " bytes exceeds max_payload_bytes " + std::to_string(max_payload_bytes));
@@ -225,9 +226,8 @@ Status DecodeEnvelope(std::string_view bytes, size_t max_payload_bytes, Event* o
   out->source = StringFrom(env->source());
   out->subject = StringFrom(env->subject());
   out->subject_version = env->subject_version();
-  out->time = std::chrono::system_clock::time_point(
-      std::chrono::duration_cast<std::chrono::system_clock::duration>(
-          std::chrono::nanoseconds(env->time_unix_nanos())));
+  out->time = std::chrono::system_clock::time_point(std::chrono::duration_cast<std::chrono::system_clock::duration>(
+      std::chrono::nanoseconds(env->time_unix_nanos())));
   out->content_type = StringFrom(env->datacontenttype());
   out->correlation_id = IdFrom(env->correlation_id());
   out->causation_id = IdFrom(env->causation_id());

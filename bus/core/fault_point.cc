@@ -25,8 +25,8 @@ const std::vector<std::string_view>& AllPoints() {
 
 #ifdef WALBUS_FAULT_POINTS
 namespace {
-std::string armed_point;               // written by Arm before any Hit
-std::atomic<int64_t> remaining{-1};    // < 0: disarmed
+std::string armed_point;             // written by Arm before any Hit
+std::atomic<int64_t> remaining{-1};  // < 0: disarmed
 }  // namespace
 
 void Arm(std::string_view point, uint64_t countdown) {

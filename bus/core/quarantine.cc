@@ -1,12 +1,11 @@
 #include "bus/core/quarantine.h"
 
-
-#include "bus/util/log_limiter.h"
 #include "bus/core/write_set.h"
-#include "walbus/clock.h"
+#include "bus/util/log_limiter.h"
+#include "bus/util/unix_time.h"
 #include "storage/keys.h"
 #include "storage/records.h"
-#include "bus/util/unix_time.h"
+#include "walbus/clock.h"
 
 namespace walbus::internal {
 namespace {
@@ -19,8 +18,8 @@ constexpr auto kEvictedField = storage::CheckpointField::kQuarantineEvicted;
 
 }  // namespace
 
-Quarantine::Quarantine(storage::Db* db, Committer* committer, const Clock* clock, const BusLog* log,
-                       size_t max_entries, size_t max_bytes)
+Quarantine::Quarantine(storage::Db* db, Committer* committer, const Clock* clock, const BusLog* log, size_t max_entries,
+                       size_t max_bytes)
     : db_(db),
       committer_(committer),
       clock_(clock),
@@ -67,8 +66,7 @@ Status Quarantine::Add(std::string_view raw, std::string_view source, std::strin
   storage::CfHandle* cf = db_->cf(storage::Cf::kQuarantine);
   size_t evict = 0;
   size_t bytes = bytes_;
-  while (evict < entries_.size() &&
-         (entries_.size() - evict + 1 > max_entries_ || bytes + value.size() > max_bytes_)) {
+  while (evict < entries_.size() && (entries_.size() - evict + 1 > max_entries_ || bytes + value.size() > max_bytes_)) {
     bytes -= entries_[evict].bytes;
     scope.AddOp(Op{Op::Kind::kDelete, cf, storage::QuarantineKey(entries_[evict].arrival), {}});
     ++evict;
@@ -78,8 +76,8 @@ Status Quarantine::Add(std::string_view raw, std::string_view source, std::strin
   storage::CfHandle* counters = db_->cf(storage::Cf::kCheckpoints);
   scope.AddOp(Op{Op::Kind::kAddCounter, counters, storage::CheckpointKey(kQuarantineCounterId, kAddedField), {}, 1});
   if (evict > 0) {
-    scope.AddOp(Op{Op::Kind::kAddCounter, counters, storage::CheckpointKey(kQuarantineCounterId, kEvictedField), {},
-                   evict});
+    scope.AddOp(
+        Op{Op::Kind::kAddCounter, counters, storage::CheckpointKey(kQuarantineCounterId, kEvictedField), {}, evict});
   }
   if (Status s = committer_->CommitOne(&scope, /*sync=*/false); !s.ok()) return s;
   entries_.erase(entries_.begin(), entries_.begin() + static_cast<std::ptrdiff_t>(evict));
@@ -90,8 +88,8 @@ Status Quarantine::Add(std::string_view raw, std::string_view source, std::strin
   evicted_.fetch_add(evict, std::memory_order_relaxed);
   static LogLimiter limiter(10);
   if (uint64_t held = 0; limiter.Allow(&held)) {
-    log_->logger().warn("walbus: quarantined {} bytes from {}: {} ({} similar lines held back)", raw.size(), record.source,
-                 record.reason, held);
+    log_->logger().warn("walbus: quarantined {} bytes from {}: {} ({} similar lines held back)", raw.size(),
+                        record.source, record.reason, held);
   }
   return Status::OK();
 }

@@ -23,11 +23,10 @@
 
 namespace walbus::internal {
 
-
 class Quarantine {
  public:
-  Quarantine(storage::Db* db, Committer* committer, const Clock* clock, const BusLog* log,
-             size_t max_entries, size_t max_bytes);
+  Quarantine(storage::Db* db, Committer* committer, const Clock* clock, const BusLog* log, size_t max_entries,
+             size_t max_bytes);
 
   // Reads the live entries' arrival numbers and sizes. Called once on open.
   Status Load();

@@ -44,10 +44,10 @@ class SchemaRegistry {
   Status Verify(std::string_view type, std::string_view data) const;
 
   enum class Resolution : uint8_t {
-    kAsIs,         // the subscriber takes this type
-    kUpcast,       // *out holds the event at a version the subscriber takes
-    kNoTranslator, // same base, but no chain of upcasters reaches a wanted version
-    kNotWanted,    // the subscriber does not take this base at all
+    kAsIs,          // the subscriber takes this type
+    kUpcast,        // *out holds the event at a version the subscriber takes
+    kNoTranslator,  // same base, but no chain of upcasters reaches a wanted version
+    kNotWanted,     // the subscriber does not take this base at all
   };
   // Brings `event` to a type in `wanted` (empty = every type, as is).
   // An upcaster's error is returned as a non-OK status.

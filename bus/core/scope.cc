@@ -117,8 +117,8 @@ Status WriteScope::ExpectVersion(std::string_view column_family, std::string_vie
     rep_->Fail(cf.status());
     return cf.status();
   }
-  rep_->writes.expects.push_back(internal::Expectation{storage::VersionKey(storage::Db::CfId(*cf), key), version,
-                                                Describe(column_family, key)});
+  rep_->writes.expects.push_back(
+      internal::Expectation{storage::VersionKey(storage::Db::CfId(*cf), key), version, Describe(column_family, key)});
   rep_->writes.bytes += key.size() + 16;
   return Status::OK();
 }

@@ -24,8 +24,8 @@ struct Op {
   enum class Kind : uint8_t { kPut, kDelete, kAddCounter, kDeleteRange };
   Kind kind;
   storage::CfHandle* cf;
-  std::string key;    // kDeleteRange: the first key removed
-  std::string value;  // kPut; kDeleteRange: the first key kept
+  std::string key;     // kDeleteRange: the first key removed
+  std::string value;   // kPut; kDeleteRange: the first key kept
   uint64_t delta = 0;  // kAddCounter only
 };
 
@@ -45,7 +45,7 @@ struct WriteSet {
   // Events in publish order; seq is set by the committer.
   std::vector<std::shared_ptr<Event>> events;
   std::vector<std::string> envelopes;  // parallel to events
-  size_t bytes = 0;  // approximate size of the batch this set adds
+  size_t bytes = 0;                    // approximate size of the batch this set adds
 
   void AddOp(Op op) {
     bytes += op.key.size() + op.value.size() + 16;

@@ -1,6 +1,5 @@
 #include "bus/dispatch/dispatcher.h"
 
-
 #include <pthread.h>
 
 #include <algorithm>
@@ -10,15 +9,15 @@
 
 #include "bus/core/envelope.h"
 #include "bus/core/fault_point.h"
-#include "bus/util/log_limiter.h"
 #include "bus/core/scope.h"
+#include "bus/util/log_limiter.h"
 #include "storage/keys.h"
 #include "storage/records.h"
 
 namespace walbus::internal {
 namespace {
 
-constexpr size_t kFetchChunk = 1024;     // events read per outbox scan
+constexpr size_t kFetchChunk = 1024;  // events read per outbox scan
 std::atomic<int64_t> idle_poll_ms{50};
 
 }  // namespace
@@ -243,8 +242,10 @@ void Dispatcher::RecordCleanStop() {
   }
   if (scope.ops.empty()) return;
   if (Status s = committer_->CommitOne(&scope, /*sync=*/true); !s.ok()) {
-    config_.log->logger().warn("walbus: recording the clean stop failed (the next open charges the events that "
-                               "were waiting a run): {}", s.ToString());
+    config_.log->logger().warn(
+        "walbus: recording the clean stop failed (the next open charges the events that "
+        "were waiting a run): {}",
+        s.ToString());
   }
 }
 
@@ -254,8 +255,10 @@ void Dispatcher::ForgetCleanStop(const Subscriber& sub) {
   // the horizon only rises, so a stale one never matches again.
   if (!sub.recovered_clean) return;
   WriteSet scope;
-  scope.AddOp(Op{Op::Kind::kDelete, db_->cf(storage::Cf::kCheckpoints),
-                 storage::CheckpointKey(sub.id, storage::CheckpointField::kStoppedAt), {}});
+  scope.AddOp(Op{Op::Kind::kDelete,
+                 db_->cf(storage::Cf::kCheckpoints),
+                 storage::CheckpointKey(sub.id, storage::CheckpointField::kStoppedAt),
+                 {}});
   if (Status s = committer_->CommitOne(&scope, /*sync=*/true); !s.ok()) {
     // Kept, a crash in this process would look clean: it then charges no
     // attempt to the event that was running. Logged; it goes on.
@@ -265,8 +268,7 @@ void Dispatcher::ForgetCleanStop(const Subscriber& sub) {
 
 void Dispatcher::Handle(Message& m) {
   switch (m.kind) {
-    case Message::Kind::kWake:
-      break;
+    case Message::Kind::kWake: break;
     case Message::Kind::kAdd:
       ForgetCleanStop(*m.control->added);
       subs_.push_back(std::move(m.control->added));
@@ -320,8 +322,8 @@ void Dispatcher::Handle(Message& m) {
     }
     case Message::Kind::kPaused:
       if (!m.sub->paused) {
-        config_.log->logger().warn("walbus: subscriber {} paused at seq {}: no upcaster brings {} to a type it takes", m.sub->name,
-                     m.event->seq, m.event->type);
+        config_.log->logger().warn("walbus: subscriber {} paused at seq {}: no upcaster brings {} to a type it takes",
+                                   m.sub->name, m.event->seq, m.event->type);
         m.sub->pauses.fetch_add(1, std::memory_order_relaxed);
         RecordPause(m.sub, *m.event);
       }
@@ -329,13 +331,9 @@ void Dispatcher::Handle(Message& m) {
       m.sub->paused_now.store(true, std::memory_order_release);
       m.sub->held.push_back(m.event->subject);
       break;
-    case Message::Kind::kRedrive:
-      HandleRedrive(m);
-      break;
+    case Message::Kind::kRedrive: HandleRedrive(m); break;
     case Message::Kind::kReplay:
-    case Message::Kind::kCancelReplay:
-      HandleReplay(m);
-      break;
+    case Message::Kind::kCancelReplay: HandleReplay(m); break;
     case Message::Kind::kResume:
       for (auto& sub : subs_) {
         if (!sub->paused) continue;
@@ -418,7 +416,8 @@ void Dispatcher::LoadDeadLetters(Subscriber* sub, const std::vector<uint64_t>& s
     if (storage::ParseSubscriberSeqKey(key, &id, &seq)) take(seq, value);
     return true;
   });
-  if (!s.ok()) config_.log->logger().error("walbus: reading the dead letters of {} failed: {}", sub->name, s.ToString());
+  if (!s.ok())
+    config_.log->logger().error("walbus: reading the dead letters of {} failed: {}", sub->name, s.ToString());
 }
 
 void Dispatcher::HandleRedrive(Message& m) {
@@ -495,7 +494,9 @@ void Dispatcher::Submit(Subscriber* sub, KeyQueue& key) {
   // below the recovered horizon) can have an inbox or retry record already.
   // A replayed event looks at its inbox (or its replay's scope) first:
   // that is what makes a replay skip handled events and resume exactly once.
-  item.check_stored = item.replaying || (!item.redrive && (key.check_stored || (!key.charged && item.event->seq <= sub->recovered_horizon)));
+  item.check_stored =
+      item.replaying ||
+      (!item.redrive && (key.check_stored || (!key.charged && item.event->seq <= sub->recovered_horizon)));
   if (auto parked = sub->parked.find(item.event->subject);
       parked != sub->parked.end() && !item.redrive && !item.replaying) {
     item.parked_behind = parked->second;
@@ -564,7 +565,8 @@ void Dispatcher::Fetch(Subscriber* sub) {
       // Only a checkpoint moved back by hand lands here: the range was
       // removed after every subscriber had passed it.
       const uint64_t end = std::min<uint64_t>(trimmed_below_, from + limit);
-      config_.log->logger().warn("walbus: {} resumes below the trimmed outbox; seq {}..{} are gone", sub->name, from, end - 1);
+      config_.log->logger().warn("walbus: {} resumes below the trimmed outbox; seq {}..{} are gone", sub->name, from,
+                                 end - 1);
       for (uint64_t seq = from; seq < end; ++seq) {
         sub->progress.Fetched(seq);
         sub->progress.Complete(seq);
@@ -593,8 +595,8 @@ void Dispatcher::ReadFromOutbox(Subscriber* sub, uint64_t from, size_t limit,
     expected = seq + 1;
     if (!d.ok()) {
       // Stored bytes that fail verification never reach a handler.
-      config_.log->logger().error("walbus: outbox entry seq={} is unreadable and is skipped for {}: {}", seq,
-                    sub->name, d.ToString());
+      config_.log->logger().error("walbus: outbox entry seq={} is unreadable and is skipped for {}: {}", seq, sub->name,
+                                  d.ToString());
       Status q = config_.quarantine->Add(bytes, "outbox seq " + std::to_string(seq), d.message());
       if (!q.ok()) config_.log->logger().error("walbus: quarantining outbox seq={} failed: {}", seq, q.ToString());
       sub->progress.Fetched(seq);
@@ -647,8 +649,10 @@ void Dispatcher::Checkpoint(bool force) {
                      storage::CheckpointKey(sub->id, storage::CheckpointField::kWatermark), std::move(v)});
     }
     if (sub->duplicates_to_persist > 0) {
-      scope.AddOp(Op{Op::Kind::kAddCounter, db_->cf(storage::Cf::kCheckpoints),
-                     storage::CheckpointKey(sub->id, storage::CheckpointField::kDuplicates), {},
+      scope.AddOp(Op{Op::Kind::kAddCounter,
+                     db_->cf(storage::Cf::kCheckpoints),
+                     storage::CheckpointKey(sub->id, storage::CheckpointField::kDuplicates),
+                     {},
                      sub->duplicates_to_persist});
     }
   }

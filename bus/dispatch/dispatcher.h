@@ -25,8 +25,8 @@
 #include <deque>
 #include <functional>
 #include <memory>
-#include <optional>
 #include <mutex>
+#include <optional>
 #include <queue>
 #include <span>
 #include <string>
@@ -34,12 +34,12 @@
 #include <vector>
 
 #include "bus/core/committer.h"
-#include "bus/telemetry/log.h"
 #include "bus/core/quarantine.h"
-#include "bus/dispatch/retention.h"
 #include "bus/core/schema_registry.h"
+#include "bus/dispatch/retention.h"
 #include "bus/dispatch/subscriber.h"
 #include "bus/dispatch/tail_cache.h"
+#include "bus/telemetry/log.h"
 #include "storage/db.h"
 #include "walbus/clock.h"
 
@@ -84,8 +84,8 @@ struct DispatcherConfig {
 class Dispatcher {
  public:
   // `scope_host` makes the handlers' contexts (their calls go to it).
-  Dispatcher(ScopeHost* scope_host, storage::Db* db, Committer* committer, TailCache* tail,
-             Registry* registry, DispatcherConfig config);
+  Dispatcher(ScopeHost* scope_host, storage::Db* db, Committer* committer, TailCache* tail, Registry* registry,
+             DispatcherConfig config);
   // Stops if running.
   ~Dispatcher();
   Dispatcher(const Dispatcher&) = delete;
@@ -131,15 +131,15 @@ class Dispatcher {
   struct WorkItem {
     Subscriber* sub = nullptr;
     std::shared_ptr<const Event> event;
-    uint32_t attempt = 1;          // this run's number, as far as memory knows
+    uint32_t attempt = 1;  // this run's number, as far as memory knows
     uint32_t conflict_reruns = 0;
     uint64_t first_failure_ms = 0;
-    bool check_stored = false;     // look for an inbox and a retry record first
-    uint64_t parked_behind = 0;    // kParkKey: seq of the dead letter holding the subject
-    bool redrive = false;          // a dead letter an operator sent back
-    bool has_retry_record = false; // found (or written) in walbus.retries
-    bool replaying = false;        // run again by a replay
-    uint64_t replay_scope = 0;     // kFreshScope: the replay's id, its inbox scope
+    bool check_stored = false;      // look for an inbox and a retry record first
+    uint64_t parked_behind = 0;     // kParkKey: seq of the dead letter holding the subject
+    bool redrive = false;           // a dead letter an operator sent back
+    bool has_retry_record = false;  // found (or written) in walbus.retries
+    bool replaying = false;         // run again by a replay
+    uint64_t replay_scope = 0;      // kFreshScope: the replay's id, its inbox scope
   };
   struct Message {
     enum class Kind : uint8_t {
@@ -187,11 +187,11 @@ class Dispatcher {
     std::unique_ptr<HandlerContext> ctx;
     CommitRequest request;
     Message::Kind on_success = Message::Kind::kDone;
-    std::string error;                    // why the attempt failed, if it did
+    std::string error;                   // why the attempt failed, if it did
     std::chrono::milliseconds delay{0};  // kRetry: before the next attempt
-    double handler_seconds = 0;           // how long the handler ran
-    Event upcast;                         // the event as the handler sees it, when upcast
-    const Event* event = nullptr;         // what the handler runs on
+    double handler_seconds = 0;          // how long the handler ran
+    Event upcast;                        // the event as the handler sees it, when upcast
+    const Event* event = nullptr;        // what the handler runs on
   };
   struct Timer {
     std::chrono::steady_clock::time_point due;
@@ -206,8 +206,7 @@ class Dispatcher {
   void Handle(Message& m);
   void Complete(Subscriber* sub, const Event& event);
   void Fetch(Subscriber* sub);
-  void ReadFromOutbox(Subscriber* sub, uint64_t from, size_t limit,
-                      std::vector<std::shared_ptr<const Event>>* out);
+  void ReadFromOutbox(Subscriber* sub, uint64_t from, size_t limit, std::vector<std::shared_ptr<const Event>>* out);
   void Route(Subscriber* sub, std::shared_ptr<const Event> event);
   void HandleRedrive(Message& m);
   void HandleReplay(Message& m);
@@ -263,8 +262,7 @@ class Dispatcher {
   // Reads the inbox and retry record of items that may have them; answers
   // duplicates and exhausted budgets; returns false when the item must not
   // run now (it was answered or its reads failed).
-  bool PrepareItem(WorkItem& item, std::deque<Run>* runs, std::vector<Message>* replies,
-                   WriteSet* pre_run);
+  bool PrepareItem(WorkItem& item, std::deque<Run>* runs, std::vector<Message>* replies, WriteSet* pre_run);
   // Brings the event to a version the subscriber takes; false when the run
   // was answered instead (paused, or failed).
   bool ResolveVersion(Run& run, std::vector<Message>* replies);
@@ -321,7 +319,7 @@ class Dispatcher {
   std::mutex progress_mu_;
   std::condition_variable progress_cv_;
   std::vector<std::shared_ptr<Subscriber>> added_;  // GUARDED_BY(progress_mu_)
-  bool waits_cancelled_ = false;                     // GUARDED_BY(progress_mu_)
+  bool waits_cancelled_ = false;                    // GUARDED_BY(progress_mu_)
 };
 
 }  // namespace walbus::internal

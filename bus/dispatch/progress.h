@@ -11,8 +11,8 @@
 #ifndef WALBUS_BUS_DISPATCH_PROGRESS_H_
 #define WALBUS_BUS_DISPATCH_PROGRESS_H_
 
-#include <cstdint>
 #include <cstddef>
+#include <cstdint>
 #include <deque>
 
 namespace walbus::internal {

@@ -6,8 +6,7 @@ namespace walbus::internal {
 namespace {
 
 // Reads an 8-byte big-endian record; absent reads as `otherwise`.
-Status ReadBe64(const storage::Db& db, storage::CfHandle* cf, std::string_view key, uint64_t otherwise,
-                uint64_t* out) {
+Status ReadBe64(const storage::Db& db, storage::CfHandle* cf, std::string_view key, uint64_t otherwise, uint64_t* out) {
   std::string v;
   bool found = false;
   Status s = db.Get(cf, key, &v, &found);
@@ -43,8 +42,8 @@ Status ReadProgress(const storage::Db& db, uint32_t id, DurableCounters* d) {
   if (s.ok()) {
     constexpr uint64_t kNone = ~uint64_t{0};
     uint64_t stopped_at = kNone;
-    s = ReadBe64(db, db.cf(storage::Cf::kCheckpoints),
-                 storage::CheckpointKey(id, storage::CheckpointField::kStoppedAt), kNone, &stopped_at);
+    s = ReadBe64(db, db.cf(storage::Cf::kCheckpoints), storage::CheckpointKey(id, storage::CheckpointField::kStoppedAt),
+                 kNone, &stopped_at);
     d->stopped_cleanly = stopped_at == d->horizon;
   }
   if (s.ok()) s = ReadCounter(db, id, storage::CheckpointField::kDeadLettered, &d->dead_lettered);
@@ -66,18 +65,18 @@ Status ReadRecoveredState(const storage::Db& db, RecoveredState* state) {
   state->last_seq = std::max(outbox_last, state->trimmed_below > 0 ? state->trimmed_below - 1 : 0);
 
   Status bad;
-  Status scan = db.Scan(storage::Cf::kMeta, storage::kSubscriberMetaPrefix, SIZE_MAX,
-                        [&](std::string_view key, std::string_view value) {
-    if (value.size() != 12) {
-      bad = Status::Corruption("subscriber record '" + std::string(key.substr(0, 64)) + "' has a bad size");
-      return false;
-    }
-    Registry::Entry e;
-    e.id = storage::GetBe32(value);
-    state->subscribers[std::string(key.substr(storage::kSubscriberMetaPrefix.size()))] = e;
-    state->next_subscriber_id = std::max(state->next_subscriber_id, e.id + 1);
-    return true;
-  });
+  Status scan = db.Scan(
+      storage::Cf::kMeta, storage::kSubscriberMetaPrefix, SIZE_MAX, [&](std::string_view key, std::string_view value) {
+        if (value.size() != 12) {
+          bad = Status::Corruption("subscriber record '" + std::string(key.substr(0, 64)) + "' has a bad size");
+          return false;
+        }
+        Registry::Entry e;
+        e.id = storage::GetBe32(value);
+        state->subscribers[std::string(key.substr(storage::kSubscriberMetaPrefix.size()))] = e;
+        state->next_subscriber_id = std::max(state->next_subscriber_id, e.id + 1);
+        return true;
+      });
   if (!scan.ok()) return scan;
   if (!bad.ok()) return bad;
   for (auto& [name, e] : state->subscribers) {

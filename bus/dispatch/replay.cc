@@ -8,8 +8,8 @@
 #include "bus/core/envelope.h"
 #include "bus/dispatch/dispatcher.h"
 #include "bus/util/rfc3339.h"
-#include "storage/keys.h"
 #include "bus/util/unix_time.h"
+#include "storage/keys.h"
 
 namespace walbus::internal {
 namespace {
@@ -21,9 +21,7 @@ constexpr size_t kReplayScanChunk = 256;
 
 std::string SelectionText(const storage::ReplayRecord& r) {
   std::string text = "seq " + std::to_string(r.from_seq) + ".." + std::to_string(r.to_seq);
-  auto time_text = [](int64_t ms) {
-    return FormatRfc3339(FromUnixMillis(ms));
-  };
+  auto time_text = [](int64_t ms) { return FormatRfc3339(FromUnixMillis(ms)); };
   if (r.since_ms != 0) text += "; since " + time_text(r.since_ms);
   if (r.until_ms != 0) text += "; until " + time_text(r.until_ms);
   if (!r.types.empty()) {
@@ -201,12 +199,8 @@ bool Dispatcher::CountReplayOutcome(Subscriber* sub, const Event& event, Message
   if (sub->replay == nullptr || sub->replaying.count(event.seq) == 0) return false;
   storage::ReplayRecord& r = sub->replay->record;
   switch (kind) {
-    case Message::Kind::kDone:
-      ++r.delivered;
-      break;
-    case Message::Kind::kDeadLettered:
-      ++r.failed;
-      break;
+    case Message::Kind::kDone: ++r.delivered; break;
+    case Message::Kind::kDeadLettered: ++r.failed; break;
     default:  // the inbox had it, or a stale version
       ++r.skipped;
       break;

@@ -27,8 +27,7 @@ std::unordered_set<std::string> SelectedIds(const storage::ReplayRecord& record)
 
 // Whether the record's filters (times, types, subject, ids) take `event`;
 // the seq range is the caller's to walk.
-bool ReplaySelects(const storage::ReplayRecord& record, const std::unordered_set<std::string>& ids,
-                   const Event& event);
+bool ReplaySelects(const storage::ReplayRecord& record, const std::unordered_set<std::string>& ids, const Event& event);
 
 }  // namespace walbus::internal
 

@@ -5,8 +5,8 @@
 #include <string>
 
 #include "bus/core/envelope.h"
-#include "storage/keys.h"
 #include "bus/util/unix_time.h"
+#include "storage/keys.h"
 
 namespace walbus::internal {
 namespace {
@@ -41,14 +41,15 @@ uint64_t RetentionFloor(const storage::Db& db, const RetentionPolicy& policy, ui
   if (policy.age.count() > 0) {
     const auto cutoff = now - policy.age;
     floor = std::max(floor, FirstKept(floor, safe, [&](uint64_t seq) {
-      std::string bytes;
-      bool found = false;
-      Event event;
-      if (!db.Get(db.cf(storage::Cf::kOutbox), storage::OutboxKey(seq), &bytes, &found).ok()) return true;
-      // A missing or unreadable entry tells nothing: judge it by the next.
-      if (!found || !DecodeEnvelope(bytes, max_payload_bytes, &event).ok()) return false;
-      return event.time >= cutoff;
-    }));
+                       std::string bytes;
+                       bool found = false;
+                       Event event;
+                       if (!db.Get(db.cf(storage::Cf::kOutbox), storage::OutboxKey(seq), &bytes, &found).ok())
+                         return true;
+                       // A missing or unreadable entry tells nothing: judge it by the next.
+                       if (!found || !DecodeEnvelope(bytes, max_payload_bytes, &event).ok()) return false;
+                       return event.time >= cutoff;
+                     }));
   }
   if (policy.bytes > 0 && floor < safe) {
     // Storage's own size estimates of recent (in-memory) entries are off

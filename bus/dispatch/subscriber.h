@@ -26,11 +26,11 @@ namespace walbus::internal {
 
 // What a subject's queue knows of the run of its front event.
 struct KeyQueueHead {
-  bool head_busy = false;          // running, or waiting for a retry timer
-  uint32_t attempts = 0;           // handler runs of the front event so far
-  uint32_t conflict_reruns = 0;    // consecutive effect conflicts of the front event
-  uint64_t first_failure_ms = 0;   // of the front event; 0 before any failure
-  bool check_stored = false;       // the front event may have an inbox or retry record
+  bool head_busy = false;         // running, or waiting for a retry timer
+  uint32_t attempts = 0;          // handler runs of the front event so far
+  uint32_t conflict_reruns = 0;   // consecutive effect conflicts of the front event
+  uint64_t first_failure_ms = 0;  // of the front event; 0 before any failure
+  bool check_stored = false;      // the front event may have an inbox or retry record
   // The front event already ran (or had its attempt recorded) in this
   // process: crash-loop protection has counted this process once; reruns
   // and retries here count only by their own failures.
@@ -61,7 +61,7 @@ struct ReplayJob {
   std::set<uint64_t> in_flight;  // selected, not completed
   uint64_t scan_from = 0;        // the next seq to look at
   bool cancelled = false;
-  bool dirty = false;            // the record changed since it was written
+  bool dirty = false;                   // the record changed since it was written
   std::unordered_set<std::string> ids;  // 16-byte ids selected (empty: any)
 
   // Every selected event below it has completed.
@@ -70,7 +70,7 @@ struct ReplayJob {
 
 struct DurableCounters {
   uint64_t checkpoint = 0;
-  uint64_t horizon = 0;  // no seq above it had been handed to a handler
+  uint64_t horizon = 0;          // no seq above it had been handed to a handler
   bool stopped_cleanly = false;  // it stopped with nothing running
   uint64_t handled = 0;
   uint64_t duplicates = 0;

@@ -36,8 +36,7 @@ void TailCache::Append(const std::vector<std::shared_ptr<const Event>>& events) 
   }
 }
 
-size_t TailCache::Read(uint64_t from_seq, size_t limit,
-                       std::vector<std::shared_ptr<const Event>>* out) const {
+size_t TailCache::Read(uint64_t from_seq, size_t limit, std::vector<std::shared_ptr<const Event>>* out) const {
   std::lock_guard<std::mutex> lock(mu_);
   size_t n = 0;
   for (uint64_t seq = from_seq; n < limit; ++seq, ++n) {

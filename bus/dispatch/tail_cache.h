@@ -44,7 +44,7 @@ class TailCache {
   const size_t max_bytes_;
   std::vector<std::shared_ptr<const Event>> ring_;  // GUARDED_BY(mu_)
   size_t bytes_ = 0;                                // GUARDED_BY(mu_)
-  uint64_t oldest_ = 0;  // no cached seq below it. GUARDED_BY(mu_)
+  uint64_t oldest_ = 0;                             // no cached seq below it. GUARDED_BY(mu_)
 };
 
 }  // namespace walbus::internal

@@ -4,15 +4,15 @@
 #include <cassert>
 #include <random>
 
-#include "bus/dispatch/backoff.h"
-#include "bus/dispatch/dispatcher.h"
 #include "bus/core/envelope.h"
 #include "bus/core/fault_point.h"
-#include "bus/util/log_limiter.h"
 #include "bus/core/scope.h"
+#include "bus/dispatch/backoff.h"
+#include "bus/dispatch/dispatcher.h"
+#include "bus/util/log_limiter.h"
+#include "bus/util/unix_time.h"
 #include "storage/keys.h"
 #include "storage/records.h"
-#include "bus/util/unix_time.h"
 
 namespace walbus::internal {
 namespace {
@@ -42,7 +42,7 @@ void Dispatcher::WorkerLoop() {
     size_t n = work_.wait_dequeue_bulk_timed(items.begin(), kWorkerBulk,
                                              std::chrono::duration_cast<std::chrono::microseconds>(IdlePoll()));
     if (stopping_workers_.load()) {  // queued work is redelivered on the next open
-      WakeAWorkerToStop();             // the next one, which may be asleep
+      WakeAWorkerToStop();           // the next one, which may be asleep
       break;
     }
     if (n == 0) continue;
@@ -65,9 +65,7 @@ void Dispatcher::WakeAWorkerToStop() {
   (void)queued;
 }
 
-uint64_t Dispatcher::WallMillis() const {
-  return ToUnixMillisUnsigned(config_.clock->WallNow());
-}
+uint64_t Dispatcher::WallMillis() const { return ToUnixMillisUnsigned(config_.clock->WallNow()); }
 
 std::chrono::milliseconds Dispatcher::Backoff(const Subscriber& sub, uint32_t attempt) const {
   thread_local std::mt19937_64 rng{std::random_device{}()};
@@ -85,8 +83,8 @@ void Dispatcher::PutInboxRecord(WriteSet* scope, const WorkItem& item, uint64_t 
   PutOp(scope, cf, std::move(key), storage::InboxValue(item.event->seq, now_ms, runs));
 }
 
-void Dispatcher::AddDeadLetter(WriteSet* scope, const WorkItem& item, uint32_t attempts,
-                               uint64_t first_failure_ms, std::string_view error) {
+void Dispatcher::AddDeadLetter(WriteSet* scope, const WorkItem& item, uint32_t attempts, uint64_t first_failure_ms,
+                               std::string_view error) {
   const Subscriber& sub = *item.sub;
   const Event& event = *item.event;
   const uint64_t now = WallMillis();
@@ -102,8 +100,11 @@ void Dispatcher::AddDeadLetter(WriteSet* scope, const WorkItem& item, uint32_t a
   scope->AddOp(Op{Op::Kind::kDelete, db_->cf(storage::Cf::kRetries), key, {}});
   // The inbox record makes a redelivery after a crash skip it too.
   PutInboxRecord(scope, item, now, attempts);
-  scope->AddOp(Op{Op::Kind::kAddCounter, db_->cf(storage::Cf::kCheckpoints),
-                  storage::CheckpointKey(sub.id, storage::CheckpointField::kDeadLettered), {}, 1});
+  scope->AddOp(Op{Op::Kind::kAddCounter,
+                  db_->cf(storage::Cf::kCheckpoints),
+                  storage::CheckpointKey(sub.id, storage::CheckpointField::kDeadLettered),
+                  {},
+                  1});
   if (sub.on_poison == PoisonPolicy::kParkKey && item.parked_behind == 0 && !item.replaying) {
     std::string seq;
     storage::PutBe64(&seq, event.seq);
@@ -112,14 +113,13 @@ void Dispatcher::AddDeadLetter(WriteSet* scope, const WorkItem& item, uint32_t a
   }
 }
 
-bool Dispatcher::PrepareItem(WorkItem& item, std::deque<Run>* runs, std::vector<Message>* replies,
-                             WriteSet* pre_run) {
+bool Dispatcher::PrepareItem(WorkItem& item, std::deque<Run>* runs, std::vector<Message>* replies, WriteSet* pre_run) {
   Subscriber& sub = *item.sub;
   const Event& event = *item.event;
   auto retry_later = [&](const Status& s) {
     config_.log->logger().warn("walbus: {} seq={}: reading stored state failed: {}", sub.name, event.seq, s.ToString());
-    replies->push_back(Message{Message::Kind::kRetry, &sub, item.event, Backoff(sub, item.attempt),
-                               item.attempt - 1, item.first_failure_ms, true, nullptr});
+    replies->push_back(Message{Message::Kind::kRetry, &sub, item.event, Backoff(sub, item.attempt), item.attempt - 1,
+                               item.first_failure_ms, true, nullptr});
     return false;
   };
   // Most items read and write nothing here: the key is made when needed.
@@ -224,13 +224,9 @@ bool Dispatcher::ResolveVersion(Run& run, std::vector<Message>* replies) {
   }
   switch (*r) {
     case SchemaRegistry::Resolution::kAsIs:
-    case SchemaRegistry::Resolution::kNotWanted:
-      return true;
-    case SchemaRegistry::Resolution::kUpcast:
-      run.event = &run.upcast;
-      return true;
-    case SchemaRegistry::Resolution::kNoTranslator:
-      break;
+    case SchemaRegistry::Resolution::kNotWanted: return true;
+    case SchemaRegistry::Resolution::kUpcast: run.event = &run.upcast; return true;
+    case SchemaRegistry::Resolution::kNoTranslator: break;
   }
   const std::string why = "no upcaster brings " + item.event->type + " to a type " + sub.name + " takes";
   if (sub.on_unknown_version == UnknownVersionPolicy::kDeadLetter) {
@@ -259,8 +255,11 @@ void Dispatcher::RunHandler(Run& run) {
     if (s.ok() && found && value.size() == 8 && storage::GetBe64(value) >= event.subject_version) {
       run.on_success = Message::Kind::kStale;
       PutInboxRecord(scope, item, WallMillis(), /*runs=*/0);
-      scope->AddOp(Op{Op::Kind::kAddCounter, db_->cf(storage::Cf::kCheckpoints),
-                      storage::CheckpointKey(sub.id, storage::CheckpointField::kStaleSkipped), {}, 1});
+      scope->AddOp(Op{Op::Kind::kAddCounter,
+                      db_->cf(storage::Cf::kCheckpoints),
+                      storage::CheckpointKey(sub.id, storage::CheckpointField::kStaleSkipped),
+                      {},
+                      1});
       return;
     }
     if (!s.ok()) {
@@ -287,30 +286,28 @@ void Dispatcher::RunHandler(Run& run) {
     return;
   }
   switch (outcome.kind()) {
-    case Outcome::Kind::kRetry:
-      FailAttempt(run, "handler asked to retry", outcome.delay(), false);
-      return;
-    case Outcome::Kind::kReject:
-      FailAttempt(run, "rejected: " + outcome.reason(), {}, true);
-      return;
-    case Outcome::Kind::kDone:
-      break;
+    case Outcome::Kind::kRetry: FailAttempt(run, "handler asked to retry", outcome.delay(), false); return;
+    case Outcome::Kind::kReject: FailAttempt(run, "rejected: " + outcome.reason(), {}, true); return;
+    case Outcome::Kind::kDone: break;
   }
   if (!context.error.ok()) {
     FailAttempt(run, "a call in the handler failed: " + context.error.ToString(), {}, false);
     return;
   }
   PutInboxRecord(scope, item, WallMillis(), item.attempt);
-  scope->AddOp(Op{Op::Kind::kAddCounter, db_->cf(storage::Cf::kCheckpoints),
-                  storage::CheckpointKey(sub.id, storage::CheckpointField::kHandled), {}, 1});
+  scope->AddOp(Op{Op::Kind::kAddCounter,
+                  db_->cf(storage::Cf::kCheckpoints),
+                  storage::CheckpointKey(sub.id, storage::CheckpointField::kHandled),
+                  {},
+                  1});
   // A failed attempt in this process wrote a record too (attempt > 1).
   if (item.attempt > 1 || item.has_retry_record) {
-    scope->AddOp(Op{Op::Kind::kDelete, db_->cf(storage::Cf::kRetries),
-                    storage::SubscriberSeqKey(sub.id, event.seq), {}});
+    scope->AddOp(
+        Op{Op::Kind::kDelete, db_->cf(storage::Cf::kRetries), storage::SubscriberSeqKey(sub.id, event.seq), {}});
   }
   if (item.redrive) {
-    scope->AddOp(Op{Op::Kind::kDelete, db_->cf(storage::Cf::kDeadLetters),
-                    storage::SubscriberSeqKey(sub.id, event.seq), {}});
+    scope->AddOp(
+        Op{Op::Kind::kDelete, db_->cf(storage::Cf::kDeadLetters), storage::SubscriberSeqKey(sub.id, event.seq), {}});
   }
   if (sub.skip_stale && event.subject_version != 0) {
     std::string v;
@@ -395,7 +392,8 @@ void Dispatcher::LogOutcome(const Run& run) const {
   const std::string& name = run.item->sub->name;
   switch (run.on_success) {
     case Message::Kind::kDone:
-      config_.log->EventOutcome(spdlog::level::debug, "handled", event, name, run.item->attempt, run.handler_seconds, {});
+      config_.log->EventOutcome(spdlog::level::debug, "handled", event, name, run.item->attempt, run.handler_seconds,
+                                {});
       return;
     case Message::Kind::kStale:
       config_.log->EventOutcome(spdlog::level::debug, "stale-skipped", event, name, run.item->attempt, 0, {});
@@ -414,8 +412,7 @@ void Dispatcher::LogOutcome(const Run& run) const {
                                 run.item->attempt, run.handler_seconds, error);
       return;
     }
-    default:
-      return;
+    default: return;
   }
 }
 
@@ -435,8 +432,8 @@ void Dispatcher::CommitRuns(std::deque<Run>& runs, std::vector<Message>* replies
     const Status& s = r.request.status;
     if (s.ok()) LogOutcome(r);
     if (s.ok() && r.on_success == Message::Kind::kRetry) {
-      replies->push_back(Message{Message::Kind::kRetry, &sub, item.event, r.delay, item.attempt,
-                                 item.first_failure_ms, false, nullptr});
+      replies->push_back(Message{Message::Kind::kRetry, &sub, item.event, r.delay, item.attempt, item.first_failure_ms,
+                                 false, nullptr});
     } else if (s.ok()) {
       replies->push_back(Message{r.on_success, &sub, item.event});
     } else if (s.IsConflict()) {
@@ -460,8 +457,8 @@ void Dispatcher::CommitRuns(std::deque<Run>& runs, std::vector<Message>* replies
       // looks at the inbox first.
       static LogLimiter limiter(10);
       if (uint64_t held = 0; limiter.Allow(&held)) {
-        config_.log->logger().warn("walbus: committing {}'s outcome for seq={} failed: {} ({} similar lines held back)", sub.name,
-                     item.event->seq, s.ToString(), held);
+        config_.log->logger().warn("walbus: committing {}'s outcome for seq={} failed: {} ({} similar lines held back)",
+                                   sub.name, item.event->seq, s.ToString(), held);
       }
       replies->push_back(Message{Message::Kind::kRetry, &sub, item.event, Backoff(sub, item.attempt), item.attempt,
                                  item.first_failure_ms, true, nullptr});

@@ -2,8 +2,8 @@
 
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/un.h>
 #include <sys/time.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -22,7 +22,6 @@
 namespace walbus::internal {
 namespace {
 
-
 constexpr size_t kMaxOperatorBytes = 128;
 
 // ---- the request ----
@@ -39,8 +38,8 @@ struct VerbSpec {
 };
 
 const std::vector<VerbSpec>& Verbs() {
-  static const std::vector<KeySpec> kDlqKeys = {{"subscriber"}, {"seq", true}, {"all"},      {"type"},
-                                                {"subject"},    {"operator"},  {"reason"},   {"dry-run"}};
+  static const std::vector<KeySpec> kDlqKeys = {{"subscriber"}, {"seq", true}, {"all"},    {"type"},
+                                                {"subject"},    {"operator"},  {"reason"}, {"dry-run"}};
   static const std::vector<VerbSpec> kVerbs = {
       {"ping", AdminVerb::kPing, {}},
       {"dlq-redrive", AdminVerb::kDlqRedrive, kDlqKeys},
@@ -48,8 +47,19 @@ const std::vector<VerbSpec>& Verbs() {
       {"dlq-purge", AdminVerb::kDlqPurge, kDlqKeys},
       {"replay",
        AdminVerb::kReplay,
-       {{"subscriber"}, {"mode"}, {"from-seq"}, {"to-seq"}, {"since"}, {"until"}, {"type", true}, {"subject"},
-        {"id", true}, {"max"}, {"operator"}, {"reason"}, {"dry-run"}}},
+       {{"subscriber"},
+        {"mode"},
+        {"from-seq"},
+        {"to-seq"},
+        {"since"},
+        {"until"},
+        {"type", true},
+        {"subject"},
+        {"id", true},
+        {"max"},
+        {"operator"},
+        {"reason"},
+        {"dry-run"}}},
       {"replay-cancel", AdminVerb::kReplayCancel, {{"replay"}, {"operator"}, {"reason"}}},
       {"replay-status", AdminVerb::kReplayStatus, {{"replay"}}},
   };
@@ -139,7 +149,8 @@ Status Subscriber(const Fields& f, std::string* out) {
   if (name == nullptr) return Invalid("subscriber is required");
   // The validator's own message would echo the name unescaped.
   if (!ValidateSubscriberName(*name).ok()) {
-    return Invalid("subscriber " + QuotedForMessage(*name) + " is not a subscriber name: 1..128 bytes of [A-Za-z0-9._-]");
+    return Invalid("subscriber " + QuotedForMessage(*name) +
+                   " is not a subscriber name: 1..128 bytes of [A-Za-z0-9._-]");
   }
   *out = *name;
   return Status::OK();
@@ -176,7 +187,8 @@ Status Action(const Fields& f, OperatorAction* out) {
 Status Time(std::string_view key, const std::string* text, std::chrono::system_clock::time_point* out) {
   if (text == nullptr) return Status::OK();
   if (!ParseRfc3339(*text, out)) {
-    return Invalid(std::string(key) + " " + QuotedForMessage(*text) + " is not an RFC 3339 time (2026-11-29T23:00:00Z)");
+    return Invalid(std::string(key) + " " + QuotedForMessage(*text) +
+                   " is not an RFC 3339 time (2026-11-29T23:00:00Z)");
   }
   if (out->time_since_epoch().count() == 0) return Invalid(std::string(key) + " may not be the epoch itself");
   return Status::OK();
@@ -237,7 +249,8 @@ Status ReplayFields(const Fields& f, ReplayRequest* r) {
   }
   for (const std::string& text : f.All("id")) {
     std::optional<EventId> id = EventId::Parse(text);
-    if (!id || id->IsNil()) return Invalid("id " + QuotedForMessage(text) + " is not an event id (8-4-4-4-12 hex, not nil)");
+    if (!id || id->IsNil())
+      return Invalid("id " + QuotedForMessage(text) + " is not an event id (8-4-4-4-12 hex, not nil)");
     r->ids.push_back(*id);
   }
   if (const std::string* v = f.One("max"); v != nullptr) {
@@ -258,7 +271,9 @@ Status ReplayId(const Fields& f, uint64_t* id) {
 
 std::string OkReply(const std::string& json) { return "ok\n" + json + "\n"; }
 
-std::string ErrorReply(const Status& s) { return std::string("error ") + CodeName(s.code()) + "\n" + s.message() + "\n"; }
+std::string ErrorReply(const Status& s) {
+  return std::string("error ") + CodeName(s.code()) + "\n" + s.message() + "\n";
+}
 
 std::string SeqsJson(const std::vector<uint64_t>& seqs) {
   std::string out = "[";
@@ -295,7 +310,7 @@ std::string ActionJson(std::string_view action, const AdminRequest& r, const Act
          ",\"action_id\":" + std::to_string(report.action_id) + ",\"seqs\":" + SeqsJson(report.seqs) +
          ",\"released_subjects\":" + StringsJson(report.released_subjects) +
          (report.seqs.empty() && report.released_subjects.empty() ? ",\"note\":\"nothing selected; nothing recorded\""
-                                                                   : "") +
+                                                                  : "") +
          "}";
 }
 
@@ -461,16 +476,11 @@ std::string ReplayReply(const Result<ReplayReport>& report) {
 
 std::string ExecuteAdminRequest(Bus& bus, const AdminRequest& r) {
   switch (r.verb) {
-    case AdminVerb::kPing:
-      return OkReply("{\"pong\":true,\"pid\":" + std::to_string(::getpid()) + "}");
-    case AdminVerb::kDlqRedrive:
-      return ActionReply("redrive", r, bus.RedriveDeadLetters(r.selection, r.action));
-    case AdminVerb::kDlqSkip:
-      return ActionReply("skip", r, bus.SkipDeadLetters(r.selection, r.action));
-    case AdminVerb::kDlqPurge:
-      return ActionReply("purge", r, bus.PurgeDeadLetters(r.selection, r.action));
-    case AdminVerb::kReplay:
-      return ReplayReply(bus.Replay(r.replay));
+    case AdminVerb::kPing: return OkReply("{\"pong\":true,\"pid\":" + std::to_string(::getpid()) + "}");
+    case AdminVerb::kDlqRedrive: return ActionReply("redrive", r, bus.RedriveDeadLetters(r.selection, r.action));
+    case AdminVerb::kDlqSkip: return ActionReply("skip", r, bus.SkipDeadLetters(r.selection, r.action));
+    case AdminVerb::kDlqPurge: return ActionReply("purge", r, bus.PurgeDeadLetters(r.selection, r.action));
+    case AdminVerb::kReplay: return ReplayReply(bus.Replay(r.replay));
     case AdminVerb::kReplayCancel: {
       if (Status s = bus.CancelReplay(r.replay_id, r.action); !s.ok()) return ErrorReply(s);
       // The record as it stands after the cancel; the cancel itself took
@@ -479,8 +489,7 @@ std::string ExecuteAdminRequest(Bus& bus, const AdminRequest& r) {
       if (!after.ok()) return OkReply("{\"replay_id\":" + std::to_string(r.replay_id) + "}");
       return ReplayReply(after);
     }
-    case AdminVerb::kReplayStatus:
-      return ReplayReply(bus.GetReplay(r.replay_id));
+    case AdminVerb::kReplayStatus: return ReplayReply(bus.GetReplay(r.replay_id));
   }
   return ErrorReply(Status::InvalidArgument("unknown verb"));
 }
@@ -514,13 +523,11 @@ Status AdminServer::Start(const std::string& dir, Bus* bus, std::unique_ptr<Admi
       fd, "\n\n", kMaxAdminRequestBytes,
       [bus](std::string_view request, SocketServer::Read how) -> std::string {
         switch (how) {
-          case SocketServer::Read::kComplete:
-            return AnswerAdminRequest(*bus, request);
+          case SocketServer::Read::kComplete: return AnswerAdminRequest(*bus, request);
           case SocketServer::Read::kTooLarge:
             return ErrorReply(
                 Invalid("the request is larger than " + std::to_string(kMaxAdminRequestBytes) + " bytes"));
-          case SocketServer::Read::kCut:
-            break;
+          case SocketServer::Read::kCut: break;
         }
         // A probe (connect, then close) gets nothing; a request cut short
         // is told so, in case the client still reads.

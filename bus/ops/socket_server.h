@@ -53,8 +53,8 @@ class SocketServer {
   // server owns from now on and closes, on failure too. A request is read
   // until it holds `terminator` or has passed `max_request_bytes`.
   // IOError when the thread's wake-up descriptor cannot be made.
-  [[nodiscard]] static Status Start(int listen_fd, std::string terminator, size_t max_request_bytes,
-                                    Respond respond, std::unique_ptr<SocketServer>* out);
+  [[nodiscard]] static Status Start(int listen_fd, std::string terminator, size_t max_request_bytes, Respond respond,
+                                    std::unique_ptr<SocketServer>* out);
   ~SocketServer();  // Stops and joins the thread, then closes the socket.
   SocketServer(const SocketServer&) = delete;
   SocketServer& operator=(const SocketServer&) = delete;

@@ -2,8 +2,8 @@
 
 #include <algorithm>
 #include <cassert>
-#include <cmath>
 #include <charconv>
+#include <cmath>
 #include <string_view>
 
 namespace walbus::internal {
@@ -104,7 +104,8 @@ void WriteProgressMetrics(MetricsWriter& w, uint64_t last_seq, double oldest_bac
   };
   for (const Column& c : kColumns) {
     w.Family(c.name, MetricType::kGauge, c.help);
-    for (const auto& s : subscribers) w.Sample(c.name, MetricsWriter::Label("subscriber", s.name), c.value(s, last_seq));
+    for (const auto& s : subscribers)
+      w.Sample(c.name, MetricsWriter::Label("subscriber", s.name), c.value(s, last_seq));
   }
 }
 
@@ -181,12 +182,9 @@ void AppendSeries(std::string* out, std::string_view name, const std::vector<Met
 
 const char* TypeName(MetricType type) {
   switch (type) {
-    case MetricType::kCounter:
-      return "counter";
-    case MetricType::kGauge:
-      return "gauge";
-    case MetricType::kHistogram:
-      return "histogram";
+    case MetricType::kCounter: return "counter";
+    case MetricType::kGauge: return "gauge";
+    case MetricType::kHistogram: return "histogram";
   }
   return "untyped";
 }

@@ -19,9 +19,8 @@ class LogLimiter {
   // True when this line may be logged; *suppressed then holds how many
   // were held back since the last one that was.
   bool Allow(uint64_t* suppressed) {
-    const int64_t second = std::chrono::duration_cast<std::chrono::seconds>(
-                               std::chrono::steady_clock::now().time_since_epoch())
-                               .count();
+    const int64_t second =
+        std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
     int64_t current = second_.load(std::memory_order_relaxed);
     if (current != second && second_.compare_exchange_strong(current, second)) {
       used_.store(0, std::memory_order_relaxed);

@@ -45,8 +45,8 @@ std::string FormatRfc3339(std::chrono::system_clock::time_point t) {
   std::tm tm{};
   gmtime_r(&tt, &tm);
   char buf[96];
-  std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%06lldZ", tm.tm_year + 1900, tm.tm_mon + 1,
-                tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, static_cast<long long>(fraction));
+  std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%06lldZ", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
+                tm.tm_hour, tm.tm_min, tm.tm_sec, static_cast<long long>(fraction));
   return buf;
 }
 
@@ -100,8 +100,7 @@ bool ParseRfc3339(std::string_view text, std::chrono::system_clock::time_point* 
   const int64_t unix_seconds = static_cast<int64_t>(utc) - offset_seconds;
   if (unix_seconds <= -kClockRangeSeconds || unix_seconds >= kClockRangeSeconds) return false;
   using namespace std::chrono;
-  *out = system_clock::time_point(duration_cast<system_clock::duration>(
-      seconds(unix_seconds) + nanoseconds(nanos)));
+  *out = system_clock::time_point(duration_cast<system_clock::duration>(seconds(unix_seconds) + nanoseconds(nanos)));
   return true;
 }
 

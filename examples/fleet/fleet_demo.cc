@@ -179,8 +179,8 @@ int Run(int orders, const std::string& root) {
   Node cloud{"cloud", root + "/cloud"}, d1{"device-1", root + "/device-1"}, d2{"device-2", root + "/device-2"};
   // device-2's relay goes to a port where nothing listens: offline.
   const std::string nowhere = "nats://127.0.0.1:1";
-  for (auto [node, relay_url, online] : {std::tuple{&cloud, url, true}, std::tuple{&d1, url, true},
-                                         std::tuple{&d2, nowhere, false}}) {
+  for (auto [node, relay_url, online] :
+       {std::tuple{&cloud, url, true}, std::tuple{&d1, url, true}, std::tuple{&d2, nowhere, false}}) {
     if (Status s = OpenNode(node, url, relay_url, online); !s.ok()) {
       std::fprintf(stderr, "fleet_demo: open %s: %s\n", node->name.c_str(), s.ToString().c_str());
       return 1;
@@ -230,11 +230,12 @@ int Run(int orders, const std::string& root) {
       received += at_cloud == 1;
       confirmed += back == 1;
       if (at_cloud != 1 || back != 1) {
-        if (++failures <= 5) std::printf("FAILED: %s: cloud recorded it %d times, confirmed %d times\n", id.c_str(), at_cloud, back);
+        if (++failures <= 5)
+          std::printf("FAILED: %s: cloud recorded it %d times, confirmed %d times\n", id.c_str(), at_cloud, back);
       }
     }
-    std::printf("%s: cloud recorded %d/%d orders once; %d/%d confirmations came back once\n", d->name.c_str(),
-                received, orders, confirmed, orders);
+    std::printf("%s: cloud recorded %d/%d orders once; %d/%d confirmations came back once\n", d->name.c_str(), received,
+                orders, confirmed, orders);
   }
   const auto in = cloud.inbound->Stats();
   std::printf("cloud inbound: %llu taken in, %llu duplicates dropped, %llu quarantined\n",
@@ -270,7 +271,9 @@ int main(int argc, char** argv) {
   }
   const int rc = Run(orders, root);
   std::error_code ec;
-  if (rc == 0) fs::remove_all(root, ec);
-  else std::printf("directories kept in %s\n", root.c_str());
+  if (rc == 0)
+    fs::remove_all(root, ec);
+  else
+    std::printf("directories kept in %s\n", root.c_str());
   return rc;
 }

@@ -312,8 +312,7 @@ Phase1 RunPhase1(const Args& args, const std::string& dir) {
   if (WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL && ready) {
     out.ok = true;
   } else if (WIFEXITED(status)) {
-    std::fprintf(stderr, "orders_demo: the child exited with status %d before the kill\n",
-                 WEXITSTATUS(status));
+    std::fprintf(stderr, "orders_demo: the child exited with status %d before the kill\n", WEXITSTATUS(status));
   } else if (!ready) {
     std::fprintf(stderr, "orders_demo: the child did not open the bus within 60 s\n");
   }
@@ -353,8 +352,7 @@ walbus::Result<Totals> ReadTotals(walbus::Bus& bus, int n) {
     if (!twice.ok()) return twice.status();
     if (twice->has_value()) ++t.doubles;
   }
-  for (auto [key, field] : {std::pair{"count", &Totals::report_count},
-                            std::pair{"total", &Totals::report_total}}) {
+  for (auto [key, field] : {std::pair{"count", &Totals::report_count}, std::pair{"total", &Totals::report_total}}) {
     auto value = tx.Get("report", key);
     if (!value.ok()) return value.status();
     if (value->has_value()) {
@@ -466,8 +464,7 @@ int main(int argc, char** argv) {
               kApproverThreads);
   const Phase1 p1 = RunPhase1(args, dir);
   if (p1.ok) {
-    std::printf("         killed after %.0f ms of approving (%.0f ms after fork)\n", p1.approving_ms,
-                p1.kill_ms);
+    std::printf("         killed after %.0f ms of approving (%.0f ms after fork)\n", p1.approving_ms, p1.kill_ms);
   }
 
   // Phase 2.
@@ -482,8 +479,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   std::printf("phase 2: reopened; %llu orders had committed before the kill, approved the other %llu\n",
-              static_cast<unsigned long long>(r.already_there),
-              static_cast<unsigned long long>(r.approved));
+              static_cast<unsigned long long>(r.already_there), static_cast<unsigned long long>(r.approved));
   const milliseconds idle_timeout(120'000 + 20LL * args.orders);
   if (walbus::Status s = bus->WaitIdle(idle_timeout); !s.ok()) {
     std::fprintf(stderr, "orders_demo: waiting for the subscribers: %s\n", s.ToString().c_str());
@@ -513,28 +509,25 @@ int main(int argc, char** argv) {
   const bool count_ok = t.report_count == t.orders;
   const bool total_ok = t.report_total == t.orders_sum;
   const bool dead_letters_ok = dead_letters == 0;
-  const bool all_ok =
-      p1.ok && orders_ok && invoices_ok && doubles_ok && count_ok && total_ok && dead_letters_ok;
+  const bool all_ok = p1.ok && orders_ok && invoices_ok && doubles_ok && count_ok && total_ok && dead_letters_ok;
 
   std::printf("\nreport\n");
   std::printf("  orders approved     %8llu of %llu  %s\n", static_cast<unsigned long long>(t.orders),
               static_cast<unsigned long long>(n), Mark(orders_ok));
   std::printf("  invoices raised     %8llu of %llu  %s\n", static_cast<unsigned long long>(t.invoices),
               static_cast<unsigned long long>(n), Mark(invoices_ok));
-  std::printf("  double invoices     %8llu (must be 0)  %s\n",
-              static_cast<unsigned long long>(t.doubles), Mark(doubles_ok));
-  std::printf("  report count        %8llu, orders %llu  %s\n",
-              static_cast<unsigned long long>(t.report_count),
+  std::printf("  double invoices     %8llu (must be 0)  %s\n", static_cast<unsigned long long>(t.doubles),
+              Mark(doubles_ok));
+  std::printf("  report count        %8llu, orders %llu  %s\n", static_cast<unsigned long long>(t.report_count),
               static_cast<unsigned long long>(t.orders), Mark(count_ok));
-  std::printf("  report total        %8llu, orders %llu  %s\n",
-              static_cast<unsigned long long>(t.report_total),
+  std::printf("  report total        %8llu, orders %llu  %s\n", static_cast<unsigned long long>(t.report_total),
               static_cast<unsigned long long>(t.orders_sum), Mark(total_ok));
   std::printf("  dead letters        %8llu (must be 0)  %s\n", static_cast<unsigned long long>(dead_letters),
               Mark(dead_letters_ok));
   std::printf("  duplicates skipped  %8llu (redeliveries after the kill, recognised by the inbox)\n",
               static_cast<unsigned long long>(duplicates));
-  std::printf("  child killed at     %8.0f ms, after %.0f ms of approving  %s\n", p1.kill_ms,
-              p1.approving_ms, Mark(p1.ok));
+  std::printf("  child killed at     %8.0f ms, after %.0f ms of approving  %s\n", p1.kill_ms, p1.approving_ms,
+              Mark(p1.ok));
   std::printf("  total time          %8.0f ms\n", MillisSince(start));
   std::printf("%s\n", all_ok ? "all checks passed" : "CHECKS FAILED");
 

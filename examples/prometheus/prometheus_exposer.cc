@@ -55,8 +55,8 @@ int main(int argc, char** argv) {
   size_t series = 0;
   const auto families = walbus_metrics->Collect();
   for (const auto& family : families) series += family.metric.size();
-  std::printf("prometheus_exposer: %zu walbus families (%zu series) on http://127.0.0.1:%d/metrics\n",
-              families.size(), series, exposer.GetListeningPorts().at(0));
+  std::printf("prometheus_exposer: %zu walbus families (%zu series) on http://127.0.0.1:%d/metrics\n", families.size(),
+              series, exposer.GetListeningPorts().at(0));
   walbus_metrics.reset();  // before the bus: the exposer stops collecting it
   return families.empty() ? 1 : 0;
 }

@@ -44,8 +44,7 @@ class FaultFs::TrackedFile : public rocksdb::FSWritableFileOwnerWrapper {
   }
   IOStatus PositionedAppend(const Slice& data, uint64_t offset, const IOOptions& options,
                             const DataVerificationInfo& info, IODebugContext* dbg) override {
-    return Write(data.size(), offset,
-                 [&] { return target()->PositionedAppend(data, offset, options, info, dbg); });
+    return Write(data.size(), offset, [&] { return target()->PositionedAppend(data, offset, options, info, dbg); });
   }
 
   IOStatus Sync(const IOOptions& options, IODebugContext* dbg) override {
@@ -72,8 +71,7 @@ class FaultFs::TrackedFile : public rocksdb::FSWritableFileOwnerWrapper {
     if (fs_->power_cut_) return IOStatus::OK();
     return target()->Flush(options, dbg);
   }
-  IOStatus RangeSync(uint64_t offset, uint64_t nbytes, const IOOptions& options,
-                     IODebugContext* dbg) override {
+  IOStatus RangeSync(uint64_t offset, uint64_t nbytes, const IOOptions& options, IODebugContext* dbg) override {
     std::lock_guard<std::mutex> lock(fs_->mu_);
     if (fs_->power_cut_) return IOStatus::OK();
     return target()->RangeSync(offset, nbytes, options, dbg);
@@ -183,8 +181,7 @@ Status FaultFs::DropUnsyncedData() {
   std::lock_guard<std::mutex> lock(mu_);
   for (const auto& [path, record] : files_) {
     if (record->open > 0) {
-      return Status::InvalidArgument("DropUnsyncedData: " + path +
-                                     " is still open; close the database first");
+      return Status::InvalidArgument("DropUnsyncedData: " + path + " is still open; close the database first");
     }
   }
   Status first_error;
@@ -256,9 +253,8 @@ IOStatus FaultFs::ReopenWritableFile(const std::string& fname, const FileOptions
   return s;
 }
 
-IOStatus FaultFs::ReuseWritableFile(const std::string& fname, const std::string& old_fname,
-                                    const FileOptions& options, std::unique_ptr<FSWritableFile>* result,
-                                    IODebugContext* dbg) {
+IOStatus FaultFs::ReuseWritableFile(const std::string& fname, const std::string& old_fname, const FileOptions& options,
+                                    std::unique_ptr<FSWritableFile>* result, IODebugContext* dbg) {
   IOStatus s = RenameFile(old_fname, fname, IOOptions(), dbg);
   if (!s.ok()) return s;
   return NewWritableFile(fname, options, result, dbg);
@@ -305,8 +301,7 @@ IOStatus FaultFs::LinkFile(const std::string& src, const std::string& dst, const
   return s;
 }
 
-IOStatus FaultFs::Truncate(const std::string& fname, size_t size, const IOOptions& options,
-                           IODebugContext* dbg) {
+IOStatus FaultFs::Truncate(const std::string& fname, size_t size, const IOOptions& options, IODebugContext* dbg) {
   std::lock_guard<std::mutex> lock(mu_);
   if (power_cut_) return IOStatus::OK();
   IOStatus s = target()->Truncate(fname, size, options, dbg);
@@ -325,8 +320,7 @@ IOStatus FaultFs::CreateDir(const std::string& dirname, const IOOptions& options
   return target()->CreateDir(dirname, options, dbg);
 }
 
-IOStatus FaultFs::CreateDirIfMissing(const std::string& dirname, const IOOptions& options,
-                                     IODebugContext* dbg) {
+IOStatus FaultFs::CreateDirIfMissing(const std::string& dirname, const IOOptions& options, IODebugContext* dbg) {
   std::lock_guard<std::mutex> lock(mu_);
   if (power_cut_) return IOStatus::OK();
   return target()->CreateDirIfMissing(dirname, options, dbg);

@@ -103,10 +103,10 @@ class FaultFs : public rocksdb::FileSystemWrapper {
   // records in step.
   rocksdb::IOStatus DeleteFile(const std::string& fname, const rocksdb::IOOptions& options,
                                rocksdb::IODebugContext* dbg) override;
-  rocksdb::IOStatus RenameFile(const std::string& src, const std::string& target,
-                               const rocksdb::IOOptions& options, rocksdb::IODebugContext* dbg) override;
-  rocksdb::IOStatus LinkFile(const std::string& src, const std::string& target,
-                             const rocksdb::IOOptions& options, rocksdb::IODebugContext* dbg) override;
+  rocksdb::IOStatus RenameFile(const std::string& src, const std::string& target, const rocksdb::IOOptions& options,
+                               rocksdb::IODebugContext* dbg) override;
+  rocksdb::IOStatus LinkFile(const std::string& src, const std::string& target, const rocksdb::IOOptions& options,
+                             rocksdb::IODebugContext* dbg) override;
   rocksdb::IOStatus Truncate(const std::string& fname, size_t size, const rocksdb::IOOptions& options,
                              rocksdb::IODebugContext* dbg) override;
   rocksdb::IOStatus CreateDir(const std::string& dirname, const rocksdb::IOOptions& options,
@@ -117,8 +117,8 @@ class FaultFs : public rocksdb::FileSystemWrapper {
                               rocksdb::IODebugContext* dbg) override;
 
   // 0 while the disk is full, the real figure otherwise.
-  rocksdb::IOStatus GetFreeSpace(const std::string& path, const rocksdb::IOOptions& options,
-                                 uint64_t* diskfree, rocksdb::IODebugContext* dbg) override;
+  rocksdb::IOStatus GetFreeSpace(const std::string& path, const rocksdb::IOOptions& options, uint64_t* diskfree,
+                                 rocksdb::IODebugContext* dbg) override;
 
  private:
   // What is known about one writable file. GUARDED_BY(mu_).
@@ -135,8 +135,8 @@ class FaultFs : public rocksdb::FileSystemWrapper {
   rocksdb::IOStatus InjectNoSpace();  // REQUIRES: mu_ held
 
   mutable std::mutex mu_;
-  bool power_cut_ = false;  // GUARDED_BY(mu_)
-  bool no_space_ = false;   // GUARDED_BY(mu_)
+  bool power_cut_ = false;          // GUARDED_BY(mu_)
+  bool no_space_ = false;           // GUARDED_BY(mu_)
   uint64_t injected_failures_ = 0;  // GUARDED_BY(mu_)
   // By path. A record is shared with the open handles of its file, so a
   // rename moves it without touching them.

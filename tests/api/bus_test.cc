@@ -7,11 +7,11 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <mutex>
 #include <set>
-#include <filesystem>
-#include <fstream>
 #include <thread>
 
 #include "bus/core/envelope.h"
@@ -225,7 +225,8 @@ TEST(BusTest, InvalidPublishesAreRefusedAndWriteNothing) {
   std::unique_ptr<Bus> refused;
   const Status open = Bus::Open(bad_source, &refused);
   EXPECT_TRUE(open.IsInvalidArgument()) << open.ToString();
-  EXPECT_NE(open.message().find("Options::source 'my app' is not a URI-reference"), std::string::npos) << open.ToString();
+  EXPECT_NE(open.message().find("Options::source 'my app' is not a URI-reference"), std::string::npos)
+      << open.ToString();
   Transaction bad_cf = bus->Begin();
   EXPECT_TRUE(bad_cf.Put("no-such-cf", "k", "v").IsInvalidArgument());
   EXPECT_TRUE(bad_cf.Commit().status().IsInvalidArgument());
@@ -456,10 +457,12 @@ TEST(BusTest, TraceContextFollowsACascade) {
   ASSERT_TRUE(tx.Commit().ok());
   // WaitIdle covers events committed before the call; the follow-ups come
   // after, so wait for the last stage.
-  ASSERT_TRUE(testing::Eventually([&] {
-    std::lock_guard<std::mutex> lock(mu);
-    return seen.size() == 3;
-  }, 10s));
+  ASSERT_TRUE(testing::Eventually(
+      [&] {
+        std::lock_guard<std::mutex> lock(mu);
+        return seen.size() == 3;
+      },
+      10s));
   std::lock_guard<std::mutex> lock(mu);
   const Event& a = seen["orders.order-placed.v1"];
   const Event& b = seen["invoicing.invoice-raised.v1"];
@@ -808,10 +811,12 @@ TEST(BusTest, CloseFromAHandlerOrAVerifierIsRefusedEvenWhileAnotherCloseWaits) {
   ASSERT_NE(bus, nullptr);
   // A verifier runs inside Ingest: closing from there would wait for itself.
   Status from_verifier;
-  ASSERT_TRUE(bus->RegisterVerifier(kType, [&](std::string_view) {
-                   from_verifier = bus->Close();
-                   return Status::OK();
-                 }).ok());
+  ASSERT_TRUE(bus->RegisterVerifier(kType,
+                                    [&](std::string_view) {
+                                      from_verifier = bus->Close();
+                                      return Status::OK();
+                                    })
+                  .ok());
   ASSERT_TRUE(bus->IngestEvent(FromElsewhere(), IngestOptions{}).ok());
   EXPECT_TRUE(from_verifier.IsInvalidArgument()) << from_verifier.ToString();
 
@@ -1021,7 +1026,8 @@ TEST(BusTest, MisuseGetsTheErrorsTheContractsName) {
       << "another base name";
   EXPECT_TRUE(bus->RegisterUpcaster("orders.order-placed.v2", "orders.order-placed.v1", same).IsInvalidArgument())
       << "a lower version";
-  EXPECT_TRUE(bus->RegisterUpcaster("orders.order-placed.v1", "orders.order-placed.v2", Upcaster()).IsInvalidArgument());
+  EXPECT_TRUE(
+      bus->RegisterUpcaster("orders.order-placed.v1", "orders.order-placed.v2", Upcaster()).IsInvalidArgument());
   EXPECT_TRUE(bus->RegisterUpcaster("orders.order-placed.v1", "orders.order-placed.v2", same).ok());
 
   EXPECT_TRUE(bus->Start().ok());

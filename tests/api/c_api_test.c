@@ -25,12 +25,12 @@ enum { kEvents = 100 };
 
 static int failures = 0;
 
-#define CHECK(cond)                                                  \
-  do {                                                               \
-    if (!(cond)) {                                                   \
+#define CHECK(cond)                                                            \
+  do {                                                                         \
+    if (!(cond)) {                                                             \
       fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
-      ++failures;                                                    \
-    }                                                                \
+      ++failures;                                                              \
+    }                                                                          \
   } while (0)
 
 // Stops the test on a failed call, printing walbus's message.
@@ -138,7 +138,7 @@ static void Operations(walbus_t* bus) {
   sub.on_poison = WALBUS_POISON_PARK_KEY;
   sub.handler_version = "ledger-1";
   Must(walbus_subscribe_with(bus, &sub, &err), err, "walbus_subscribe_with");
-  sub.on_poison = 7;  /* not a walbus_poison_policy */
+  sub.on_poison = 7; /* not a walbus_poison_policy */
   sub.name = "other";
   CHECK(walbus_subscribe_with(bus, &sub, &err) == WALBUS_INVALID_ARGUMENT);
   walbus_free_error(err);
@@ -310,7 +310,9 @@ int main(int argc, char** argv) {
     fprintf(stderr, "%d checks failed\n", failures);
     return 1;
   }
-  printf("c_api_test: %d events handled once each, effects and counters as expected; versions, deletes, "
-         "policies and delivery states as in C++\n", kEvents);
+  printf(
+      "c_api_test: %d events handled once each, effects and counters as expected; versions, deletes, "
+      "policies and delivery states as in C++\n",
+      kEvents);
   return 0;
 }

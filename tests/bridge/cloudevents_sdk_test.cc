@@ -6,19 +6,19 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <optional>
 #include <fstream>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "bridge/relay_journal.h"
-#include "tools/walbus/inspect_util.h"
 #include "bus/util/rfc3339.h"
 #include "tests/bridge/bridge_node.h"
 #include "tests/bridge/nats_client.h"
 #include "tests/test_util.h"
+#include "tools/walbus/inspect_util.h"
 #include "walbus/bus.h"
 #include "walbus/jetstream.h"
 
@@ -31,7 +31,8 @@ using testing::TempDir;
 // Runs a script of tests/bridge/cloudevents_sdk with node; its exit status, and
 // its output in *output.
 int RunScript(const std::string& script, const std::string& args, std::string* output) {
-  const std::string command = "NODE_PATH=" WALBUS_CE_NODE_PATH " node " WALBUS_CE_SCRIPTS "/" + script + " " + args + " 2>&1";
+  const std::string command =
+      "NODE_PATH=" WALBUS_CE_NODE_PATH " node " WALBUS_CE_SCRIPTS "/" + script + " " + args + " 2>&1";
   FILE* pipe = ::popen(command.c_str(), "r");
   if (pipe == nullptr) return -1;
   char buf[4096];
@@ -167,12 +168,14 @@ TEST(CloudEventsSdkTest, RelayedEventsDecodeByteForByte) {
     const EventSpec& e = published[i];
     const Event& stored = recorder.events[ids[i]];
     expected << "{\"id\":" << internal::inspect_util::JsonString(ids[i])
-             << ",\"source\":" << internal::inspect_util::JsonString(e.source) << ",\"type\":" << internal::inspect_util::JsonString(e.type)
+             << ",\"source\":" << internal::inspect_util::JsonString(e.source)
+             << ",\"type\":" << internal::inspect_util::JsonString(e.type)
              << ",\"subject\":" << internal::inspect_util::JsonString(e.subject)
              << ",\"time\":" << internal::inspect_util::JsonString(internal::FormatRfc3339(stored.time))
              << ",\"subjectseq\":\"" << ++positions[{e.source, e.subject}] << "\""
              << ",\"seqorigin\":" << internal::inspect_util::JsonString(**origin);
-    if (!e.content_type.empty()) expected << ",\"datacontenttype\":" << internal::inspect_util::JsonString(e.content_type);
+    if (!e.content_type.empty())
+      expected << ",\"datacontenttype\":" << internal::inspect_util::JsonString(e.content_type);
     if (e.subject_version != 0) expected << ",\"subjectversion\":\"" << e.subject_version << "\"";
     if (!e.traceparent.empty()) expected << ",\"traceparent\":" << internal::inspect_util::JsonString(e.traceparent);
     expected << ",\"data_base64\":\"" << Base64(e.data) << "\"}\n";

@@ -54,8 +54,8 @@ TEST(CloudEventsTest, HeaderValuesArePercentEncodedAndEveryByteComesBack) {
     in.content_type = "text/plain; charset=utf-8";
     const Headers h = ToHeaders(in);
     for (char c : h.at("ce-subject")) {
-      EXPECT_TRUE(c > 0x20 && c < 0x7f && c != '"') << "raw byte " << int(static_cast<unsigned char>(c)) << " in "
-                                                     << h.at("ce-subject");
+      EXPECT_TRUE(c > 0x20 && c < 0x7f && c != '"')
+          << "raw byte " << int(static_cast<unsigned char>(c)) << " in " << h.at("ce-subject");
     }
     Event out;
     ASSERT_TRUE(FromHeaders(h, in.data, &out).ok()) << subject;
@@ -103,11 +103,16 @@ TEST(CloudEventsTest, MalformedHeadersAreRefusedWithTheReason) {
     const char* value;  // nullptr: removed
     const char* reason;
   } cases[] = {
-      {"ce-specversion", nullptr, "ce-specversion"}, {"ce-specversion", "0.3", "unsupported"},
-      {"ce-id", nullptr, "ce-id"},                   {"ce-id", "not-a-uuid", "not a UUID"},
-      {"ce-type", nullptr, "ce-type"},               {"ce-source", "", "ce-source"},
-      {"ce-time", "yesterday", "RFC 3339"},          {"ce-subjectversion", "12x", "not a number"},
-      {"ce-causationid", "x", "not a UUID"},          {"ce-subject", "bad%zz", "percent escape"},
+      {"ce-specversion", nullptr, "ce-specversion"},
+      {"ce-specversion", "0.3", "unsupported"},
+      {"ce-id", nullptr, "ce-id"},
+      {"ce-id", "not-a-uuid", "not a UUID"},
+      {"ce-type", nullptr, "ce-type"},
+      {"ce-source", "", "ce-source"},
+      {"ce-time", "yesterday", "RFC 3339"},
+      {"ce-subjectversion", "12x", "not a number"},
+      {"ce-causationid", "x", "not a UUID"},
+      {"ce-subject", "bad%zz", "percent escape"},
   };
   for (const Case& c : cases) {
     Headers h = good;

@@ -340,8 +340,8 @@ TEST(InboundTest, MalformedPositionIsQuarantined) {
 // consumers keep their state, so they are ahead of it), started again and
 // given `count` new events; then the consumer started again, and every new
 // event must be taken once.
-void LoseTailThenTakeNewEvents(NatsServer& server, Node& node, const InboundOptions& o,
-                               std::unique_ptr<Inbound>* in, int count) {
+void LoseTailThenTakeNewEvents(NatsServer& server, Node& node, const InboundOptions& o, std::unique_ptr<Inbound>* in,
+                               int count) {
   const int before = node.handled_count();
   ASSERT_TRUE(node.bus->WaitIdle(30s).ok());
   std::this_thread::sleep_for(300ms);  // the consumer's acknowledgements reach its state file

@@ -2,10 +2,10 @@
 
 #include <nats/nats.h>
 
-#include <cstdlib>
-#include <memory>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <cstdlib>
+#include <memory>
 
 #include "bridge/nats_link.h"
 #include "tests/bridge/bridge_node.h"
@@ -30,7 +30,8 @@ bool PublishRaw(const std::string& url, const std::string& subject, const std::m
   auto link = Connect(url);
   if (link == nullptr) return false;
   natsMsg* msg = nullptr;
-  if (natsMsg_Create(&msg, subject.c_str(), nullptr, data.data(), static_cast<int>(data.size())) != NATS_OK) return false;
+  if (natsMsg_Create(&msg, subject.c_str(), nullptr, data.data(), static_cast<int>(data.size())) != NATS_OK)
+    return false;
   for (const auto& [k, v] : headers) natsMsgHeader_Set(msg, k.c_str(), v.c_str());
   jsPubAck* ack = nullptr;
   jsErrCode err = static_cast<jsErrCode>(0);
@@ -57,7 +58,8 @@ std::vector<StoredMessage> ReadStream(const std::string& url, const std::string&
   jsErrCode err = static_cast<jsErrCode>(0);
   static int reader = 0;
   const std::string durable = "test-reader-" + std::to_string(::getpid()) + "-" + std::to_string(reader++);
-  if (js_PullSubscribe(&sub, link->js(), filter_subject.c_str(), durable.c_str(), nullptr, &so, &err) != NATS_OK) return out;
+  if (js_PullSubscribe(&sub, link->js(), filter_subject.c_str(), durable.c_str(), nullptr, &so, &err) != NATS_OK)
+    return out;
   for (;;) {
     natsMsgList list{};
     const natsStatus s = natsSubscription_Fetch(&list, sub, 256, 1000, &err);

@@ -11,7 +11,6 @@
 #include "tests/test_util.h"
 #include "tools/nats_server.h"
 
-
 namespace walbus::testing {
 
 // Holds the temp dir of a LocalNatsServer; a base so that it is made first.

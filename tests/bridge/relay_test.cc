@@ -124,8 +124,7 @@ TEST(RelayTest, PublishesEveryEventOnceInSubjectOrder) {
   EXPECT_EQ(stats.published, 500u);
   EXPECT_EQ(stats.duplicates, 0u);
   const std::string metrics = relay->MetricsText();
-  EXPECT_NE(metrics.find("walbus_relay_published_total{relay=\"jetstream-relay\"} 500"), std::string::npos)
-      << metrics;
+  EXPECT_NE(metrics.find("walbus_relay_published_total{relay=\"jetstream-relay\"} 500"), std::string::npos) << metrics;
   // The bus's own metrics (its /metrics endpoint) carry the relay's too,
   // for as long as the relay lives.
   const std::string on_bus = bus->MetricsText();
@@ -170,8 +169,8 @@ TEST(RelayTest, AcknowledgedMessagesTheServerLostAreRepublishedInOrderFromTheJou
   ASSERT_TRUE(server.Start());
   // The relay checks its journal once reconnected (too soon to count the
   // loss from here) and republishes what the stream lacks.
-  ASSERT_TRUE(testing::Eventually(
-      [&] { return testing::ReadStream(server.url(), kStream, "walbus.>").size() == 400; }, 30s));
+  ASSERT_TRUE(
+      testing::Eventually([&] { return testing::ReadStream(server.url(), kStream, "walbus.>").size() == 400; }, 30s));
   const RelayStats stats = relay->Stats();
   EXPECT_GT(stats.server_loss_detected, 0u);
   EXPECT_EQ(stats.repaired, stats.server_loss_detected);
@@ -186,8 +185,7 @@ TEST(RelayTest, AcknowledgedMessagesTheServerLostAreRepublishedInOrderFromTheJou
     EXPECT_FALSE(m.headers.at("ce-seqorigin").empty());
   }
   const std::string metrics = relay->MetricsText();
-  EXPECT_NE(metrics.find("walbus_relay_server_loss_repaired_total{relay=\"jetstream-relay\"} " +
-                         std::to_string(lost)),
+  EXPECT_NE(metrics.find("walbus_relay_server_loss_repaired_total{relay=\"jetstream-relay\"} " + std::to_string(lost)),
             std::string::npos)
       << metrics;
   // Events after the repair go on in order behind it.
@@ -305,7 +303,7 @@ TEST(RelayTest, AStreamTheServerForgotIsReportedLoudlyAndKeptByTheTool) {
 }
 
 TEST(RelayTest, OfflineBacklogDrainsInSubjectOrderOnReconnect) {
-  NatsServer server;  // not started yet: the device is offline
+  NatsServer server;        // not started yet: the device is offline
   RelayedBus node(server);  // an unreachable server is not an error: the outbox waits
   ASSERT_NE(node.relay, nullptr);
   auto& bus = node.bus;

@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "bus/core/envelope.h"
-#include "tools/walbus/inspect.h"
 #include "tests/test_util.h"
+#include "tools/walbus/inspect.h"
 #include "walbus/bus.h"
 
 namespace walbus {
@@ -165,9 +165,9 @@ TEST(QuarantineTest, OrderedIngestTakesEachKeyInItsSendersOrder) {
   EXPECT_EQ(next->disposition, IngestDisposition::kAhead);
   EXPECT_EQ(next->next_position, 7u);
 
-  EXPECT_EQ(bus->IngestEvent(Foreign("x"), IngestOptions{.source = "x", .order_key = "k", .position = 1})
-                .status().code(),
-            Status::Code::kInvalidArgument)
+  EXPECT_EQ(
+      bus->IngestEvent(Foreign("x"), IngestOptions{.source = "x", .order_key = "k", .position = 1}).status().code(),
+      Status::Code::kInvalidArgument)
       << "an order key needs a dedup scope";
   EXPECT_EQ(bus->IngestEvent(Foreign("x"), Ordered("k", 0)).status().code(), Status::Code::kInvalidArgument);
 }
@@ -257,9 +257,13 @@ TEST(QuarantineTest, InvalidInputIsQuarantinedAndNeverHandled) {
     return Outcome::Done();
   };
   ASSERT_TRUE(bus->Subscribe(std::move(s)).ok());
-  ASSERT_TRUE(bus->RegisterVerifier("orders.order-approved.v1", [](std::string_view d) {
-                  return d.starts_with("{") ? Status::OK() : Status::InvalidArgument("payload is not a JSON object");
-                }).ok());
+  ASSERT_TRUE(bus->RegisterVerifier("orders.order-approved.v1",
+                                    [](std::string_view d) {
+                                      return d.starts_with("{")
+                                                 ? Status::OK()
+                                                 : Status::InvalidArgument("payload is not a JSON object");
+                                    })
+                  .ok());
   ASSERT_TRUE(bus->Start().ok());
   std::string truncated = internal::EncodeEnvelope(Foreign("{}"));
   truncated.resize(truncated.size() / 2);

@@ -24,12 +24,14 @@ TEST(SchemaRegistryTest, SplitsTypesIntoBaseAndVersion) {
 
 TEST(SchemaRegistryTest, FollowsAChainOfUpcasters) {
   SchemaRegistry r;
-  ASSERT_TRUE(r.AddUpcaster("orders.order-approved.v1", "orders.order-approved.v2",
-                            [](const Event& e) -> Result<std::string> { return e.data + "+v2"; })
-                  .ok());
-  ASSERT_TRUE(r.AddUpcaster("orders.order-approved.v2", "orders.order-approved.v3",
-                            [](const Event& e) -> Result<std::string> { return e.data + "+v3"; })
-                  .ok());
+  ASSERT_TRUE(
+      r.AddUpcaster("orders.order-approved.v1", "orders.order-approved.v2", [](const Event& e) -> Result<std::string> {
+         return e.data + "+v2";
+       }).ok());
+  ASSERT_TRUE(
+      r.AddUpcaster("orders.order-approved.v2", "orders.order-approved.v3", [](const Event& e) -> Result<std::string> {
+         return e.data + "+v3";
+       }).ok());
   Event out;
   auto res = r.Resolve(OrderV1("a"), {"orders.order-approved.v3"}, &out);
   ASSERT_TRUE(res.ok());
@@ -53,16 +55,17 @@ TEST(SchemaRegistryTest, RefusesUpcastersThatAreNotForward) {
 
 TEST(SchemaRegistryTest, UpcasterErrorsAndVerifiersAreReported) {
   SchemaRegistry r;
-  ASSERT_TRUE(r.AddUpcaster("orders.order-approved.v1", "orders.order-approved.v2",
-                            [](const Event&) -> Result<std::string> { return Status::InvalidArgument("no total"); })
-                  .ok());
+  ASSERT_TRUE(
+      r.AddUpcaster("orders.order-approved.v1", "orders.order-approved.v2", [](const Event&) -> Result<std::string> {
+         return Status::InvalidArgument("no total");
+       }).ok());
   Event out;
   auto res = r.Resolve(OrderV1("a"), {"orders.order-approved.v2"}, &out);
   ASSERT_FALSE(res.ok());
   EXPECT_NE(res.status().message().find("no total"), std::string::npos);
   ASSERT_TRUE(r.AddVerifier("orders.order-approved.v1", [](std::string_view d) {
-                  return d.starts_with("{") ? Status::OK() : Status::InvalidArgument("not JSON");
-                }).ok());
+                 return d.starts_with("{") ? Status::OK() : Status::InvalidArgument("not JSON");
+               }).ok());
   EXPECT_TRUE(r.Verify("orders.order-approved.v1", "{}").ok());
   EXPECT_TRUE(r.Verify("orders.order-approved.v1", "x").IsInvalidArgument());
   EXPECT_TRUE(r.Verify("orders.other.v1", "x").ok()) << "no verifier: accepted";

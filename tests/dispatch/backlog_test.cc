@@ -18,9 +18,9 @@
 #include <thread>
 #include <vector>
 
-#include "tools/walbus/inspect.h"
 #include "storage/db.h"
 #include "tests/test_util.h"
+#include "tools/walbus/inspect.h"
 #include "walbus/bus.h"
 
 namespace walbus {

@@ -9,10 +9,10 @@
 
 #include <atomic>
 #include <condition_variable>
-#include <thread>
 #include <mutex>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "bus/dispatch/dispatcher.h"

@@ -139,7 +139,8 @@ TEST(ReplayTest, SameInboxSkipsHandledEventsAndRunsWhatFailed) {
   std::atomic<bool> broken{true};
   auto bus = StartProjection(dir, Projection(&log, &broken));
   ASSERT_NE(bus, nullptr);
-  auto receipts = PublishMany(*bus, 50, [](int i) { return i % 10 == 0 ? std::string("bad") : "o" + std::to_string(i % 7); });
+  auto receipts =
+      PublishMany(*bus, 50, [](int i) { return i % 10 == 0 ? std::string("bad") : "o" + std::to_string(i % 7); });
   ASSERT_TRUE(bus->WaitIdle(30s).ok());
   ASSERT_EQ(bus->Stats().subscribers[0].dead_lettered, 5u);
   broken = false;  // the fix is deployed
@@ -179,7 +180,8 @@ TEST(ReplayTest, LeavesAParkedSubjectToTheRedrive) {
   parking.on_poison = PoisonPolicy::kParkKey;
   auto bus = StartProjection(dir, std::move(parking));
   ASSERT_NE(bus, nullptr);
-  auto receipts = PublishMany(*bus, 10, [](int i) { return i == 3 || i == 7 ? std::string("bad") : "o" + std::to_string(i); });
+  auto receipts =
+      PublishMany(*bus, 10, [](int i) { return i == 3 || i == 7 ? std::string("bad") : "o" + std::to_string(i); });
   ASSERT_TRUE(bus->WaitIdle(30s).ok());
   ASSERT_EQ(bus->Stats().subscribers[0].dead_lettered, 2u) << "the failure and the event held behind it";
   broken = false;

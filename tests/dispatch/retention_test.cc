@@ -51,7 +51,8 @@ Options RetentionOptions(const TempDir& dir) {
 void PublishAndDrain(Bus& bus, int n, size_t payload_bytes = 16) {
   for (int i = 0; i < n; ++i) {
     Transaction tx = bus.Begin();
-    ASSERT_TRUE(tx.Publish({.type = "orders.order-placed.v1", .subject = "order-" + std::to_string(i % 7),
+    ASSERT_TRUE(tx.Publish({.type = "orders.order-placed.v1",
+                            .subject = "order-" + std::to_string(i % 7),
                             .data = std::string(payload_bytes, 'x')})
                     .ok());
     ASSERT_TRUE(tx.Commit().ok());
@@ -139,8 +140,8 @@ TEST(RetentionTest, ByAgeKeepsEventsYoungerThanTheLimit) {
     ASSERT_TRUE(bus->Start().ok());
     PublishAndDrain(*bus, 200);  // seqs 1..200, at t0
     clock->Advance(2h);
-    PublishAndDrain(*bus, 50);   // seqs 201..250, two hours later
-    clock->Advance(30min);       // the first 200 are 2.5 h old, the rest 0.5 h
+    PublishAndDrain(*bus, 50);  // seqs 201..250, two hours later
+    clock->Advance(30min);      // the first 200 are 2.5 h old, the rest 0.5 h
     ASSERT_TRUE(bus->Close().ok());
   }
   std::vector<uint64_t> seqs = OutboxSeqs(dir.path());

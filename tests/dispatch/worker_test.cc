@@ -1,8 +1,8 @@
 // Failure handling of handler runs (bus/dispatch/worker.cc): retry budgets, dead
 // letters, parked subjects, crash-loop protection, stale events. Against a
 // real database; dead letters are read back with the operator's view.
-#include <gtest/gtest.h>
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -13,8 +13,8 @@
 #include <mutex>
 #include <thread>
 
-#include "tools/walbus/inspect.h"
 #include "tests/test_util.h"
+#include "tools/walbus/inspect.h"
 #include "walbus/bus.h"
 
 namespace walbus {
@@ -289,17 +289,22 @@ TEST(WorkerTest, DeliveryStatesSayRetryingAndParked) {
 
   Result<std::vector<DeliveryState>> billing_pending = bus->Pending("billing", 0);
   ASSERT_TRUE(billing_pending.ok());
-  ASSERT_TRUE(testing::Eventually([&] {
-    billing_pending = bus->Pending("billing", 0);
-    return billing_pending.ok() && billing_pending->size() == 1;
-  }, 10s));
+  ASSERT_TRUE(testing::Eventually(
+      [&] {
+        billing_pending = bus->Pending("billing", 0);
+        return billing_pending.ok() && billing_pending->size() == 1;
+      },
+      10s));
   EXPECT_EQ((*billing_pending)[0].id, slow);
   EXPECT_EQ((*billing_pending)[0].state, Delivery::kRetrying);
   Result<std::vector<DeliveryState>> ledger_pending = bus->Pending("ledger", 0);
-  ASSERT_TRUE(testing::Eventually([&] {
-    ledger_pending = bus->Pending("ledger", 0);
-    return ledger_pending.ok() && ledger_pending->size() == 1 && (*ledger_pending)[0].state == Delivery::kParked;
-  }, 10s)) << "the dead letter is not pending; the event behind it is, parked";
+  ASSERT_TRUE(testing::Eventually(
+      [&] {
+        ledger_pending = bus->Pending("ledger", 0);
+        return ledger_pending.ok() && ledger_pending->size() == 1 && (*ledger_pending)[0].state == Delivery::kParked;
+      },
+      10s))
+      << "the dead letter is not pending; the event behind it is, parked";
   EXPECT_EQ((*ledger_pending)[0].id, held);
   EXPECT_EQ((*ledger_pending)[0].state, Delivery::kParked);
   EXPECT_EQ((*ledger_pending)[0].parked_behind, 2u);
@@ -338,10 +343,12 @@ TEST(WorkerTest, CleanRestartChargesNoAttempt) {
     ASSERT_TRUE(bus->Start().ok());
     // One subject: "first" runs and holds it; the rest wait behind it.
     for (const char* data : {"first", "waiting-1", "waiting-2", "waiting-3"}) Publish(*bus, "order-1", data);
-    ASSERT_TRUE(testing::Eventually([&] {
-      const BusStats stats = bus->Stats();
-      return !stats.subscribers.empty() && stats.subscribers[0].in_flight == 4;
-    }, 10s));
+    ASSERT_TRUE(testing::Eventually(
+        [&] {
+          const BusStats stats = bus->Stats();
+          return !stats.subscribers.empty() && stats.subscribers[0].in_flight == 4;
+        },
+        10s));
     std::thread release([&] {
       std::this_thread::sleep_for(100ms);
       hold.store(false);
@@ -510,12 +517,14 @@ TEST(WorkerTest, MaxAgeDeadLettersOnTheInjectedClock) {
   ASSERT_TRUE(bus->Start().ok());
   Publish(*bus, "order-1", "");
   int64_t advanced_ms = 0;
-  ASSERT_TRUE(testing::Eventually([&] {
-    if (bus->Stats().subscribers[0].dead_lettered == 1) return true;
-    clock->Advance(100ms);
-    advanced_ms += 100;
-    return false;
-  }, 60s));
+  ASSERT_TRUE(testing::Eventually(
+      [&] {
+        if (bus->Stats().subscribers[0].dead_lettered == 1) return true;
+        clock->Advance(100ms);
+        advanced_ms += 100;
+        return false;
+      },
+      60s));
   EXPECT_GE(advanced_ms, 10000) << "not before max_age on the injected clock";
   EXPECT_LE(calls.load(), 10000 / 1 + 1);
   auto letters = DeadLetters(dir.path());
@@ -576,11 +585,13 @@ TEST(WorkerTest, UnknownVersionPausesTheSubscriberUntilAnUpcasterArrives) {
   ASSERT_TRUE(bus->Subscribe(std::move(audit)).ok());
   ASSERT_TRUE(bus->Start().ok());
   PublishTyped(*bus, "orders.order-approved.v1", "order-1", "old");
-  ASSERT_TRUE(testing::Eventually([&] {
-    for (const auto& s : bus->Stats().subscribers)
-      if (s.name == "v2-reader") return s.paused;
-    return false;
-  }, 10s));
+  ASSERT_TRUE(testing::Eventually(
+      [&] {
+        for (const auto& s : bus->Stats().subscribers)
+          if (s.name == "v2-reader") return s.paused;
+        return false;
+      },
+      10s));
   // Events that were already running when it paused may finish; nothing
   // committed after the pause is handled, not even on other subjects.
   PublishTyped(*bus, "orders.order-approved.v2", "order-2", "{new}");
@@ -633,16 +644,21 @@ TEST(WorkerTest, WallClockJumpingBackDoesNotSpendTheAgeBudget) {
   ASSERT_TRUE(bus->Subscribe(std::move(s)).ok());
   ASSERT_TRUE(bus->Start().ok());
   Publish(*bus, "order-1", "");
-  ASSERT_TRUE(testing::Eventually([&] {
-    clock->Advance(10ms);
-    return calls.load() >= 20;
-  }, 30s));
+  ASSERT_TRUE(testing::Eventually(
+      [&] {
+        clock->Advance(10ms);
+        return calls.load() >= 20;
+      },
+      30s));
   EXPECT_EQ(bus->Stats().subscribers[0].dead_lettered, 0u) << "a negative age is no age";
   clock->JumpWall(std::chrono::hours(1));
-  ASSERT_TRUE(testing::Eventually([&] {
-    clock->Advance(1000ms);
-    return bus->Stats().subscribers[0].dead_lettered == 1;
-  }, 30s)) << "the budget still ends once real age passes max_age";
+  ASSERT_TRUE(testing::Eventually(
+      [&] {
+        clock->Advance(1000ms);
+        return bus->Stats().subscribers[0].dead_lettered == 1;
+      },
+      30s))
+      << "the budget still ends once real age passes max_age";
 }
 
 TEST(WorkerTest, RedriveReleasesAParkedSubjectInOriginalOrder) {
@@ -689,7 +705,7 @@ TEST(WorkerTest, RedriveReleasesAParkedSubjectInOriginalOrder) {
   Publish(*bus, "acct-1", "fourth");
   ASSERT_TRUE(bus->WaitIdle(10s).ok());
   EXPECT_EQ(j.Done(), (std::vector<std::string>{"acct-2:other", "acct-1:poison", "acct-1:second", "acct-1:third",
-                                                 "acct-1:fourth"}))
+                                                "acct-1:fourth"}))
       << "the held events come back behind the poison, in order, before anything new";
   EXPECT_TRUE(DeadLetters(dir.path()).empty());
   EXPECT_EQ(bus->Stats().subscribers[0].checkpoint, 5u);
@@ -707,8 +723,7 @@ TEST(WorkerTest, SkipReleasesAndPurgeDeletesWithARecord) {
   Publish(*bus, "order-1", "held");
   ASSERT_TRUE(bus->WaitIdle(10s).ok());
   OperatorAction who{.operator_name = "bob", .reason = "order cancelled"};
-  EXPECT_TRUE(
-      bus->SkipDeadLetters({.subscriber = "invoicing"}, {.operator_name = "bob"}).status().IsInvalidArgument())
+  EXPECT_TRUE(bus->SkipDeadLetters({.subscriber = "invoicing"}, {.operator_name = "bob"}).status().IsInvalidArgument())
       << "a reason is required";
   Result<ActionReport> skipped = bus->SkipDeadLetters({.subscriber = "invoicing", .subject = "order-1"}, who);
   ASSERT_TRUE(skipped.ok()) << skipped.status().ToString();
@@ -740,8 +755,9 @@ TEST(WorkerTest, ConflictRerunsAfterARestartDoNotSpendTheBudget) {
   {
     auto bus = OpenBus(MakeOptions(dir));
     ASSERT_TRUE(bus->Subscribe(subscriber([](const Event&, HandlerContext&) {
-                      return Outcome::RetryAfter(std::chrono::hours(1));  // dispatched, never done
-                    })).ok());
+                     return Outcome::RetryAfter(std::chrono::hours(1));  // dispatched, never done
+                   }))
+                    .ok());
     ASSERT_TRUE(bus->Start().ok());
     for (int i = 0; i < kEvents; ++i) Publish(*bus, "order-" + std::to_string(i), "x");
     std::this_thread::sleep_for(200ms);
@@ -751,14 +767,15 @@ TEST(WorkerTest, ConflictRerunsAfterARestartDoNotSpendTheBudget) {
   o.worker_threads = 4;
   auto bus = OpenBus(o);
   ASSERT_TRUE(bus->Subscribe(subscriber([](const Event&, HandlerContext& ctx) {
-                    // One shared total: concurrent subjects conflict often.
-                    uint64_t v = ctx.GetVersion("effects", "total").value();
-                    auto cur = ctx.Get("effects", "total").value();
-                    const int n = cur ? std::stoi(*cur) : 0;
-                    EXPECT_TRUE(ctx.ExpectVersion("effects", "total", v).ok());
-                    EXPECT_TRUE(ctx.Put("effects", "total", std::to_string(n + 1)).ok());
-                    return Outcome::Done();
-                  })).ok());
+                   // One shared total: concurrent subjects conflict often.
+                   uint64_t v = ctx.GetVersion("effects", "total").value();
+                   auto cur = ctx.Get("effects", "total").value();
+                   const int n = cur ? std::stoi(*cur) : 0;
+                   EXPECT_TRUE(ctx.ExpectVersion("effects", "total", v).ok());
+                   EXPECT_TRUE(ctx.Put("effects", "total", std::to_string(n + 1)).ok());
+                   return Outcome::Done();
+                 }))
+                  .ok());
   ASSERT_TRUE(bus->Start().ok());
   ASSERT_TRUE(bus->WaitIdle(30s).ok());
   EXPECT_EQ(bus->Stats().subscribers[0].dead_lettered, 0u);

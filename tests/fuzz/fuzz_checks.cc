@@ -11,9 +11,9 @@
 #include <vector>
 
 #include "bus/core/envelope.h"
-#include "tools/walbus/inspect.h"
 #include "storage/keys.h"
 #include "storage/records.h"
+#include "tools/walbus/inspect.h"
 
 namespace walbus::fuzz {
 namespace {
@@ -102,11 +102,10 @@ size_t Lines(std::string_view s) {
 // Detail views: one "label  value" line per field (inspect.cc, Field()).
 bool CheckFieldLines(std::string_view what, std::string_view out, std::string* why) {
   static const std::initializer_list<std::string_view> kLabels = {
-      "subscriber", "seq",          "record",        "event id",      "type",         "source",
-      "subject",    "subject version", "time",       "content type",  "correlation id", "causation id",
-      "traceparent", "event",       "attempts",      "first failure", "last failure", "handler version",
-      "error",      "envelope",     "payload",       "arrival",       "stored value", "reason",
-      "original size", "raw"};
+      "subscriber",      "seq",           "record",       "event id",        "type",         "source",      "subject",
+      "subject version", "time",          "content type", "correlation id",  "causation id", "traceparent", "event",
+      "attempts",        "first failure", "last failure", "handler version", "error",        "envelope",    "payload",
+      "arrival",         "stored value",  "reason",       "original size",   "raw"};
   if (!CheckTerminalText(what, out, why)) return false;
   size_t start = 0;
   while (start < out.size()) {
@@ -323,7 +322,8 @@ bool CheckEnvelope(std::string_view bytes, bool render, std::string* why) {
 
 bool Same(const storage::RetryRecord& a, const storage::RetryRecord& b) {
   return a.attempts == b.attempts && a.first_failure_ms == b.first_failure_ms &&
-         a.last_failure_ms == b.last_failure_ms && a.last_error == b.last_error && a.next_attempt_ms == b.next_attempt_ms;
+         a.last_failure_ms == b.last_failure_ms && a.last_error == b.last_error &&
+         a.next_attempt_ms == b.next_attempt_ms;
 }
 bool Same(const storage::DeadLetterRecord& a, const storage::DeadLetterRecord& b) {
   return a.attempts == b.attempts && a.first_failure_ms == b.first_failure_ms &&
@@ -339,21 +339,20 @@ bool Same(const storage::QuarantineRecord& a, const storage::QuarantineRecord& b
          a.reason == b.reason && a.raw == b.raw;
 }
 bool Same(const storage::ReplayRecord& a, const storage::ReplayRecord& b) {
-  return a.subscriber_id == b.subscriber_id && a.subscriber == b.subscriber && a.mode == b.mode &&
-         a.state == b.state && a.operator_name == b.operator_name && a.reason == b.reason &&
-         a.handler_version == b.handler_version && a.from_seq == b.from_seq && a.to_seq == b.to_seq &&
-         a.since_ms == b.since_ms && a.until_ms == b.until_ms && a.types == b.types && a.subject == b.subject &&
-         a.ids == b.ids && a.max_events == b.max_events && a.started_ms == b.started_ms &&
-         a.ended_ms == b.ended_ms && a.selected == b.selected && a.delivered == b.delivered &&
-         a.skipped == b.skipped && a.failed == b.failed && a.next_seq == b.next_seq && a.error == b.error &&
-         a.cancelled_by == b.cancelled_by && a.cancel_reason == b.cancel_reason;
+  return a.subscriber_id == b.subscriber_id && a.subscriber == b.subscriber && a.mode == b.mode && a.state == b.state &&
+         a.operator_name == b.operator_name && a.reason == b.reason && a.handler_version == b.handler_version &&
+         a.from_seq == b.from_seq && a.to_seq == b.to_seq && a.since_ms == b.since_ms && a.until_ms == b.until_ms &&
+         a.types == b.types && a.subject == b.subject && a.ids == b.ids && a.max_events == b.max_events &&
+         a.started_ms == b.started_ms && a.ended_ms == b.ended_ms && a.selected == b.selected &&
+         a.delivered == b.delivered && a.skipped == b.skipped && a.failed == b.failed && a.next_seq == b.next_seq &&
+         a.error == b.error && a.cancelled_by == b.cancelled_by && a.cancel_reason == b.cancel_reason;
 }
 
 // A record the decoder accepted re-encodes to the very same bytes (the
 // format has one encoding per record) and decodes again to an equal record.
 template <typename Record, typename Encode, typename Decode>
-bool CheckRecordRoundTrip(std::string_view name, std::string_view bytes, const Record& r, Encode encode,
-                          Decode decode, std::string* why) {
+bool CheckRecordRoundTrip(std::string_view name, std::string_view bytes, const Record& r, Encode encode, Decode decode,
+                          std::string* why) {
   const std::string encoded = encode(r);
   Record again;
   if (!decode(encoded, &again)) return Fail(why, std::string(name) + ": the re-encoded record does not decode");
@@ -377,7 +376,8 @@ bool CheckKeys(std::string_view bytes, std::string* why) {
   uint64_t out_seq = 0;
   const bool o_ok = storage::ParseOutboxKey(bytes, &out_seq);
   if (o_ok != (bytes.size() == 8)) return Fail(why, "ParseOutboxKey: acceptance is not size == 8");
-  if (o_ok && storage::OutboxKey(out_seq) != bytes) return Fail(why, "ParseOutboxKey: OutboxKey does not rebuild the key");
+  if (o_ok && storage::OutboxKey(out_seq) != bytes)
+    return Fail(why, "ParseOutboxKey: OutboxKey does not rebuild the key");
   if (o_ok && q_ok && out_seq != arrival) return Fail(why, "ParseOutboxKey and ParseQuarantineKey disagree");
   uint64_t counter = 0;
   const bool c_ok = storage::DecodeCounter(bytes, &counter);
@@ -399,8 +399,7 @@ bool ReferenceEventId(std::string_view s) {
 bool ReferenceEventType(std::string_view s) {
   // Words of [a-z0-9-] that neither start nor end with '-'; at least two
   // before the version; "v<N>", N >= 1 without leading zeros.
-  static const std::regex re(
-      "[a-z0-9]([a-z0-9-]*[a-z0-9])?(\\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)+\\.v[1-9][0-9]*");
+  static const std::regex re("[a-z0-9]([a-z0-9-]*[a-z0-9])?(\\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)+\\.v[1-9][0-9]*");
   return !s.empty() && s.size() <= internal::kMaxTypeBytes && std::regex_match(s.begin(), s.end(), re);
 }
 
@@ -485,8 +484,7 @@ bool CheckRecordBytes(std::string_view bytes, std::string* why) {
   q.arrival = 9;
   if (storage::DecodeQuarantine(bytes, &q.record)) {
     if (q.record.raw.size() > storage::kMaxQuarantineRawBytes) return Fail(why, "DecodeQuarantine: raw above its cap");
-    if (!CheckRecordRoundTrip("quarantine", bytes, q.record, storage::EncodeQuarantine, storage::DecodeQuarantine,
-                              why))
+    if (!CheckRecordRoundTrip("quarantine", bytes, q.record, storage::EncodeQuarantine, storage::DecodeQuarantine, why))
       return false;
     q.record_ok = true;
   } else {

@@ -21,10 +21,10 @@
 #include <string>
 #include <vector>
 
-#include "tools/walbus/inspect.h"
-#include "tools/walbus/inspect_util.h"
 #include "storage/db.h"
 #include "tests/test_util.h"
+#include "tools/walbus/inspect.h"
+#include "tools/walbus/inspect_util.h"
 #include "walbus/bus.h"
 
 namespace walbus {
@@ -61,9 +61,7 @@ std::string Exchange(const std::string& path, std::string_view request, bool hal
   return reply;
 }
 
-std::string Request(std::string_view verb, const Fields& fields) {
-  return internal::FormatAdminRequest(verb, fields);
-}
+std::string Request(std::string_view verb, const Fields& fields) { return internal::FormatAdminRequest(verb, fields); }
 
 size_t DeadLetters(const TempDir& dir, const std::string& subscriber) {
   std::vector<internal::DeadLetterEntry> entries;
@@ -578,26 +576,30 @@ TEST(AdminTest, ReplayThroughTheSocketAndTheCli) {
   EXPECT_TRUE(Contains(dry, "\"seqs\":[1,2,3]}\n")) << dry;
   EXPECT_EQ(ActionRecords(dir), 0u) << "a dry run records nothing";
 
-  EXPECT_TRUE(Exchange(SocketPath(dir), Request("replay", with_who({{"subscriber", "projections"},
-                                                                    {"mode", "fresh-scope"}})))
-                  .starts_with("error NotSupported\n"))
+  EXPECT_TRUE(
+      Exchange(SocketPath(dir), Request("replay", with_who({{"subscriber", "projections"}, {"mode", "fresh-scope"}})))
+          .starts_with("error NotSupported\n"))
       << "fresh-scope needs a side-effect-safe subscriber";
-  EXPECT_EQ(Exchange(SocketPath(dir), Request("replay-status", {{"replay", "999"}})), "error NotFound\nno replay 999\n");
+  EXPECT_EQ(Exchange(SocketPath(dir), Request("replay-status", {{"replay", "999"}})),
+            "error NotFound\nno replay 999\n");
 
   // Same inbox: every event was handled, so all are skipped, none runs.
   std::string out;
-  ASSERT_EQ(Cli("replay " + dir.path() + " --subscriber projections --from-seq 2 --json --operator carol "
-                "--reason 'check the projection'",
+  ASSERT_EQ(Cli("replay " + dir.path() +
+                    " --subscriber projections --from-seq 2 --json --operator carol "
+                    "--reason 'check the projection'",
                 &out),
             0);
   EXPECT_TRUE(out.starts_with("{\"replay_id\":1,\"subscriber\":\"projections\"")) << out;
   EXPECT_TRUE(Contains(out, "\"started\":\"20")) << "an RFC 3339 time: " << out;
   ReplayReport report;
-  ASSERT_TRUE(testing::Eventually([&] {
-    Result<ReplayReport> r = bus->GetReplay(1);
-    if (r.ok()) report = *r;
-    return r.ok() && report.state != ReplayState::kRunning;
-  }, 10s));
+  ASSERT_TRUE(testing::Eventually(
+      [&] {
+        Result<ReplayReport> r = bus->GetReplay(1);
+        if (r.ok()) report = *r;
+        return r.ok() && report.state != ReplayState::kRunning;
+      },
+      10s));
   EXPECT_EQ(report.state, ReplayState::kDone);
   EXPECT_EQ(runs.load(), 3) << "handled events are not run again by a same-inbox replay";
 
@@ -611,9 +613,9 @@ TEST(AdminTest, ReplayThroughTheSocketAndTheCli) {
   EXPECT_EQ(Cli("replay " + dir.path() + " --status 7", &out, true), 1) << out;
   EXPECT_TRUE(Contains(out, "NotFound: no replay 7")) << out;
   EXPECT_EQ(Cli("replay " + dir.path() + " --status 1 --subscriber projections", &out, true), 2) << out;
-  EXPECT_EQ(Cli("replay " + dir.path() + " --subscriber projections --since yesterday --operator c --reason r", &out,
-                true),
-            2)
+  EXPECT_EQ(
+      Cli("replay " + dir.path() + " --subscriber projections --since yesterday --operator c --reason r", &out, true),
+      2)
       << out;
   EXPECT_EQ(ActionRecords(dir), 1u);
 }

@@ -59,7 +59,10 @@ TEST(PrometheusCollectableTest, OneEndpointServesTheBusAndTheApplication) {
   const int port = testing::FreePort();
   prometheus::Exposer exposer("127.0.0.1:" + std::to_string(port));
   auto registry = std::make_shared<prometheus::Registry>();
-  prometheus::BuildCounter().Name("app_orders_total").Help("Orders the application took.").Register(*registry)
+  prometheus::BuildCounter()
+      .Name("app_orders_total")
+      .Help("Orders the application took.")
+      .Register(*registry)
       .Add({})
       .Increment(3);
   exposer.RegisterCollectable(registry);
@@ -79,9 +82,10 @@ TEST(PrometheusCollectableTest, OneEndpointServesTheBusAndTheApplication) {
     GTEST_SKIP() << "prometheus is not installed (Debian package prometheus; tools/dev deps installs it)";
   }
   testing::PrometheusServer server(dir.root(), port);
-  ASSERT_TRUE(testing::Eventually([&] {
-    return server.Query("walbus_subscriber_handled_total{subscriber=\"billing\"}") == "4";
-  }, std::chrono::seconds(60))) << server.Query("walbus_subscriber_handled_total");
+  ASSERT_TRUE(testing::Eventually(
+      [&] { return server.Query("walbus_subscriber_handled_total{subscriber=\"billing\"}") == "4"; },
+      std::chrono::seconds(60)))
+      << server.Query("walbus_subscriber_handled_total");
   EXPECT_EQ(server.Query("app_orders_total"), "3");
   EXPECT_EQ(server.Query("walbus_last_sequence"), "4");
   const std::string metadata = server.Api("metadata?metric=walbus_commit_write_duration_seconds");

@@ -11,8 +11,8 @@
 
 #include <cstdio>
 #include <filesystem>
-#include <functional>
 #include <fstream>
+#include <functional>
 #include <sstream>
 
 #include "storage/keys.h"
@@ -32,9 +32,7 @@ Status OpenBus(const std::string& dir) {
   return Bus::Open(o, &bus);
 }
 
-void CreateWalbusDatabase(const std::string& dir) {
-  ASSERT_TRUE(OpenBus(dir).ok());
-}
+void CreateWalbusDatabase(const std::string& dir) { ASSERT_TRUE(OpenBus(dir).ok()); }
 
 TEST(DbTest, PlainRocksDbIsNotTakenForAWalbusDatabase) {
   TempDir dir;
@@ -170,8 +168,8 @@ TEST(DbTest, ANewDatabaseIsPrivate) {
   size_t files = 0;
   for (const auto& entry : fs::directory_iterator(dir.path())) {
     ++files;
-    const fs::perms expected = entry.is_directory() ? fs::perms::owner_all
-                                                     : fs::perms::owner_read | fs::perms::owner_write;
+    const fs::perms expected =
+        entry.is_directory() ? fs::perms::owner_all : fs::perms::owner_read | fs::perms::owner_write;
     EXPECT_EQ(mode(entry.path().string()), expected) << entry.path() << " (the umask would give 0644)";
   }
   EXPECT_GE(files, 5u) << "CURRENT, IDENTITY, LOCK, LOG, MANIFEST, OPTIONS, the WAL";
@@ -234,8 +232,7 @@ TEST(DbTest, ReadOnlyDirectoryIsRefusedWithAClearMessage) {
               s.message().find(existing) != std::string::npos;
     if (!ok) std::fprintf(stderr, "existing: %s\n", s.ToString().c_str());
     Status t = OpenBus(missing);
-    const bool ok_missing = t.IsIOError() &&
-                            t.message().find("cannot create " + missing) != std::string::npos;
+    const bool ok_missing = t.IsIOError() && t.message().find("cannot create " + missing) != std::string::npos;
     if (!ok_missing) std::fprintf(stderr, "missing: %s\n", t.ToString().c_str());
     return ok && ok_missing && !fs::exists(missing);
   });
@@ -256,9 +253,8 @@ TEST(DbTest, CreationCutShortIsCompletedOnTheNextOpen) {
     rocksdb::DBOptions o;
     o.create_if_missing = true;
     o.create_missing_column_families = true;
-    std::vector<rocksdb::ColumnFamilyDescriptor> cfs = {{rocksdb::kDefaultColumnFamilyName, {}},
-                                                        {"walbus.meta", {}},
-                                                        {"walbus.outbox", {}}};
+    std::vector<rocksdb::ColumnFamilyDescriptor> cfs = {
+        {rocksdb::kDefaultColumnFamilyName, {}}, {"walbus.meta", {}}, {"walbus.outbox", {}}};
     std::vector<rocksdb::ColumnFamilyHandle*> handles;
     rocksdb::DB* raw = nullptr;
     ASSERT_TRUE(rocksdb::DB::Open(o, dir.path(), cfs, &handles, &raw).ok());

@@ -58,8 +58,8 @@ TEST(MetricsTest, EachMetricMovesWithItsCause) {
   EXPECT_EQ(Value(before, "walbus_subscriber_handled_total{subscriber=\"invoicing\"}"), 0);
 
   Publish(*bus, "order-1", "ok", 2);
-  Publish(*bus, "order-1", "old", 1);  // stale
-  Publish(*bus, "order-2", "poison");  // retried once, then dead-lettered
+  Publish(*bus, "order-1", "old", 1);                 // stale
+  Publish(*bus, "order-2", "poison");                 // retried once, then dead-lettered
   EXPECT_FALSE(bus->Ingest("garbage", "test").ok());  // quarantined
   ASSERT_TRUE(bus->WaitIdle(10s).ok());
   const std::string after = bus->MetricsText();
@@ -192,9 +192,10 @@ TEST(MetricsTest, HistogramBucketsAreCumulative) {
 // As Go's strconv.FormatFloat(v, 'g', -1, 64), which Prometheus' clients use.
 TEST(MetricsTest, NumbersPrintAsPrometheusClientsPrintThem) {
   const std::pair<double, const char*> cases[] = {
-      {0, "0"},          {1, "1"},           {-1, "-1"},          {0.1, "0.1"},           {5e-05, "5e-05"},
-      {0.0001, "0.0001"}, {0.0005, "0.0005"}, {0.00025, "0.00025"}, {2.5, "2.5"},          {123456, "123456"},
-      {1e6, "1e+06"},    {1234567, "1.234567e+06"}, {1e21, "1e+21"}, {23.466, "23.466"}, {0.999, "0.999"},
+      {0, "0"},         {1, "1"},           {-1, "-1"},         {0.1, "0.1"},
+      {5e-05, "5e-05"}, {0.0001, "0.0001"}, {0.0005, "0.0005"}, {0.00025, "0.00025"},
+      {2.5, "2.5"},     {123456, "123456"}, {1e6, "1e+06"},     {1234567, "1.234567e+06"},
+      {1e21, "1e+21"},  {23.466, "23.466"}, {0.999, "0.999"},
   };
   for (const auto& [value, text] : cases) {
     internal::MetricsWriter w;

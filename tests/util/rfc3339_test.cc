@@ -18,9 +18,9 @@ TEST(Rfc3339Test, ParsesTheFormsCloudEventsUse) {
   ASSERT_TRUE(ParseRfc3339("2026-11-29T23:46:34.5Z", &with_offset));
   EXPECT_EQ(with_offset - t, 500ms);
   EXPECT_EQ(FormatRfc3339(t), "2026-11-29T23:46:34.000000Z");
-  for (const char* bad : {"", "2026-11-29", "2026-13-01T00:00:00Z", "2026-11-29T23:46:34", "2026-11-29T23:46:34.Z",
-                          "2026-11-29T23:46:34Zjunk", "2026-11-29T25:00:00Z",
-                          "4053-12-01T00:00:00Z" /* beyond the clock's range */}) {
+  for (const char* bad :
+       {"", "2026-11-29", "2026-13-01T00:00:00Z", "2026-11-29T23:46:34", "2026-11-29T23:46:34.Z",
+        "2026-11-29T23:46:34Zjunk", "2026-11-29T25:00:00Z", "4053-12-01T00:00:00Z" /* beyond the clock's range */}) {
     EXPECT_FALSE(ParseRfc3339(bad, &t)) << bad;
   }
 }

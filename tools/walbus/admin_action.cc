@@ -24,8 +24,8 @@ namespace {
 // Runs `request` on the database in `dir`, which no process holds: opens
 // it with default options (no subscriber, nothing started). The exit code
 // when that fails, else nullopt and the reply.
-std::optional<int> AnswerOnTheDatabase(const std::string& command, const std::string& dir,
-                                       const std::string& request, std::string* reply) {
+std::optional<int> AnswerOnTheDatabase(const std::string& command, const std::string& dir, const std::string& request,
+                                       std::string* reply) {
   namespace wi = walbus::internal;
   walbus::Options options;
   options.dir = dir;

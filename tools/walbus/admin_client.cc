@@ -107,7 +107,9 @@ class FlatJson {
       if (++i_ >= s_.size()) return false;
       const char e = s_[i_++];
       switch (e) {
-        case '"': case '\\': case '/': out->push_back(e); break;
+        case '"':
+        case '\\':
+        case '/': out->push_back(e); break;
         case 'n': out->push_back('\n'); break;
         case 't': out->push_back('\t'); break;
         case 'r': out->push_back('\r'); break;
@@ -173,7 +175,8 @@ std::string FormatAdminRequest(std::string_view verb, const std::vector<std::pai
 Status ParseAdminReply(std::string_view text, AdminReply* out) {
   *out = AdminReply{};
   const size_t nl = text.find('\n');
-  if (nl == std::string_view::npos || text.back() != '\n') return Status::InvalidArgument("not an admin reply (no line end)");
+  if (nl == std::string_view::npos || text.back() != '\n')
+    return Status::InvalidArgument("not an admin reply (no line end)");
   const std::string_view first = text.substr(0, nl);
   std::string_view rest = text.substr(nl + 1);
   if (!rest.empty()) rest.remove_suffix(1);  // the final '\n'
@@ -240,10 +243,9 @@ Status CallAdminSocket(const std::string& dir, std::string_view request, std::st
       // The process answered and closed without reading all we sent (it
       // refused an oversized request): its reply is whole.
       if (errno == ECONNRESET && !reply->empty()) break;
-      s = errno == EAGAIN || errno == EWOULDBLOCK
-              ? Status::IOError("no reply from " + path + " within " + std::to_string(kAdminReplyTimeout.count()) +
-                                " s")
-              : ErrnoStatus("reading the reply from " + path);
+      s = errno == EAGAIN || errno == EWOULDBLOCK ? Status::IOError("no reply from " + path + " within " +
+                                                                    std::to_string(kAdminReplyTimeout.count()) + " s")
+                                                  : ErrnoStatus("reading the reply from " + path);
       break;
     }
     reply->append(buf, static_cast<size_t>(n));
@@ -253,7 +255,8 @@ Status CallAdminSocket(const std::string& dir, std::string_view request, std::st
     }
   }
   ::close(fd);
-  if (s.ok() && reply->empty()) s = Status::IOError("the process on " + path + " closed the connection without a reply");
+  if (s.ok() && reply->empty())
+    s = Status::IOError("the process on " + path + " closed the connection without a reply");
   if (!s.ok()) reply->clear();
   return s;
 }

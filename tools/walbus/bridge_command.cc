@@ -21,8 +21,8 @@ using internal::inspect_util::TextSafe;
 
 struct RelayRecords {
   std::string origin;
-  uint64_t subjects = 0;        // (source, subject) pairs with a position
-  uint64_t journal = 0;         // messages not yet confirmed
+  uint64_t subjects = 0;                             // (source, subject) pairs with a position
+  uint64_t journal = 0;                              // messages not yet confirmed
   uint64_t first_journaled = 0, last_journaled = 0;  // their event seqs
   uint64_t low_mark = 0;
   uint64_t unrepairable = 0, unrepairable_last_ms = 0;
@@ -73,8 +73,7 @@ void PrintRelay(const std::string& name, const RelayRecords& r, bool json) {
               << ",\"journal_first_seq\":" << r.first_journaled << ",\"journal_last_seq\":" << r.last_journaled
               << ",\"low_mark\":" << r.low_mark << ",\"unrepairable_losses\":" << r.unrepairable
               << ",\"unrepairable_last\":"
-              << (r.unrepairable_last_ms ? JsonString(IsoTimeMs(static_cast<int64_t>(r.unrepairable_last_ms)))
-                                         : "null")
+              << (r.unrepairable_last_ms ? JsonString(IsoTimeMs(static_cast<int64_t>(r.unrepairable_last_ms))) : "null")
               << "}\n";
     return;
   }
@@ -101,8 +100,8 @@ void PrintInbound(const std::string& name, const InboundRecords& in, bool json) 
     return;
   }
   std::cout << "inbound " << TextSafe(name) << "\n"
-            << "  newest taken  stream sequence " << in.stream_seq << ", stored "
-            << IsoTimeMs(in.stored_ns / 1000000) << "\n";
+            << "  newest taken  stream sequence " << in.stream_seq << ", stored " << IsoTimeMs(in.stored_ns / 1000000)
+            << "\n";
 }
 
 }  // namespace
@@ -155,8 +154,9 @@ struct BridgeValues {
 void AddBridgeCommand(CLI::App* app, Runners* runners) {
   auto v = std::make_shared<BridgeValues>();
   CLI::App* bridge = app->add_subcommand(
-      "bridge", "What the NATS JetStream bridge keeps: each relay's origin, positions, journal of messages not yet "
-                "confirmed on the server and losses it could not repair; each inbound consumer's newest message.");
+      "bridge",
+      "What the NATS JetStream bridge keeps: each relay's origin, positions, journal of messages not yet "
+      "confirmed on the server and losses it could not repair; each inbound consumer's newest message.");
   bridge->add_option("dir", v->dir, "Database directory")->required();
   bridge->add_option("--column-family", v->column_family, "The bridge's column family")->capture_default_str();
   bridge->add_flag("--json", v->json, "One JSON object per relay and consumer");

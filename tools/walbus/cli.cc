@@ -59,7 +59,7 @@ const CLI::App* NamedCommand(const CLI::App& app, int argc, char** argv, int* ne
 }  // namespace
 
 void CheckWholeNumbers(CLI::App* app) {
-  static const std::set<std::string> kNumbers = {"--limit", "--seq",   "--arrival", "--from-seq",
+  static const std::set<std::string> kNumbers = {"--limit",  "--seq", "--arrival", "--from-seq",
                                                  "--to-seq", "--max", "--status",  "--cancel"};
   for (CLI::Option* option : app->get_options()) {
     if (kNumbers.count(option->get_name()) > 0) option->check(kWholeNumber);

@@ -112,22 +112,24 @@ void AddDeadLetterCommands(CLI::App* app, Runners* runners) {
   ls->add_option("--limit", v->limit, "Show at most N entries; 0 for all")->capture_default_str();
   ls->add_flag("--json", v->json, "Print JSON Lines: one object per entry, with every field");
   CLI::App* show = dlq->add_subcommand(
-      "show", "Every field of one dead letter: the event, the failure record and the payload (as JSON text for "
-              "application/json, else hex of the first 256 bytes). Exit 1 when there is none.");
+      "show",
+      "Every field of one dead letter: the event, the failure record and the payload (as JSON text for "
+      "application/json, else hex of the first 256 bytes). Exit 1 when there is none.");
   show->add_option("dir", v->dir, "Database directory")->required();
   show->add_option("--subscriber", v->subscriber, "Subscriber name")->required();
   show->add_option("--seq", v->seq, "Sequence number of the event")->required();
   show->add_flag("--json", v->json, "Print one JSON object");
   std::vector<Action> actions;
-  for (auto [name, verb, help] : {
-           std::tuple{"redrive", "dlq-redrive",
-                      "Run the selected dead letters again through their subscriber, in their original per-subject "
-                      "order; needs the process that runs the subscriber (its admin socket)."},
-           std::tuple{"skip", "dlq-skip",
-                      "Release the parked subjects of the selection without running the dead letters (they stay, "
-                      "for inspection)."},
-           std::tuple{"purge", "dlq-purge", "Delete the selected dead letters (the action record keeps their seqs "
-                                            "and event ids)."}}) {
+  for (auto [name, verb, help] :
+       {std::tuple{"redrive", "dlq-redrive",
+                   "Run the selected dead letters again through their subscriber, in their original per-subject "
+                   "order; needs the process that runs the subscriber (its admin socket)."},
+        std::tuple{"skip", "dlq-skip",
+                   "Release the parked subjects of the selection without running the dead letters (they stay, "
+                   "for inspection)."},
+        std::tuple{"purge", "dlq-purge",
+                   "Delete the selected dead letters (the action record keeps their seqs "
+                   "and event ids)."}}) {
     actions.push_back(AddAction(dlq, v.get(), name, verb, help));
   }
   runners->push_back([ls, show, actions, v]() -> std::optional<int> {

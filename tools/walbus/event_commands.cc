@@ -131,8 +131,9 @@ void AddEventCommands(CLI::App* app, Runners* runners) {
   outbox_show->add_flag("--json", v->json, "Print one JSON object");
 
   CLI::App* event = app->add_subcommand(
-      "event", "One event's story: the event, where it stands for each subscriber (handled when, retrying, dead "
-               "letter), and its follow-ups");
+      "event",
+      "One event's story: the event, where it stands for each subscriber (handled when, retrying, dead "
+      "letter), and its follow-ups");
   event->add_option("dir", v->dir, "Database directory")->required();
   event->add_option("id", v->event_id, "Event id")->required();
   event->add_flag("--json", v->json, "Print one JSON object");

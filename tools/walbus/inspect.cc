@@ -14,13 +14,13 @@
 #include <sstream>
 
 #include "bus/core/envelope.h"
-#include "bus/util/escape.h"
-#include "bus/util/utf8.h"
-#include "bus/telemetry/metrics.h"
 #include "bus/dispatch/recovery.h"
+#include "bus/telemetry/metrics.h"
+#include "bus/util/escape.h"
+#include "bus/util/unix_time.h"
+#include "bus/util/utf8.h"
 #include "storage/db.h"
 #include "storage/keys.h"
-#include "bus/util/unix_time.h"
 
 namespace walbus::internal {
 namespace inspect_util {
@@ -100,15 +100,11 @@ std::string IsoTimeMs(int64_t unix_ms) {
   return buf;
 }
 
-std::string IsoTime(std::chrono::system_clock::time_point t) {
-  return IsoTimeMs(ToUnixMillis(t));
-}
+std::string IsoTime(std::chrono::system_clock::time_point t) { return IsoTimeMs(ToUnixMillis(t)); }
 
 // Failure times are unset (0) only in a record written by hand.
 std::string FailureTimeText(uint64_t ms) { return ms == 0 ? "-" : IsoTimeMs(static_cast<int64_t>(ms)); }
-std::string FailureTimeJson(uint64_t ms) {
-  return ms == 0 ? "null" : JsonString(IsoTimeMs(static_cast<int64_t>(ms)));
-}
+std::string FailureTimeJson(uint64_t ms) { return ms == 0 ? "null" : JsonString(IsoTimeMs(static_cast<int64_t>(ms))); }
 
 // Left-aligned columns; the last column is not padded. Widths are capped
 // so that one long value does not push every row off the screen.
@@ -166,7 +162,6 @@ Status SubscriberPrefix(const RecoveredState& state, const std::string& subscrib
   storage::PutBe32(prefix, it->second.id);
   return Status::OK();
 }
-
 
 void EventFieldsText(std::ostringstream& o, const Event& ev) {
   Field(o, "event id", ev.id.ToString());
@@ -253,8 +248,8 @@ QuarantineEntry MakeQuarantineEntry(std::string_view key, std::string_view value
   return e;
 }
 
-Status ScanDeadLetters(const std::string& dir, const std::string& subscriber, std::string_view key_suffix,
-                       size_t limit, std::vector<DeadLetterEntry>* out) {
+Status ScanDeadLetters(const std::string& dir, const std::string& subscriber, std::string_view key_suffix, size_t limit,
+                       std::vector<DeadLetterEntry>* out) {
   SecondaryView view;
   if (Status s = OpenSecondary(dir, &view); !s.ok()) return s;
   RecoveredState state;
@@ -336,8 +331,8 @@ std::vector<MetricFamily> ReportMetrics(const DatabaseReport& r) {
                         s.lag_age_ms ? static_cast<double>(*s.lag_age_ms) / 1000.0 : 0.0});
   }
   MetricsWriter w;
-  WriteProgressMetrics(w, r.last_seq,
-                       r.oldest_backlog_age_ms ? static_cast<double>(*r.oldest_backlog_age_ms) / 1000.0 : 0.0, progress);
+  WriteProgressMetrics(
+      w, r.last_seq, r.oldest_backlog_age_ms ? static_cast<double>(*r.oldest_backlog_age_ms) / 1000.0 : 0.0, progress);
   return w.TakeFamilies();
 }
 
@@ -370,8 +365,8 @@ std::string MetricSampleJson(const MetricFamily& family, const MetricSample& sam
 
 std::string ReportJson(const DatabaseReport& r) {
   std::ostringstream o;
-  o << "{\"dir\":" << JsonString(r.dir) << ",\"last_seq\":" << r.last_seq
-    << ",\"outbox_backlog\":" << r.outbox_backlog << ",\"oldest_backlog_age_ms\":";
+  o << "{\"dir\":" << JsonString(r.dir) << ",\"last_seq\":" << r.last_seq << ",\"outbox_backlog\":" << r.outbox_backlog
+    << ",\"oldest_backlog_age_ms\":";
   if (r.oldest_backlog_age_ms) {
     o << *r.oldest_backlog_age_ms;
   } else {
@@ -397,8 +392,8 @@ std::string ReportText(const DatabaseReport& r) {
   o << "\n";
   if (r.subscribers.empty()) o << "subscribers     none\n";
   for (const SubscriberReport& s : r.subscribers) {
-    o << "subscriber      " << s.name << ": checkpoint " << s.checkpoint << ", lag " << s.lag_events
-      << ", handled " << s.handled << ", duplicates " << s.duplicates << ", dead-lettered " << s.dead_lettered << "\n";
+    o << "subscriber      " << s.name << ": checkpoint " << s.checkpoint << ", lag " << s.lag_events << ", handled "
+      << s.handled << ", duplicates " << s.duplicates << ", dead-lettered " << s.dead_lettered << "\n";
   }
   return o.str();
 }
@@ -497,8 +492,8 @@ std::string DeadLetterJson(const DeadLetterEntry& e) {
   if (!e.event_ok) {
     o << ",\"event_error\":" << JsonString(e.event_error);
     if (e.record_ok) {
-      o << ",\"envelope_size\":" << e.record.envelope.size() << ",\"envelope_hex\":"
-        << JsonString(Hex(e.record.envelope, kPayloadHexBytes))
+      o << ",\"envelope_size\":" << e.record.envelope.size()
+        << ",\"envelope_hex\":" << JsonString(Hex(e.record.envelope, kPayloadHexBytes))
         << ",\"envelope_truncated\":" << (e.record.envelope.size() > kPayloadHexBytes ? "true" : "false");
     }
     o << "}";
@@ -518,9 +513,9 @@ std::string QuarantineTable(const std::vector<QuarantineEntry>& entries) {
       rows.push_back({std::to_string(e.arrival), IsoTimeMs(static_cast<int64_t>(e.record.arrived_ms)),
                       TextSafe(e.record.source), std::to_string(e.record.original_bytes), TextSafe(e.record.reason)});
     } else {
-      rows.push_back({std::to_string(e.arrival), "-", "-", "-",
-                      "unreadable: malformed quarantine record of " + std::to_string(e.record.original_bytes) +
-                          " bytes"});
+      rows.push_back(
+          {std::to_string(e.arrival), "-", "-", "-",
+           "unreadable: malformed quarantine record of " + std::to_string(e.record.original_bytes) + " bytes"});
     }
   }
   return Table(rows);
@@ -552,8 +547,8 @@ std::string QuarantineJson(const QuarantineEntry& e) {
       << ",\"raw_hex\":" << JsonString(Hex(e.record.raw, kPayloadHexBytes))
       << ",\"raw_truncated\":" << (e.record.raw.size() > kPayloadHexBytes ? "true" : "false");
   } else {
-    o << ",\"value_size\":" << e.record.original_bytes << ",\"value_hex\":"
-      << JsonString(Hex(e.record.raw, kPayloadHexBytes))
+    o << ",\"value_size\":" << e.record.original_bytes
+      << ",\"value_hex\":" << JsonString(Hex(e.record.raw, kPayloadHexBytes))
       << ",\"value_truncated\":" << (e.record.raw.size() > kPayloadHexBytes ? "true" : "false");
   }
   o << "}";

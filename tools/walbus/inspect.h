@@ -79,12 +79,12 @@ struct DeadLetterEntry {
 // Dead letters in (subscriber id, seq) order, at most `limit`: every
 // subscriber's when `subscriber` is empty, else the named one's
 // (InvalidArgument "no subscriber named X" when it is not registered).
-Status ListDeadLetters(const std::string& dir, const std::string& subscriber,
-                       std::vector<DeadLetterEntry>* out, size_t limit);
+Status ListDeadLetters(const std::string& dir, const std::string& subscriber, std::vector<DeadLetterEntry>* out,
+                       size_t limit);
 // The dead letter of `subscriber` at `seq`; *found is false when there is
 // none. An unknown subscriber is InvalidArgument, as above.
-Status FindDeadLetter(const std::string& dir, const std::string& subscriber, uint64_t seq,
-                      DeadLetterEntry* out, bool* found);
+Status FindDeadLetter(const std::string& dir, const std::string& subscriber, uint64_t seq, DeadLetterEntry* out,
+                      bool* found);
 
 // One entry of the quarantine store.
 struct QuarantineEntry {
@@ -200,8 +200,8 @@ Status CheckInbox(const std::string& dir, const std::string& subscriber, const E
 // waiting now.
 struct SubscriberDetail {
   SubscriberReport report;
-  uint64_t retrying = 0;  // events with a retry record (failed, to run again)
-  uint64_t parked = 0;    // subjects held behind a dead letter (kParkKey)
+  uint64_t retrying = 0;      // events with a retry record (failed, to run again)
+  uint64_t parked = 0;        // subjects held behind a dead letter (kParkKey)
   uint64_t dead_letters = 0;  // entries in the dead-letter store now
   // How it was last subscribed (nullopt: before registrations were kept).
   std::optional<storage::RegistrationRecord> registration;

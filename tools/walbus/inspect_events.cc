@@ -3,16 +3,16 @@
 // CloudEvents JSON export.
 #include <algorithm>
 #include <cctype>
-#include <functional>
 #include <cstdio>
+#include <functional>
 #include <sstream>
 
 #include "bus/core/envelope.h"
-#include "tools/walbus/inspect.h"
-#include "tools/walbus/inspect_util.h"
 #include "bus/util/rfc3339.h"
 #include "storage/keys.h"
 #include "storage/records.h"
+#include "tools/walbus/inspect.h"
+#include "tools/walbus/inspect_util.h"
 
 namespace walbus::internal {
 namespace {
@@ -174,8 +174,8 @@ std::string Base64(std::string_view in) {
   out.reserve((in.size() + 2) / 3 * 4);
   size_t i = 0;
   for (; i + 3 <= in.size(); i += 3) {
-    const uint32_t n = (static_cast<uint8_t>(in[i]) << 16) | (static_cast<uint8_t>(in[i + 1]) << 8) |
-                       static_cast<uint8_t>(in[i + 2]);
+    const uint32_t n =
+        (static_cast<uint8_t>(in[i]) << 16) | (static_cast<uint8_t>(in[i + 1]) << 8) | static_cast<uint8_t>(in[i + 2]);
     for (int shift = 18; shift >= 0; shift -= 6) out += kAlphabet[(n >> shift) & 63];
   }
   if (const size_t rest = in.size() - i; rest > 0) {
@@ -467,9 +467,8 @@ Status ListSubscribers(const std::string& dir, std::vector<SubscriberDetail>* ou
 
 std::string SubscribersTable(const std::vector<SubscriberDetail>& subscribers) {
   if (subscribers.empty()) return "no subscribers registered\n";
-  std::vector<std::vector<std::string>> rows = {
-      {"NAME", "CHECKPOINT", "LAG", "OLDEST", "HANDLED", "DUPLICATES", "DEAD-LETTERED", "RETRYING", "PARKED",
-       "PAUSED ON"}};
+  std::vector<std::vector<std::string>> rows = {{"NAME", "CHECKPOINT", "LAG", "OLDEST", "HANDLED", "DUPLICATES",
+                                                 "DEAD-LETTERED", "RETRYING", "PARKED", "PAUSED ON"}};
   std::string registrations;
   for (const SubscriberDetail& d : subscribers) {
     const SubscriberReport& r = d.report;
@@ -492,8 +491,9 @@ std::string SubscriberJson(const SubscriberDetail& d) {
   const SubscriberReport& r = d.report;
   std::ostringstream o;
   o << "{\"name\":" << JsonString(r.name) << ",\"id\":" << r.id << ",\"checkpoint\":" << r.checkpoint
-    << ",\"lag_events\":" << r.lag_events << ",\"lag_age_ms\":" << (r.lag_age_ms ? std::to_string(*r.lag_age_ms) : "null")
-    << ",\"handled\":" << r.handled << ",\"duplicates\":" << r.duplicates << ",\"dead_lettered\":" << r.dead_lettered
+    << ",\"lag_events\":" << r.lag_events
+    << ",\"lag_age_ms\":" << (r.lag_age_ms ? std::to_string(*r.lag_age_ms) : "null") << ",\"handled\":" << r.handled
+    << ",\"duplicates\":" << r.duplicates << ",\"dead_lettered\":" << r.dead_lettered
     << ",\"stale_skipped\":" << r.stale_skipped << ",\"dead_letters\":" << d.dead_letters
     << ",\"retrying\":" << d.retrying << ",\"parked\":" << d.parked << ",\"paused_on\":";
   if (d.paused_on) {
@@ -504,7 +504,8 @@ std::string SubscriberJson(const SubscriberDetail& d) {
   o << ",\"registration\":";
   if (d.registration) {
     o << "{\"types\":[";
-    for (size_t i = 0; i < d.registration->types.size(); ++i) o << (i ? "," : "") << JsonString(d.registration->types[i]);
+    for (size_t i = 0; i < d.registration->types.size(); ++i)
+      o << (i ? "," : "") << JsonString(d.registration->types[i]);
     o << "],\"handler_version\":" << JsonString(d.registration->handler_version)
       << ",\"side_effect_safe\":" << (d.registration->side_effect_safe ? "true" : "false") << "}";
   } else {

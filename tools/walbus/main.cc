@@ -53,9 +53,10 @@
 
 int main(int argc, char** argv) {
   namespace tools = walbus::tools;
-  CLI::App app{"walbus: inspect and operate walbus databases. The reading commands change nothing and work on a "
-               "stopped database and on one a running process holds; the actions (dlq redrive|skip|purge, replay) "
-               "go to the running process through its admin socket, or to a stopped database directly."};
+  CLI::App app{
+      "walbus: inspect and operate walbus databases. The reading commands change nothing and work on a "
+      "stopped database and on one a running process holds; the actions (dlq redrive|skip|purge, replay) "
+      "go to the running process through its admin socket, or to a stopped database directly."};
   app.set_version_flag("--version", WALBUS_VERSION_STRING);
   app.require_subcommand(1);
   tools::Runners runners;

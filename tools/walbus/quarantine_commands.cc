@@ -59,8 +59,9 @@ void AddQuarantineCommands(CLI::App* app, Runners* runners) {
   ls->add_option("--limit", v->limit, "Show at most N entries; 0 for all")->capture_default_str();
   ls->add_flag("--json", v->json, "Print JSON Lines: one object per entry, with every field");
   CLI::App* show = quarantine->add_subcommand(
-      "show", "Every field of one quarantined input, with the raw bytes as hex (first 256). Exit 1 when there is "
-              "none.");
+      "show",
+      "Every field of one quarantined input, with the raw bytes as hex (first 256). Exit 1 when there is "
+      "none.");
   show->add_option("dir", v->dir, "Database directory")->required();
   show->add_option("--arrival", v->arrival, "Arrival number, as `quarantine ls` shows it")->required();
   show->add_flag("--json", v->json, "Print one JSON object");

@@ -74,14 +74,16 @@ int RunReplay(const RequestOptions& o, const Values& v) {
 void AddReplayCommand(CLI::App* app, Runners* runners) {
   auto v = std::make_shared<Values>();
   CLI::App* replay = app->add_subcommand(
-      "replay", "Run retained events through one subscriber again, as a recorded operator action: in the running "
-                "process (through its admin socket), or, on a stopped database, once the application next runs the "
-                "subscriber. Or show (--status) or stop (--cancel) a replay.");
+      "replay",
+      "Run retained events through one subscriber again, as a recorded operator action: in the running "
+      "process (through its admin socket), or, on a stopped database, once the application next runs the "
+      "subscriber. Or show (--status) or stop (--cancel) a replay.");
   replay->add_option("dir", v->dir, "Database directory")->required();
   RequestOptions o;
   o.subscriber = replay->add_option("--subscriber", v->subscriber, "The subscriber to replay to");
-  o.mode = replay->add_option("--mode", v->mode, "same-inbox (default: events it handled are skipped) or "
-                                                 "fresh-scope (all run again; side-effect-safe handlers)");
+  o.mode = replay->add_option("--mode", v->mode,
+                              "same-inbox (default: events it handled are skipped) or "
+                              "fresh-scope (all run again; side-effect-safe handlers)");
   o.from = replay->add_option("--from-seq", v->from_seq, "From this sequence number on");
   o.to = replay->add_option("--to-seq", v->to_seq, "Up to this sequence number");
   o.since = replay->add_option("--since", v->since, "Events at or after this RFC 3339 time");

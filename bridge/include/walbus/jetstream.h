@@ -111,9 +111,8 @@ struct RelayOptions {
   // long's worth of relayed messages.
   std::chrono::milliseconds confirm_after{std::chrono::seconds(10)};
   // Retries while unreachable: unlimited attempts, backoff up to 5 s.
-  RetryPolicy retry{.max_attempts = UINT32_MAX,
-                    .base = std::chrono::milliseconds(50),
-                    .cap = std::chrono::milliseconds(5000)};
+  RetryPolicy retry{
+      .max_attempts = UINT32_MAX, .base = std::chrono::milliseconds(50), .cap = std::chrono::milliseconds(5000)};
 };
 
 // What a relay did in this process.
@@ -130,8 +129,8 @@ struct RelayStats {
   // each check that finds them missing, so a message whose republish was
   // cut short (the server went away again) counts again at the next one.
   uint64_t server_loss_detected = 0;
-  uint64_t repaired = 0;         // of those, republished from the journal
-  uint64_t journal_checks = 0;   // journal checks run
+  uint64_t repaired = 0;        // of those, republished from the journal
+  uint64_t journal_checks = 0;  // journal checks run
   // Times the stream itself was gone (created anew) after the relay had
   // published to it: messages confirmed before that are lost on the
   // server and cannot be republished (logged as an error).
@@ -220,17 +219,17 @@ struct InboundOptions {
 
 // What an inbound consumer did in this process.
 struct InboundStats {
-  bool connected = false;    // connected to NATS now
-  uint64_t received = 0;     // messages fetched
-  uint64_t ingested = 0;     // committed into the bus
-  uint64_t duplicates = 0;   // acknowledged without effect: already taken
-  uint64_t skipped = 0;      // acknowledged without effect: skip_source
-  uint64_t quarantined = 0;  // refused, quarantined and terminated
-  uint64_t naks = 0;         // local failures, delivered again later
-  uint64_t held = 0;         // early in their sender's order: delivered again later
-  uint64_t gaps = 0;         // gaps given up on after gap_timeout
+  bool connected = false;          // connected to NATS now
+  uint64_t received = 0;           // messages fetched
+  uint64_t ingested = 0;           // committed into the bus
+  uint64_t duplicates = 0;         // acknowledged without effect: already taken
+  uint64_t skipped = 0;            // acknowledged without effect: skip_source
+  uint64_t quarantined = 0;        // refused, quarantined and terminated
+  uint64_t naks = 0;               // local failures, delivered again later
+  uint64_t held = 0;               // early in their sender's order: delivered again later
+  uint64_t gaps = 0;               // gaps given up on after gap_timeout
   uint64_t skipped_positions = 0;  // positions those gaps skipped
-  uint64_t late = 0;         // skipped messages taken after all, out of order
+  uint64_t late = 0;               // skipped messages taken after all, out of order
   // Times the durable consumer was found ahead of its stream after the
   // server restarted (it would skip what the stream stores next) and made
   // again from the newest message this consumer had taken.

@@ -136,8 +136,7 @@ class WALBUS_EXPORT Bus {
   // Stores input the application refused (a message that failed its own
   // checks: a bad signature, an unauthorized source) in the bounded
   // quarantine with `reason`, where operators find it (walbus quarantine).
-  [[nodiscard]] virtual Status Quarantine(std::string_view input, std::string_view source,
-                                          std::string_view reason) = 0;
+  [[nodiscard]] virtual Status Quarantine(std::string_view input, std::string_view source, std::string_view reason) = 0;
 
   // Starts the dispatcher and the worker pool. Calling it again (from a
   // handler too) does nothing and returns OK; Closed after Close().

@@ -105,16 +105,16 @@ typedef struct walbus_options {
 // A committed event as a handler sees it. Every pointer is valid only
 // during the handler call; every string is NUL-terminated ("" when unset).
 typedef struct walbus_event {
-  uint64_t seq;             // Position in the outbox; commit order.
-  const char* id;           // The event id, canonical UUID text.
-  const char* type;         // E.g. "orders.order-approved.v1".
-  const char* source;       // Who published it.
-  const char* subject;      // The ordering key.
-  uint64_t subject_version; // Entity version; 0 when unused.
-  int64_t time_unix_ms;     // Publish time, Unix milliseconds.
-  const char* content_type; // Media type of data.
-  const char* data;         // The payload: data_len bytes (followed by a NUL).
-  size_t data_len;          // Length of data in bytes.
+  uint64_t seq;                // Position in the outbox; commit order.
+  const char* id;              // The event id, canonical UUID text.
+  const char* type;            // E.g. "orders.order-approved.v1".
+  const char* source;          // Who published it.
+  const char* subject;         // The ordering key.
+  uint64_t subject_version;    // Entity version; 0 when unused.
+  int64_t time_unix_ms;        // Publish time, Unix milliseconds.
+  const char* content_type;    // Media type of data.
+  const char* data;            // The payload: data_len bytes (followed by a NUL).
+  size_t data_len;             // Length of data in bytes.
   const char* correlation_id;  // Id of the business flow; "" when none.
   const char* causation_id;    // Id of the event whose handler published it; "" when none.
   const char* traceparent;     // W3C trace context; "" when none.
@@ -139,9 +139,9 @@ typedef struct walbus_subscriber_stats {
 
 // Counters of a bus (walbus::BusStats), from walbus_stats().
 typedef struct walbus_bus_stats {
-  uint64_t last_seq;       // Sequence number of the newest committed event.
-  uint64_t commits;        // Successful commits in this process.
-  size_t nsubscribers;     // Number of entries in subscribers.
+  uint64_t last_seq;                           // Sequence number of the newest committed event.
+  uint64_t commits;                            // Successful commits in this process.
+  size_t nsubscribers;                         // Number of entries in subscribers.
   const walbus_subscriber_stats* subscribers;  // One per active subscriber.
 } walbus_bus_stats;
 
@@ -168,19 +168,19 @@ typedef enum walbus_poison_policy {
 // A subscriber (walbus::SubscriberOptions); walbus_subscriber_options_init()
 // sets the defaults (every type, 8 attempts with backoff, dead-lettering).
 typedef struct walbus_subscriber_options {
-  const char* name;               // Required: [A-Za-z0-9._-], 1..128 bytes.
-  const char* const* types;       // types[0..ntypes); ntypes 0: every type.
-  size_t ntypes;                  // Entries in types.
-  walbus_handler_fn handler;      // Required.
-  void* user;                     // Passed to handler; valid until walbus_close().
-  uint32_t max_attempts;          // Handler runs before it is given up on.
-  uint64_t retry_base_ms;         // First backoff (full jitter, doubling).
-  uint64_t retry_cap_ms;          // Largest backoff.
-  uint64_t retry_max_age_ms;      // Give up after this long; 0: no limit.
-  int on_poison;                  // A walbus_poison_policy: after the last attempt.
-  int skip_stale;                 // Non-zero: skip events older than the applied subject_version.
-  const char* handler_version;    // Recorded with dead letters and replays; NULL: "".
-  int side_effect_safe;           // Non-zero: fresh-scope replays may run it again.
+  const char* name;             // Required: [A-Za-z0-9._-], 1..128 bytes.
+  const char* const* types;     // types[0..ntypes); ntypes 0: every type.
+  size_t ntypes;                // Entries in types.
+  walbus_handler_fn handler;    // Required.
+  void* user;                   // Passed to handler; valid until walbus_close().
+  uint32_t max_attempts;        // Handler runs before it is given up on.
+  uint64_t retry_base_ms;       // First backoff (full jitter, doubling).
+  uint64_t retry_cap_ms;        // Largest backoff.
+  uint64_t retry_max_age_ms;    // Give up after this long; 0: no limit.
+  int on_poison;                // A walbus_poison_policy: after the last attempt.
+  int skip_stale;               // Non-zero: skip events older than the applied subject_version.
+  const char* handler_version;  // Recorded with dead letters and replays; NULL: "".
+  int side_effect_safe;         // Non-zero: fresh-scope replays may run it again.
 } walbus_subscriber_options;
 
 // Where one event stands for one subscriber (walbus::DeliveryState).
@@ -196,14 +196,14 @@ typedef enum walbus_delivery_state {
 
 // One entry of walbus_event_status() or walbus_pending().
 typedef struct walbus_delivery {
-  const char* subscriber;      // The subscriber's name.
-  char id[37];                 // The event id, canonical UUID text.
-  uint64_t seq;                // Its sequence number; 0 when not known.
-  int state;                   // A walbus_delivery_state.
-  uint32_t attempts;           // Retrying, dead-lettered: handler runs so far.
-  const char* last_error;      // Their last error; "" when none.
+  const char* subscriber;        // The subscriber's name.
+  char id[37];                   // The event id, canonical UUID text.
+  uint64_t seq;                  // Its sequence number; 0 when not known.
+  int state;                     // A walbus_delivery_state.
+  uint32_t attempts;             // Retrying, dead-lettered: handler runs so far.
+  const char* last_error;        // Their last error; "" when none.
   int64_t next_attempt_unix_ms;  // Retrying: when the next run is due; 0 when not known.
-  uint64_t parked_behind;      // Parked: the seq of the dead letter holding its subject.
+  uint64_t parked_behind;        // Parked: the seq of the dead letter holding its subject.
 } walbus_delivery;
 
 // The version of the linked library, e.g. "0.1.0" (compare with
@@ -252,13 +252,13 @@ WALBUS_EXPORT int walbus_tx_delete(walbus_tx_t* tx, const char* column_family, c
 
 // The committed version of key: 0 when it was never written (a delete
 // keeps counting). For walbus_tx_expect_version.
-WALBUS_EXPORT int walbus_tx_get_version(walbus_tx_t* tx, const char* column_family, const char* key,
-                                        size_t key_len, uint64_t* version, char** err);
+WALBUS_EXPORT int walbus_tx_get_version(walbus_tx_t* tx, const char* column_family, const char* key, size_t key_len,
+                                        uint64_t* version, char** err);
 
 // A precondition: the commit fails with WALBUS_CONFLICT, writing nothing,
 // unless key's committed version is still `version` then.
-WALBUS_EXPORT int walbus_tx_expect_version(walbus_tx_t* tx, const char* column_family, const char* key,
-                                           size_t key_len, uint64_t version, char** err);
+WALBUS_EXPORT int walbus_tx_expect_version(walbus_tx_t* tx, const char* column_family, const char* key, size_t key_len,
+                                           uint64_t version, char** err);
 
 // Sets every field of *spec to its default.
 WALBUS_EXPORT void walbus_event_spec_init(walbus_event_spec* spec);
@@ -327,8 +327,8 @@ WALBUS_EXPORT int walbus_start(walbus_t* bus, char** err);
 WALBUS_EXPORT int walbus_ctx_delete(walbus_ctx_t* ctx, const char* column_family, const char* key, size_t key_len,
                                     char** err);
 // walbus_tx_get_version in a handler.
-WALBUS_EXPORT int walbus_ctx_get_version(walbus_ctx_t* ctx, const char* column_family, const char* key,
-                                         size_t key_len, uint64_t* version, char** err);
+WALBUS_EXPORT int walbus_ctx_get_version(walbus_ctx_t* ctx, const char* column_family, const char* key, size_t key_len,
+                                         uint64_t* version, char** err);
 // walbus_tx_expect_version in a handler: a conflict reruns the handler.
 WALBUS_EXPORT int walbus_ctx_expect_version(walbus_ctx_t* ctx, const char* column_family, const char* key,
                                             size_t key_len, uint64_t version, char** err);

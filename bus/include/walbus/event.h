@@ -81,14 +81,14 @@ struct EventSpec {
 
 // A committed event as a handler sees it.
 struct Event {
-  uint64_t seq = 0;  // Position in the outbox; commit order.
-  EventId id;        // Assigned at Publish; the same on every redelivery.
-  std::string type;  // As published (or as upcast for this subscriber).
-  std::string source;   // EventSpec::source, else Options::source.
-  std::string subject;  // The ordering key.
-  uint64_t subject_version = 0;  // As published; 0 when unused.
+  uint64_t seq = 0;                            // Position in the outbox; commit order.
+  EventId id;                                  // Assigned at Publish; the same on every redelivery.
+  std::string type;                            // As published (or as upcast for this subscriber).
+  std::string source;                          // EventSpec::source, else Options::source.
+  std::string subject;                         // The ordering key.
+  uint64_t subject_version = 0;                // As published; 0 when unused.
   std::chrono::system_clock::time_point time;  // Wall time of Publish.
-  std::string content_type;  // As published.
+  std::string content_type;                    // As published.
   // As published; for a handler's follow-up, inherited from the handled
   // event (its correlation id, else its id).
   std::optional<EventId> correlation_id;

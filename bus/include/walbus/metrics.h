@@ -46,7 +46,7 @@ struct MetricBucket {
 // One series of a family.
 struct MetricSample {
   std::vector<MetricLabel> labels;  // in the order they print
-  double value = 0;  // counters and gauges
+  double value = 0;                 // counters and gauges
   // Histograms: buckets in ascending order without the +Inf one (whose
   // count is `count`), the sum of the observations and their count.
   // @{
@@ -58,10 +58,10 @@ struct MetricSample {
 
 // A metric: its name, type and help, and its series.
 struct MetricFamily {
-  std::string name;  // walbus_*, units spelled out
+  std::string name;                      // walbus_*, units spelled out
   MetricType type = MetricType::kGauge;  // counter, gauge or histogram
-  std::string help;  // one line
-  std::vector<MetricSample> samples;  // one per label set
+  std::string help;                      // one line
+  std::vector<MetricSample> samples;     // one per label set
 };
 
 // Something that adds families to a bus's metrics (Bus::AddMetricsSource).

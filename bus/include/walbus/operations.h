@@ -30,8 +30,8 @@ struct OperatorAction {
 
 // What an operator action selected (in seq order) and its record's id.
 struct ActionReport {
-  uint64_t action_id = 0;  // 0 for a dry run, and when nothing was selected (nothing recorded)
-  std::vector<uint64_t> seqs;  // the dead letters selected
+  uint64_t action_id = 0;                      // 0 for a dry run, and when nothing was selected (nothing recorded)
+  std::vector<uint64_t> seqs;                  // the dead letters selected
   std::vector<std::string> released_subjects;  // unparked (PoisonPolicy::kParkKey)
 };
 
@@ -50,20 +50,20 @@ enum class ReplayMode : uint8_t {
 // passed (at or below its checkpoint when the replay starts) and the
 // outbox still holds (see Options::retain_events and friends) are taken.
 struct ReplayRequest {
-  std::string subscriber;             // required; a registered subscriber
+  std::string subscriber;                    // required; a registered subscriber
   ReplayMode mode = ReplayMode::kSameInbox;  // see ReplayMode
-  uint64_t from_seq = 0;              // inclusive; 0: from the oldest kept
-  uint64_t to_seq = 0;                // inclusive; 0: up to the checkpoint
+  uint64_t from_seq = 0;                     // inclusive; 0: from the oldest kept
+  uint64_t to_seq = 0;                       // inclusive; 0: up to the checkpoint
   // Event time range [since, until): zero means unbounded.
   // @{
   std::chrono::system_clock::time_point since{};
   std::chrono::system_clock::time_point until{};
   // @}
-  std::vector<std::string> types;     // any of these types
-  std::string subject;                // exactly this subject
-  std::vector<EventId> ids;           // any of these event ids
-  uint64_t max_events = 0;            // stop after this many selected; 0: no cap
-  OperatorAction action;              // who and why (required); dry_run
+  std::vector<std::string> types;  // any of these types
+  std::string subject;             // exactly this subject
+  std::vector<EventId> ids;        // any of these event ids
+  uint64_t max_events = 0;         // stop after this many selected; 0: no cap
+  OperatorAction action;           // who and why (required); dry_run
 };
 
 // Where a replay stands.
@@ -76,22 +76,22 @@ enum class ReplayState : uint8_t {
 
 // A replay's record (walbus.replays) and its counts so far.
 struct ReplayReport {
-  uint64_t replay_id = 0;   // 0 for a dry run
-  std::string subscriber;   // whose replay
+  uint64_t replay_id = 0;                     // 0 for a dry run
+  std::string subscriber;                     // whose replay
   ReplayMode mode = ReplayMode::kSameInbox;   // as requested
   ReplayState state = ReplayState::kRunning;  // where it stands
-  std::string operator_name;  // who asked for it
-  std::string reason;         // why
-  std::string handler_version;  // the subscriber's when it started
-  std::string selection;        // the request's filters, as text
-  uint64_t started_ms = 0;      // unix ms
-  uint64_t ended_ms = 0;        // unix ms; 0 while running
-  uint64_t selected = 0;        // events that matched so far
-  uint64_t delivered = 0;       // ran the handler, and its effects committed
-  uint64_t skipped = 0;         // the inbox had them (kSameInbox) or not taken
-  uint64_t failed = 0;          // dead-lettered by this replay
-  uint64_t next_seq = 0;        // resumes here after a crash
-  std::string error;            // kRefused: why
+  std::string operator_name;                  // who asked for it
+  std::string reason;                         // why
+  std::string handler_version;                // the subscriber's when it started
+  std::string selection;                      // the request's filters, as text
+  uint64_t started_ms = 0;                    // unix ms
+  uint64_t ended_ms = 0;                      // unix ms; 0 while running
+  uint64_t selected = 0;                      // events that matched so far
+  uint64_t delivered = 0;                     // ran the handler, and its effects committed
+  uint64_t skipped = 0;                       // the inbox had them (kSameInbox) or not taken
+  uint64_t failed = 0;                        // dead-lettered by this replay
+  uint64_t next_seq = 0;                      // resumes here after a crash
+  std::string error;                          // kRefused: why
   // kCancelled: who cancelled it and why (Bus::CancelReplay).
   // @{
   std::string cancelled_by;

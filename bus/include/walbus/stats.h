@@ -25,16 +25,16 @@ struct SubscriberStats {
   uint64_t conflicts = 0;
   uint64_t dead_lettered = 0;  // Events sent to the dead-letter store.
   uint64_t stale_skipped = 0;  // Events skipped by skip_stale.
-  uint64_t in_flight = 0;   // Events fetched into memory, not yet completed.
-  bool paused = false;      // Waiting for an upcaster (UnknownVersionPolicy::kPause).
-  std::string paused_on;    // While paused: the type no upcaster brings to one it takes.
-  uint64_t pauses = 0;      // Times it paused, in this process.
+  uint64_t in_flight = 0;      // Events fetched into memory, not yet completed.
+  bool paused = false;         // Waiting for an upcaster (UnknownVersionPolicy::kPause).
+  std::string paused_on;       // While paused: the type no upcaster brings to one it takes.
+  uint64_t pauses = 0;         // Times it paused, in this process.
 };
 
 // Counters of a bus, as held by this process (Bus::Stats).
 struct BusStats {
-  uint64_t last_seq = 0;  // Sequence number of the newest committed event.
-  uint64_t commits = 0;   // Successful commits in this process.
+  uint64_t last_seq = 0;       // Sequence number of the newest committed event.
+  uint64_t commits = 0;        // Successful commits in this process.
   uint64_t commit_groups = 0;  // Writes to storage (commits share writes).
   // Writes storage refused in this process: for lack of disk space, and
   // for any other reason. Each fails the commits of its group.
@@ -46,28 +46,28 @@ struct BusStats {
   // writes again by itself within seconds of having room again; until
   // then every commit fails with ResourceExhausted and nothing is lost.
   bool writes_failing = false;
-  uint64_t quarantined = 0;    // Inputs refused into quarantine, ever.
-  uint64_t quarantine_evicted = 0;  // Oldest quarantine entries dropped for the bounds.
+  uint64_t quarantined = 0;                  // Inputs refused into quarantine, ever.
+  uint64_t quarantine_evicted = 0;           // Oldest quarantine entries dropped for the bounds.
   std::vector<SubscriberStats> subscribers;  // One per active subscriber.
 };
 
 // Where one event stands for one subscriber.
 enum class Delivery : uint8_t {
-  kPending,        // not completed yet, and no run of it has failed
-  kHandled,        // the handler's effects committed (or a stale skip)
-  kDeadLettered,   // given up on; in the dead-letter store
-  kPaused,         // waiting: the subscriber is paused on an unknown version
-  kNotDelivered,   // completed without the handler: its type is not taken
-  kRetrying,       // a run failed; it runs again (attempts, next_attempt)
-  kParked,         // held behind a dead letter of its subject (kParkKey)
+  kPending,       // not completed yet, and no run of it has failed
+  kHandled,       // the handler's effects committed (or a stale skip)
+  kDeadLettered,  // given up on; in the dead-letter store
+  kPaused,        // waiting: the subscriber is paused on an unknown version
+  kNotDelivered,  // completed without the handler: its type is not taken
+  kRetrying,      // a run failed; it runs again (attempts, next_attempt)
+  kParked,        // held behind a dead letter of its subject (kParkKey)
 };
 
 // Where one event stands for one subscriber (Bus::WaitHandled,
 // Bus::EventStatus, Bus::Pending).
 struct DeliveryState {
-  std::string subscriber;  // The subscriber's name.
-  EventId id;              // The event.
-  uint64_t seq = 0;        // Its sequence number; 0 when not known.
+  std::string subscriber;               // The subscriber's name.
+  EventId id;                           // The event.
+  uint64_t seq = 0;                     // Its sequence number; 0 when not known.
   Delivery state = Delivery::kPending;  // Where it stands.
   // kRetrying and kDeadLettered: handler runs so far (a run the process
   // stopped in counts), and the last one's error.

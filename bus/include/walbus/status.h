@@ -117,9 +117,18 @@ class [[nodiscard]] Result {
 
   // The value. REQUIRES: ok()
   // @{
-  T& value() & { assert(ok()); return std::get<T>(rep_); }
-  const T& value() const& { assert(ok()); return std::get<T>(rep_); }
-  T&& value() && { assert(ok()); return std::get<T>(std::move(rep_)); }
+  T& value() & {
+    assert(ok());
+    return std::get<T>(rep_);
+  }
+  const T& value() const& {
+    assert(ok());
+    return std::get<T>(rep_);
+  }
+  T&& value() && {
+    assert(ok());
+    return std::get<T>(std::move(rep_));
+  }
   T* operator->() { return &value(); }
   const T* operator->() const { return &value(); }
   T& operator*() & { return value(); }

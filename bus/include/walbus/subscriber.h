@@ -28,9 +28,7 @@ class Outcome {
   // Transient failure: writes are dropped and the event is handled again
   // after `delay`. Only this subject waits; other subjects keep flowing.
   // A zero delay leaves the delay to the subscriber's RetryPolicy.
-  static Outcome RetryAfter(std::chrono::milliseconds delay) {
-    return Outcome(Kind::kRetry, delay, {});
-  }
+  static Outcome RetryAfter(std::chrono::milliseconds delay) { return Outcome(Kind::kRetry, delay, {}); }
   // Permanent failure: writes are dropped, the event goes to the dead-letter
   // store with `reason`, and the subject moves on.
   static Outcome Reject(std::string reason) { return Outcome(Kind::kReject, {}, std::move(reason)); }
@@ -43,8 +41,7 @@ class Outcome {
   // @}
 
  private:
-  Outcome(Kind k, std::chrono::milliseconds d, std::string r)
-      : kind_(k), delay_(d), reason_(std::move(r)) {}
+  Outcome(Kind k, std::chrono::milliseconds d, std::string r) : kind_(k), delay_(d), reason_(std::move(r)) {}
   Kind kind_;
   std::chrono::milliseconds delay_;
   std::string reason_;

@@ -4,17 +4,17 @@
 // JavaScript SDK.
 #include <gtest/gtest.h>
 
+#include <sys/wait.h>
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
-#include <sys/wait.h>
-#include <thread>
-#include <algorithm>
 #include <random>
 #include <string>
+#include <thread>
 
-#include "tools/walbus/inspect.h"
 #include "bus/util/rfc3339.h"
 #include "tests/test_util.h"
+#include "tools/walbus/inspect.h"
 #include "walbus/bus.h"
 
 namespace walbus::internal {
@@ -66,16 +66,20 @@ struct Fixture {
     placed_binary = Publish(*bus, "order-3", "application/octet-stream", binary);
     traced = Publish(*bus, "order-4", "application/json", "not json at all", kTraceparent, 7);
     // The confirmations are committed, and ledger has failed each event once.
-    EXPECT_TRUE(testing::Eventually([&] {
-      for (const auto& s : bus->Stats().subscribers)
-        if (s.name == "confirm" && s.handled < 4) return false;
-      return true;
-    }, 30s));
-    EXPECT_TRUE(testing::Eventually([&] {
-      for (const auto& s : bus->Stats().subscribers)
-        if (s.name == "ledger" && s.retries < 4) return false;
-      return true;
-    }, 30s));
+    EXPECT_TRUE(testing::Eventually(
+        [&] {
+          for (const auto& s : bus->Stats().subscribers)
+            if (s.name == "confirm" && s.handled < 4) return false;
+          return true;
+        },
+        30s));
+    EXPECT_TRUE(testing::Eventually(
+        [&] {
+          for (const auto& s : bus->Stats().subscribers)
+            if (s.name == "ledger" && s.retries < 4) return false;
+          return true;
+        },
+        30s));
     EXPECT_TRUE(bus->Close().ok());
   }
 
@@ -213,10 +217,12 @@ TEST(InspectEventsTest, EventStoryCountsRunsAndSaysWhenTheNextIsDue) {
       ASSERT_TRUE(tx.Commit().ok());
       (std::string(subject) == "order-1" ? handled_id : retrying_id) = id->ToString();
     }
-    ASSERT_TRUE(testing::Eventually([&] {
-      Result<std::vector<DeliveryState>> pending = bus->Pending("billing", 0);
-      return pending.ok() && pending->size() == 1 && (*pending)[0].state == Delivery::kRetrying;
-    }, std::chrono::seconds(10)));
+    ASSERT_TRUE(testing::Eventually(
+        [&] {
+          Result<std::vector<DeliveryState>> pending = bus->Pending("billing", 0);
+          return pending.ok() && pending->size() == 1 && (*pending)[0].state == Delivery::kRetrying;
+        },
+        std::chrono::seconds(10)));
     ASSERT_TRUE(bus->Close().ok());
   }
   std::string out;
@@ -262,12 +268,14 @@ TEST(InspectEventsTest, SubscribersShowAPauseAndTheStoredRegistration) {
   EXPECT_NE(out.find("PAUSED ON"), std::string::npos) << out;
   EXPECT_NE(out.find("orders.order-approved.v1 at seq 1"), std::string::npos) << out;
   EXPECT_NE(out.find("v2-reader: types orders.order-approved.v2; handler version reader-2.1; not side-effect-safe"),
-            std::string::npos) << out;
+            std::string::npos)
+      << out;
   ASSERT_EQ(RunCli("subscribers " + dir.path() + " --json", &out), 0);
   EXPECT_NE(out.find("\"paused_on\":{\"seq\":1,\"type\":\"orders.order-approved.v1\"}"), std::string::npos) << out;
   EXPECT_NE(out.find("\"registration\":{\"types\":[\"orders.order-approved.v2\"],\"handler_version\":\"reader-2.1\","
                      "\"side_effect_safe\":false}"),
-            std::string::npos) << out;
+            std::string::npos)
+      << out;
 }
 
 TEST(InspectEventsTest, InboxCheckSaysWhetherASubscriberCompletedAnEvent) {

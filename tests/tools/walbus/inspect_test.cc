@@ -153,10 +153,12 @@ TEST(InspectTest, MetricsAsJsonLines) {
   std::string out;
   ASSERT_EQ(RunCliOutput("metrics " + dir.path() + " --json", &out), 0);
   EXPECT_NE(out.find("{\"name\":\"walbus_last_sequence\",\"type\":\"gauge\",\"labels\":{},\"value\":0}\n"),
-            std::string::npos) << out;
+            std::string::npos)
+      << out;
   EXPECT_NE(out.find("{\"name\":\"walbus_subscriber_handled_persisted\",\"type\":\"gauge\",\"labels\":"
                      "{\"subscriber\":\"billing\"},\"value\":0}\n"),
-            std::string::npos) << out;
+            std::string::npos)
+      << out;
   std::string text;
   ASSERT_EQ(RunCliOutput("metrics " + dir.path(), &text), 0);
   size_t samples = 0;
@@ -265,7 +267,9 @@ void SeedFailureStores(const std::string& dir) {
   q.reason = "envelope fails FlatBuffers verification";
   q.raw = Bytes(300);
   quarantine(1, storage::EncodeQuarantine(q));
-  quarantine(2, "\x07" "bad");
+  quarantine(2,
+             "\x07"
+             "bad");
   q.original_bytes = 3;
   q.source = "file";
   q.raw = "abc";
@@ -343,7 +347,9 @@ TEST(InspectTest, ListsDeadLettersWithMalformedRecordsAsEntries) {
   EXPECT_EQ(q[0].record.raw.size(), 300u);
   EXPECT_EQ(q[1].arrival, 2u);
   EXPECT_FALSE(q[1].record_ok);
-  EXPECT_EQ(q[1].record.raw, "\x07" "bad");
+  EXPECT_EQ(q[1].record.raw,
+            "\x07"
+            "bad");
   EXPECT_TRUE(q[2].record_ok);
   ASSERT_TRUE(ListQuarantine(dir.path(), &q, 1).ok());
   EXPECT_EQ(q.size(), 1u);

@@ -40,9 +40,7 @@ class SpdlogLogger final : public Logger {
   }
 
   // Logs `line` at the matching spdlog level.
-  void Log(LogLevel level, std::string_view line) override {
-    logger_->log(SpdlogLevel(level), "{}", line);
-  }
+  void Log(LogLevel level, std::string_view line) override { logger_->log(SpdlogLevel(level), "{}", line); }
 
   // The wrapped logger.
   spdlog::logger& logger() const { return *logger_; }

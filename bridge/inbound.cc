@@ -1,7 +1,6 @@
 // The inbound consumer: a durable pull consumer feeding Bus::IngestEvent.
 
 #include <atomic>
-#include <condition_variable>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -13,10 +12,15 @@
 #include "bridge/nats_link.h"
 #include "bridge/relay_journal.h"
 #include "bus/util/log_limiter.h"
+#include "bus/util/mutex.h"
 #include "walbus/jetstream.h"
 
 namespace walbus::jetstream {
 namespace {
+
+using internal::CondVar;
+using internal::Mutex;
+using internal::MutexLock;
 
 using bridge::NatsLink;
 using namespace std::chrono_literals;
@@ -107,11 +111,11 @@ class InboundImpl final : public Inbound {
 
   void Stop() override {
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       if (stopping_) return;
       stopping_ = true;
     }
-    wake_.notify_all();
+    wake_.NotifyAll();
     if (thread_.joinable()) thread_.join();
     // Destroy, never Unsubscribe: that would delete the durable consumer.
     if (sub_ != nullptr) natsSubscription_Destroy(sub_);
@@ -126,11 +130,13 @@ class InboundImpl final : public Inbound {
 
  private:
   bool Sleep(std::chrono::milliseconds d) {
-    std::unique_lock<std::mutex> lock(mu_);
-    return !wake_.wait_for(lock, d, [this] { return stopping_; });
+    MutexLock lock(&mu_);
+    const auto deadline = std::chrono::steady_clock::now() + d;
+    while (!stopping_ && std::chrono::steady_clock::now() < deadline) wake_.WaitUntil(&lock, deadline);
+    return !stopping_;
   }
   bool stopping() {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     return stopping_;
   }
 
@@ -509,9 +515,9 @@ class InboundImpl final : public Inbound {
   std::unique_ptr<NatsLink> link_;
   const std::string source_label_;
   natsSubscription* sub_ = nullptr;  // used by thread_ alone, then by Stop()
-  std::mutex mu_;
-  std::condition_variable wake_;
-  bool stopping_ = false;  // GUARDED_BY(mu_)
+  Mutex mu_;
+  CondVar wake_;
+  bool stopping_ GUARDED_BY(mu_) = false;
   // Shared with the bus's metrics, which may read them after this is gone.
   const std::shared_ptr<InboundCounters> counters_ = std::make_shared<InboundCounters>();
   const std::shared_ptr<const MetricsSource> metrics_ = std::make_shared<InboundMetrics>(counters_, options_.durable);

@@ -65,9 +65,10 @@ NatsLink::~NatsLink() {
   if (js_ != nullptr) jsCtx_Destroy(js_);
   if (conn_ != nullptr) {
     natsConnection_Close(conn_);
-    std::unique_lock<std::mutex> lock(mu_);
-    closed_cv_.wait(lock, [this] { return closed_; });
-    lock.unlock();
+    {
+      MutexLock lock(&mu_);
+      while (!closed_) closed_cv_.Wait(&lock);
+    }
     natsConnection_Destroy(conn_);
   }
   if (nats_options_ != nullptr) natsOptions_Destroy(nats_options_);
@@ -76,7 +77,7 @@ NatsLink::~NatsLink() {
 void NatsLink::SetConnected(bool up) {
   std::function<void()> listener;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     const bool was = connected_.load(std::memory_order_relaxed);
     if (was == up) return;
     const auto now = std::chrono::steady_clock::now();
@@ -94,7 +95,7 @@ void NatsLink::SetConnected(bool up) {
 }
 
 void NatsLink::SetConnectedListener(std::function<void()> listener) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   listener_ = std::move(listener);
 }
 
@@ -104,13 +105,13 @@ void NatsLink::OnDisconnected(natsConnection*, void* self) { static_cast<NatsLin
 void NatsLink::OnClosed(natsConnection*, void* self) {
   auto* link = static_cast<NatsLink*>(self);
   link->SetConnected(false);
-  std::lock_guard<std::mutex> lock(link->mu_);
+  MutexLock lock(&link->mu_);
   link->closed_ = true;
-  link->closed_cv_.notify_all();  // under the lock: the destructor waits for it
+  link->closed_cv_.NotifyAll();  // under the lock: the destructor waits for it
 }
 
 double NatsLink::offline_seconds() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto total = offline_total_;
   if (!connected_.load(std::memory_order_relaxed)) total += std::chrono::steady_clock::now() - offline_since_;
   return std::chrono::duration<double>(total).count();

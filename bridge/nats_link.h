@@ -15,7 +15,6 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -24,10 +23,15 @@
 #include <string_view>
 
 #include "bridge/cloudevents.h"
+#include "bus/util/mutex.h"
 #include "walbus/jetstream.h"
 #include "walbus/status.h"
 
 namespace walbus::bridge {
+
+using internal::CondVar;
+using internal::Mutex;
+using internal::MutexLock;
 
 // A NATS status as a walbus one, with the client's last error text.
 Status FromNats(natsStatus s, std::string_view what);
@@ -72,12 +76,12 @@ class NatsLink {
   std::atomic<bool> connected_{false};
   std::atomic<uint64_t> disconnects_{0};
   std::atomic<uint64_t> epoch_{0};
-  mutable std::mutex mu_;
-  std::chrono::steady_clock::time_point offline_since_;  // GUARDED_BY(mu_); valid while !connected_
-  std::chrono::steady_clock::duration offline_total_{};  // GUARDED_BY(mu_)
-  bool closed_ = false;                                  // GUARDED_BY(mu_)
-  std::function<void()> listener_;                       // GUARDED_BY(mu_)
-  std::condition_variable closed_cv_;
+  mutable Mutex mu_;
+  std::chrono::steady_clock::time_point offline_since_ GUARDED_BY(mu_);  // valid while !connected_
+  std::chrono::steady_clock::duration offline_total_ GUARDED_BY(mu_){};
+  bool closed_ GUARDED_BY(mu_) = false;
+  std::function<void()> listener_ GUARDED_BY(mu_);
+  CondVar closed_cv_;
 };
 
 // Reads every header of a message (the last value of repeated ones).

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <condition_variable>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -17,11 +16,16 @@
 #include "bridge/nats_link.h"
 #include "bridge/relay_journal.h"
 #include "bus/util/log_limiter.h"
+#include "bus/util/mutex.h"
 #include "bus/util/unix_time.h"
 #include "walbus/jetstream.h"
 
 namespace walbus::jetstream {
 namespace {
+
+using internal::CondVar;
+using internal::Mutex;
+using internal::MutexLock;
 
 using bridge::DecodeJournalEntry;
 using bridge::DecodeU64;
@@ -51,11 +55,11 @@ class RelayCore {
 
   void StopChecker() {
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       if (stopping_) return;
       stopping_ = true;
     }
-    cv_.notify_all();
+    cv_.NotifyAll();
     if (checker_.joinable()) checker_.join();
     link_->SetConnectedListener(nullptr);
   }
@@ -125,18 +129,18 @@ class RelayCore {
   void OnConnected() {
     stream_ready_.store(false, std::memory_order_release);
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       reconnect_check_pending_ = true;
       check_due_ = Clock::now();
     }
-    cv_.notify_all();
+    cv_.NotifyAll();
   }
 
   void ScheduleCheck(Clock::time_point due) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (check_due_ && *check_due_ <= due) return;
     check_due_ = due;
-    cv_.notify_all();
+    cv_.NotifyAll();
   }
 
   // A handler that comes while the journal check after a reconnection is
@@ -144,30 +148,33 @@ class RelayCore {
   // on the receiver does not depend on it, only the number of messages it
   // must hold.
   void WaitForReconnectCheck() {
-    std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait_for(lock, options_.connection.request_timeout, [this] { return !reconnect_check_pending_ || stopping_; });
+    MutexLock lock(&mu_);
+    const auto deadline = std::chrono::steady_clock::now() + options_.connection.request_timeout;
+    while (reconnect_check_pending_ && !stopping_ && std::chrono::steady_clock::now() < deadline) {
+      cv_.WaitUntil(&lock, deadline);
+    }
   }
 
   // Owned thread: sleeps until a check is due (a reconnection, or the
   // oldest young journal entry growing old enough), never on a fixed rate.
   void RunChecker() {
-    std::unique_lock<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     while (!stopping_) {
       if (!check_due_ || !link_->connected()) {
-        cv_.wait(lock);
+        cv_.Wait(&lock);
         continue;
       }
       if (Clock::now() < *check_due_) {
-        cv_.wait_until(lock, *check_due_);
+        cv_.WaitUntil(&lock, *check_due_);
         continue;
       }
       check_due_.reset();
-      lock.unlock();
+      lock.Unlock();
       std::optional<Clock::time_point> next = CheckJournal();
-      lock.lock();
+      lock.Lock();
       if (next && (!check_due_ || *next < *check_due_)) check_due_ = next;
       if (!next || *next > Clock::now()) reconnect_check_pending_ = false;
-      cv_.notify_all();
+      cv_.NotifyAll();
     }
     reconnect_check_pending_ = false;
   }
@@ -365,7 +372,7 @@ class RelayCore {
 
   Status EnsureStreamOnce() {
     if (stream_ready_.load(std::memory_order_acquire)) return Status::OK();
-    std::lock_guard<std::mutex> lock(stream_mu_);
+    MutexLock lock(&stream_mu_);
     if (stream_ready_.load(std::memory_order_relaxed)) return Status::OK();
     bool created = false;
     Status s = link_->EnsureStream(options_.stream, &created);
@@ -478,7 +485,7 @@ class RelayCore {
   const bridge::RelayKeys keys_;
   const std::string origin_;
   const uint64_t process_tag_;
-  std::mutex stream_mu_;
+  Mutex stream_mu_;
   std::atomic<bool> stream_ready_{false};
   std::atomic<bool> published_to_stream_{false};
   std::atomic<uint64_t> published_{0};
@@ -489,11 +496,11 @@ class RelayCore {
   std::atomic<uint64_t> repaired_{0};
   std::atomic<uint64_t> checks_{0};
   std::atomic<uint64_t> unrepairable_{0};
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool stopping_ = false;                       // GUARDED_BY(mu_)
-  bool reconnect_check_pending_ = false;        // GUARDED_BY(mu_)
-  std::optional<Clock::time_point> check_due_;  // GUARDED_BY(mu_)
+  Mutex mu_;
+  CondVar cv_;
+  bool stopping_ GUARDED_BY(mu_) = false;
+  bool reconnect_check_pending_ GUARDED_BY(mu_) = false;
+  std::optional<Clock::time_point> check_due_ GUARDED_BY(mu_);
   // Destroyed before the state its callbacks touch: its destructor waits
   // for the client's last callback.
   const std::unique_ptr<NatsLink> link_;

@@ -112,7 +112,7 @@ Status BusImpl::Recover(uint64_t* last_seq, uint64_t* trimmed_below) {
   if (Status s = ReadRecoveredState(*db_, &state); !s.ok()) return s;
   *last_seq = state.last_seq;
   *trimmed_below = state.trimmed_below;
-  std::lock_guard<std::mutex> lock(registry_.mu);
+  MutexLock lock(&registry_.mu);
   registry_.by_name = std::move(state.subscribers);
   registry_.next_id = state.next_subscriber_id;
   if (inbox_window_ != nullptr) {
@@ -157,7 +157,6 @@ void BusImpl::OnCommitted(std::vector<std::shared_ptr<const Event>>& events) {
 }
 
 Status BusImpl::Register(const std::string& name, Registry::Entry* entry) {
-  // REQUIRES: registry_.mu held.
   entry->id = registry_.next_id;
   entry->durable = DurableCounters{};
   entry->durable.checkpoint = committer_->last_seq();
@@ -216,7 +215,7 @@ Status BusImpl::Subscribe(SubscriberOptions subscriber) {
   if (!call.admitted()) return ClosedStatus();
   std::shared_ptr<Subscriber> active;
   {
-    std::lock_guard<std::mutex> lock(registry_.mu);
+    MutexLock lock(&registry_.mu);
     auto it = registry_.by_name.find(subscriber.name);
     if (it != registry_.by_name.end() && it->second.active != nullptr) {
       return Status::Busy("subscriber " + subscriber.name + " is already active in this process");
@@ -245,7 +244,7 @@ Status BusImpl::Start() {
   // A handler runs only once started; taking the lock could wait for a
   // Close() that waits for this very handler.
   if (dispatcher_->OnWorkerThread()) return Status::OK();
-  std::lock_guard<std::mutex> lock(lifecycle_mu_);
+  MutexLock lock(&lifecycle_mu_);
   if (gate_.closed()) return ClosedStatus();
   if (!dispatcher_->started()) dispatcher_->Start();
   return Status::OK();
@@ -488,7 +487,7 @@ Status BusImpl::StateOf(const std::string& name, const Registry::Entry& entry, c
   }
   if (entry.active != nullptr && entry.active->paused_now.load()) {
     out->state = Delivery::kPaused;
-    std::lock_guard<std::mutex> paused_lock(entry.active->paused_mu);
+    MutexLock paused_lock(&entry.active->paused_mu);
     out->last_error = "paused: no upcaster brings " + entry.active->paused_on_type + " to a type it takes";
   }
   if (out->seq == 0) return Status::OK();
@@ -530,7 +529,7 @@ Result<std::vector<DeliveryState>> BusImpl::Pending(const std::string& subscribe
   if (!call.admitted()) return ClosedStatus();
   Registry::Entry entry;  // a copy: the scan runs without the registry's lock
   {
-    std::lock_guard<std::mutex> lock(registry_.mu);
+    MutexLock lock(&registry_.mu);
     auto it = registry_.by_name.find(subscriber);
     if (it == registry_.by_name.end()) return Status::InvalidArgument("no subscriber named " + subscriber);
     entry = it->second;
@@ -591,7 +590,7 @@ Status BusImpl::WaitHandled(const Receipt& receipt, const std::vector<std::strin
   if (!call.admitted()) return ClosedStatus();
   std::vector<std::string> names = subscribers;
   {
-    std::lock_guard<std::mutex> lock(registry_.mu);
+    MutexLock lock(&registry_.mu);
     for (const std::string& n : subscribers) {
       auto it = registry_.by_name.find(n);
       if (it == registry_.by_name.end() || it->second.active == nullptr) {
@@ -604,7 +603,7 @@ Status BusImpl::WaitHandled(const Receipt& receipt, const std::vector<std::strin
     }
   }
   Status waited = receipt.event_ids.empty() ? Status::OK() : dispatcher_->WaitFor(receipt.last_seq(), timeout, names);
-  std::lock_guard<std::mutex> lock(registry_.mu);
+  MutexLock lock(&registry_.mu);
   for (size_t i = 0; i < receipt.event_ids.size(); ++i) {
     for (const std::string& n : names) {
       DeliveryState st;
@@ -661,7 +660,7 @@ Result<std::vector<DeliveryState>> BusImpl::EventStatus(const EventId& id) {
   std::vector<DeliveryState> states;
   InCall call(this);
   if (!call.admitted()) return ClosedStatus();
-  std::lock_guard<std::mutex> lock(registry_.mu);
+  MutexLock lock(&registry_.mu);
   for (const auto& [name, entry] : registry_.by_name) {
     DeliveryState st;
     if (Status s = StateOf(name, entry, id, 0, &st); !s.ok()) return s;
@@ -688,7 +687,7 @@ Status BusImpl::ActOnDeadLetters(ActionKind kind, const DeadLetterSelection& sel
     return Status::InvalidArgument("an operator action needs an operator name and a reason");
   }
   {
-    std::lock_guard<std::mutex> lock(registry_.mu);
+    MutexLock lock(&registry_.mu);
     auto it = registry_.by_name.find(selection.subscriber);
     if (it == registry_.by_name.end()) return Status::InvalidArgument("no subscriber named " + selection.subscriber);
     if (kind == ActionKind::kRedrive && it->second.active == nullptr) {
@@ -736,7 +735,7 @@ Status BusImpl::ActOnDeadLetters(ActionKind kind, const DeadLetterSelection& sel
   // Nothing selected: nothing to do and nothing to record (action_id 0).
   if (action.dry_run || (report->seqs.empty() && report->released_subjects.empty())) return Status::OK();
 
-  std::lock_guard<std::mutex> lock(actions_mu_);
+  MutexLock lock(&actions_mu_);
   if (Status s = NextActionId(&report->action_id); !s.ok()) return s;
   std::string record = "{\"action\":\"" + std::string(ActionName(static_cast<uint8_t>(kind))) +
                        "\",\"operator\":" + JsonString(action.operator_name) +
@@ -833,7 +832,7 @@ std::vector<MetricFamily> BusImpl::Metrics() {
 
 std::vector<std::shared_ptr<const MetricsSource>> BusImpl::LiveMetricsSources() {
   std::vector<std::shared_ptr<const MetricsSource>> live;
-  std::lock_guard<std::mutex> lock(metrics_sources_mu_);
+  MutexLock lock(&metrics_sources_mu_);
   std::erase_if(metrics_sources_, [&](const std::weak_ptr<const MetricsSource>& weak) {
     std::shared_ptr<const MetricsSource> source = weak.lock();
     if (source == nullptr) return true;
@@ -851,7 +850,7 @@ Status BusImpl::AddMetricsSource(std::weak_ptr<const MetricsSource> source) {
   for (const auto& live : LiveMetricsSources()) {
     if (live == added) return Status::InvalidArgument("AddMetricsSource: the source was added already");
   }
-  std::lock_guard<std::mutex> lock(metrics_sources_mu_);
+  MutexLock lock(&metrics_sources_mu_);
   metrics_sources_.push_back(std::move(source));
   return Status::OK();
 }
@@ -893,7 +892,7 @@ void BusImpl::WriteProcessSubscriberMetrics(MetricsWriter& w, const BusStats& st
   // database: counters that start from zero here.
   std::map<std::string, DurableCounters> at_open;
   {
-    std::lock_guard<std::mutex> lock(registry_.mu);
+    MutexLock lock(&registry_.mu);
     for (const auto& [name, e] : registry_.by_name) at_open[name] = e.durable;
   }
   struct PerSubscriber {
@@ -943,7 +942,7 @@ void BusImpl::WriteProcessSubscriberMetrics(MetricsWriter& w, const BusStats& st
     w.Sample("walbus_subscriber_paused_on_info", std::move(labels), 1);
   }
   w.Family("walbus_subscriber_handler_duration_seconds", MetricType::kHistogram, "Time one handler call took.");
-  std::lock_guard<std::mutex> lock(registry_.mu);
+  MutexLock lock(&registry_.mu);
   for (const auto& [name, e] : registry_.by_name) {
     if (e.active == nullptr) continue;
     w.HistogramSamples("walbus_subscriber_handler_duration_seconds", MetricsWriter::Label("subscriber", name),
@@ -1036,7 +1035,7 @@ BusStats BusImpl::Stats() {
   stats.writes_failing = committer_->writes_failing();
   stats.quarantined = quarantine_->added();
   stats.quarantine_evicted = quarantine_->evicted();
-  std::lock_guard<std::mutex> lock(registry_.mu);
+  MutexLock lock(&registry_.mu);
   for (const auto& [name, e] : registry_.by_name) {
     SubscriberStats s;
     s.name = name;
@@ -1051,7 +1050,7 @@ BusStats BusImpl::Stats() {
       s.in_flight = e.active->in_flight.load();
       s.paused = e.active->paused_now.load();
       {
-        std::lock_guard<std::mutex> paused_lock(e.active->paused_mu);
+        MutexLock paused_lock(&e.active->paused_mu);
         s.paused_on = e.active->paused_on_type;
       }
       s.pauses = e.active->pauses.load();
@@ -1077,7 +1076,7 @@ Status BusImpl::Close() {
   if (gate_.InsideCall()) {
     return Status::InvalidArgument("Close() was called from inside a call of this bus (a verifier or an upcaster)");
   }
-  std::lock_guard<std::mutex> lock(lifecycle_mu_);
+  MutexLock lock(&lifecycle_mu_);
   if (db_ == nullptr) return Status::OK();
   admin_.reset();         // its thread runs operator actions on the bus
   metrics_http_.reset();  // its thread reads the database

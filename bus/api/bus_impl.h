@@ -20,6 +20,7 @@
 #include "bus/ops/metrics_http.h"
 #include "bus/telemetry/log.h"
 #include "bus/telemetry/metrics.h"
+#include "bus/util/mutex.h"
 #include "storage/db.h"
 #include "walbus/bus.h"
 
@@ -97,7 +98,7 @@ class BusImpl final : public Bus, public CommitListener, public ScopeHost {
     if (options_.clock == nullptr) options_.clock = Clock::System();
   }
   Status Recover(uint64_t* last_seq, uint64_t* trimmed_below);
-  Status Register(const std::string& name, Registry::Entry* entry);
+  Status Register(const std::string& name, Registry::Entry* entry) REQUIRES(registry_.mu);
   // The state of one event for one registered subscriber. `seq` is 0 when
   // unknown (then completion cannot be told without an inbox record).
   Status StateOf(const std::string& name, const Registry::Entry& entry, const EventId& id, uint64_t seq,
@@ -133,13 +134,12 @@ class BusImpl final : public Bus, public CommitListener, public ScopeHost {
   // Visits every replay record (bus/dispatch/replay.cc).
   Status LoadReplays(const std::function<void(uint64_t, storage::ReplayRecord&)>& visit);
   // The id of the next operator action (dead-letter actions and replays).
-  // REQUIRES: actions_mu_ held.
-  Status NextActionId(uint64_t* id);
+  Status NextActionId(uint64_t* id) REQUIRES(actions_mu_);
   // Restarts the running replays of a subscriber that became active.
   Status ResumeReplays(const std::shared_ptr<Subscriber>& sub);
   // Reads the subjects a dead letter holds (PoisonPolicy::kParkKey).
-  // Writes `sub`'s RegistrationRecord. REQUIRES: registry_.mu held.
-  Status StoreRegistration(const Subscriber& sub);
+  // Writes `sub`'s RegistrationRecord.
+  Status StoreRegistration(const Subscriber& sub) REQUIRES(registry_.mu);
   Status LoadParked(Subscriber* sub);
 
   Options options_;                            // as given, with the clock resolved; not changed after Open
@@ -155,10 +155,10 @@ class BusImpl final : public Bus, public CommitListener, public ScopeHost {
   std::unique_ptr<AdminServer> admin_;               // Options::admin_socket; stopped first by Close()
   std::unique_ptr<Dispatcher> dispatcher_;
 
-  std::mutex lifecycle_mu_;  // serializes Start and Close
-  std::mutex actions_mu_;    // serializes operator actions (their ids)
-  std::mutex metrics_sources_mu_;
-  std::vector<std::weak_ptr<const MetricsSource>> metrics_sources_;  // guarded by metrics_sources_mu_
+  Mutex lifecycle_mu_;  // serializes Start and Close
+  Mutex actions_mu_;    // serializes operator actions (their ids)
+  Mutex metrics_sources_mu_;
+  std::vector<std::weak_ptr<const MetricsSource>> metrics_sources_ GUARDED_BY(metrics_sources_mu_);
   CallGate gate_;  // admitted calls inside storage (InCall); Close shuts it
 };
 

@@ -88,7 +88,7 @@ Result<ReplayReport> BusImpl::Replay(const ReplayRequest& request) {
   uint32_t sub_id = 0;
   uint64_t checkpoint = 0;
   {
-    std::lock_guard<std::mutex> lock(registry_.mu);
+    MutexLock lock(&registry_.mu);
     auto it = registry_.by_name.find(request.subscriber);
     if (it == registry_.by_name.end()) return Status::InvalidArgument("no subscriber named " + request.subscriber);
     active = it->second.active;
@@ -125,7 +125,7 @@ Result<ReplayReport> BusImpl::Replay(const ReplayRequest& request) {
     return s;
   }
   if (request.action.dry_run) return DryRunReplay(request, std::move(record), active.get(), sub_id, now_ms);
-  std::lock_guard<std::mutex> lock(actions_mu_);
+  MutexLock lock(&actions_mu_);
   bool running = false;
   if (Status s = LoadReplays([&](uint64_t, storage::ReplayRecord& r) {
         running |= r.subscriber_id == sub_id && r.state == static_cast<uint8_t>(ReplayState::kRunning);
@@ -149,7 +149,7 @@ Result<ReplayReport> BusImpl::Replay(const ReplayRequest& request) {
 }
 
 Status BusImpl::ResumeReplays(const std::shared_ptr<Subscriber>& sub) {
-  std::lock_guard<std::mutex> lock(actions_mu_);
+  MutexLock lock(&actions_mu_);
   std::vector<std::pair<uint64_t, storage::ReplayRecord>> resume;
   if (Status s = LoadReplays([&](uint64_t id, storage::ReplayRecord& r) {
         if (r.subscriber_id == sub->id && r.state == static_cast<uint8_t>(ReplayState::kRunning)) {
@@ -206,7 +206,7 @@ Status BusImpl::CancelReplay(uint64_t replay_id, const OperatorAction& action) {
   if (report.state != ReplayState::kRunning) return Status::OK();
   bool active = false;
   {
-    std::lock_guard<std::mutex> lock(registry_.mu);
+    MutexLock lock(&registry_.mu);
     auto it = registry_.by_name.find(report.subscriber);
     active = it != registry_.by_name.end() && it->second.active != nullptr;
   }
@@ -214,7 +214,7 @@ Status BusImpl::CancelReplay(uint64_t replay_id, const OperatorAction& action) {
     dispatcher_->CancelReplay(replay_id, action);  // it records the end once its events finish
     return Status::OK();
   }
-  std::lock_guard<std::mutex> lock(actions_mu_);
+  MutexLock lock(&actions_mu_);
   std::string value;
   bool found = false;
   storage::ReplayRecord record;

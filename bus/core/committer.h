@@ -34,6 +34,7 @@
 
 #include "bus/core/write_set.h"
 #include "bus/telemetry/metrics.h"
+#include "bus/util/mutex.h"
 #include "storage/db.h"
 
 namespace walbus::internal {
@@ -101,16 +102,15 @@ class Committer {
  private:
   // Writes the group at the queue's front, marks its requests done and
   // wakes their threads and the next leader, after releasing the lock.
-  // REQUIRES: lock holds mu_; this thread's request is at the front.
-  void LeadGroup(std::unique_lock<std::mutex>& lock);
+  // REQUIRES: this thread's request is at the front.
+  void LeadGroup() REQUIRES(mu_);
   // A synced write costs one fsync however many commits it carries. When
   // fewer are queued than the last synced write carried plus those that
   // queued behind it, the rest are on their way (woken by that write and
   // building their next transaction): waiting a fraction of an fsync for
   // them saves whole fsyncs. (PostgreSQL's commit_delay, sized by the
   // previous group instead of a setting; it shrinks as soon as fewer come.)
-  // REQUIRES: as LeadGroup.
-  void LingerForSyncedGroup(std::unique_lock<std::mutex>& lock);
+  void LingerForSyncedGroup() REQUIRES(mu_);
   // Returns whether it wrote and fsynced.
   bool WriteGroup(const std::vector<CommitRequest*>& group);
   // Adds a kAddCounter op to the group's sums (or, past a bound on distinct
@@ -129,16 +129,16 @@ class Committer {
   std::atomic<bool> writes_failing_{false};
   Histogram group_sizes_{Histogram::SizeBounds()};
   Histogram write_seconds_{Histogram::SecondsBounds()};
-  mutable std::mutex types_mu_;
-  std::map<std::string, uint64_t> published_by_type_;  // GUARDED_BY(types_mu_)
+  mutable Mutex types_mu_;
+  std::map<std::string, uint64_t> published_by_type_ GUARDED_BY(types_mu_);
 
-  std::mutex mu_;
-  std::deque<CommitRequest*> queue_;  // GUARDED_BY(mu_)
+  Mutex mu_;
+  std::deque<CommitRequest*> queue_ GUARDED_BY(mu_);
   // LingerForSyncedGroup's measure of the last synced write, and the
-  // leader waiting for its group to fill. GUARDED_BY(mu_)
-  size_t synced_group_target_ = 1;
-  std::chrono::microseconds last_synced_write_{0};
-  std::shared_ptr<moodycamel::LightweightSemaphore> lingering_leader_;
+  // leader waiting for its group to fill.
+  size_t synced_group_target_ GUARDED_BY(mu_) = 1;
+  std::chrono::microseconds last_synced_write_ GUARDED_BY(mu_){0};
+  std::shared_ptr<moodycamel::LightweightSemaphore> lingering_leader_ GUARDED_BY(mu_);
 
   // Leader-only state: touched by one leader at a time.
   storage::Batch batch_;

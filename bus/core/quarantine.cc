@@ -28,16 +28,18 @@ Quarantine::Quarantine(storage::Db* db, Committer* committer, const Clock* clock
       max_bytes_(std::max<size_t>(1, max_bytes)) {}
 
 Status Quarantine::Load() {
-  std::lock_guard<std::mutex> lock(mu_);
-  Status s = db_->Scan(storage::Cf::kQuarantine, {}, SIZE_MAX, [&](std::string_view key, std::string_view value) {
-    uint64_t arrival = 0;
-    if (storage::ParseQuarantineKey(key, &arrival)) {
-      entries_.push_back({arrival, value.size()});
-      bytes_ += value.size();
-      next_arrival_ = arrival + 1;
-    }
-    return true;
-  });
+  MutexLock lock(&mu_);
+  // The scan calls back on this thread, with mu_ held.
+  Status s = db_->Scan(storage::Cf::kQuarantine, {}, SIZE_MAX,
+                       [&](std::string_view key, std::string_view value) REQUIRES(mu_) {
+                         uint64_t arrival = 0;
+                         if (storage::ParseQuarantineKey(key, &arrival)) {
+                           entries_.push_back({arrival, value.size()});
+                           bytes_ += value.size();
+                           next_arrival_ = arrival + 1;
+                         }
+                         return true;
+                       });
   if (!s.ok()) return s;
   for (auto [field, counter] : {std::pair{kAddedField, &added_}, std::pair{kEvictedField, &evicted_}}) {
     std::string v;
@@ -61,7 +63,7 @@ Status Quarantine::Add(std::string_view raw, std::string_view source, std::strin
   record.raw = std::string(raw.substr(0, storage::kMaxQuarantineRawBytes));
   const std::string value = storage::EncodeQuarantine(record);
 
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   WriteSet scope;
   storage::CfHandle* cf = db_->cf(storage::Cf::kQuarantine);
   size_t evict = 0;

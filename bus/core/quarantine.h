@@ -18,6 +18,7 @@
 
 #include "bus/core/committer.h"
 #include "bus/telemetry/log.h"
+#include "bus/util/mutex.h"
 #include "storage/db.h"
 #include "walbus/clock.h"
 
@@ -52,10 +53,10 @@ class Quarantine {
   const size_t max_entries_;
   const size_t max_bytes_;
 
-  std::mutex mu_;
-  std::deque<Entry> entries_;  // GUARDED_BY(mu_), oldest first
-  size_t bytes_ = 0;           // GUARDED_BY(mu_)
-  uint64_t next_arrival_ = 1;  // GUARDED_BY(mu_)
+  Mutex mu_;
+  std::deque<Entry> entries_ GUARDED_BY(mu_);  // oldest first
+  size_t bytes_ GUARDED_BY(mu_) = 0;
+  uint64_t next_arrival_ GUARDED_BY(mu_) = 1;
   std::atomic<uint64_t> added_{0};
   std::atomic<uint64_t> evicted_{0};
   uint64_t added_at_open_ = 0;  // set by Load(), before other threads run

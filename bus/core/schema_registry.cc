@@ -20,7 +20,7 @@ std::optional<TypeVersion> SplitType(std::string_view type) {
 
 Status SchemaRegistry::AddVerifier(const std::string& type, PayloadVerifier verifier) {
   if (!verifier) return Status::InvalidArgument("no verifier given for " + type);
-  std::unique_lock lock(mu_);
+  WriterLock lock(&mu_);
   verifiers_[type] = std::move(verifier);
   return Status::OK();
 }
@@ -33,13 +33,13 @@ Status SchemaRegistry::AddUpcaster(const std::string& from, const std::string& t
                                    " is not one");
   }
   if (!upcaster) return Status::InvalidArgument("no upcaster given for " + from);
-  std::unique_lock lock(mu_);
+  WriterLock lock(&mu_);
   upcasters_[from] = {to, std::move(upcaster)};
   return Status::OK();
 }
 
 Status SchemaRegistry::Verify(std::string_view type, std::string_view data) const {
-  std::shared_lock lock(mu_);
+  ReaderLock lock(&mu_);
   auto it = verifiers_.find(type);
   if (it == verifiers_.end()) return Status::OK();
   Status s = it->second(data);
@@ -58,7 +58,7 @@ Result<SchemaRegistry::Resolution> SchemaRegistry::Resolve(const Event& event, c
                            return tv && tv->base == have->base;
                          });
   if (!same_base) return Resolution::kNotWanted;
-  std::shared_lock lock(mu_);
+  ReaderLock lock(&mu_);
   Event current = event;
   for (size_t hops = 0; hops < 64; ++hops) {
     auto it = upcasters_.find(current.type);

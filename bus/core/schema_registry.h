@@ -13,11 +13,11 @@
 
 #include <map>
 #include <optional>
-#include <shared_mutex>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "bus/util/mutex.h"
 #include "walbus/bus.h"
 
 namespace walbus::internal {
@@ -54,9 +54,9 @@ class SchemaRegistry {
   Result<Resolution> Resolve(const Event& event, const std::vector<std::string>& wanted, Event* out) const;
 
  private:
-  mutable std::shared_mutex mu_;
-  std::map<std::string, PayloadVerifier, std::less<>> verifiers_;
-  std::map<std::string, std::pair<std::string, Upcaster>, std::less<>> upcasters_;  // from -> (to, fn)
+  mutable SharedMutex mu_;
+  std::map<std::string, PayloadVerifier, std::less<>> verifiers_ GUARDED_BY(mu_);
+  std::map<std::string, std::pair<std::string, Upcaster>, std::less<>> upcasters_ GUARDED_BY(mu_);  // from -> (to, fn)
 };
 
 }  // namespace walbus::internal

@@ -88,7 +88,7 @@ void Dispatcher::MarkWorkerThread() const { worker_of = this; }
 
 void Dispatcher::Add(std::shared_ptr<Subscriber> subscriber) {
   {
-    std::lock_guard<std::mutex> lock(progress_mu_);
+    MutexLock lock(&progress_mu_);
     added_.push_back(subscriber);
   }
   has_subscribers_.store(true, std::memory_order_release);
@@ -146,7 +146,7 @@ void Dispatcher::Send(Message m) {
 
 Status Dispatcher::WaitFor(uint64_t target, std::chrono::milliseconds timeout, const std::vector<std::string>& names) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
-  std::unique_lock<std::mutex> lock(progress_mu_);
+  MutexLock lock(&progress_mu_);
   auto waited_on = [&names](const Subscriber& s) {
     return names.empty() || std::find(names.begin(), names.end(), s.name) != names.end();
   };
@@ -160,16 +160,18 @@ Status Dispatcher::WaitFor(uint64_t target, std::chrono::milliseconds timeout, c
     if (now >= deadline) {
       return Status::TimedOut("subscribers did not reach seq " + std::to_string(target) + " in time");
     }
-    progress_cv_.wait_until(lock, std::min(deadline, now + std::chrono::milliseconds(10)));
+    // PublishProgress notifies under progress_mu_ whenever a watermark
+    // moves, and Close through CancelWaits: no wake-up is missed.
+    progress_cv_.WaitUntil(&lock, deadline);
   }
 }
 
 void Dispatcher::CancelWaits() {
   {
-    std::lock_guard<std::mutex> lock(progress_mu_);
+    MutexLock lock(&progress_mu_);
     waits_cancelled_ = true;
   }
-  progress_cv_.notify_all();
+  progress_cv_.NotifyAll();
 }
 
 // ---------------------------------------------------------------------------
@@ -214,7 +216,7 @@ void Dispatcher::Loop() {
 void Dispatcher::RecordPause(Subscriber* sub, std::optional<std::reference_wrapper<const Event>> at) {
   // For Stats() and for tools on a stopped database: what it waits for.
   {
-    std::lock_guard<std::mutex> lock(sub->paused_mu);
+    MutexLock lock(&sub->paused_mu);
     sub->paused_on_type = at ? at->get().type : std::string();
   }
   WriteSet scope;
@@ -630,8 +632,8 @@ void Dispatcher::PublishProgress() {
     sub->in_flight.store(sub->progress.window(), std::memory_order_relaxed);
   }
   if (moved) {
-    std::lock_guard<std::mutex> lock(progress_mu_);
-    progress_cv_.notify_all();
+    MutexLock lock(&progress_mu_);
+    progress_cv_.NotifyAll();
   }
 }
 
@@ -671,7 +673,7 @@ void Dispatcher::Checkpoint(bool force) {
     }
     return;
   }
-  std::lock_guard<std::mutex> lock(registry_->mu);
+  MutexLock lock(&registry_->mu);
   for (auto& sub : subs_) {
     sub->durable_checkpoint = sub->progress.watermark();
     sub->duplicates_to_persist = 0;
@@ -682,7 +684,7 @@ void Dispatcher::Checkpoint(bool force) {
 
 void Dispatcher::Trim(bool force) {
   const auto now = config_.clock->Now();
-  std::lock_guard<std::mutex> lock(registry_->mu);
+  MutexLock lock(&registry_->mu);
   uint64_t safe = registry_->MinCheckpoint(committer_->last_seq()) + 1;
   // A running replay reads the outbox at its position.
   for (const auto& sub : subs_) {

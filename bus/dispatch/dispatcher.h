@@ -21,7 +21,6 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <deque>
 #include <functional>
 #include <memory>
@@ -40,6 +39,7 @@
 #include "bus/dispatch/subscriber.h"
 #include "bus/dispatch/tail_cache.h"
 #include "bus/telemetry/log.h"
+#include "bus/util/mutex.h"
 #include "storage/db.h"
 #include "walbus/clock.h"
 
@@ -316,10 +316,10 @@ class Dispatcher {
   uint64_t compaction_suggested_below_;
 
   // For WaitFor: the subscribers added so far, and a signal on progress.
-  std::mutex progress_mu_;
-  std::condition_variable progress_cv_;
-  std::vector<std::shared_ptr<Subscriber>> added_;  // GUARDED_BY(progress_mu_)
-  bool waits_cancelled_ = false;                    // GUARDED_BY(progress_mu_)
+  Mutex progress_mu_;
+  CondVar progress_cv_;
+  std::vector<std::shared_ptr<Subscriber>> added_ GUARDED_BY(progress_mu_);
+  bool waits_cancelled_ GUARDED_BY(progress_mu_) = false;
 };
 
 }  // namespace walbus::internal

@@ -79,14 +79,14 @@ InboxWindow::InboxWindow(std::chrono::milliseconds window, const Clock* clock) :
 }
 
 void InboxWindow::SetCheckpoint(uint32_t subscriber_id, uint64_t checkpoint) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   checkpoints_[subscriber_id] = checkpoint;
 }
 
 bool InboxWindow::MayDrop(uint32_t subscriber_id, uint64_t seq, uint64_t handled_unix_ms) const {
   const int64_t cutoff_ms = ToUnixMillis(clock_->WallNow()) - window_.count();
   if (cutoff_ms <= 0 || handled_unix_ms >= static_cast<uint64_t>(cutoff_ms)) return false;  // inside the window
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto it = checkpoints_.find(subscriber_id);
   return it != checkpoints_.end() && seq <= it->second;
 }

@@ -9,6 +9,7 @@
 #include <mutex>
 #include <unordered_map>
 
+#include "bus/util/mutex.h"
 #include "storage/db.h"
 #include "walbus/clock.h"
 #include "walbus/options.h"
@@ -57,8 +58,8 @@ class InboxWindow final : public storage::InboxRetention {
  private:
   const std::chrono::milliseconds window_;
   const Clock* const clock_;
-  mutable std::mutex mu_;
-  std::unordered_map<uint32_t, uint64_t> checkpoints_;  // GUARDED_BY(mu_)
+  mutable Mutex mu_;
+  std::unordered_map<uint32_t, uint64_t> checkpoints_ GUARDED_BY(mu_);
 };
 
 }  // namespace walbus::internal

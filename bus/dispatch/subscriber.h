@@ -19,6 +19,7 @@
 #include "bus/core/schema_registry.h"
 #include "bus/dispatch/progress.h"
 #include "bus/telemetry/metrics.h"
+#include "bus/util/mutex.h"
 #include "storage/records.h"
 #include "walbus/bus.h"
 
@@ -169,15 +170,15 @@ struct Subscriber {
   std::atomic<bool> paused_now{false};
   // While paused: the type of the event it waits at (for Stats; written
   // by the dispatcher thread).
-  mutable std::mutex paused_mu;
-  std::string paused_on_type;  // guarded by paused_mu
+  mutable Mutex paused_mu;
+  std::string paused_on_type GUARDED_BY(paused_mu);
   Histogram handler_seconds{Histogram::SecondsBounds()};
   std::atomic<uint64_t> pauses{0};
 };
 
 // Every subscriber registered in the database (name -> id, checkpoint).
 //
-// Threading: all members guarded by mu. Trimming the outbox and
+// Threading: every member is guarded by mu. Trimming the outbox and
 // registering a subscriber both hold mu across their commit, so a new
 // subscriber's starting point can never be trimmed away under it.
 struct Registry {
@@ -186,13 +187,13 @@ struct Registry {
     DurableCounters durable;
     std::shared_ptr<Subscriber> active;  // null when not subscribed here
   };
-  std::mutex mu;
-  std::map<std::string, Entry> by_name;
-  uint32_t next_id = 1;
+  Mutex mu;
+  std::map<std::string, Entry> by_name GUARDED_BY(mu);
+  uint32_t next_id GUARDED_BY(mu) = 1;
 
   // The lowest checkpoint of any registered subscriber, or `otherwise`
-  // when there are none. REQUIRES: mu held.
-  uint64_t MinCheckpoint(uint64_t otherwise) const {
+  // when there are none.
+  uint64_t MinCheckpoint(uint64_t otherwise) const REQUIRES(mu) {
     uint64_t m = otherwise;
     for (const auto& [name, e] : by_name) m = std::min(m, e.durable.checkpoint);
     return m;

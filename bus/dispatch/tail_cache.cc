@@ -22,7 +22,7 @@ void TailCache::Evict(uint64_t seq) {
 }
 
 void TailCache::Append(const std::vector<std::shared_ptr<const Event>>& events) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   for (const auto& e : events) {
     auto& slot = ring_[e->seq % ring_.size()];
     if (slot != nullptr) {
@@ -37,7 +37,7 @@ void TailCache::Append(const std::vector<std::shared_ptr<const Event>>& events) 
 }
 
 size_t TailCache::Read(uint64_t from_seq, size_t limit, std::vector<std::shared_ptr<const Event>>* out) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   size_t n = 0;
   for (uint64_t seq = from_seq; n < limit; ++seq, ++n) {
     const auto& slot = ring_[seq % ring_.size()];

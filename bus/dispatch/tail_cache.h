@@ -15,6 +15,7 @@
 #include <mutex>
 #include <vector>
 
+#include "bus/util/mutex.h"
 #include "walbus/event.h"
 
 namespace walbus::internal {
@@ -37,14 +38,14 @@ class TailCache {
   size_t Read(uint64_t from_seq, size_t limit, std::vector<std::shared_ptr<const Event>>* out) const;
 
  private:
-  mutable std::mutex mu_;
+  mutable Mutex mu_;
   // Drops the cached event with this seq, if it is still there.
-  void Evict(uint64_t seq);  // REQUIRES: mu_ held
+  void Evict(uint64_t seq) REQUIRES(mu_);
 
   const size_t max_bytes_;
-  std::vector<std::shared_ptr<const Event>> ring_;  // GUARDED_BY(mu_)
-  size_t bytes_ = 0;                                // GUARDED_BY(mu_)
-  uint64_t oldest_ = 0;                             // no cached seq below it. GUARDED_BY(mu_)
+  std::vector<std::shared_ptr<const Event>> ring_ GUARDED_BY(mu_);
+  size_t bytes_ GUARDED_BY(mu_) = 0;
+  uint64_t oldest_ GUARDED_BY(mu_) = 0;  // no cached seq below it.
 };
 
 }  // namespace walbus::internal

@@ -27,7 +27,7 @@ class FaultFs::TrackedFile : public rocksdb::FSWritableFileOwnerWrapper {
     ++record_->open;  // the caller holds fs_->mu_
   }
   ~TrackedFile() override {
-    std::lock_guard<std::mutex> lock(fs_->mu_);
+    MutexLock lock(&fs_->mu_);
     --record_->open;
   }
 
@@ -55,7 +55,7 @@ class FaultFs::TrackedFile : public rocksdb::FSWritableFileOwnerWrapper {
   }
 
   IOStatus Truncate(uint64_t size, const IOOptions& options, IODebugContext* dbg) override {
-    std::lock_guard<std::mutex> lock(fs_->mu_);
+    MutexLock lock(&fs_->mu_);
     if (fs_->power_cut_) return IOStatus::OK();
     IOStatus s = target()->Truncate(size, options, dbg);
     if (s.ok()) {
@@ -67,17 +67,17 @@ class FaultFs::TrackedFile : public rocksdb::FSWritableFileOwnerWrapper {
 
   // Neither makes anything durable; after the cut they do nothing.
   IOStatus Flush(const IOOptions& options, IODebugContext* dbg) override {
-    std::lock_guard<std::mutex> lock(fs_->mu_);
+    MutexLock lock(&fs_->mu_);
     if (fs_->power_cut_) return IOStatus::OK();
     return target()->Flush(options, dbg);
   }
   IOStatus RangeSync(uint64_t offset, uint64_t nbytes, const IOOptions& options, IODebugContext* dbg) override {
-    std::lock_guard<std::mutex> lock(fs_->mu_);
+    MutexLock lock(&fs_->mu_);
     if (fs_->power_cut_) return IOStatus::OK();
     return target()->RangeSync(offset, nbytes, options, dbg);
   }
   IOStatus Allocate(uint64_t offset, uint64_t len, const IOOptions& options, IODebugContext* dbg) override {
-    std::lock_guard<std::mutex> lock(fs_->mu_);
+    MutexLock lock(&fs_->mu_);
     if (fs_->power_cut_) return IOStatus::OK();
     return target()->Allocate(offset, len, options, dbg);
   }
@@ -86,7 +86,7 @@ class FaultFs::TrackedFile : public rocksdb::FSWritableFileOwnerWrapper {
  private:
   template <typename Io>
   IOStatus Write(size_t n, std::optional<uint64_t> offset, Io io) {
-    std::lock_guard<std::mutex> lock(fs_->mu_);
+    MutexLock lock(&fs_->mu_);
     if (fs_->power_cut_) return IOStatus::OK();
     if (fs_->no_space_) return fs_->InjectNoSpace();
     IOStatus s = io();
@@ -98,7 +98,7 @@ class FaultFs::TrackedFile : public rocksdb::FSWritableFileOwnerWrapper {
 
   template <typename Io>
   IOStatus MakeDurable(Io io) {
-    std::lock_guard<std::mutex> lock(fs_->mu_);
+    MutexLock lock(&fs_->mu_);
     if (fs_->power_cut_) return IOStatus::OK();
     if (fs_->no_space_) return fs_->InjectNoSpace();
     IOStatus s = io();
@@ -146,24 +146,24 @@ std::unique_ptr<rocksdb::Env> FaultFs::NewEnv(const std::shared_ptr<FaultFs>& fs
 }
 
 void FaultFs::CutPower() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   power_cut_ = true;
 }
 
 void FaultFs::SetNoSpace(bool on) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   no_space_ = on;
 }
 
 uint64_t FaultFs::injected_failures() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return injected_failures_;
 }
 
 IOStatus FaultFs::GetFreeSpace(const std::string& path, const IOOptions& options, uint64_t* diskfree,
                                IODebugContext* dbg) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (no_space_) {
       *diskfree = 0;
       return IOStatus::OK();
@@ -178,7 +178,7 @@ IOStatus FaultFs::InjectNoSpace() {
 }
 
 Status FaultFs::DropUnsyncedData() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   for (const auto& [path, record] : files_) {
     if (record->open > 0) {
       return Status::InvalidArgument("DropUnsyncedData: " + path + " is still open; close the database first");
@@ -212,7 +212,7 @@ Status FaultFs::DropUnsyncedData() {
 IOStatus FaultFs::NewWritableFile(const std::string& fname, const FileOptions& options,
                                   std::unique_ptr<FSWritableFile>* result, IODebugContext* dbg) {
   result->reset();  // outside mu_: destroying a TrackedFile takes it
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (power_cut_) {
     *result = std::make_unique<LostFile>();
     return IOStatus::OK();
@@ -231,7 +231,7 @@ IOStatus FaultFs::NewWritableFile(const std::string& fname, const FileOptions& o
 IOStatus FaultFs::ReopenWritableFile(const std::string& fname, const FileOptions& options,
                                      std::unique_ptr<FSWritableFile>* result, IODebugContext* dbg) {
   result->reset();  // outside mu_: destroying a TrackedFile takes it
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (power_cut_) {
     *result = std::make_unique<LostFile>();
     return IOStatus::OK();
@@ -261,7 +261,7 @@ IOStatus FaultFs::ReuseWritableFile(const std::string& fname, const std::string&
 }
 
 IOStatus FaultFs::DeleteFile(const std::string& fname, const IOOptions& options, IODebugContext* dbg) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (power_cut_) return IOStatus::OK();
   IOStatus s = target()->DeleteFile(fname, options, dbg);
   if (s.ok()) files_.erase(fname);
@@ -270,7 +270,7 @@ IOStatus FaultFs::DeleteFile(const std::string& fname, const IOOptions& options,
 
 IOStatus FaultFs::RenameFile(const std::string& src, const std::string& dst, const IOOptions& options,
                              IODebugContext* dbg) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (power_cut_) return IOStatus::OK();
   IOStatus s = target()->RenameFile(src, dst, options, dbg);
   if (s.ok()) {
@@ -287,7 +287,7 @@ IOStatus FaultFs::RenameFile(const std::string& src, const std::string& dst, con
 
 IOStatus FaultFs::LinkFile(const std::string& src, const std::string& dst, const IOOptions& options,
                            IODebugContext* dbg) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (power_cut_) return IOStatus::OK();
   IOStatus s = target()->LinkFile(src, dst, options, dbg);
   if (s.ok()) {
@@ -302,7 +302,7 @@ IOStatus FaultFs::LinkFile(const std::string& src, const std::string& dst, const
 }
 
 IOStatus FaultFs::Truncate(const std::string& fname, size_t size, const IOOptions& options, IODebugContext* dbg) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (power_cut_) return IOStatus::OK();
   IOStatus s = target()->Truncate(fname, size, options, dbg);
   if (s.ok()) {
@@ -315,19 +315,19 @@ IOStatus FaultFs::Truncate(const std::string& fname, size_t size, const IOOption
 }
 
 IOStatus FaultFs::CreateDir(const std::string& dirname, const IOOptions& options, IODebugContext* dbg) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (power_cut_) return IOStatus::OK();
   return target()->CreateDir(dirname, options, dbg);
 }
 
 IOStatus FaultFs::CreateDirIfMissing(const std::string& dirname, const IOOptions& options, IODebugContext* dbg) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (power_cut_) return IOStatus::OK();
   return target()->CreateDirIfMissing(dirname, options, dbg);
 }
 
 IOStatus FaultFs::DeleteDir(const std::string& dirname, const IOOptions& options, IODebugContext* dbg) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (power_cut_) return IOStatus::OK();
   return target()->DeleteDir(dirname, options, dbg);
 }

@@ -56,9 +56,13 @@
 #include <mutex>
 #include <string>
 
+#include "bus/util/mutex.h"
 #include "walbus/status.h"
 
 namespace walbus::storage {
+
+using internal::Mutex;
+using internal::MutexLock;
 
 class FaultFs : public rocksdb::FileSystemWrapper {
  public:
@@ -132,15 +136,15 @@ class FaultFs : public rocksdb::FileSystemWrapper {
   class TrackedFile;  // a tracked writable file
   class LostFile;     // a file opened after the cut: writes go nowhere
 
-  rocksdb::IOStatus InjectNoSpace();  // REQUIRES: mu_ held
+  rocksdb::IOStatus InjectNoSpace() REQUIRES(mu_);
 
-  mutable std::mutex mu_;
-  bool power_cut_ = false;          // GUARDED_BY(mu_)
-  bool no_space_ = false;           // GUARDED_BY(mu_)
-  uint64_t injected_failures_ = 0;  // GUARDED_BY(mu_)
+  mutable Mutex mu_;
+  bool power_cut_ GUARDED_BY(mu_) = false;
+  bool no_space_ GUARDED_BY(mu_) = false;
+  uint64_t injected_failures_ GUARDED_BY(mu_) = 0;
   // By path. A record is shared with the open handles of its file, so a
   // rename moves it without touching them.
-  std::map<std::string, std::shared_ptr<FileRecord>> files_;  // GUARDED_BY(mu_)
+  std::map<std::string, std::shared_ptr<FileRecord>> files_ GUARDED_BY(mu_);
 };
 
 }  // namespace walbus::storage

@@ -79,11 +79,12 @@ struct DurableCounters {
   uint64_t stale_skipped = 0;
 };
 
-// Threading: the identity fields are immutable; `progress`, `keys`,
-// `parked` and the durable_* fields belong to the dispatcher thread; the
-// atomics are for readers on any thread.
-struct Subscriber {
-  Subscriber(SubscriberOptions opts, uint32_t subscriber_id, const DurableCounters& durable)
+// What the application asked for at Subscribe, and what recovery said of
+// the last run.
+//
+// Threading: immutable.
+struct SubscriberConfig {
+  SubscriberConfig(SubscriberOptions opts, uint32_t subscriber_id, const DurableCounters& durable)
       : name(std::move(opts.name)),
         id(subscriber_id),
         types(std::move(opts.types)),
@@ -97,15 +98,7 @@ struct Subscriber {
         side_effect_safe(opts.side_effect_safe),
         recovered_checkpoint(durable.checkpoint),
         recovered_horizon(std::max(durable.horizon, durable.checkpoint)),
-        recovered_clean(durable.stopped_cleanly),
-        progress(durable.checkpoint),
-        durable_checkpoint(durable.checkpoint),
-        durable_horizon(recovered_horizon),
-        watermark(durable.checkpoint),
-        handled(durable.handled),
-        duplicates(durable.duplicates),
-        dead_lettered(durable.dead_lettered),
-        stale_skipped(durable.stale_skipped) {}
+        recovered_clean(durable.stopped_cleanly) {}
 
   // Exact types, and other versions of their bases (upcast or paused on).
   bool Matches(std::string_view type) const {
@@ -136,6 +129,15 @@ struct Subscriber {
   // It stopped cleanly last time: no event is charged a run it did not
   // have. (Its records still say what completed: check_stored stays.)
   const bool recovered_clean;
+};
+
+// Where delivery to the subscriber stands: its subjects' queues, the
+// events in special states, what is durable.
+//
+// Threading: the dispatcher thread's alone.
+struct DispatchState {
+  DispatchState(uint64_t checkpoint, uint64_t horizon)
+      : progress(checkpoint), durable_checkpoint(checkpoint), durable_horizon(horizon) {}
 
   Progress progress;
   std::unordered_map<std::string, KeyQueue> keys;
@@ -158,6 +160,19 @@ struct Subscriber {
   // workers; the subjects whose front event waits are kept for the resume.
   bool paused = false;
   std::vector<std::string> held;
+};
+
+// What readers on any thread see of the subscriber (Stats, metrics,
+// WaitHandled).
+//
+// Threading: thread-safe: atomics, and paused_on_type under paused_mu.
+struct SubscriberCounters {
+  explicit SubscriberCounters(const DurableCounters& durable)
+      : watermark(durable.checkpoint),
+        handled(durable.handled),
+        duplicates(durable.duplicates),
+        dead_lettered(durable.dead_lettered),
+        stale_skipped(durable.stale_skipped) {}
 
   std::atomic<uint64_t> watermark;
   std::atomic<uint64_t> handled;
@@ -174,6 +189,16 @@ struct Subscriber {
   std::string paused_on_type GUARDED_BY(paused_mu);
   Histogram handler_seconds{Histogram::SecondsBounds()};
   std::atomic<uint64_t> pauses{0};
+};
+
+// One active subscriber: its configuration, the dispatcher's state of it,
+// and its counters, each with its own threading contract above. Code that
+// needs one part takes that part.
+struct Subscriber : SubscriberConfig, DispatchState, SubscriberCounters {
+  Subscriber(SubscriberOptions opts, uint32_t subscriber_id, const DurableCounters& durable)
+      : SubscriberConfig(std::move(opts), subscriber_id, durable),
+        DispatchState(durable.checkpoint, recovered_horizon),
+        SubscriberCounters(durable) {}
 };
 
 // Every subscriber registered in the database (name -> id, checkpoint).

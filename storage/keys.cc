@@ -27,17 +27,51 @@ uint64_t GetBe64(std::string_view in) {
   return v;
 }
 
-std::string OutboxKey(uint64_t seq) {
+namespace {
+
+// The keys that are one number: outbox seqs, action ids, quarantine
+// arrivals. Each key space has its own names for it.
+std::string NumberKey(uint64_t n) {
   std::string k;
   k.reserve(8);
-  PutBe64(&k, seq);
+  PutBe64(&k, n);
   return k;
 }
 
-bool ParseOutboxKey(std::string_view key, uint64_t* seq) {
+bool ParseNumberKey(std::string_view key, uint64_t* n) {
   if (key.size() != 8) return false;
-  *seq = GetBe64(key);
+  *n = GetBe64(key);
   return true;
+}
+
+constexpr uint32_t kIngestDedupTag = 0xFFFFFFFFu;
+constexpr uint32_t kIngestOrderTag = 0xFFFFFFFEu;
+
+std::string IngestKey(uint32_t tag, std::string_view scope, std::string_view rest) {
+  std::string k;
+  k.reserve(4 + scope.size() + 1 + rest.size());
+  PutBe32(&k, tag);
+  k.append(scope);
+  k.push_back('\0');
+  k.append(rest);
+  return k;
+}
+
+}  // namespace
+
+std::string OutboxKey(uint64_t seq) { return NumberKey(seq); }
+bool ParseOutboxKey(std::string_view key, uint64_t* seq) { return ParseNumberKey(key, seq); }
+std::string ActionKey(uint64_t action_id) { return NumberKey(action_id); }
+bool ParseActionKey(std::string_view key, uint64_t* action_id) { return ParseNumberKey(key, action_id); }
+std::string QuarantineKey(uint64_t arrival) { return NumberKey(arrival); }
+bool ParseQuarantineKey(std::string_view key, uint64_t* arrival) { return ParseNumberKey(key, arrival); }
+
+std::string IngestDedupKey(std::string_view scope, const EventId& id) {
+  return IngestKey(kIngestDedupTag, scope, IdBytes(id));
+}
+
+std::string IngestOrderKey(std::string_view scope, std::string_view order_key) {
+  return IngestKey(kIngestOrderTag, scope, order_key);
 }
 
 std::string InboxKey(uint32_t subscriber_id, std::string_view event_id16) {

@@ -40,13 +40,25 @@ std::string InboxValue(uint64_t seq, uint64_t handled_unix_ms, uint32_t runs);
 
 // versions: be32(column family id) + user key -> be64(version).
 std::string VersionKey(uint32_t cf_id, std::string_view key);
-// The "column family id" of the ingest dedup records in versions (no
-// column family has it): key = dedup scope + '\0' + 16-byte event id,
-// version 1 once the event was taken.
-inline constexpr uint32_t kIngestDedupCfId = 0xFFFFFFFFu;
-// The same for the ingest order records: key = dedup scope + '\0' + order
-// key, version = the last position taken for that key.
-inline constexpr uint32_t kIngestOrderCfId = 0xFFFFFFFEu;
+// versions also hold the ingest records, in key spaces of their own: a
+// be32 tag no column family id reaches (ids count up from 1), then the
+// dedup scope, '\0' and the rest.
+// - dedup: tag 0xFFFFFFFF, rest = the 16-byte event id; version 1 once
+//   the scope took the event.
+// - order: tag 0xFFFFFFFE, rest = the sender's order key; version = the
+//   last position taken for that key.
+std::string IngestDedupKey(std::string_view scope, const EventId& id);
+std::string IngestOrderKey(std::string_view scope, std::string_view order_key);
+
+// replays: be64(action id) -> the record of one operator action: a
+// ReplayRecord, or a dead-letter action's JSON. Ids count up from 1 in the
+// order the actions were taken; kActionKeyPrefix (records.h) starts them.
+std::string ActionKey(uint64_t action_id);
+bool ParseActionKey(std::string_view key, uint64_t* action_id);
+
+// quarantine: be64(arrival number, counting up from 1) -> QuarantineRecord.
+std::string QuarantineKey(uint64_t arrival);
+bool ParseQuarantineKey(std::string_view key, uint64_t* arrival);
 
 // checkpoints: be32(subscriber id) + one field byte (+ a subject for the
 // per-subject fields).

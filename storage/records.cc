@@ -169,9 +169,6 @@ bool ParseSubscriberSeqKey(std::string_view key, uint32_t* subscriber_id, uint64
   return true;
 }
 
-std::string QuarantineKey(uint64_t arrival) { return OutboxKey(arrival); }
-bool ParseQuarantineKey(std::string_view key, uint64_t* arrival) { return ParseOutboxKey(key, arrival); }
-
 std::string EncodeReplay(const ReplayRecord& r) {
   std::string out(1, kFormat);
   PutBe32(&out, r.subscriber_id);

@@ -123,8 +123,7 @@ std::string ReplayScopeKey(uint64_t replay_id, std::string_view event_id16);
 // Keys: be32(subscriber id) + be64(seq) for retries and dead letters.
 std::string SubscriberSeqKey(uint32_t subscriber_id, uint64_t seq);
 bool ParseSubscriberSeqKey(std::string_view key, uint32_t* subscriber_id, uint64_t* seq);
-std::string QuarantineKey(uint64_t arrival);
-bool ParseQuarantineKey(std::string_view key, uint64_t* arrival);
+// quarantine: be64(arrival number), QuarantineKey in keys.h.
 
 }  // namespace walbus::storage
 

@@ -291,23 +291,15 @@ Status ValidateIngestOptions(const IngestOptions& options) {
   return Status::OK();
 }
 
-std::string ScopedKey(const std::string& scope, std::string_view key) {
-  std::string k = scope;
-  k.push_back('\0');
-  k.append(key);
-  return k;
-}
-
 // "This scope has not taken this event id": the committer checks it in
 // commit order, so two concurrent ingests of one id cannot both pass.
 Expectation NotTakenYet(const std::string& scope, const Event& event) {
-  const std::string_view id = storage::IdBytes(event.id);
-  return Expectation{storage::VersionKey(storage::kIngestDedupCfId, ScopedKey(scope, id)), 0,
+  return Expectation{storage::IngestDedupKey(scope, event.id), 0,
                      "event " + event.id.ToString() + " in dedup scope " + scope};
 }
 
 std::string OrderVersionKey(const IngestOptions& options) {
-  return storage::VersionKey(storage::kIngestOrderCfId, ScopedKey(options.dedup_scope, options.order_key));
+  return storage::IngestOrderKey(options.dedup_scope, options.order_key);
 }
 
 }  // namespace
@@ -747,7 +739,7 @@ Status BusImpl::ActOnDeadLetters(ActionKind kind, const DeadLetterSelection& sel
   for (size_t i = 0; i < ids.size(); ++i) record += std::string(i ? "," : "") + "\"" + ids[i] + "\"";
   record += "]}";
   WriteSet scope;
-  scope.AddOp(Op{Op::Kind::kPut, db_->cf(storage::Cf::kReplays), storage::OutboxKey(report->action_id), record});
+  scope.AddOp(Op{Op::Kind::kPut, db_->cf(storage::Cf::kReplays), storage::ActionKey(report->action_id), record});
   for (const std::string& subject : report->released_subjects) {
     scope.AddOp(Op{Op::Kind::kDelete,
                    db_->cf(storage::Cf::kCheckpoints),

@@ -25,7 +25,7 @@ Status BusImpl::LoadReplays(const std::function<void(uint64_t, storage::ReplayRe
                      uint64_t id = 0;
                      storage::ReplayRecord record;
                      // Dead-letter actions share the space (as JSON): skipped.
-                     if (storage::ParseOutboxKey(key, &id) && storage::DecodeReplay(value, &record)) visit(id, record);
+                     if (storage::ParseActionKey(key, &id) && storage::DecodeReplay(value, &record)) visit(id, record);
                      return true;
                    });
 }
@@ -34,7 +34,7 @@ Status BusImpl::NextActionId(uint64_t* id) {
   uint64_t last = 0;
   Status s = db_->Scan(storage::Cf::kReplays, storage::kActionKeyPrefix, SIZE_MAX,
                        [&](std::string_view key, std::string_view) {
-                         storage::ParseOutboxKey(key, &last);
+                         storage::ParseActionKey(key, &last);
                          return true;
                        });
   *id = last + 1;
@@ -138,7 +138,7 @@ Result<ReplayReport> BusImpl::Replay(const ReplayRequest& request) {
   if (Status s = NextActionId(&id); !s.ok()) return s;
   WriteSet scope;
   scope.AddOp(
-      Op{Op::Kind::kPut, db_->cf(storage::Cf::kReplays), storage::OutboxKey(id), storage::EncodeReplay(record)});
+      Op{Op::Kind::kPut, db_->cf(storage::Cf::kReplays), storage::ActionKey(id), storage::EncodeReplay(record)});
   if (Status s = committer_->CommitOne(&scope, /*sync=*/true); !s.ok()) return s;
   ReplayReport report = ReportFromRecord(id, record);
   log_->logger().info("walbus: replay {} of {} recorded by {} ({}): {}, {}", id, request.subscriber,
@@ -167,7 +167,7 @@ Status BusImpl::ResumeReplays(const std::shared_ptr<Subscriber>& sub) {
       record.ended_ms = ToUnixMillisUnsigned(options_.clock->WallNow());
       WriteSet scope;
       scope.AddOp(
-          Op{Op::Kind::kPut, db_->cf(storage::Cf::kReplays), storage::OutboxKey(id), storage::EncodeReplay(record)});
+          Op{Op::Kind::kPut, db_->cf(storage::Cf::kReplays), storage::ActionKey(id), storage::EncodeReplay(record)});
       if (Status s = committer_->CommitOne(&scope, /*sync=*/true); !s.ok()) return s;
       log_->logger().warn("walbus: replay {} of {} refused: {}", id, sub->name, record.error);
       continue;
@@ -184,7 +184,7 @@ Result<ReplayReport> BusImpl::GetReplay(uint64_t replay_id) {
   if (!call.admitted()) return ClosedStatus();
   std::string value;
   bool found = false;
-  if (Status s = db_->Get(db_->cf(storage::Cf::kReplays), storage::OutboxKey(replay_id), &value, &found); !s.ok()) {
+  if (Status s = db_->Get(db_->cf(storage::Cf::kReplays), storage::ActionKey(replay_id), &value, &found); !s.ok()) {
     return s;
   }
   storage::ReplayRecord record;
@@ -218,7 +218,7 @@ Status BusImpl::CancelReplay(uint64_t replay_id, const OperatorAction& action) {
   std::string value;
   bool found = false;
   storage::ReplayRecord record;
-  if (Status s = db_->Get(db_->cf(storage::Cf::kReplays), storage::OutboxKey(replay_id), &value, &found); !s.ok()) {
+  if (Status s = db_->Get(db_->cf(storage::Cf::kReplays), storage::ActionKey(replay_id), &value, &found); !s.ok()) {
     return s;
   }
   if (!found || !storage::DecodeReplay(value, &record))
@@ -230,7 +230,7 @@ Status BusImpl::CancelReplay(uint64_t replay_id, const OperatorAction& action) {
   record.cancel_reason = action.reason;
   WriteSet scope;
   scope.AddOp(
-      Op{Op::Kind::kPut, db_->cf(storage::Cf::kReplays), storage::OutboxKey(replay_id), storage::EncodeReplay(record)});
+      Op{Op::Kind::kPut, db_->cf(storage::Cf::kReplays), storage::ActionKey(replay_id), storage::EncodeReplay(record)});
   return committer_->CommitOne(&scope, /*sync=*/true);
 }
 

@@ -212,7 +212,7 @@ bool Dispatcher::CountReplayOutcome(Subscriber* sub, const Event& event, Message
 void Dispatcher::AddReplayRecord(WriteSet* scope, ReplayJob* job) {
   if (!job->dirty) return;
   job->record.next_seq = job->NextSeq();
-  scope->AddOp(Op{Op::Kind::kPut, db_->cf(storage::Cf::kReplays), storage::OutboxKey(job->id),
+  scope->AddOp(Op{Op::Kind::kPut, db_->cf(storage::Cf::kReplays), storage::ActionKey(job->id),
                   storage::EncodeReplay(job->record)});
   job->dirty = false;
 }

@@ -10,6 +10,7 @@
 #include "bus/core/envelope.h"
 #include "bus/dispatch/recovery.h"
 #include "storage/db.h"
+#include "storage/keys.h"
 #include "storage/records.h"
 #include "tests/test_util.h"
 #include "walbus/bus.h"

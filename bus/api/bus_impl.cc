@@ -196,7 +196,7 @@ Status BusImpl::LoadParked(Subscriber* sub) {
       bad = Status::Corruption("parked-subject record of " + sub->name + " has a bad size");
       return false;
     }
-    sub->parked[std::string(key.substr(prefix.size()))] = storage::GetBe64(value);
+    sub->holds.Park(std::string(key.substr(prefix.size())), storage::GetBe64(value));
     return true;
   });
   return s.ok() ? bad : s;

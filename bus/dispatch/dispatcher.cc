@@ -284,7 +284,7 @@ void Dispatcher::Handle(Message& m) {
       m.sub->dead_lettered.fetch_add(1, std::memory_order_relaxed);
       // A replayed event that fails again does not hold its live subject.
       if (!CountReplayOutcome(m.sub, *m.event, m.kind) && m.sub->on_poison == PoisonPolicy::kParkKey) {
-        m.sub->parked[m.event->subject] = m.event->seq;
+        m.sub->holds.Park(m.event->subject, m.event->seq);
       }
       Complete(m.sub, *m.event);
       break;
@@ -362,12 +362,13 @@ void Dispatcher::Complete(Subscriber* sub, const Event& event) {
   key.PopFront();
   // A redriven dead letter or a replayed event sits below the watermark
   // already.
-  if (sub->replaying.erase(event.seq) != 0) {
+  const std::optional<OutOfLineEvents::Kind> out_of_line = sub->out_of_line.Finish(event.seq);
+  if (out_of_line == OutOfLineEvents::Kind::kReplay) {
     if (sub->replay != nullptr) sub->replay->in_flight.erase(event.seq);
-  } else if (sub->redriving.erase(event.seq) == 0) {
+  } else if (!out_of_line) {
     sub->progress.Complete(event.seq);
   }
-  if (sub->redrive_waiting.count(event.subject) != 0) {
+  if (sub->holds.Waiting(event.subject)) {
     ApplyRedrive(sub, event.subject);  // now that the subject is idle
   } else if (key.events.empty()) {
     sub->keys.erase(it);
@@ -428,32 +429,27 @@ void Dispatcher::HandleRedrive(Message& m) {
   if (it == subs_.end()) return;
   Subscriber* sub = it->get();
   if (!c.rerun) {
-    for (const std::string& subject : c.release) sub->parked.erase(subject);
+    for (const std::string& subject : c.release) sub->holds.Unpark(subject);
     return;
   }
   std::vector<std::shared_ptr<const Event>> events;
   LoadDeadLetters(sub, c.seqs, nullptr, &events);
-  for (auto& e : events) sub->redrive_waiting[e->subject].push_back(std::move(e));
-  for (const std::string& subject : c.release) {
-    sub->releasing.insert(subject);
-    sub->redrive_waiting[subject];  // even with nothing selected in it
-  }
-  std::vector<std::string> subjects;
-  for (const auto& [subject, waiting] : sub->redrive_waiting) subjects.push_back(subject);
-  for (const std::string& subject : subjects) {
+  for (auto& e : events) sub->holds.QueueBack(std::move(e));
+  for (const std::string& subject : c.release) sub->holds.ReleaseWhenIdle(subject);
+  for (const std::string& subject : sub->holds.WaitingSubjects()) {
     auto key = sub->keys.find(subject);
     if (key == sub->keys.end() || !key->second.head_busy) ApplyRedrive(sub, subject);
   }
 }
 
 void Dispatcher::ApplyRedrive(Subscriber* sub, const std::string& subject) {
-  std::vector<std::shared_ptr<const Event>> events = std::move(sub->redrive_waiting[subject]);
-  sub->redrive_waiting.erase(subject);
-  if (sub->releasing.erase(subject) != 0) {
+  bool release = false;
+  std::vector<std::shared_ptr<const Event>> events = sub->holds.TakeWaiting(subject, &release);
+  if (release) {
     // Everything held behind the parked subject goes back in line too,
     // including what was held while this redrive waited.
     LoadDeadLetters(sub, {}, &subject, &events);
-    sub->parked.erase(subject);
+    sub->holds.Unpark(subject);
   }
   std::sort(events.begin(), events.end(), [](const auto& a, const auto& b) { return a->seq < b->seq; });
   events.erase(std::unique(events.begin(), events.end(), [](const auto& a, const auto& b) { return a->seq == b->seq; }),
@@ -461,7 +457,7 @@ void Dispatcher::ApplyRedrive(Subscriber* sub, const std::string& subject) {
   KeyQueue& key = sub->keys[subject];
   assert(!key.head_busy);
   for (auto e = events.rbegin(); e != events.rend(); ++e) {
-    if (sub->replaying.count((*e)->seq) == 0) sub->redriving.insert((*e)->seq);
+    sub->out_of_line.StartRedrive((*e)->seq);
     key.events.push_front(*e);
   }
   if (key.events.empty()) {
@@ -484,8 +480,8 @@ void Dispatcher::Submit(Subscriber* sub, KeyQueue& key) {
   item.attempt = key.attempts + 1;
   item.conflict_reruns = key.conflict_reruns;
   item.first_failure_ms = key.first_failure_ms;
-  item.redrive = sub->redriving.count(item.event->seq) != 0;
-  item.replaying = sub->replaying.count(item.event->seq) != 0;
+  item.redrive = sub->out_of_line.Is(item.event->seq, OutOfLineEvents::Kind::kRedrive);
+  item.replaying = sub->out_of_line.Is(item.event->seq, OutOfLineEvents::Kind::kReplay);
   if (item.replaying && sub->replay != nullptr &&
       sub->replay->record.mode == static_cast<uint8_t>(ReplayMode::kFreshScope)) {
     item.replay_scope = sub->replay->id;
@@ -499,10 +495,7 @@ void Dispatcher::Submit(Subscriber* sub, KeyQueue& key) {
   item.check_stored =
       item.replaying ||
       (!item.redrive && (key.check_stored || (!key.charged && item.event->seq <= sub->recovered_horizon)));
-  if (auto parked = sub->parked.find(item.event->subject);
-      parked != sub->parked.end() && !item.redrive && !item.replaying) {
-    item.parked_behind = parked->second;
-  }
+  if (!item.redrive && !item.replaying) item.parked_behind = sub->holds.ParkedBehind(item.event->subject);
   ready_.push_back(std::move(item));
 }
 

@@ -175,16 +175,12 @@ void Dispatcher::DropQueuedReplay(Subscriber* sub) {
   job->cancelled = true;
   job->dirty = true;
   auto queued = [&](const std::shared_ptr<const Event>& e) {
-    if (sub->replaying.count(e->seq) == 0) return false;
-    sub->replaying.erase(e->seq);
+    if (!sub->out_of_line.Is(e->seq, OutOfLineEvents::Kind::kReplay)) return false;
+    sub->out_of_line.Finish(e->seq);
     job->in_flight.erase(e->seq);
     return true;
   };
-  for (auto it = sub->redrive_waiting.begin(); it != sub->redrive_waiting.end();) {
-    std::erase_if(it->second, queued);
-    const bool releasing = sub->releasing.count(it->first) != 0;
-    it = it->second.empty() && !releasing ? sub->redrive_waiting.erase(it) : std::next(it);
-  }
+  sub->holds.DropWaiting(queued);
   for (auto it = sub->keys.begin(); it != sub->keys.end();) {
     auto& events = it->second.events;
     // The front event may be running (or waiting for its retry): it ends
@@ -196,7 +192,7 @@ void Dispatcher::DropQueuedReplay(Subscriber* sub) {
 }
 
 bool Dispatcher::CountReplayOutcome(Subscriber* sub, const Event& event, Message::Kind kind) {
-  if (sub->replay == nullptr || sub->replaying.count(event.seq) == 0) return false;
+  if (sub->replay == nullptr || !sub->out_of_line.Is(event.seq, OutOfLineEvents::Kind::kReplay)) return false;
   storage::ReplayRecord& r = sub->replay->record;
   switch (kind) {
     case Message::Kind::kDone: ++r.delivered; break;
@@ -239,14 +235,14 @@ void Dispatcher::PumpReplay(Subscriber* sub) {
       job->dirty = true;
       // An operator redrive runs it already; a parked subject is repaired
       // by redriving its dead letters (which releases it), not by a replay.
-      if (sub->redriving.count(seq) != 0 || sub->replaying.count(seq) != 0 || sub->parked.count(event->subject) != 0) {
+      if (sub->out_of_line.Contains(seq) || sub->holds.ParkedBehind(event->subject) != 0) {
         ++r.skipped;
         return true;
       }
-      sub->replaying.insert(seq);
+      sub->out_of_line.StartReplay(seq);
       job->in_flight.insert(seq);
       subjects.push_back(event->subject);
-      sub->redrive_waiting[event->subject].push_back(std::move(event));
+      sub->holds.QueueBack(std::move(event));
       return job->in_flight.size() < kReplayWindow;
     });
     if (!s.ok()) {

@@ -5,11 +5,13 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cassert>
 #include <cstdint>
 #include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <unordered_map>
@@ -79,6 +81,128 @@ struct DurableCounters {
   uint64_t stale_skipped = 0;
 };
 
+// The events of a subscriber that run out of line: a dead letter an
+// operator sent back, or an event a replay selected. Both sit below the
+// watermark already, so their completion does not move it. An event is in
+// at most one of the two states; the transitions are the methods.
+//
+// Threading: the dispatcher thread's alone.
+class OutOfLineEvents {
+ public:
+  enum class Kind : uint8_t { kRedrive, kReplay };
+
+  // A dead letter sent back; one the replay runs already stays the replay's.
+  void StartRedrive(uint64_t seq) { runs_.try_emplace(seq, Kind::kRedrive); }
+  // REQUIRES: the event is not out of line already.
+  void StartReplay(uint64_t seq) {
+    [[maybe_unused]] const bool added = runs_.emplace(seq, Kind::kReplay).second;
+    assert(added);
+  }
+  bool Is(uint64_t seq, Kind kind) const {
+    auto it = runs_.find(seq);
+    return it != runs_.end() && it->second == kind;
+  }
+  bool Contains(uint64_t seq) const { return runs_.count(seq) != 0; }
+  // The event's run out of line ended (or it was dropped): its kind, or
+  // nullopt for an event that ran in line.
+  std::optional<Kind> Finish(uint64_t seq) {
+    auto it = runs_.find(seq);
+    if (it == runs_.end()) return std::nullopt;
+    const Kind kind = it->second;
+    runs_.erase(it);
+    return kind;
+  }
+
+ private:
+  std::unordered_map<uint64_t, Kind> runs_;
+};
+
+// Subjects held out of their queue's normal flow: parked behind a dead
+// letter (PoisonPolicy::kParkKey), and events waiting to go back in line
+// (an operator's redrive, a replay's selection) once the subject is idle.
+//
+// Threading: the dispatcher thread's alone.
+class SubjectHolds {
+ public:
+  // The subject waits behind the dead letter at `seq`.
+  void Park(const std::string& subject, uint64_t seq) { holds_[subject].parked_behind = seq; }
+  void Unpark(const std::string& subject) {
+    auto it = holds_.find(subject);
+    if (it == holds_.end()) return;
+    it->second.parked_behind = 0;
+    EraseIfEmpty(it);
+  }
+  // The seq of the dead letter parking `subject`; 0 when it is not parked.
+  uint64_t ParkedBehind(const std::string& subject) const {
+    auto it = holds_.find(subject);
+    return it == holds_.end() ? 0 : it->second.parked_behind;
+  }
+
+  // `event` goes back in line at the front of its subject once the subject
+  // is idle.
+  void QueueBack(std::shared_ptr<const Event> event) {
+    Hold& h = holds_[event->subject];
+    h.waiting = true;
+    h.events.push_back(std::move(event));
+  }
+  // The redrive that is waiting for `subject` unparks it when it runs
+  // (with nothing of its own selected, too).
+  void ReleaseWhenIdle(const std::string& subject) {
+    Hold& h = holds_[subject];
+    h.waiting = true;
+    h.release = true;
+  }
+  // Whether events (or a release) wait for `subject` to be idle.
+  bool Waiting(const std::string& subject) const {
+    auto it = holds_.find(subject);
+    return it != holds_.end() && it->second.waiting;
+  }
+  std::vector<std::string> WaitingSubjects() const {
+    std::vector<std::string> out;
+    for (const auto& [subject, h] : holds_) {
+      if (h.waiting) out.push_back(subject);
+    }
+    return out;
+  }
+  // Takes what waits for `subject`: its events, and whether to unpark it.
+  std::vector<std::shared_ptr<const Event>> TakeWaiting(const std::string& subject, bool* release) {
+    *release = false;
+    auto it = holds_.find(subject);
+    if (it == holds_.end()) return {};
+    std::vector<std::shared_ptr<const Event>> events = std::move(it->second.events);
+    *release = it->second.release;
+    it->second.events.clear();
+    it->second.waiting = false;
+    it->second.release = false;
+    EraseIfEmpty(it);
+    return events;
+  }
+  // Drops the waiting events `drop` says to (a cancelled replay's); a
+  // subject left with nothing waiting and no release waits no more.
+  template <typename Pred>
+  void DropWaiting(Pred drop) {
+    for (auto it = holds_.begin(); it != holds_.end();) {
+      std::erase_if(it->second.events, drop);
+      if (it->second.events.empty() && !it->second.release) it->second.waiting = false;
+      it = it->second.parked_behind == 0 && !it->second.waiting ? holds_.erase(it) : std::next(it);
+    }
+  }
+
+ private:
+  struct Hold {
+    uint64_t parked_behind = 0;  // 0: not parked
+    bool waiting = false;        // events or a release wait for the subject to be idle
+    bool release = false;        // unpark when they go back in line
+    std::vector<std::shared_ptr<const Event>> events;
+  };
+  using Map = std::unordered_map<std::string, Hold>;
+  void EraseIfEmpty(Map::iterator it) {
+    if (it->second.parked_behind == 0 && !it->second.waiting) holds_.erase(it);
+  }
+
+  Map holds_;
+};
+
 // What the application asked for at Subscribe, and what recovery said of
 // the last run.
 //
@@ -141,18 +265,10 @@ struct DispatchState {
 
   Progress progress;
   std::unordered_map<std::string, KeyQueue> keys;
-  // Subjects held by a dead letter (kParkKey): subject -> its seq.
-  std::unordered_map<std::string, uint64_t> parked;
-  // Dead letters sent back by an operator: waiting for their subject to
-  // be idle (subject -> seqs), and running (their seqs are below the
-  // watermark already, so their completion does not move it).
-  std::unordered_map<std::string, std::vector<std::shared_ptr<const Event>>> redrive_waiting;
-  std::unordered_set<std::string> releasing;  // parked subjects to release with their redrive
-  std::unordered_set<uint64_t> redriving;
-  // The replay in progress, if any, and its events handed out (their seqs
-  // are below the watermark too).
+  SubjectHolds holds;           // parked subjects; events waiting to go back in line
+  OutOfLineEvents out_of_line;  // redriven and replayed events running
+  // The replay in progress, if any.
   std::unique_ptr<ReplayJob> replay;
-  std::unordered_set<uint64_t> replaying;
   uint64_t durable_checkpoint;
   uint64_t durable_horizon;
   uint64_t duplicates_to_persist = 0;

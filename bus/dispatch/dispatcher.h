@@ -208,7 +208,18 @@ class Dispatcher {
   void Fetch(Subscriber* sub);
   void ReadFromOutbox(Subscriber* sub, uint64_t from, size_t limit, std::vector<std::shared_ptr<const Event>>* out);
   void Route(Subscriber* sub, std::shared_ptr<const Event> event);
+
+  // Dead letters sent back (bus/dispatch/redrive.cc).
   void HandleRedrive(Message& m);
+  // Moves the subject's waiting dead letters to the front of its queue.
+  // REQUIRES: the subject's front event is not running.
+  void ApplyRedrive(Subscriber* sub, const std::string& subject);
+  // Reads dead letters of `sub` back as events: the listed seqs, or (with
+  // `subject`) every one of that subject.
+  void LoadDeadLetters(Subscriber* sub, const std::vector<uint64_t>& seqs, const std::string* subject,
+                       std::vector<std::shared_ptr<const Event>>* out);
+
+  // Replays (bus/dispatch/replay.cc).
   void HandleReplay(Message& m);
   // Selects the replay's next events (a bounded window of them) and puts
   // them in line; ends the replay once all ran.
@@ -224,13 +235,6 @@ class Dispatcher {
   // kFreshScope replay's own scope.
   std::pair<storage::CfHandle*, std::string> InboxSlot(const WorkItem& item) const;
   void PutInboxRecord(WriteSet* scope, const WorkItem& item, uint64_t now_ms, uint32_t runs);
-  // Moves the subject's waiting dead letters to the front of its queue.
-  // REQUIRES: the subject's front event is not running.
-  void ApplyRedrive(Subscriber* sub, const std::string& subject);
-  // Reads dead letters of `sub` back as events: the listed seqs, or (with
-  // `subject`) every one of that subject.
-  void LoadDeadLetters(Subscriber* sub, const std::vector<uint64_t>& seqs, const std::string* subject,
-                       std::vector<std::shared_ptr<const Event>>* out);
   // Queues the key's front event for a worker (sent by FlushReady).
   void Submit(Subscriber* sub, KeyQueue& key);
   void FlushReady();

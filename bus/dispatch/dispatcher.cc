@@ -331,7 +331,7 @@ void Dispatcher::Handle(Message& m) {
       }
       m.sub->paused = true;
       m.sub->paused_now.store(true, std::memory_order_release);
-      m.sub->held.push_back(m.event->subject);
+      m.sub->holds.HoldForResume(m.event->subject);
       break;
     case Message::Kind::kRedrive: HandleRedrive(m); break;
     case Message::Kind::kReplay:
@@ -342,9 +342,7 @@ void Dispatcher::Handle(Message& m) {
         sub->paused = false;
         sub->paused_now.store(false, std::memory_order_release);
         RecordPause(sub.get(), std::nullopt);
-        std::vector<std::string> held = std::move(sub->held);
-        sub->held.clear();
-        for (const std::string& subject : held) {
+        for (const std::string& subject : sub->holds.TakeHeldForResume()) {
           auto it = sub->keys.find(subject);
           if (it != sub->keys.end() && !it->second.events.empty()) Submit(sub.get(), it->second);
         }
@@ -381,7 +379,7 @@ void Dispatcher::Submit(Subscriber* sub, KeyQueue& key) {
   assert(!key.events.empty());
   key.head_busy = true;
   if (sub->paused) {
-    sub->held.push_back(key.events.front()->subject);
+    sub->holds.HoldForResume(key.events.front()->subject);
     return;
   }
   WorkItem item;

@@ -16,6 +16,7 @@
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
+#include <utility>
 #include <vector>
 
 #include "bus/core/schema_registry.h"
@@ -118,8 +119,9 @@ class OutOfLineEvents {
 };
 
 // Subjects held out of their queue's normal flow: parked behind a dead
-// letter (PoisonPolicy::kParkKey), and events waiting to go back in line
-// (an operator's redrive, a replay's selection) once the subject is idle.
+// letter (PoisonPolicy::kParkKey), events waiting to go back in line (an
+// operator's redrive, a replay's selection) once the subject is idle, and
+// front events waiting for the end of a pause.
 //
 // Threading: the dispatcher thread's alone.
 class SubjectHolds {
@@ -177,6 +179,11 @@ class SubjectHolds {
     EraseIfEmpty(it);
     return events;
   }
+  // While the subscriber is paused: `subject`'s front event waits for the
+  // resume, which hands the subjects on in the order they were held.
+  void HoldForResume(const std::string& subject) { held_for_resume_.push_back(subject); }
+  std::vector<std::string> TakeHeldForResume() { return std::exchange(held_for_resume_, {}); }
+
   // Drops the waiting events `drop` says to (a cancelled replay's); a
   // subject left with nothing waiting and no release waits no more.
   template <typename Pred>
@@ -201,6 +208,7 @@ class SubjectHolds {
   }
 
   Map holds_;
+  std::vector<std::string> held_for_resume_;
 };
 
 // What the application asked for at Subscribe, and what recovery said of
@@ -273,9 +281,9 @@ struct DispatchState {
   uint64_t durable_horizon;
   uint64_t duplicates_to_persist = 0;
   // Paused on an event no upcaster translates: nothing new is handed to
-  // workers; the subjects whose front event waits are kept for the resume.
+  // workers; the subjects whose front event waits are held for the resume
+  // (holds).
   bool paused = false;
-  std::vector<std::string> held;
 };
 
 // What readers on any thread see of the subscriber (Stats, metrics,

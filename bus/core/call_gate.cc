@@ -1,6 +1,8 @@
 #include "bus/core/call_gate.h"
 
 #include <cassert>
+#include <chrono>
+#include <thread>
 
 namespace walbus::internal {
 namespace {
@@ -13,8 +15,7 @@ CallGate::Call::Call(CallGate* gate) : gate_(gate) {
   gate_->active_.fetch_add(1);
   admitted_ = !gate_->closed_.load();
   if (!admitted_) {
-    gate_->active_.fetch_sub(1);
-    if (gate_->closed_.load()) gate_->active_.notify_all();
+    gate_->active_.fetch_sub(1);  // the last touch of the gate: see ~Call
     return;
   }
   outer_ = innermost_call;
@@ -24,17 +25,18 @@ CallGate::Call::Call(CallGate* gate) : gate_(gate) {
 CallGate::Call::~Call() {
   if (!admitted_) return;
   innermost_call = outer_;
-  // Sequentially consistent: when Shut() came before this decrement, the
-  // load below sees it, and the waiter is woken.
+  // The last touch of the gate: once the count is down, Close() may
+  // return and the bus be destroyed, so nothing here may follow it (not
+  // even a notify; the waiter looks again instead).
   gate_->active_.fetch_sub(1);
-  if (gate_->closed_.load()) gate_->active_.notify_all();
 }
 
 bool CallGate::InsideCall() const { return innermost_call == this; }
 
 void CallGate::WaitForCallsToLeave() {
   assert(closed_.load() && !InsideCall());
-  for (int active = active_.load(); active != 0; active = active_.load()) active_.wait(active);
+  // Only Close() waits here, for calls already inside storage to finish.
+  while (active_.load() != 0) std::this_thread::sleep_for(std::chrono::microseconds(200));
 }
 
 }  // namespace walbus::internal

@@ -8,7 +8,9 @@
 // call and waits, or the call sees Close() and stays out. A refused call
 // leaves at once, so a stream of them cannot hold Close() up.
 //
-// Threading: thread-safe. Never allocates.
+// Threading: thread-safe. Never allocates. A call touches the gate last
+// when it counts out, so the bus may be destroyed as soon as Close()
+// returns.
 #ifndef WALBUS_BUS_CORE_CALL_GATE_H_
 #define WALBUS_BUS_CORE_CALL_GATE_H_
 

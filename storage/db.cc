@@ -20,7 +20,9 @@
 #include <cstring>
 #include <filesystem>
 #include <system_error>
+#include <unordered_set>
 
+#include "bus/util/mutex.h"
 #include "storage/keys.h"
 
 namespace walbus::storage {
@@ -367,6 +369,7 @@ Status Db::Open(const OpenOptions& options, std::unique_ptr<Db>* out) {
   }
   if (!s.ok()) return OpenError(s, options.dir);
   db->db_.reset(raw);
+  db->snapshots_ = std::make_shared<Snapshot::Registry>(raw);
   if (Status adopted = db->AdoptHandles(names); !adopted.ok()) return adopted;
   if (Status fmt = db->CheckFormat(!dir.has_current); !fmt.ok()) return fmt;
   if (dir.creating && primary) {
@@ -426,9 +429,52 @@ Status Db::CheckFormat(bool fresh) {
   return Status::OK();
 }
 
+// Who may release the snapshots of one Db: each Snapshot as it is
+// destroyed, or the Db as it closes, whichever comes first.
+struct Snapshot::Registry {
+  explicit Registry(rocksdb::DB* d) : db(d) {}
+  internal::Mutex mu;
+  rocksdb::DB* db GUARDED_BY(mu);  // null once the Db closed
+  std::unordered_set<Snapshot*> live GUARDED_BY(mu);
+};
+
+Snapshot::Snapshot(std::shared_ptr<Registry> registry, const rocksdb::Snapshot* raw)
+    : registry_(std::move(registry)), raw_(raw) {}
+
+const rocksdb::Snapshot* Snapshot::Raw(const Snapshot* snapshot) {
+  if (snapshot == nullptr) return nullptr;
+  assert(snapshot->raw_ != nullptr && "a read through a snapshot released at close");
+  return snapshot->raw_;
+}
+
+Snapshot::~Snapshot() {
+  internal::MutexLock lock(&registry_->mu);
+  if (registry_->db != nullptr) registry_->db->ReleaseSnapshot(raw_);
+  registry_->live.erase(this);
+}
+
+std::unique_ptr<Snapshot> Db::NewSnapshot() {
+  internal::MutexLock lock(&snapshots_->mu);
+  assert(snapshots_->db != nullptr);
+  std::unique_ptr<Snapshot> snapshot(new Snapshot(snapshots_, db_->GetSnapshot()));
+  snapshots_->live.insert(snapshot.get());
+  return snapshot;
+}
+
 Db::~Db() {
   if (db_ == nullptr) {
     return;
+  }
+  {
+    // Snapshots an application still holds (a ReadView kept past Close)
+    // must not keep RocksDB from closing, nor outlive it.
+    internal::MutexLock lock(&snapshots_->mu);
+    for (Snapshot* snapshot : snapshots_->live) {
+      db_->ReleaseSnapshot(snapshot->raw_);
+      snapshot->raw_ = nullptr;
+    }
+    snapshots_->live.clear();
+    snapshots_->db = nullptr;
   }
   for (auto* h : all_handles_) db_->DestroyColumnFamilyHandle(h).PermitUncheckedError();
   if (options_.mode == OpenOptions::Mode::kPrimary) db_->Close().PermitUncheckedError();
@@ -442,9 +488,18 @@ rocksdb::ColumnFamilyHandle* Db::AppCf(std::string_view name) const {
 
 uint32_t Db::CfId(CfHandle* cf) { return cf->GetID(); }
 
-Status Db::Get(rocksdb::ColumnFamilyHandle* handle, std::string_view key, std::string* value, bool* found) const {
+namespace {
+rocksdb::ReadOptions ReadAt(const rocksdb::Snapshot* raw) {
+  rocksdb::ReadOptions ro;
+  ro.snapshot = raw;
+  return ro;
+}
+}  // namespace
+
+Status Db::Get(rocksdb::ColumnFamilyHandle* handle, std::string_view key, std::string* value, bool* found,
+               const Snapshot* snapshot) const {
   rocksdb::PinnableSlice slice;
-  rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), handle, ToSlice(key), &slice);
+  rocksdb::Status s = db_->Get(ReadAt(Snapshot::Raw(snapshot)), handle, ToSlice(key), &slice);
   if (s.IsNotFound()) {
     *found = false;
     return Status::OK();
@@ -506,6 +561,21 @@ Status Db::Scan(CfHandle* handle, std::string_view prefix, size_t limit,
   for (it->Seek(lower); it->Valid() && n < limit && it->key().starts_with(lower); it->Next(), ++n) {
     rocksdb::Slice k = it->key();
     rocksdb::Slice v = it->value();
+    if (!visit(std::string_view(k.data(), k.size()), std::string_view(v.data(), v.size()))) break;
+  }
+  return FromRocks(it->status(), "scan " + handle->GetName());
+}
+
+Status Db::ScanRange(CfHandle* handle, const Snapshot* snapshot, KeyBounds bounds, bool reverse,
+                     const std::function<bool(std::string_view, std::string_view)>& visit) const {
+  assert(handle != nullptr);
+  rocksdb::ReadOptions ro = ReadAt(Snapshot::Raw(snapshot));
+  const rocksdb::Slice lower = ToSlice(bounds.lower), upper = ToSlice(bounds.upper);
+  if (!bounds.lower.empty()) ro.iterate_lower_bound = &lower;
+  if (!bounds.upper.empty()) ro.iterate_upper_bound = &upper;
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(ro, handle));
+  for (reverse ? it->SeekToLast() : it->SeekToFirst(); it->Valid(); reverse ? it->Prev() : it->Next()) {
+    const rocksdb::Slice k = it->key(), v = it->value();
     if (!visit(std::string_view(k.data(), k.size()), std::string_view(v.data(), v.size()))) break;
   }
   return FromRocks(it->status(), "scan " + handle->GetName());

@@ -21,6 +21,7 @@
 
 namespace rocksdb {
 class DB;
+class Snapshot;
 class ColumnFamilyHandle;
 class CompactionFilter;
 class Env;
@@ -34,6 +35,39 @@ using CfHandle = rocksdb::ColumnFamilyHandle;
 
 // Bumped on any incompatible change of the on-disk layout.
 inline constexpr uint32_t kFormatVersion = 1;
+
+class Db;
+
+// The database as it stood at one moment (a RocksDB snapshot): reads
+// through it see nothing committed later. Released by its destructor or
+// when its Db closes, whichever comes first. While it lives, what was
+// overwritten or deleted after it cannot be compacted away.
+//
+// Threading: reads through one snapshot may run on several threads; its
+// destruction may race with the Db's.
+class Snapshot {
+ public:
+  ~Snapshot();
+  Snapshot(const Snapshot&) = delete;
+  Snapshot& operator=(const Snapshot&) = delete;
+
+ private:
+  struct Registry;
+  friend class Db;
+  Snapshot(std::shared_ptr<Registry> registry, const rocksdb::Snapshot* raw);
+  // What RocksDB reads through: null for "the latest state" (no snapshot).
+  static const rocksdb::Snapshot* Raw(const Snapshot* snapshot);
+  std::shared_ptr<Registry> registry_;
+  // Set to null (under the registry's lock) once released at the Db's
+  // close; reads happen only while the Db is open.
+  const rocksdb::Snapshot* raw_;
+};
+
+// A range of keys [lower, upper) in byte order; an empty bound is open.
+struct KeyBounds {
+  std::string_view lower;
+  std::string_view upper;
+};
 
 // walbus's own column families. Their names start with "walbus." so they
 // cannot collide with the application's.
@@ -108,8 +142,18 @@ class Db {
   static uint32_t CfId(CfHandle* cf);
   const std::vector<std::string>& app_cf_names() const { return app_names_; }
 
-  // Point read; *found is false for a missing key.
-  Status Get(CfHandle* cf, std::string_view key, std::string* value, bool* found) const;
+  // Point read; *found is false for a missing key. Reads the latest state,
+  // or what `snapshot` saw.
+  Status Get(CfHandle* cf, std::string_view key, std::string* value, bool* found,
+             const Snapshot* snapshot = nullptr) const;
+
+  // The state now, kept for reads (Snapshot). Cheap: no I/O.
+  std::unique_ptr<Snapshot> NewSnapshot();
+  // Visits the entries of `cf` within `bounds` in key order (descending
+  // when `reverse`), as `snapshot` saw them (the latest state when null),
+  // until visit returns false.
+  Status ScanRange(CfHandle* cf, const Snapshot* snapshot, KeyBounds bounds, bool reverse,
+                   const std::function<bool(std::string_view key, std::string_view value)>& visit) const;
 
   // Visits outbox entries with from_seq <= seq, in order, at most `limit`,
   // stopping early when visit returns false. Reads with a lower bound so the
@@ -165,6 +209,8 @@ class Db {
   std::vector<std::string> app_names_;
   std::vector<CfHandle*> app_handles_;
   std::vector<CfHandle*> all_handles_;  // owned; destroyed before db_
+  // The live snapshots, released when db_ closes; shared with them.
+  std::shared_ptr<Snapshot::Registry> snapshots_;
   bool open_to_others_ = false;
   friend class Batch;
 };

@@ -129,9 +129,18 @@ BusImpl::~BusImpl() {
 
 Transaction BusImpl::Begin() { return ScopeAccess::NewTransaction(std::make_unique<ScopeRep>(this)); }
 
+ReadView BusImpl::Read() {
+  auto rep = std::make_unique<ViewRep>(this);
+  InCall call(this);
+  // After Close there is no snapshot to take: the view's reads say Closed.
+  if (call.admitted()) rep->reader.TakeSnapshot(db_.get());
+  return ScopeAccess::NewView(std::move(rep));
+}
+
 Result<Receipt> BusImpl::CommitTransaction(ScopeRep* scope) {
   if (scope->committed) return Status::InvalidArgument("transaction already committed");
   scope->committed = true;
+  scope->reader.Release();  // a committed transaction reads no more
   if (!scope->error.ok()) return scope->error;
   return CommitWrites(&scope->writes);
 }

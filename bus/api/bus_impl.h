@@ -35,6 +35,7 @@ class BusImpl final : public Bus, public CommitListener, public ScopeHost {
   ~BusImpl() override;
 
   Transaction Begin() override;
+  ReadView Read() override;
   Status Subscribe(SubscriberOptions subscriber) override;
   Status Start() override;
   Status RegisterVerifier(const std::string& type, PayloadVerifier verifier) override;

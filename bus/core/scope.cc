@@ -1,5 +1,7 @@
-// WriteScope, Transaction and HandlerContext: thin wrappers over ScopeRep.
+// WriteScope, Transaction, HandlerContext and ReadView: thin wrappers over
+// ScopeRep and ViewRep.
 #include <cassert>
+#include <initializer_list>
 #include <optional>
 
 #include "bus/core/envelope.h"
@@ -13,39 +15,55 @@ namespace {
 using internal::Op;
 using internal::ScopeRep;
 
-// Held by each call of a Transaction made on an application thread, for
-// as long as it uses storage: Close() waits for it, or it gets Closed. A
-// handler's context needs none: Close() lets running handlers finish
-// before it closes storage.
+// Held by each call of a Transaction or a ReadView made on an application
+// thread, for as long as it uses storage: Close() waits for it, or it gets
+// Closed. A handler's context needs none: Close() lets running handlers
+// finish before it closes storage.
 class ScopeCall {
  public:
-  explicit ScopeCall(ScopeRep* rep) {
-    if (rep->parent == nullptr) call_.emplace(&rep->host->gate());
+  ScopeCall(internal::ScopeHost* host, bool in_handler) {
+    if (!in_handler) call_.emplace(&host->gate());
   }
+  explicit ScopeCall(ScopeRep* rep) : ScopeCall(rep->host, rep->parent != nullptr) {}
   bool admitted() const { return !call_.has_value() || call_->admitted(); }
 
  private:
   std::optional<internal::CallGate::Call> call_;
 };
 
-// Resolves an application column family. REQUIRES: `call` is admitted.
-Result<storage::CfHandle*> ResolveCf(ScopeRep* rep, std::string_view cf, std::string_view key) {
-  storage::CfHandle* handle = rep->host->db()->AppCf(cf);
-  if (handle == nullptr) {
-    return Status::InvalidArgument("unknown column family '" + std::string(cf) +
-                                   "': list it in Options::column_families");
-  }
-  if (key.empty()) return Status::InvalidArgument("empty key in column family '" + std::string(cf) + "'");
+// The column family of a read, its key checked. REQUIRES: an admitted call.
+Result<storage::CfHandle*> CfForRead(internal::ScopeHost* host, std::string_view cf, std::string_view key) {
+  auto handle = internal::AppColumnFamily(host->db(), cf);
+  if (!handle.ok()) return handle;
+  if (Status s = internal::CheckKey(cf, key, /*for_write=*/false); !s.ok()) return s;
   return handle;
 }
 
-// For messages: cf/key with a long or binary key shortened.
-std::string Describe(std::string_view cf, std::string_view key) {
-  std::string out(cf);
-  out += '/';
-  for (char c : key.substr(0, 64)) out += (c >= 0x20 && c < 0x7f) ? c : '?';
-  if (key.size() > 64) out += "...";
-  return out;
+// The column family of a buffered write, its keys checked; a failure
+// fails the scope too.
+Result<storage::CfHandle*> CfForWrite(ScopeRep* rep, std::string_view cf,
+                                      std::initializer_list<std::string_view> keys) {
+  ScopeCall call(rep);
+  auto handle = call.admitted() ? internal::AppColumnFamily(rep->host->db(), cf)
+                                : Result<storage::CfHandle*>(internal::ClosedStatus());
+  for (std::string_view key : keys) {
+    if (!handle.ok()) break;
+    if (Status s = internal::CheckKey(cf, key, /*for_write=*/true); !s.ok()) handle = s;
+  }
+  if (!handle.ok()) rep->Fail(handle.status());
+  return handle;
+}
+
+// Runs `read` (given the column family) inside an admitted call. `key`
+// is checked unless null (a scan has none).
+template <typename Read>
+auto ReadIn(internal::ScopeHost* host, bool in_handler, std::string_view cf, const std::string_view* key, Read read)
+    -> decltype(read(static_cast<storage::CfHandle*>(nullptr))) {
+  ScopeCall call(host, in_handler);
+  if (!call.admitted()) return internal::ClosedStatus();
+  auto handle = key != nullptr ? CfForRead(host, cf, *key) : internal::AppColumnFamily(host->db(), cf);
+  if (!handle.ok()) return handle.status();
+  return read(*handle);
 }
 
 }  // namespace
@@ -56,69 +74,92 @@ WriteScope& WriteScope::operator=(WriteScope&&) noexcept = default;
 WriteScope::~WriteScope() = default;
 
 Status WriteScope::Put(std::string_view column_family, std::string_view key, std::string_view value) {
-  ScopeCall call(rep_.get());
-  auto cf = call.admitted() ? ResolveCf(rep_.get(), column_family, key) : internal::ClosedStatus();
-  if (!cf.ok()) {
-    rep_->Fail(cf.status());
-    return cf.status();
-  }
+  auto cf = CfForWrite(rep_.get(), column_family, {key});
+  if (!cf.ok()) return cf.status();
   rep_->writes.AddOp(Op{Op::Kind::kPut, *cf, std::string(key), std::string(value)});
   return Status::OK();
 }
 
 Status WriteScope::Delete(std::string_view column_family, std::string_view key) {
-  ScopeCall call(rep_.get());
-  auto cf = call.admitted() ? ResolveCf(rep_.get(), column_family, key) : internal::ClosedStatus();
-  if (!cf.ok()) {
-    rep_->Fail(cf.status());
-    return cf.status();
-  }
+  auto cf = CfForWrite(rep_.get(), column_family, {key});
+  if (!cf.ok()) return cf.status();
   rep_->writes.AddOp(Op{Op::Kind::kDelete, *cf, std::string(key), {}});
   return Status::OK();
 }
 
-Result<std::optional<std::string>> WriteScope::Get(std::string_view column_family, std::string_view key) {
-  ScopeCall call(rep_.get());
-  if (!call.admitted()) return internal::ClosedStatus();
-  auto cf = ResolveCf(rep_.get(), column_family, key);
+Status WriteScope::DeleteRange(std::string_view column_family, std::string_view start, std::string_view end) {
+  auto cf = CfForWrite(rep_.get(), column_family, {start, end});
   if (!cf.ok()) return cf.status();
-  for (auto it = rep_->writes.ops.rbegin(); it != rep_->writes.ops.rend(); ++it) {
-    if (it->cf == *cf && it->key == key) {
-      if (it->kind == Op::Kind::kDelete) return std::optional<std::string>();
-      return std::optional<std::string>(it->value);
-    }
+  if (start >= end) {
+    Status s = Status::InvalidArgument("DeleteRange in '" + std::string(column_family) +
+                                       "': start is not below end (the range is [start, end))");
+    rep_->Fail(s);
+    return s;
   }
-  std::string value;
-  bool found = false;
-  if (Status s = rep_->host->db()->Get(*cf, key, &value, &found); !s.ok()) return s;
-  if (!found) return std::optional<std::string>();
-  return std::optional<std::string>(std::move(value));
+  rep_->writes.AddOp(Op{Op::Kind::kDeleteRange, *cf, std::string(start), std::string(end)});
+  return Status::OK();
+}
+
+Status WriteScope::Clear(std::string_view column_family) {
+  auto cf = CfForWrite(rep_.get(), column_family, {});
+  if (!cf.ok()) return cf.status();
+  // "\0" is the smallest key there is (keys are never empty).
+  rep_->writes.AddOp(Op{Op::Kind::kDeleteRange, *cf, std::string(1, '\0'), internal::EndOfKeys()});
+  return Status::OK();
+}
+
+Result<std::optional<std::string>> WriteScope::Get(std::string_view column_family, std::string_view key) {
+  ScopeRep* rep = rep_.get();
+  return ReadIn(rep->host, rep->parent != nullptr, column_family, &key,
+                [&](storage::CfHandle* cf) { return rep->reader.Get(rep->host->db(), cf, key, &rep->writes); });
 }
 
 Result<uint64_t> WriteScope::GetVersion(std::string_view column_family, std::string_view key) {
-  ScopeCall call(rep_.get());
-  if (!call.admitted()) return internal::ClosedStatus();
-  auto cf = ResolveCf(rep_.get(), column_family, key);
-  if (!cf.ok()) return cf.status();
-  storage::Db* db = rep_->host->db();
-  std::string value;
-  bool found = false;
-  Status s = db->Get(db->cf(storage::Cf::kVersions), storage::VersionKey(storage::Db::CfId(*cf), key), &value, &found);
-  if (!s.ok()) return s;
-  if (!found) return uint64_t{0};
-  if (value.size() != 8) return Status::Corruption("version record of " + Describe(column_family, key));
-  return storage::GetBe64(value);
+  ScopeRep* rep = rep_.get();
+  return ReadIn(rep->host, rep->parent != nullptr, column_family, &key,
+                [&](storage::CfHandle* cf) { return rep->reader.Version(rep->host->db(), cf, column_family, key); });
+}
+
+namespace {
+Result<VersionedValue> ReadWithVersion(internal::StateReader* reader, storage::Db* db, storage::CfHandle* cf,
+                                       std::string_view column_family, std::string_view key,
+                                       const internal::WriteSet* own) {
+  auto value = reader->Get(db, cf, key, own);
+  if (!value.ok()) return value.status();
+  auto version = reader->Version(db, cf, column_family, key);
+  if (!version.ok()) return version.status();
+  return VersionedValue{std::move(*value), *version};
+}
+}  // namespace
+
+Result<VersionedValue> WriteScope::GetWithVersion(std::string_view column_family, std::string_view key) {
+  ScopeRep* rep = rep_.get();
+  return ReadIn(rep->host, rep->parent != nullptr, column_family, &key, [&](storage::CfHandle* cf) {
+    return ReadWithVersion(&rep->reader, rep->host->db(), cf, column_family, key, &rep->writes);
+  });
+}
+
+Result<ScanPage> WriteScope::Scan(std::string_view column_family, const ScanOptions& options) {
+  ScopeRep* rep = rep_.get();
+  return ReadIn(rep->host, rep->parent != nullptr, column_family, nullptr, [&](storage::CfHandle* cf) {
+    return rep->reader.ScanPageOf(rep->host->db(), cf, options, &rep->writes);
+  });
+}
+
+Status WriteScope::Scan(std::string_view column_family, const ScanOptions& options, const RowVisitor& visit) {
+  ScopeRep* rep = rep_.get();
+  // The visitor may write to this scope: the scan reads a copy of the
+  // writes buffered when it started.
+  return ReadIn(rep->host, rep->parent != nullptr, column_family, nullptr, [&](storage::CfHandle* cf) {
+    return rep->reader.Scan(rep->host->db(), cf, options, &rep->writes, visit, nullptr);
+  });
 }
 
 Status WriteScope::ExpectVersion(std::string_view column_family, std::string_view key, uint64_t version) {
-  ScopeCall call(rep_.get());
-  auto cf = call.admitted() ? ResolveCf(rep_.get(), column_family, key) : internal::ClosedStatus();
-  if (!cf.ok()) {
-    rep_->Fail(cf.status());
-    return cf.status();
-  }
-  rep_->writes.expects.push_back(
-      internal::Expectation{storage::VersionKey(storage::Db::CfId(*cf), key), version, Describe(column_family, key)});
+  auto cf = CfForWrite(rep_.get(), column_family, {key});
+  if (!cf.ok()) return cf.status();
+  rep_->writes.expects.push_back(internal::Expectation{storage::VersionKey(storage::Db::CfId(*cf), key), version,
+                                                       internal::DescribeKey(column_family, key)});
   rep_->writes.bytes += key.size() + 16;
   return Status::OK();
 }
@@ -181,5 +222,39 @@ const std::string& HandlerContext::IdempotencyKey() const {
 }
 const std::string& HandlerContext::SubscriberName() const { return rep_->subscriber_name; }
 uint32_t HandlerContext::Attempt() const { return rep_->attempt; }
+std::optional<HandlerContext::ReplayRun> HandlerContext::Replay() const { return rep_->replay; }
+
+ReadView::ReadView(std::unique_ptr<internal::ViewRep> rep) : rep_(std::move(rep)) {}
+ReadView::ReadView(ReadView&&) noexcept = default;
+ReadView& ReadView::operator=(ReadView&&) noexcept = default;
+ReadView::~ReadView() = default;
+
+// The view's reader is used const-ly here: its snapshot was taken when the
+// view was made, so no read takes one (which is what lets reads run at once).
+Result<std::optional<std::string>> ReadView::Get(std::string_view column_family, std::string_view key) const {
+  internal::ViewRep* rep = rep_.get();
+  return ReadIn(rep->host, false, column_family, &key,
+                [&](storage::CfHandle* cf) { return rep->reader.Get(rep->host->db(), cf, key, nullptr); });
+}
+
+Result<VersionedValue> ReadView::GetWithVersion(std::string_view column_family, std::string_view key) const {
+  internal::ViewRep* rep = rep_.get();
+  return ReadIn(rep->host, false, column_family, &key, [&](storage::CfHandle* cf) {
+    return ReadWithVersion(&rep->reader, rep->host->db(), cf, column_family, key, nullptr);
+  });
+}
+
+Result<ScanPage> ReadView::Scan(std::string_view column_family, const ScanOptions& options) const {
+  internal::ViewRep* rep = rep_.get();
+  return ReadIn(rep->host, false, column_family, nullptr,
+                [&](storage::CfHandle* cf) { return rep->reader.ScanPageOf(rep->host->db(), cf, options, nullptr); });
+}
+
+Status ReadView::Scan(std::string_view column_family, const ScanOptions& options, const RowVisitor& visit) const {
+  internal::ViewRep* rep = rep_.get();
+  return ReadIn(rep->host, false, column_family, nullptr, [&](storage::CfHandle* cf) {
+    return rep->reader.Scan(rep->host->db(), cf, options, nullptr, visit, nullptr);
+  });
+}
 
 }  // namespace walbus

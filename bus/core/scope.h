@@ -6,10 +6,12 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "bus/core/call_gate.h"
+#include "bus/core/state_reader.h"
 #include "bus/core/write_set.h"
 #include "storage/db.h"
 #include "walbus/bus.h"
@@ -45,6 +47,7 @@ struct ScopeRep {
   ScopeHost* host;
   Status error;  // the first failed call; the commit returns it
   WriteSet writes;
+  StateReader reader;  // the snapshot, taken at the first read
   bool committed = false;
 
   // Handler contexts only.
@@ -52,10 +55,19 @@ struct ScopeRep {
   std::string subscriber_name;
   std::string idempotency_key;  // subscriber/event id, made on first use
   uint32_t attempt = 0;
+  std::optional<HandlerContext::ReplayRun> replay;  // run by a replay
 
   void Fail(Status s) {
     if (error.ok()) error = std::move(s);
   }
+};
+
+// A ReadView as the public wrapper holds it: the bus's calls pass its gate,
+// and the snapshot is taken when the view is made (none after Close).
+struct ViewRep {
+  explicit ViewRep(ScopeHost* h) : host(h) {}
+  ScopeHost* host;
+  StateReader reader;
 };
 
 // Builds the public wrappers around a ScopeRep (their constructors are
@@ -66,6 +78,7 @@ struct ScopeAccess {
     return std::unique_ptr<HandlerContext>(new HandlerContext(std::move(rep)));
   }
   static ScopeRep* Rep(WriteScope& scope) { return scope.rep_.get(); }
+  static ReadView NewView(std::unique_ptr<ViewRep> rep) { return ReadView(std::move(rep)); }
 };
 
 }  // namespace walbus::internal

@@ -390,9 +390,9 @@ void Dispatcher::Submit(Subscriber* sub, KeyQueue& key) {
   item.first_failure_ms = key.first_failure_ms;
   item.redrive = sub->out_of_line.Is(item.event->seq, OutOfLineEvents::Kind::kRedrive);
   item.replaying = sub->out_of_line.Is(item.event->seq, OutOfLineEvents::Kind::kReplay);
-  if (item.replaying && sub->replay != nullptr &&
-      sub->replay->record.mode == static_cast<uint8_t>(ReplayMode::kFreshScope)) {
-    item.replay_scope = sub->replay->id;
+  if (item.replaying && sub->replay != nullptr) {
+    item.replay_id = sub->replay->id;
+    if (sub->replay->record.mode == static_cast<uint8_t>(ReplayMode::kFreshScope)) item.replay_scope = item.replay_id;
   }
   // A redriven dead letter has an inbox record (written when it was given
   // up on): it must run, not be taken for a duplicate.

@@ -139,6 +139,7 @@ class Dispatcher {
     bool redrive = false;           // a dead letter an operator sent back
     bool has_retry_record = false;  // found (or written) in walbus.retries
     bool replaying = false;         // run again by a replay
+    uint64_t replay_id = 0;         // replaying: which replay
     uint64_t replay_scope = 0;      // kFreshScope: the replay's id, its inbox scope
   };
   struct Message {

@@ -374,6 +374,10 @@ void Dispatcher::RunGroup(std::span<WorkItem* const> items) {
     rep->parent = item->event.get();
     rep->subscriber_name = sub.name;
     rep->attempt = item->attempt;
+    if (item->replaying) {
+      rep->replay = HandlerContext::ReplayRun{
+          item->replay_id, item->replay_scope != 0 ? ReplayMode::kFreshScope : ReplayMode::kSameInbox};
+    }
     Run& run = runs.emplace_back();
     run.item = item;
     run.event = item->event.get();

@@ -229,6 +229,49 @@ TEST(ReplayTest, FreshScopeRunsEveryEventAgainOnlyForSideEffectSafeSubscribers) 
   for (const auto& [id, runs] : log.runs_by_id) EXPECT_EQ(runs, 2) << id;
 }
 
+// A handler tells a replay's run from a live one, and which replay it is.
+TEST(ReplayTest, TheContextSaysWhichReplayARunBelongsTo) {
+  TempDir dir;
+  std::mutex mu;
+  std::vector<std::optional<HandlerContext::ReplayRun>> runs;
+  std::atomic<bool> broken{true};
+  SubscriberOptions s;
+  s.name = "projection";
+  s.types = {kType};
+  s.side_effect_safe = true;
+  s.retry.max_attempts = 1;
+  s.handler = [&](const Event& e, HandlerContext& ctx) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      runs.push_back(ctx.Replay());
+    }
+    if (e.subject == "bad" && broken.load()) return Outcome::Reject("broken");
+    return Outcome::Done();
+  };
+  auto bus = StartProjection(dir, std::move(s));
+  ASSERT_NE(bus, nullptr);
+  PublishMany(*bus, 4, [](int i) { return i == 0 ? std::string("bad") : "o" + std::to_string(i); });
+  ASSERT_TRUE(bus->WaitIdle(30s).ok());
+  broken = false;
+  ReplayReport same;
+  ASSERT_TRUE(ReplayInto(*bus, Request(ReplayMode::kSameInbox), &same).ok());
+  ASSERT_EQ(WaitReplay(*bus, same.replay_id).delivered, 1u) << "the dead letter runs again";
+  ReplayReport fresh;
+  ASSERT_TRUE(ReplayInto(*bus, Request(ReplayMode::kFreshScope), &fresh).ok());
+  ASSERT_EQ(WaitReplay(*bus, fresh.replay_id).delivered, 4u);
+  std::lock_guard<std::mutex> lock(mu);
+  ASSERT_EQ(runs.size(), 9u);
+  for (size_t i = 0; i < 4; ++i) EXPECT_FALSE(runs[i].has_value()) << "live run " << i;
+  ASSERT_TRUE(runs[4].has_value());
+  EXPECT_EQ(runs[4]->replay_id, same.replay_id);
+  EXPECT_EQ(runs[4]->mode, ReplayMode::kSameInbox);
+  for (size_t i = 5; i < 9; ++i) {
+    ASSERT_TRUE(runs[i].has_value());
+    EXPECT_EQ(runs[i]->replay_id, fresh.replay_id);
+    EXPECT_EQ(runs[i]->mode, ReplayMode::kFreshScope);
+  }
+}
+
 TEST(ReplayTest, SelectionBySeqTypeSubjectIdAndCap) {
   TempDir dir;
   RunLog log;

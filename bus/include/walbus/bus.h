@@ -30,6 +30,7 @@
 // and one subject, events are handled in commit order, one at a time.
 //
 // The API by concern: walbus/scope.h (Transaction, HandlerContext),
+// walbus/read.h (scans, ReadView),
 // walbus/subscriber.h (SubscriberOptions, Outcome), walbus/stats.h,
 // walbus/ingest.h, walbus/operations.h (dead letters, replay),
 // walbus/options.h, walbus/event.h, walbus/status.h, walbus/metrics.h,
@@ -54,6 +55,7 @@
 #include "walbus/metrics.h"
 #include "walbus/operations.h"
 #include "walbus/options.h"
+#include "walbus/read.h"
 #include "walbus/scope.h"
 #include "walbus/stats.h"
 #include "walbus/status.h"
@@ -80,8 +82,13 @@ class WALBUS_EXPORT Bus {
   // Calls Close() and ignores its status.
   virtual ~Bus() = default;
 
-  // A new transaction. Cheap; no I/O.
+  // A new transaction. Cheap; no I/O. Destroy it before this Bus.
   virtual Transaction Begin() = 0;
+
+  // A snapshot of the application's committed state, to read from outside
+  // a unit of work (walbus/read.h: its cost, lifetime and threading).
+  // Cheap; no I/O. After Close() the view's reads return Closed.
+  virtual ReadView Read() = 0;
 
   // Registers a subscriber (persisted on first use). A new subscriber sees
   // the events committed after its registration; a known one resumes after

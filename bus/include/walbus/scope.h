@@ -12,6 +12,8 @@
 
 #include "walbus/event.h"
 #include "walbus/export.h"
+#include "walbus/operations.h"
+#include "walbus/read.h"
 #include "walbus/status.h"
 
 namespace walbus {
@@ -27,25 +29,59 @@ struct ScopeAccess;
 // the whole unit fail at commit with that error, so a write that was refused
 // can never be half-applied.
 //
+// Reads are repeatable: every read of one scope (Get, GetVersion,
+// GetWithVersion, Scan) sees committed state as one snapshot, taken at the
+// scope's first read and kept until it commits or is destroyed, with the
+// scope's own buffered writes laid over it. What the reads protect at
+// commit is only what ExpectVersion asserts (docs/ordering.md): a commit
+// checks the versions it expects, never the rows it scanned, so another
+// commit may add or remove rows in a scanned range meanwhile (a phantom).
+// To keep a list consistent, have every writer of the list assert one
+// guard key's version.
+//
 // Threading: not thread-safe; one thread uses a scope at a time.
 class WALBUS_EXPORT WriteScope {
  public:
   WriteScope(const WriteScope&) = delete;
   WriteScope& operator=(const WriteScope&) = delete;
 
-  // Buffers a write. InvalidArgument for an unknown column family or an
-  // empty key.
+  // Buffers a write. InvalidArgument for an unknown column family, an
+  // empty key or one longer than kMaxKeyBytes.
   Status Put(std::string_view column_family, std::string_view key, std::string_view value);
   // Buffers a deletion; the same errors as Put.
   Status Delete(std::string_view column_family, std::string_view key);
+  // Buffers the deletion of every key in [start, end), committed and
+  // buffered before it, as one range deletion: it lands atomically with the
+  // rest of the unit, never in part. Versions stay (they only advance).
+  // InvalidArgument unless start < end, both valid keys.
+  Status DeleteRange(std::string_view column_family, std::string_view start, std::string_view end);
+  // Buffers the deletion of every key of the column family, as DeleteRange.
+  Status Clear(std::string_view column_family);
 
-  // Reads this scope's own buffered write first, then committed state.
+  // Reads this scope's own buffered writes first, then committed state.
   // A missing key is an OK result holding nullopt.
   Result<std::optional<std::string>> Get(std::string_view column_family, std::string_view key);
 
   // The committed version of a key: 0 when no commit ever asserted one.
   // Versions advance only through ExpectVersion.
+  //
+  // Read a value and the version to assert with GetWithVersion, or in one
+  // scope: a Get in one unit of work and a GetVersion in another read two
+  // moments, and a commit between them makes the value stale while the
+  // version still matches, so the update built on it overwrites another
+  // (a lost update).
   Result<uint64_t> GetVersion(std::string_view column_family, std::string_view key);
+  // The value (own writes first, as Get) and the committed version (as
+  // GetVersion), from the scope's one snapshot.
+  Result<VersionedValue> GetWithVersion(std::string_view column_family, std::string_view key);
+
+  // One page of rows in key order (ScanOptions): committed state as of the
+  // scope's snapshot, with its own buffered puts, deletes and range
+  // deletes applied. InvalidArgument for an unknown column family.
+  Result<ScanPage> Scan(std::string_view column_family, const ScanOptions& options);
+  // The same rows, visited without copies; limit and resume_after apply.
+  // The visitor must not write to this scope.
+  Status Scan(std::string_view column_family, const ScanOptions& options, const RowVisitor& visit);
 
   // Optimistic precondition: the commit succeeds only while the key's
   // committed version equals `version`, and then sets it to version + 1.
@@ -117,6 +153,14 @@ class WALBUS_EXPORT HandlerContext : public WriteScope {
   // across restarts; a run cut short by a crash counts, events waiting at
   // a clean Close are charged nothing, and a pause is not a run.
   uint32_t Attempt() const;
+  // Set when this run is a replay's (Bus::Replay), not a live delivery:
+  // which replay, and in which mode. A kFreshScope rebuild of a projection
+  // can tell its first event, for example, by a marker it keeps.
+  struct ReplayRun {
+    uint64_t replay_id = 0;
+    ReplayMode mode = ReplayMode::kSameInbox;
+  };
+  std::optional<ReplayRun> Replay() const;
 
  private:
   using WriteScope::WriteScope;

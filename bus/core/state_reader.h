@@ -1,0 +1,70 @@
+// StateReader: reads of the application's column families as one snapshot
+// saw them, with a unit of work's own buffered writes laid over them. What
+// WriteScope's and ReadView's reads share.
+//
+// Threading: a StateReader is used by one thread at a time, except that
+// once its snapshot is taken, reads (all const on it) may run at once.
+#ifndef WALBUS_BUS_CORE_STATE_READER_H_
+#define WALBUS_BUS_CORE_STATE_READER_H_
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "bus/core/write_set.h"
+#include "storage/db.h"
+#include "walbus/read.h"
+
+namespace walbus::internal {
+
+// The application column family `name`; InvalidArgument naming the fix
+// when it is unknown. REQUIRES: `db` is open.
+Result<storage::CfHandle*> AppColumnFamily(storage::Db* db, std::string_view name);
+// InvalidArgument for an empty key, or (when `for_write`) one longer than
+// kMaxKeyBytes.
+Status CheckKey(std::string_view column_family, std::string_view key, bool for_write);
+// For messages: cf/key, a long or binary key shortened.
+std::string DescribeKey(std::string_view column_family, std::string_view key);
+// A key above every key a write takes: the end of "to the last key".
+const std::string& EndOfKeys();
+
+// What a unit of work's own buffered writes leave at one key.
+struct OwnWrite {
+  enum class State : uint8_t { kNone, kDeleted, kValue };
+  State state = State::kNone;
+  const std::string* value = nullptr;  // kValue: the buffered value
+};
+OwnWrite LatestOwnWrite(const WriteSet& writes, storage::CfHandle* cf, std::string_view key);
+
+class StateReader {
+ public:
+  // Takes the snapshot now, when there is none yet. REQUIRES (this and
+  // every read): `db` is open, as in an admitted call.
+  void TakeSnapshot(storage::Db* db);
+  // Lets storage forget the snapshot; the next read takes a new one.
+  void Release() { snapshot_.reset(); }
+
+  // `own` (may be null): the writes laid over committed state.
+  Result<std::optional<std::string>> Get(storage::Db* db, storage::CfHandle* cf, std::string_view key,
+                                         const WriteSet* own);
+  // The committed version of cf/key; `column_family` names it in errors.
+  Result<uint64_t> Version(storage::Db* db, storage::CfHandle* cf, std::string_view column_family,
+                           std::string_view key);
+  // Visits the rows `options` select in their order, `own` laid over
+  // committed state. *more (may be null) is set when the limit stopped it
+  // with rows left.
+  Status Scan(storage::Db* db, storage::CfHandle* cf, const ScanOptions& options, const WriteSet* own,
+              const RowVisitor& visit, bool* more);
+  // The same, collected into a page.
+  Result<ScanPage> ScanPageOf(storage::Db* db, storage::CfHandle* cf, const ScanOptions& options,
+                              const WriteSet* own);
+
+ private:
+  std::unique_ptr<storage::Snapshot> snapshot_;
+};
+
+}  // namespace walbus::internal
+
+#endif  // WALBUS_BUS_CORE_STATE_READER_H_

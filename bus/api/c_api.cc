@@ -31,6 +31,11 @@ struct walbus_tx_t {
   walbus::Transaction tx;
 };
 
+struct walbus_view_t {
+  explicit walbus_view_t(walbus::ReadView v) : view(std::move(v)) {}
+  walbus::ReadView view;
+};
+
 struct walbus_ctx_t {
   walbus::HandlerContext* ctx = nullptr;
   uint64_t retry_after_ms = 0;
@@ -97,22 +102,101 @@ int ScopePut(walbus::WriteScope* scope, const char* cf, const char* key, size_t 
   });
 }
 
-int ScopeGet(walbus::WriteScope* scope, const char* cf, const char* key, size_t key_len, char** value,
-             size_t* value_len, char** err) {
+// Hands a value out as a malloc'd copy (NULL for none).
+void GiveValue(const std::optional<std::string>& found, char** value, size_t* value_len) {
+  *value = nullptr;
+  if (value_len != nullptr) *value_len = 0;
+  if (!found.has_value()) return;
+  char* copy = CopyString(*found);
+  if (copy == nullptr) throw std::bad_alloc();
+  *value = copy;
+  if (value_len != nullptr) *value_len = found->size();
+}
+
+// `Reader`: a WriteScope or a const ReadView, which read alike.
+template <typename Reader>
+int ReaderGet(Reader* reader, const char* cf, const char* key, size_t key_len, char** value, size_t* value_len,
+              char** err) {
   return Guard(err, [&] {
     if (cf == nullptr) return MissingArgument(err, "column_family");
     if (key == nullptr && key_len > 0) return MissingArgument(err, "key");
     if (value == nullptr) return MissingArgument(err, "value");
-    walbus::Result<std::optional<std::string>> r = scope->Get(cf, Bytes(key, key_len));
+    walbus::Result<std::optional<std::string>> r = reader->Get(cf, Bytes(key, key_len));
     if (!r.ok()) return Report(r.status(), err);
-    *value = nullptr;
-    if (value_len != nullptr) *value_len = 0;
-    if (!r->has_value()) return static_cast<int>(WALBUS_OK);
-    char* copy = CopyString(**r);
-    if (copy == nullptr) throw std::bad_alloc();
-    *value = copy;
-    if (value_len != nullptr) *value_len = (*r)->size();
+    GiveValue(*r, value, value_len);
     return static_cast<int>(WALBUS_OK);
+  });
+}
+
+template <typename Reader>
+int ReaderGetWithVersion(Reader* reader, const char* cf, const char* key, size_t key_len, char** value,
+                         size_t* value_len, uint64_t* version, char** err) {
+  return Guard(err, [&] {
+    if (cf == nullptr) return MissingArgument(err, "column_family");
+    if (key == nullptr && key_len > 0) return MissingArgument(err, "key");
+    if (value == nullptr) return MissingArgument(err, "value");
+    if (version == nullptr) return MissingArgument(err, "version");
+    walbus::Result<walbus::VersionedValue> r = reader->GetWithVersion(cf, Bytes(key, key_len));
+    if (!r.ok()) return Report(r.status(), err);
+    GiveValue(r->value, value, value_len);
+    *version = r->version;
+    return static_cast<int>(WALBUS_OK);
+  });
+}
+
+// Scans through the C++ visitor with one row more than the limit asks:
+// the extra row is not handed out, it only says that rows are left.
+template <typename Reader>
+int ReaderScan(Reader* reader, const char* cf, const walbus_scan_options* options, walbus_row_fn row, void* user,
+               char** resume_after, size_t* resume_after_len, char** err) {
+  return Guard(err, [&] {
+    if (cf == nullptr) return MissingArgument(err, "column_family");
+    if (options == nullptr) return MissingArgument(err, "options");
+    if (row == nullptr) return MissingArgument(err, "row");
+    if (resume_after != nullptr) *resume_after = nullptr;
+    if (resume_after_len != nullptr) *resume_after_len = 0;
+    walbus::ScanOptions o;
+    o.start.assign(Bytes(options->start, options->start_len));
+    o.end.assign(Bytes(options->end, options->end_len));
+    o.prefix.assign(Bytes(options->prefix, options->prefix_len));
+    o.resume_after.assign(Bytes(options->resume_after, options->resume_after_len));
+    o.reverse = options->reverse != 0;
+    o.limit = options->limit != 0 ? options->limit + 1 : 0;
+    size_t handed = 0;
+    std::string last;
+    bool more = false;
+    walbus::Status s = reader->Scan(cf, o, [&](std::string_view k, std::string_view v) {
+      if (options->limit != 0 && handed == options->limit) {
+        more = true;
+        return false;
+      }
+      if (++handed == options->limit) last.assign(k);
+      return row(user, k.data(), k.size(), v.data(), v.size()) == 0;
+    });
+    if (!s.ok()) return Report(s, err);
+    if (more && resume_after != nullptr) {
+      *resume_after = CopyString(last);
+      if (*resume_after == nullptr) throw std::bad_alloc();
+      if (resume_after_len != nullptr) *resume_after_len = last.size();
+    }
+    return static_cast<int>(WALBUS_OK);
+  });
+}
+
+int ScopeDeleteRange(walbus::WriteScope* scope, const char* cf, const char* start, size_t start_len, const char* end,
+                     size_t end_len, char** err) {
+  return Guard(err, [&] {
+    if (cf == nullptr) return MissingArgument(err, "column_family");
+    if (start == nullptr && start_len > 0) return MissingArgument(err, "start");
+    if (end == nullptr && end_len > 0) return MissingArgument(err, "end");
+    return Report(scope->DeleteRange(cf, Bytes(start, start_len), Bytes(end, end_len)), err);
+  });
+}
+
+int ScopeClear(walbus::WriteScope* scope, const char* cf, char** err) {
+  return Guard(err, [&] {
+    if (cf == nullptr) return MissingArgument(err, "column_family");
+    return Report(scope->Clear(cf), err);
   });
 }
 
@@ -313,7 +397,7 @@ int walbus_tx_put(walbus_tx_t* tx, const char* column_family, const char* key, s
 int walbus_tx_get(walbus_tx_t* tx, const char* column_family, const char* key, size_t key_len, char** value,
                   size_t* value_len, char** err) {
   if (tx == nullptr) return MissingArgument(err, "tx");
-  return ScopeGet(&tx->tx, column_family, key, key_len, value, value_len, err);
+  return ReaderGet(&tx->tx, column_family, key, key_len, value, value_len, err);
 }
 
 int walbus_tx_publish(walbus_tx_t* tx, const char* type, const char* subject, const char* data, size_t data_len,
@@ -350,6 +434,94 @@ int walbus_tx_expect_version(walbus_tx_t* tx, const char* column_family, const c
                              uint64_t version, char** err) {
   if (tx == nullptr) return MissingArgument(err, "tx");
   return ScopeExpectVersion(&tx->tx, column_family, key, key_len, version, err);
+}
+
+void walbus_scan_options_init(walbus_scan_options* options) {
+  if (options != nullptr) *options = walbus_scan_options{};
+}
+
+int walbus_tx_scan(walbus_tx_t* tx, const char* column_family, const walbus_scan_options* options, walbus_row_fn row,
+                   void* user, char** resume_after, size_t* resume_after_len, char** err) {
+  if (tx == nullptr) return MissingArgument(err, "tx");
+  return ReaderScan(&tx->tx, column_family, options, row, user, resume_after, resume_after_len, err);
+}
+
+int walbus_ctx_scan(walbus_ctx_t* ctx, const char* column_family, const walbus_scan_options* options,
+                    walbus_row_fn row, void* user, char** resume_after, size_t* resume_after_len, char** err) {
+  if (ctx == nullptr) return MissingArgument(err, "ctx");
+  return ReaderScan(ctx->ctx, column_family, options, row, user, resume_after, resume_after_len, err);
+}
+
+int walbus_tx_get_with_version(walbus_tx_t* tx, const char* column_family, const char* key, size_t key_len,
+                               char** value, size_t* value_len, uint64_t* version, char** err) {
+  if (tx == nullptr) return MissingArgument(err, "tx");
+  return ReaderGetWithVersion(&tx->tx, column_family, key, key_len, value, value_len, version, err);
+}
+
+int walbus_ctx_get_with_version(walbus_ctx_t* ctx, const char* column_family, const char* key, size_t key_len,
+                                char** value, size_t* value_len, uint64_t* version, char** err) {
+  if (ctx == nullptr) return MissingArgument(err, "ctx");
+  return ReaderGetWithVersion(ctx->ctx, column_family, key, key_len, value, value_len, version, err);
+}
+
+int walbus_tx_delete_range(walbus_tx_t* tx, const char* column_family, const char* start, size_t start_len,
+                           const char* end, size_t end_len, char** err) {
+  if (tx == nullptr) return MissingArgument(err, "tx");
+  return ScopeDeleteRange(&tx->tx, column_family, start, start_len, end, end_len, err);
+}
+
+int walbus_tx_clear(walbus_tx_t* tx, const char* column_family, char** err) {
+  if (tx == nullptr) return MissingArgument(err, "tx");
+  return ScopeClear(&tx->tx, column_family, err);
+}
+
+int walbus_ctx_delete_range(walbus_ctx_t* ctx, const char* column_family, const char* start, size_t start_len,
+                            const char* end, size_t end_len, char** err) {
+  if (ctx == nullptr) return MissingArgument(err, "ctx");
+  return ScopeDeleteRange(ctx->ctx, column_family, start, start_len, end, end_len, err);
+}
+
+int walbus_ctx_clear(walbus_ctx_t* ctx, const char* column_family, char** err) {
+  if (ctx == nullptr) return MissingArgument(err, "ctx");
+  return ScopeClear(ctx->ctx, column_family, err);
+}
+
+int walbus_ctx_replay(const walbus_ctx_t* ctx, uint64_t* replay_id, int* fresh_scope) {
+  if (ctx == nullptr) return 0;
+  const std::optional<walbus::HandlerContext::ReplayRun> run = ctx->ctx->Replay();
+  if (!run.has_value()) return 0;
+  if (replay_id != nullptr) *replay_id = run->replay_id;
+  if (fresh_scope != nullptr) *fresh_scope = run->mode == walbus::ReplayMode::kFreshScope ? 1 : 0;
+  return 1;
+}
+
+walbus_view_t* walbus_read(walbus_t* bus) {
+  if (bus == nullptr) return nullptr;
+  try {
+    return new walbus_view_t(bus->bus->Read());
+  } catch (...) {
+    return nullptr;
+  }
+}
+
+void walbus_view_free(walbus_view_t* view) { delete view; }
+
+int walbus_view_get(const walbus_view_t* view, const char* column_family, const char* key, size_t key_len,
+                    char** value, size_t* value_len, char** err) {
+  if (view == nullptr) return MissingArgument(err, "view");
+  return ReaderGet(&view->view, column_family, key, key_len, value, value_len, err);
+}
+
+int walbus_view_get_with_version(const walbus_view_t* view, const char* column_family, const char* key,
+                                 size_t key_len, char** value, size_t* value_len, uint64_t* version, char** err) {
+  if (view == nullptr) return MissingArgument(err, "view");
+  return ReaderGetWithVersion(&view->view, column_family, key, key_len, value, value_len, version, err);
+}
+
+int walbus_view_scan(const walbus_view_t* view, const char* column_family, const walbus_scan_options* options,
+                     walbus_row_fn row, void* user, char** resume_after, size_t* resume_after_len, char** err) {
+  if (view == nullptr) return MissingArgument(err, "view");
+  return ReaderScan(&view->view, column_family, options, row, user, resume_after, resume_after_len, err);
 }
 
 void walbus_event_spec_init(walbus_event_spec* spec) {
@@ -501,7 +673,7 @@ int walbus_ctx_put(walbus_ctx_t* ctx, const char* column_family, const char* key
 int walbus_ctx_get(walbus_ctx_t* ctx, const char* column_family, const char* key, size_t key_len, char** value,
                    size_t* value_len, char** err) {
   if (ctx == nullptr) return MissingArgument(err, "ctx");
-  return ScopeGet(ctx->ctx, column_family, key, key_len, value, value_len, err);
+  return ReaderGet(ctx->ctx, column_family, key, key_len, value, value_len, err);
 }
 
 int walbus_ctx_publish(walbus_ctx_t* ctx, const char* type, const char* subject, const char* data, size_t data_len,

@@ -124,6 +124,108 @@ static uint64_t PublishOrder(walbus_t* bus, const char* subject, const char* dat
 // What an application needs beyond the basics: deletes, versions and
 // preconditions, every event attribute, retry and poison policies, and
 // where each event stands (status, pending, waiting for one).
+// Collects "key=value;" rows of a scan into a buffer.
+struct Rows {
+  char text[512];
+  size_t len;
+  int stop_after;  // stop after this many rows; 0: never
+  int seen;
+};
+
+static int CollectRow(void* user, const char* key, size_t key_len, const char* value, size_t value_len) {
+  struct Rows* rows = (struct Rows*)user;
+  if (rows->len + key_len + value_len + 3 > sizeof(rows->text)) return 1;
+  int n = snprintf(rows->text + rows->len, sizeof(rows->text) - rows->len, "%.*s=%.*s;", (int)key_len, key,
+                   (int)value_len, value);
+  if (n > 0) rows->len += (size_t)n;
+  ++rows->seen;
+  return rows->stop_after != 0 && rows->seen >= rows->stop_after;
+}
+
+static void ScanInto(walbus_tx_t* tx, const walbus_view_t* view, const walbus_scan_options* options,
+                     struct Rows* rows, char** resume, size_t* resume_len) {
+  char* err = NULL;
+  rows->len = 0;
+  rows->seen = 0;
+  rows->text[0] = '\0';
+  int code = tx != NULL ? walbus_tx_scan(tx, "orders", options, CollectRow, rows, resume, resume_len, &err)
+                        : walbus_view_scan(view, "orders", options, CollectRow, rows, resume, resume_len, &err);
+  Must(code, err, "scan");
+}
+
+// Scans with paging, own writes and range deletions, values with versions
+// and a snapshot view, as the C++ API has them.
+static void Reading(walbus_t* bus) {
+  char* err = NULL;
+  walbus_tx_t* tx = walbus_begin(bus);
+  Must(walbus_tx_clear(tx, "orders", &err), err, "walbus_tx_clear");  // what the earlier checks wrote
+  const char* keys[] = {"item-1", "item-2", "item-3", "item-4", "other"};
+  for (int i = 0; i < 5; ++i) {
+    Must(walbus_tx_put(tx, "orders", keys[i], strlen(keys[i]), "v", 1, &err), err, "walbus_tx_put");
+  }
+  Must(walbus_tx_commit(tx, NULL, &err), err, "walbus_tx_commit");
+  walbus_view_t* before = walbus_read(bus);
+  CHECK(before != NULL);
+
+  tx = walbus_begin(bus);
+  Must(walbus_tx_delete_range(tx, "orders", "item-2", 6, "item-4", 6, &err), err, "walbus_tx_delete_range");
+  Must(walbus_tx_put(tx, "orders", "item-5", 6, "new", 3, &err), err, "walbus_tx_put");
+  struct Rows rows = {{0}, 0, 0, 0};
+  walbus_scan_options options;
+  walbus_scan_options_init(&options);
+  options.prefix = "item-";
+  options.prefix_len = 5;
+  options.limit = 2;
+  char* resume = NULL;
+  size_t resume_len = 0;
+  ScanInto(tx, NULL, &options, &rows, &resume, &resume_len);
+  CHECK(strcmp(rows.text, "item-1=v;item-4=v;") == 0);
+  CHECK(resume != NULL && resume_len == 6 && memcmp(resume, "item-4", 6) == 0);
+  options.resume_after = resume;
+  options.resume_after_len = resume_len;
+  ScanInto(tx, NULL, &options, &rows, &resume, &resume_len);
+  CHECK(strcmp(rows.text, "item-5=new;") == 0);
+  walbus_free((void*)options.resume_after);
+  CHECK(resume == NULL);
+  options.resume_after = NULL;
+  options.resume_after_len = 0;
+  options.reverse = 1;
+  options.limit = 0;
+  rows.stop_after = 1;
+  ScanInto(tx, NULL, &options, &rows, NULL, NULL);
+  CHECK(strcmp(rows.text, "item-5=new;") == 0);
+  rows.stop_after = 0;
+  CHECK(walbus_tx_delete_range(tx, "orders", "b", 1, "a", 1, &err) == WALBUS_INVALID_ARGUMENT);
+  walbus_free_error(err);
+  err = NULL;
+  walbus_tx_abort(tx);
+
+  tx = walbus_begin(bus);
+  Must(walbus_tx_clear(tx, "orders", &err), err, "walbus_tx_clear");
+  Must(walbus_tx_put(tx, "orders", "counter", 7, "1", 1, &err), err, "walbus_tx_put");
+  Must(walbus_tx_expect_version(tx, "orders", "counter", 7, 0, &err), err, "walbus_tx_expect_version");
+  Must(walbus_tx_commit(tx, NULL, &err), err, "walbus_tx_commit");
+
+  // The old view still sees the five rows; a new one the counter only.
+  walbus_scan_options_init(&options);
+  ScanInto(NULL, before, &options, &rows, NULL, NULL);
+  CHECK(strcmp(rows.text, "item-1=v;item-2=v;item-3=v;item-4=v;other=v;") == 0);
+  walbus_view_t* after = walbus_read(bus);
+  ScanInto(NULL, after, &options, &rows, NULL, NULL);
+  CHECK(strcmp(rows.text, "counter=1;") == 0);
+  char* value = NULL;
+  size_t len = 0;
+  uint64_t version = 0;
+  Must(walbus_view_get_with_version(after, "orders", "counter", 7, &value, &len, &version, &err), err,
+       "walbus_view_get_with_version");
+  CHECK(value != NULL && len == 1 && value[0] == '1' && version == 1);
+  walbus_free(value);
+  Must(walbus_view_get(before, "orders", "counter", 7, &value, &len, &err), err, "walbus_view_get");
+  CHECK(value == NULL);
+  walbus_view_free(before);
+  walbus_view_free(after);
+}
+
 static void Operations(walbus_t* bus) {
   char* err = NULL;
   walbus_subscriber_options sub;
@@ -304,6 +406,7 @@ int main(int argc, char** argv) {
   err = NULL;
 
   Operations(bus);
+  Reading(bus);
   Must(walbus_close(bus, &err), err, "walbus_close");
   if (made[0] != '\0') nftw(made, RemoveEntry, 16, FTW_DEPTH | FTW_PHYS);
   if (failures > 0) {
@@ -312,7 +415,7 @@ int main(int argc, char** argv) {
   }
   printf(
       "c_api_test: %d events handled once each, effects and counters as expected; versions, deletes, "
-      "policies and delivery states as in C++\n",
+      "policies, delivery states, scans and views as in C++\n",
       kEvents);
   return 0;
 }

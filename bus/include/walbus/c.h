@@ -46,6 +46,8 @@ typedef struct walbus_t walbus_t;
 typedef struct walbus_tx_t walbus_tx_t;
 // What a handler writes through (walbus::HandlerContext).
 typedef struct walbus_ctx_t walbus_ctx_t;
+// A snapshot of committed state (walbus::ReadView).
+typedef struct walbus_view_t walbus_view_t;
 
 // Result codes; the same as walbus::Status::Code, plus WALBUS_INTERNAL.
 typedef enum walbus_code {
@@ -219,7 +221,8 @@ WALBUS_EXPORT int walbus_open(const walbus_options* options, walbus_t** bus, cha
 
 // Closes the bus (walbus::Bus::Close: running handlers finish, checkpoints
 // are written) and frees the handle, also when closing reports an error.
-// NULL is allowed. Every walbus_tx_t of this bus must be finished first.
+// NULL is allowed. Every walbus_tx_t of this bus must be finished, and
+// every walbus_view_t freed, first.
 WALBUS_EXPORT int walbus_close(walbus_t* bus, char** err);
 
 // (walbus_ctx_delete, walbus_ctx_get_version, walbus_ctx_expect_version
@@ -368,11 +371,99 @@ WALBUS_EXPORT int walbus_stats(walbus_t* bus, walbus_bus_stats** stats, char** e
 // Frees what walbus_stats() returned. NULL is allowed.
 WALBUS_EXPORT void walbus_free_stats(walbus_bus_stats* stats);
 
+// Reading state: ordered scans, values with versions, snapshot views and
+// range deletions (walbus/read.h, walbus/scope.h). A transaction's and a
+// handler's reads see one snapshot with their own writes over it; a view's
+// see the state when it was made.
+
+// Which rows a scan visits (walbus::ScanOptions); every bound is bytes,
+// NULL or length 0 meaning none. Fill it with walbus_scan_options_init().
+typedef struct walbus_scan_options {
+  const char* start;  // the first key taken (inclusive)
+  size_t start_len;
+  const char* end;  // the first key not taken (exclusive)
+  size_t end_len;
+  const char* prefix;  // only keys that start with these bytes
+  size_t prefix_len;
+  size_t limit;  // at most this many rows; 0: no limit
+  int reverse;   // non-zero: descending key order
+  // Paging: the resume key a previous scan returned; the scan goes on
+  // strictly after it.
+  const char* resume_after;
+  size_t resume_after_len;
+} walbus_scan_options;
+
+// Called once per row in scan order; the bytes are valid during the call
+// only. Return 0 to go on, non-zero to stop.
+typedef int (*walbus_row_fn)(void* user, const char* key, size_t key_len, const char* value, size_t value_len);
+
+// Sets every field of *options to "all rows, ascending".
+WALBUS_EXPORT void walbus_scan_options_init(walbus_scan_options* options);
+
+// Visits the rows `options` selects in a transaction. When the limit
+// stopped the scan with rows left and `resume_after` is not NULL,
+// *resume_after is the last row's key (free it with walbus_free(); pass it
+// as options->resume_after for the next page) and *resume_after_len its
+// length; otherwise *resume_after is NULL.
+WALBUS_EXPORT int walbus_tx_scan(walbus_tx_t* tx, const char* column_family, const walbus_scan_options* options,
+                                 walbus_row_fn row, void* user, char** resume_after, size_t* resume_after_len,
+                                 char** err);
+// walbus_tx_scan in a handler.
+WALBUS_EXPORT int walbus_ctx_scan(walbus_ctx_t* ctx, const char* column_family, const walbus_scan_options* options,
+                                  walbus_row_fn row, void* user, char** resume_after, size_t* resume_after_len,
+                                  char** err);
+
+// A value and its committed version from the same snapshot: *value as
+// walbus_tx_get() gives it, *version as walbus_tx_get_version(). Read the
+// version to assert with this, not with a separate get_version: two reads
+// at two moments can lose an update.
+WALBUS_EXPORT int walbus_tx_get_with_version(walbus_tx_t* tx, const char* column_family, const char* key,
+                                             size_t key_len, char** value, size_t* value_len, uint64_t* version,
+                                             char** err);
+// walbus_tx_get_with_version in a handler.
+WALBUS_EXPORT int walbus_ctx_get_with_version(walbus_ctx_t* ctx, const char* column_family, const char* key,
+                                              size_t key_len, char** value, size_t* value_len, uint64_t* version,
+                                              char** err);
+
+// Buffers the deletion of every key in [start, end), atomic with the rest
+// of the transaction. WALBUS_INVALID_ARGUMENT unless start < end.
+WALBUS_EXPORT int walbus_tx_delete_range(walbus_tx_t* tx, const char* column_family, const char* start,
+                                         size_t start_len, const char* end, size_t end_len, char** err);
+// Buffers the deletion of every key of the column family.
+WALBUS_EXPORT int walbus_tx_clear(walbus_tx_t* tx, const char* column_family, char** err);
+// walbus_tx_delete_range and walbus_tx_clear in a handler.
+WALBUS_EXPORT int walbus_ctx_delete_range(walbus_ctx_t* ctx, const char* column_family, const char* start,
+                                          size_t start_len, const char* end, size_t end_len, char** err);
+WALBUS_EXPORT int walbus_ctx_clear(walbus_ctx_t* ctx, const char* column_family, char** err);
+
+// Non-zero when the handler runs for a replay (walbus::Bus::Replay); then
+// *replay_id (when not NULL) is its id and *fresh_scope (when not NULL)
+// non-zero for a fresh-scope replay.
+WALBUS_EXPORT int walbus_ctx_replay(const walbus_ctx_t* ctx, uint64_t* replay_id, int* fresh_scope);
+
+// A snapshot of committed state; NULL only when memory ran out. Its reads
+// may run on several threads at once. Free it with walbus_view_free()
+// before walbus_close(), and soon: while it lives, storage keeps every
+// value it can see (walbus::ReadView).
+WALBUS_EXPORT walbus_view_t* walbus_read(walbus_t* bus);
+// Frees a view. NULL is allowed.
+WALBUS_EXPORT void walbus_view_free(walbus_view_t* view);
+// Reads of a view, as walbus_tx_get, walbus_tx_get_with_version and
+// walbus_tx_scan read in a transaction.
+WALBUS_EXPORT int walbus_view_get(const walbus_view_t* view, const char* column_family, const char* key,
+                                  size_t key_len, char** value, size_t* value_len, char** err);
+WALBUS_EXPORT int walbus_view_get_with_version(const walbus_view_t* view, const char* column_family, const char* key,
+                                               size_t key_len, char** value, size_t* value_len, uint64_t* version,
+                                               char** err);
+WALBUS_EXPORT int walbus_view_scan(const walbus_view_t* view, const char* column_family,
+                                   const walbus_scan_options* options, walbus_row_fn row, void* user,
+                                   char** resume_after, size_t* resume_after_len, char** err);
+
 // Frees an error message set by a walbus_ call. NULL is allowed.
 WALBUS_EXPORT void walbus_free_error(char* err);
 
-// Frees a value returned by walbus_tx_get() or walbus_ctx_get(). NULL is
-// allowed.
+// Frees a value or a resume key returned by a walbus_ call (walbus_tx_get,
+// walbus_view_scan, ...). NULL is allowed.
 WALBUS_EXPORT void walbus_free(void* p);
 
 #ifdef __cplusplus

@@ -1,5 +1,6 @@
 #include "bridge/cloudevents.h"
 
+#include "bus/util/hex.h"
 #include "bus/util/rfc3339.h"
 
 #include <openssl/crypto.h>
@@ -43,13 +44,6 @@ bool SameName(std::string_view a, std::string_view b) {
   return true;
 }
 
-int HexDigit(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-
 }  // namespace
 
 const std::string* FindHeader(const Headers& headers, std::string_view name) {
@@ -86,8 +80,8 @@ Result<std::string> PercentDecode(std::string_view value) {
       out.push_back(value[i]);
       continue;
     }
-    const int hi = i + 1 < value.size() ? HexDigit(value[i + 1]) : -1;
-    const int lo = i + 2 < value.size() ? HexDigit(value[i + 2]) : -1;
+    const int hi = i + 1 < value.size() ? internal::HexDigitValue(value[i + 1]) : -1;
+    const int lo = i + 2 < value.size() ? internal::HexDigitValue(value[i + 2]) : -1;
     if (hi < 0 || lo < 0) return Status::InvalidArgument("malformed percent escape at byte " + std::to_string(i));
     out.push_back(static_cast<char>(hi * 16 + lo));
     i += 2;

@@ -446,8 +446,8 @@ int walbus_tx_scan(walbus_tx_t* tx, const char* column_family, const walbus_scan
   return ReaderScan(&tx->tx, column_family, options, row, user, resume_after, resume_after_len, err);
 }
 
-int walbus_ctx_scan(walbus_ctx_t* ctx, const char* column_family, const walbus_scan_options* options,
-                    walbus_row_fn row, void* user, char** resume_after, size_t* resume_after_len, char** err) {
+int walbus_ctx_scan(walbus_ctx_t* ctx, const char* column_family, const walbus_scan_options* options, walbus_row_fn row,
+                    void* user, char** resume_after, size_t* resume_after_len, char** err) {
   if (ctx == nullptr) return MissingArgument(err, "ctx");
   return ReaderScan(ctx->ctx, column_family, options, row, user, resume_after, resume_after_len, err);
 }
@@ -506,14 +506,14 @@ walbus_view_t* walbus_read(walbus_t* bus) {
 
 void walbus_view_free(walbus_view_t* view) { delete view; }
 
-int walbus_view_get(const walbus_view_t* view, const char* column_family, const char* key, size_t key_len,
-                    char** value, size_t* value_len, char** err) {
+int walbus_view_get(const walbus_view_t* view, const char* column_family, const char* key, size_t key_len, char** value,
+                    size_t* value_len, char** err) {
   if (view == nullptr) return MissingArgument(err, "view");
   return ReaderGet(&view->view, column_family, key, key_len, value, value_len, err);
 }
 
-int walbus_view_get_with_version(const walbus_view_t* view, const char* column_family, const char* key,
-                                 size_t key_len, char** value, size_t* value_len, uint64_t* version, char** err) {
+int walbus_view_get_with_version(const walbus_view_t* view, const char* column_family, const char* key, size_t key_len,
+                                 char** value, size_t* value_len, uint64_t* version, char** err) {
   if (view == nullptr) return MissingArgument(err, "view");
   return ReaderGetWithVersion(&view->view, column_family, key, key_len, value, value_len, version, err);
 }

@@ -8,6 +8,7 @@
 #include <memory>
 #include <string>
 
+#include "bus/util/hex.h"
 #include "bus/util/utf8.h"
 #include "envelope_generated.h"
 
@@ -98,7 +99,7 @@ bool DisallowedInCloudEvents(uint32_t cp) {
   return IsControlCodePoint(cp) || (cp >= 0xFDD0 && cp <= 0xFDEF) || (cp & 0xFFFE) == 0xFFFE;
 }
 
-bool IsHexDigit(char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'); }
+bool IsHexDigit(char c) { return HexDigitValue(c) >= 0; }
 
 bool IsAlpha(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
 

@@ -1,6 +1,7 @@
 #include <chrono>
 #include <random>
 
+#include "bus/util/hex.h"
 #include "bus/util/unix_time.h"
 
 #include "walbus/event.h"
@@ -16,13 +17,6 @@ struct IdGenerator {
   uint64_t last_ms = 0;
   uint16_t counter = 0;
 };
-
-int HexValue(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
 
 }  // namespace
 
@@ -60,8 +54,8 @@ std::optional<EventId> EventId::Parse(std::string_view text) {
       ++i;
       continue;
     }
-    int hi = HexValue(text[i]);
-    int lo = HexValue(text[i + 1]);
+    int hi = internal::HexDigitValue(text[i]);
+    int lo = internal::HexDigitValue(text[i + 1]);
     if (hi < 0 || lo < 0) return std::nullopt;
     id.bytes[out++] = static_cast<uint8_t>(hi << 4 | lo);
     i += 2;

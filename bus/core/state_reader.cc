@@ -178,25 +178,40 @@ Result<std::optional<std::string>> StateReader::Get(storage::Db* db, storage::Cf
   return std::optional<std::string>(std::move(value));
 }
 
-Result<uint64_t> StateReader::Version(storage::Db* db, storage::CfHandle* cf, std::string_view column_family,
-                                      std::string_view key) {
-  TakeSnapshot(db);
+namespace {
+Result<uint64_t> VersionAt(const storage::Db& db, const storage::Snapshot* snapshot, storage::CfHandle* cf,
+                           std::string_view column_family, std::string_view key) {
   std::string value;
   bool found = false;
-  Status s = db->Get(db->cf(storage::Cf::kVersions), storage::VersionKey(storage::Db::CfId(cf), key), &value, &found,
-                     snapshot_.get());
+  Status s =
+      db.Get(db.cf(storage::Cf::kVersions), storage::VersionKey(storage::Db::CfId(cf), key), &value, &found, snapshot);
   if (!s.ok()) return s;
   if (!found) return uint64_t{0};
   if (value.size() != 8) return Status::Corruption("version record of " + DescribeKey(column_family, key));
   return storage::GetBe64(value);
 }
+}  // namespace
 
-Status StateReader::Scan(storage::Db* db, storage::CfHandle* cf, const ScanOptions& options, const WriteSet* own,
-                         const RowVisitor& visit, bool* more) {
+Result<uint64_t> StateReader::Version(storage::Db* db, storage::CfHandle* cf, std::string_view column_family,
+                                      std::string_view key) {
+  TakeSnapshot(db);
+  return VersionAt(*db, snapshot_.get(), cf, column_family, key);
+}
+
+Result<uint64_t> CommittedVersion(const storage::Db& db, storage::CfHandle* cf, std::string_view column_family,
+                                  std::string_view key) {
+  return VersionAt(db, nullptr, cf, column_family, key);
+}
+
+namespace {
+
+// The rows `options` selects as `snapshot` saw them (the latest state when
+// null), `own` laid over them.
+Status ScanMerged(const storage::Db& db, const storage::Snapshot* snapshot, storage::CfHandle* cf,
+                  const ScanOptions& options, const WriteSet* own, const RowVisitor& visit, bool* more) {
   if (more != nullptr) *more = false;
   const Range range = RangeOf(options);
   if (range.empty()) return Status::OK();
-  TakeSnapshot(db);
   const OwnRows own_rows(own, cf, range);
   const auto own_in_order = own_rows.InOrder(options.reverse);
   size_t next_own = 0, emitted = 0;
@@ -222,18 +237,31 @@ Status StateReader::Scan(storage::Db* db, storage::CfHandle* cf, const ScanOptio
     }
     return true;
   };
-  Status s = db->ScanRange(cf, snapshot_.get(), storage::KeyBounds{range.lower, range.upper}, options.reverse,
-                           [&](std::string_view key, std::string_view value) {
-                             if (!emit_own_before(&key)) return false;
-                             if (next_own < own_in_order.size() && *own_in_order[next_own].first == key) {
-                               const std::optional<std::string>& mine = *own_in_order[next_own++].second;
-                               return !mine.has_value() || emit(key, *mine);
-                             }
-                             return own_rows.InDeletedRange(key) || emit(key, value);
-                           });
+  Status s = db.ScanRange(cf, snapshot, storage::KeyBounds{range.lower, range.upper}, options.reverse,
+                          [&](std::string_view key, std::string_view value) {
+                            if (!emit_own_before(&key)) return false;
+                            if (next_own < own_in_order.size() && *own_in_order[next_own].first == key) {
+                              const std::optional<std::string>& mine = *own_in_order[next_own++].second;
+                              return !mine.has_value() || emit(key, *mine);
+                            }
+                            return own_rows.InDeletedRange(key) || emit(key, value);
+                          });
   if (!s.ok()) return s;
   if (!stopped) emit_own_before(nullptr);
   return Status::OK();
+}
+
+}  // namespace
+
+Status StateReader::Scan(storage::Db* db, storage::CfHandle* cf, const ScanOptions& options, const WriteSet* own,
+                         const RowVisitor& visit, bool* more) {
+  TakeSnapshot(db);
+  return ScanMerged(*db, snapshot_.get(), cf, options, own, visit, more);
+}
+
+Status ScanCommitted(const storage::Db& db, storage::CfHandle* cf, const ScanOptions& options, const RowVisitor& visit,
+                     bool* more) {
+  return ScanMerged(db, nullptr, cf, options, nullptr, visit, more);
 }
 
 Result<ScanPage> StateReader::ScanPageOf(storage::Db* db, storage::CfHandle* cf, const ScanOptions& options,

@@ -38,6 +38,15 @@ struct OwnWrite {
 };
 OwnWrite LatestOwnWrite(const WriteSet& writes, storage::CfHandle* cf, std::string_view key);
 
+// Reads of the latest committed state, for a reader that takes no
+// snapshot: a secondary instance (the walbus tool), whose state moves only
+// when it catches up. A scan is one RocksDB iterator, itself a consistent
+// view.
+Result<uint64_t> CommittedVersion(const storage::Db& db, storage::CfHandle* cf, std::string_view column_family,
+                                  std::string_view key);
+Status ScanCommitted(const storage::Db& db, storage::CfHandle* cf, const ScanOptions& options, const RowVisitor& visit,
+                     bool* more);
+
 class StateReader {
  public:
   // Takes the snapshot now, when there is none yet. REQUIRES (this and
@@ -58,8 +67,7 @@ class StateReader {
   Status Scan(storage::Db* db, storage::CfHandle* cf, const ScanOptions& options, const WriteSet* own,
               const RowVisitor& visit, bool* more);
   // The same, collected into a page.
-  Result<ScanPage> ScanPageOf(storage::Db* db, storage::CfHandle* cf, const ScanOptions& options,
-                              const WriteSet* own);
+  Result<ScanPage> ScanPageOf(storage::Db* db, storage::CfHandle* cf, const ScanOptions& options, const WriteSet* own);
 
  private:
   std::unique_ptr<storage::Snapshot> snapshot_;

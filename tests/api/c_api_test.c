@@ -142,8 +142,8 @@ static int CollectRow(void* user, const char* key, size_t key_len, const char* v
   return rows->stop_after != 0 && rows->seen >= rows->stop_after;
 }
 
-static void ScanInto(walbus_tx_t* tx, const walbus_view_t* view, const walbus_scan_options* options,
-                     struct Rows* rows, char** resume, size_t* resume_len) {
+static void ScanInto(walbus_tx_t* tx, const walbus_view_t* view, const walbus_scan_options* options, struct Rows* rows,
+                     char** resume, size_t* resume_len) {
   char* err = NULL;
   rows->len = 0;
   rows->seen = 0;

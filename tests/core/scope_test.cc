@@ -59,7 +59,8 @@ std::vector<KeyValue> Expected(const Model& model, const ScanOptions& o) {
 std::string Show(const std::vector<KeyValue>& rows) {
   std::string out;
   for (const auto& r : rows) {
-    for (unsigned char c : r.key) out += (c >= 'a' && c <= 'z') ? std::string(1, static_cast<char>(c)) : "\\x" + std::to_string(c);
+    for (unsigned char c : r.key)
+      out += (c >= 'a' && c <= 'z') ? std::string(1, static_cast<char>(c)) : "\\x" + std::to_string(c);
     out += "=" + r.value + " ";
   }
   return out;
@@ -161,10 +162,12 @@ TEST(ScopeTest, ScansAndGetsMatchAModelOfCommittedAndOwnWrites) {
     committed = model;
     ReadView view = bus->Read();
     std::vector<KeyValue> all;
-    ASSERT_TRUE(view.Scan("orders", ScanOptions{}, [&](std::string_view k, std::string_view v) {
-                      all.push_back(KeyValue{std::string(k), std::string(v)});
-                      return true;
-                    }).ok());
+    ASSERT_TRUE(view.Scan("orders", ScanOptions{},
+                          [&](std::string_view k, std::string_view v) {
+                            all.push_back(KeyValue{std::string(k), std::string(v)});
+                            return true;
+                          })
+                    .ok());
     ASSERT_EQ(all, Expected(committed, ScanOptions{})) << "after the commit";
   }
 }
@@ -233,8 +236,9 @@ TEST(ScopeTest, KeysWithZeroAndFfBytesSortByBytes) {
   TempDir dir;
   auto bus = testing::OpenBus(testing::TestOptions(dir));
   ASSERT_NE(bus, nullptr);
-  const std::vector<std::string> keys = {std::string("\0", 1), std::string("\0\0", 2), std::string("a\0", 2),
-                                         "a",  "a\xff", "\xff", "\xff\xff", "\xff\xff\xff"};
+  const std::vector<std::string> keys = {
+      std::string("\0", 1), std::string("\0\0", 2), std::string("a\0", 2), "a", "a\xff", "\xff",
+      "\xff\xff",           "\xff\xff\xff"};
   Transaction tx = bus->Begin();
   for (const auto& k : keys) ASSERT_TRUE(tx.Put("orders", k, "v").ok());
   ASSERT_TRUE(tx.Commit().ok());
@@ -280,8 +284,8 @@ TEST(ScopeTest, BadRangesAreRefusedAndFailTheUnit) {
   TempDir dir;
   auto bus = testing::OpenBus(testing::TestOptions(dir));
   ASSERT_NE(bus, nullptr);
-  for (auto [start, end] : std::vector<std::pair<std::string, std::string>>{{"b", "a"}, {"a", "a"}, {"", "a"},
-                                                                            {"a", ""}}) {
+  for (auto [start, end] :
+       std::vector<std::pair<std::string, std::string>>{{"b", "a"}, {"a", "a"}, {"", "a"}, {"a", ""}}) {
     Transaction tx = bus->Begin();
     ASSERT_TRUE(tx.Put("orders", "kept", "v").ok());
     EXPECT_TRUE(tx.DeleteRange("orders", start, end).IsInvalidArgument()) << start << ".." << end;
@@ -341,8 +345,7 @@ TEST(ScopeTest, ReadsOfOneScopeOrViewSeeOneSnapshot) {
     return sum;
   };
   const auto deadline = std::chrono::steady_clock::now() + 60s;
-  for (int round = 0; (round < 400 || transfers.load() < 200) && std::chrono::steady_clock::now() < deadline;
-       ++round) {
+  for (int round = 0; (round < 400 || transfers.load() < 200) && std::chrono::steady_clock::now() < deadline; ++round) {
     ReadView view = bus->Read();
     ASSERT_EQ(sum_by_gets(view), 1000) << "round " << round;
     ASSERT_EQ(sum_by_scan(view), 1000);

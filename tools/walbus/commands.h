@@ -20,6 +20,8 @@ void AddDeadLetterCommands(CLI::App* app, Runners* runners);
 void AddQuarantineCommands(CLI::App* app, Runners* runners);
 // replay: start, --status, --cancel (replay_command.cc).
 void AddReplayCommand(CLI::App* app, Runners* runners);
+// get, scan: the application's column families (state_commands.cc).
+void AddStateCommands(CLI::App* app, Runners* runners);
 // bridge: what the JetStream bridge keeps (bridge_command.cc).
 void AddBridgeCommand(CLI::App* app, Runners* runners);
 

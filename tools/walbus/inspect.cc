@@ -17,6 +17,7 @@
 #include "bus/dispatch/recovery.h"
 #include "bus/telemetry/metrics.h"
 #include "bus/util/escape.h"
+#include "bus/util/hex.h"
 #include "bus/util/unix_time.h"
 #include "bus/util/utf8.h"
 #include "storage/db.h"
@@ -65,18 +66,7 @@ bool IsJsonContentType(std::string_view ct) {
   return true;
 }
 
-std::string Hex(std::string_view s, size_t max_bytes) {
-  static constexpr char kDigits[] = "0123456789abcdef";
-  const size_t n = std::min(s.size(), max_bytes);
-  std::string out;
-  out.reserve(2 * n);
-  for (size_t i = 0; i < n; ++i) {
-    const unsigned char c = static_cast<unsigned char>(s[i]);
-    out += kDigits[c >> 4];
-    out += kDigits[c & 0xf];
-  }
-  return out;
-}
+std::string Hex(std::string_view s, size_t max_bytes) { return HexEncode(s.substr(0, max_bytes)); }
 
 // "2024-05-01T12:34:56.789Z"; the bare number when out of gmtime's range.
 std::string IsoTimeMs(int64_t unix_ms) {

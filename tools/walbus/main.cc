@@ -13,6 +13,9 @@
 //   walbus event <dir> <event id> [--json]
 //   walbus inbox check <dir> --subscriber S --event ID [--json]
 //   walbus export <dir> --format cloudevents-json [outbox ls filters]
+//   walbus get <dir> <column family> <key> [--json] [--hex] [--keys-hex]
+//   walbus scan <dir> <column family> [--prefix P] [--start K] [--end K]
+//          [--after K] [--limit N] [--reverse] [--json] [--hex] [--keys-hex]
 //
 //   walbus dlq redrive|skip|purge <dir> --subscriber S
 //          (--seq N [--seq N]... | --all | [--type T] [--subject X])
@@ -26,7 +29,7 @@
 //
 // The reading commands change nothing and work on a stopped database and
 // on one a running process holds. --json prints JSON Lines: one object per
-// entry.
+// entry (scan: one object holding the rows and where the next page starts).
 //
 // The actions (dlq redrive|skip|purge, replay) go to the process that holds
 // the database through its admin socket (<dir>/admin.sock, opened when it
@@ -65,6 +68,7 @@ int main(int argc, char** argv) {
   tools::AddDeadLetterCommands(&app, &runners);
   tools::AddQuarantineCommands(&app, &runners);
   tools::AddEventCommands(&app, &runners);
+  tools::AddStateCommands(&app, &runners);
   tools::AddReplayCommand(&app, &runners);
   tools::CheckWholeNumbers(&app);
   try {

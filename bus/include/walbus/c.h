@@ -450,8 +450,8 @@ WALBUS_EXPORT walbus_view_t* walbus_read(walbus_t* bus);
 WALBUS_EXPORT void walbus_view_free(walbus_view_t* view);
 // Reads of a view, as walbus_tx_get, walbus_tx_get_with_version and
 // walbus_tx_scan read in a transaction.
-WALBUS_EXPORT int walbus_view_get(const walbus_view_t* view, const char* column_family, const char* key,
-                                  size_t key_len, char** value, size_t* value_len, char** err);
+WALBUS_EXPORT int walbus_view_get(const walbus_view_t* view, const char* column_family, const char* key, size_t key_len,
+                                  char** value, size_t* value_len, char** err);
 WALBUS_EXPORT int walbus_view_get_with_version(const walbus_view_t* view, const char* column_family, const char* key,
                                                size_t key_len, char** value, size_t* value_len, uint64_t* version,
                                                char** err);

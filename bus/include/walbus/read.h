@@ -32,10 +32,10 @@ inline constexpr size_t kMaxKeyBytes = 4096;
 // on a tie: "a" < "a\0" < "b"). Every bound set must hold; keys are never
 // empty, so an empty string is no bound.
 struct ScanOptions {
-  std::string start;   // the first key taken (inclusive); empty: from the first
-  std::string end;     // the first key not taken (exclusive); empty: to the last
-  std::string prefix;  // only keys that start with these bytes
-  size_t limit = 0;    // at most this many rows; 0: no limit
+  std::string start;     // the first key taken (inclusive); empty: from the first
+  std::string end;       // the first key not taken (exclusive); empty: to the last
+  std::string prefix;    // only keys that start with these bytes
+  size_t limit = 0;      // at most this many rows; 0: no limit
   bool reverse = false;  // descending key order
   // Paging: a page's resume_after. The scan continues strictly after that
   // key in its direction. Empty: from the start of the range.

@@ -13,12 +13,18 @@
 #include "storage/keys.h"
 #include "storage/records.h"
 #include "tests/test_util.h"
+#include "tests/tools/walbus/cli_runner.h"
 #include "walbus/bus.h"
 
 namespace walbus::internal {
 namespace {
 
 using namespace std::chrono_literals;
+using walbus::testing::Lines;
+using walbus::testing::RunCli;
+using walbus::testing::RunCliCapture;
+using walbus::testing::RunCliErrors;
+using walbus::testing::RunCliOutput;
 using walbus::testing::TempDir;
 
 // Registers `subscriber` without starting the bus and commits `events`
@@ -62,11 +68,6 @@ TEST(InspectTest, ReportsALiveDatabaseHeldByAnotherBus) {
   EXPECT_NE(json.find("\"lag_events\":25"), std::string::npos) << json;
 }
 
-int RunCli(const std::string& args) {
-  int rc = std::system((std::string(WALBUS_CLI) + " " + args + " >/dev/null 2>&1").c_str());
-  return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
-}
-
 TEST(InspectTest, CliExitCodes) {
   TempDir dir;
   EXPECT_EQ(RunCli("stats " + dir.root() + "/missing"), 2);
@@ -85,27 +86,6 @@ TEST(InspectTest, CliExitCodes) {
   EXPECT_EQ(RunCli("stats " + dir.path()), 0);
   EXPECT_EQ(RunCli("stats --json " + dir.path()), 0);
 }
-
-// Runs the CLI with `redirect` (shell redirections) and captures what it
-// then writes to the pipe; returns the exit code.
-int RunCliCapture(const std::string& args, const char* redirect, std::string* out) {
-  out->clear();
-  FILE* p = popen((std::string(WALBUS_CLI) + " " + args + " " + redirect).c_str(), "r");
-  if (p == nullptr) return -1;
-  char buf[4096];
-  size_t n = 0;
-  while ((n = fread(buf, 1, sizeof(buf), p)) > 0) out->append(buf, n);
-  int rc = pclose(p);
-  return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
-}
-
-// Runs the CLI and captures its standard output; returns the exit code.
-int RunCliOutput(const std::string& args, std::string* out) { return RunCliCapture(args, "2>/dev/null", out); }
-
-std::vector<std::string> Lines(const std::string& text);
-
-// Runs the CLI and captures what it says on standard error.
-int RunCliErrors(const std::string& args, std::string* err) { return RunCliCapture(args, "2>&1 >/dev/null", err); }
 
 // A bad value is a usage error that names the option and the value; an
 // unknown word is named, with the commands there are; every message has
@@ -165,18 +145,6 @@ TEST(InspectTest, MetricsAsJsonLines) {
   size_t samples = 0;
   for (const std::string& line : Lines(text)) samples += !line.starts_with("#");
   EXPECT_EQ(Lines(out).size(), samples) << "one object per sample";
-}
-
-std::vector<std::string> Lines(const std::string& text) {
-  std::vector<std::string> lines;
-  size_t start = 0;
-  while (start < text.size()) {
-    size_t end = text.find('\n', start);
-    if (end == std::string::npos) end = text.size();
-    lines.push_back(text.substr(start, end - start));
-    start = end + 1;
-  }
-  return lines;
 }
 
 // 2024-05-01T12:34:56.789Z

@@ -195,6 +195,11 @@ std::string EncodeReplay(const ReplayRecord& r) {
   PutBytes(&out, Capped(r.error, kMaxErrorBytes));
   PutBytes(&out, Capped(r.cancelled_by, kMaxShortBytes));
   PutBytes(&out, Capped(r.cancel_reason, kMaxShortBytes));
+  if (!r.cleared.empty()) {
+    const size_t cleared = std::min(r.cleared.size(), kMaxReplayListEntries);
+    PutBe32(&out, static_cast<uint32_t>(cleared));
+    for (size_t i = 0; i < cleared; ++i) PutBytes(&out, Capped(r.cleared[i], kMaxShortBytes));
+  }
   return out;
 }
 
@@ -222,10 +227,21 @@ bool DecodeReplay(std::string_view in, ReplayRecord* r) {
   for (std::string& id : r->ids) {
     if (!rd.Bytes(&id, 16) || id.size() != 16) return false;
   }
-  return rd.U64(&r->max_events) && rd.U64(&r->started_ms) && rd.U64(&r->ended_ms) && rd.U64(&r->selected) &&
-         rd.U64(&r->delivered) && rd.U64(&r->skipped) && rd.U64(&r->failed) && rd.U64(&r->next_seq) &&
-         rd.Bytes(&r->error, kMaxErrorBytes) && rd.Bytes(&r->cancelled_by, kMaxShortBytes) &&
-         rd.Bytes(&r->cancel_reason, kMaxShortBytes) && rd.AtEnd();
+  if (!(rd.U64(&r->max_events) && rd.U64(&r->started_ms) && rd.U64(&r->ended_ms) && rd.U64(&r->selected) &&
+        rd.U64(&r->delivered) && rd.U64(&r->skipped) && rd.U64(&r->failed) && rd.U64(&r->next_seq) &&
+        rd.Bytes(&r->error, kMaxErrorBytes) && rd.Bytes(&r->cancelled_by, kMaxShortBytes) &&
+        rd.Bytes(&r->cancel_reason, kMaxShortBytes))) {
+    return false;
+  }
+  r->cleared.clear();
+  if (rd.AtEnd()) return true;
+  uint32_t cleared = 0;
+  if (!rd.U32(&cleared) || cleared == 0 || cleared > kMaxReplayListEntries) return false;
+  r->cleared.assign(cleared, {});
+  for (std::string& name : r->cleared) {
+    if (!rd.Bytes(&name, kMaxShortBytes)) return false;
+  }
+  return rd.AtEnd();
 }
 
 std::string ReplayScopeKey(uint64_t replay_id, std::string_view event_id16) {

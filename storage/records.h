@@ -81,6 +81,9 @@ struct ReplayRecord {
   std::string error;
   std::string cancelled_by;   // who cancelled it
   std::string cancel_reason;  // and why
+  // A rebuild's cleared column families; written only when there are some,
+  // so records without keep their old bytes.
+  std::vector<std::string> cleared;
 };
 // Caps on what a replay record holds.
 inline constexpr size_t kMaxReplayListEntries = 4096;

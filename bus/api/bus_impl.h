@@ -114,6 +114,15 @@ class BusImpl final : public Bus, public CommitListener, public ScopeHost {
   // The shared part of the dead-letter actions: checks, selects, records
   // the action (with `extra` ops in the same batch: unparking, deleting)
   // and fills the report. *id gets the subscriber's id.
+  // A rebuild's writes beside its record (ReplayRequest::
+  // clear_column_families): the clears, and the deletion of the inbox
+  // records of what the subscriber handled above its checkpoint, so those
+  // events run again, live, on the cleared state. InvalidArgument for an
+  // unknown column family; NotSupported when part of the history is gone or
+  // dead letters wait. REQUIRES: the subscriber is not active, and cannot
+  // become so before the commit.
+  Status AddRebuildWrites(const ReplayRequest& request, uint32_t sub_id, uint64_t checkpoint, WriteSet* writes)
+      REQUIRES(registry_.mu);
   Result<ReplayReport> DryRunReplay(const ReplayRequest& request, storage::ReplayRecord record,
                                     const Subscriber* active, uint32_t sub_id, uint64_t now_ms);
   Status ActOnDeadLetters(ActionKind kind, const DeadLetterSelection& selection, const OperatorAction& action,

@@ -6,6 +6,7 @@
 
 #include "bus/api/bus_impl.h"
 #include "bus/core/envelope.h"
+#include "bus/core/state_reader.h"
 #include "bus/dispatch/replay.h"
 #include "bus/util/rfc3339.h"
 #include "bus/util/unix_time.h"
@@ -80,6 +81,56 @@ Result<ReplayReport> BusImpl::DryRunReplay(const ReplayRequest& request, storage
   return report;
 }
 
+Status BusImpl::AddRebuildWrites(const ReplayRequest& request, uint32_t sub_id, uint64_t checkpoint, WriteSet* writes) {
+  std::vector<storage::CfHandle*> clear;
+  for (const std::string& name : request.clear_column_families) {
+    storage::CfHandle* cf = db_->AppCf(name);
+    if (cf == nullptr) return Status::InvalidArgument("replay: no column family '" + name + "' to clear");
+    clear.push_back(cf);
+  }
+  uint64_t first_kept = committer_->last_seq() + 1;
+  Status scan = db_->ScanOutbox(1, 1, [&](uint64_t seq, std::string_view) {
+    first_kept = seq;
+    return false;
+  });
+  if (!scan.ok()) return scan;
+  if (first_kept > 1) {
+    return Status::NotSupported("replay: events below seq " + std::to_string(first_kept) +
+                                " are no longer kept, and a rebuild from cleared state needs every event the "
+                                "subscriber took; keep them (Options::retain_events and friends)");
+  }
+  std::string prefix;
+  storage::PutBe32(&prefix, sub_id);
+  bool dead_letters = false;
+  scan = db_->Scan(storage::Cf::kDeadLetters, prefix, 1, [&](std::string_view, std::string_view) {
+    dead_letters = true;
+    return false;
+  });
+  if (!scan.ok()) return scan;
+  if (dead_letters) {
+    return Status::NotSupported("replay: subscriber " + request.subscriber +
+                                " has dead letters; they would run in the rebuild and again when redriven: redrive "
+                                "or purge them first");
+  }
+  for (storage::CfHandle* cf : clear) {
+    writes->AddOp(ClearAll(cf));
+  }
+  // What it handled above its checkpoint runs again, live, on the cleared
+  // state: its inbox records go (events it never finished have none).
+  Status inner;
+  scan = db_->ScanOutbox(checkpoint + 1, SIZE_MAX, [&](uint64_t, std::string_view bytes) {
+    Event event;
+    if (!DecodeEnvelope(bytes, options_.max_payload_bytes, &event).ok()) return true;  // never delivered
+    const std::string key = storage::InboxKey(sub_id, storage::IdBytes(event.id));
+    std::string value;
+    bool handled = false;
+    inner = db_->Get(db_->cf(storage::Cf::kInbox), key, &value, &handled);
+    if (inner.ok() && handled) writes->AddOp(Op{Op::Kind::kDelete, db_->cf(storage::Cf::kInbox), key, {}});
+    return inner.ok();
+  });
+  return scan.ok() ? inner : scan;
+}
+
 Result<ReplayReport> BusImpl::Replay(const ReplayRequest& request) {
   InCall call(this);
   if (!call.admitted()) return ClosedStatus();
@@ -124,7 +175,21 @@ Result<ReplayReport> BusImpl::Replay(const ReplayRequest& request) {
       !s.ok()) {
     return s;
   }
-  if (request.action.dry_run) return DryRunReplay(request, std::move(record), active.get(), sub_id, now_ms);
+  const bool rebuild = !request.clear_column_families.empty();
+  if (rebuild && active != nullptr) {
+    return Status::Busy("replay: subscriber " + request.subscriber +
+                        " is active in this process; a rebuild that clears state is recorded while it is not "
+                        "(before Subscribe, or with the walbus tool on the stopped database)");
+  }
+  if (request.action.dry_run) {
+    if (rebuild) {
+      WriteSet unused;  // what would refuse it, refuses the dry run
+      MutexLock registry_lock(&registry_.mu);
+      const uint64_t checkpoint_now = registry_.by_name.find(request.subscriber)->second.durable.checkpoint;
+      if (Status s = AddRebuildWrites(request, sub_id, checkpoint_now, &unused); !s.ok()) return s;
+    }
+    return DryRunReplay(request, std::move(record), active.get(), sub_id, now_ms);
+  }
   MutexLock lock(&actions_mu_);
   bool running = false;
   if (Status s = LoadReplays([&](uint64_t, storage::ReplayRecord& r) {
@@ -139,10 +204,21 @@ Result<ReplayReport> BusImpl::Replay(const ReplayRequest& request) {
   WriteSet scope;
   scope.AddOp(
       Op{Op::Kind::kPut, db_->cf(storage::Cf::kReplays), storage::ActionKey(id), storage::EncodeReplay(record)});
-  if (Status s = committer_->CommitOne(&scope, /*sync=*/true); !s.ok()) return s;
+  if (rebuild) {
+    // Held to the commit: the subscriber cannot become active (Subscribe
+    // takes it) between the check and the clear.
+    MutexLock registry_lock(&registry_.mu);
+    auto it = registry_.by_name.find(request.subscriber);
+    if (it->second.active != nullptr)
+      return Status::Busy("replay: subscriber " + request.subscriber + " became active");
+    if (Status s = AddRebuildWrites(request, sub_id, it->second.durable.checkpoint, &scope); !s.ok()) return s;
+    if (Status s = committer_->CommitOne(&scope, /*sync=*/true); !s.ok()) return s;
+  } else if (Status s = committer_->CommitOne(&scope, /*sync=*/true); !s.ok()) {
+    return s;
+  }
   ReplayReport report = ReportFromRecord(id, record);
-  log_->logger().info("walbus: replay {} of {} recorded by {} ({}): {}, {}", id, request.subscriber,
-                      request.action.operator_name, request.action.reason,
+  log_->logger().info("walbus: {} {} of {} recorded by {} ({}): {}, {}", rebuild ? "rebuild" : "replay", id,
+                      request.subscriber, request.action.operator_name, request.action.reason,
                       request.mode == ReplayMode::kSameInbox ? "same-inbox" : "fresh-scope", report.selection);
   if (active != nullptr) dispatcher_->StartReplay(id, std::move(record));
   return report;

@@ -103,8 +103,7 @@ Status WriteScope::DeleteRange(std::string_view column_family, std::string_view 
 Status WriteScope::Clear(std::string_view column_family) {
   auto cf = CfForWrite(rep_.get(), column_family, {});
   if (!cf.ok()) return cf.status();
-  // "\0" is the smallest key there is (keys are never empty).
-  rep_->writes.AddOp(Op{Op::Kind::kDeleteRange, *cf, std::string(1, '\0'), internal::EndOfKeys()});
+  rep_->writes.AddOp(internal::ClearAll(*cf));
   return Status::OK();
 }
 

@@ -140,6 +140,11 @@ const std::string& EndOfKeys() {
   return *end;
 }
 
+Op ClearAll(storage::CfHandle* cf) {
+  // "\0" is the smallest key there is (keys are never empty).
+  return Op{Op::Kind::kDeleteRange, cf, std::string(1, '\0'), EndOfKeys()};
+}
+
 OwnWrite LatestOwnWrite(const WriteSet& writes, storage::CfHandle* cf, std::string_view key) {
   for (auto it = writes.ops.rbegin(); it != writes.ops.rend(); ++it) {
     if (it->cf != cf) continue;

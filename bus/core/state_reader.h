@@ -29,6 +29,8 @@ Status CheckKey(std::string_view column_family, std::string_view key, bool for_w
 std::string DescribeKey(std::string_view column_family, std::string_view key);
 // A key above every key a write takes: the end of "to the last key".
 const std::string& EndOfKeys();
+// The deletion of every key of `cf`, as one range deletion.
+Op ClearAll(storage::CfHandle* cf);
 
 // What a unit of work's own buffered writes leave at one key.
 struct OwnWrite {

@@ -31,7 +31,31 @@ std::string SelectionText(const storage::ReplayRecord& r) {
   if (!r.subject.empty()) text += "; subject " + r.subject;
   if (!r.ids.empty()) text += "; " + std::to_string(r.ids.size()) + " event ids";
   if (r.max_events != 0) text += "; at most " + std::to_string(r.max_events);
+  if (!r.cleared.empty()) {
+    text += "; cleared ";
+    for (size_t i = 0; i < r.cleared.size(); ++i) text += (i ? "," : "") + r.cleared[i];
+  }
   return text;
+}
+
+// What a rebuild (clear_column_families) needs of the request itself.
+Status CheckRebuild(const ReplayRequest& request) {
+  if (request.clear_column_families.empty()) return Status::OK();
+  if (request.mode != ReplayMode::kFreshScope) {
+    return Status::InvalidArgument("replay: clearing column families needs mode kFreshScope (fresh-scope)");
+  }
+  const bool filtered = request.from_seq != 0 || request.to_seq != 0 || request.since.time_since_epoch().count() != 0 ||
+                        request.until.time_since_epoch().count() != 0 || !request.types.empty() ||
+                        !request.subject.empty() || !request.ids.empty() || request.max_events != 0;
+  if (filtered) {
+    return Status::InvalidArgument(
+        "replay: a rebuild that clears column families replays every event the subscriber took; a filter would "
+        "leave the cleared state partial");
+  }
+  if (request.clear_column_families.size() > storage::kMaxReplayListEntries) {
+    return Status::InvalidArgument("replay: too many column families to clear");
+  }
+  return Status::OK();
 }
 
 }  // namespace
@@ -62,6 +86,7 @@ Status RecordFromRequest(const ReplayRequest& request, uint32_t subscriber_id, u
   if (request.action.operator_name.size() > 1024 || request.action.reason.size() > 1024) {
     return Status::InvalidArgument("replay: operator and reason are at most 1024 bytes each");
   }
+  if (Status s = CheckRebuild(request); !s.ok()) return s;
   *record = storage::ReplayRecord{};
   record->subscriber_id = subscriber_id;
   record->subscriber = request.subscriber;
@@ -80,6 +105,7 @@ Status RecordFromRequest(const ReplayRequest& request, uint32_t subscriber_id, u
   record->max_events = request.max_events;
   record->started_ms = now_ms;
   record->next_seq = record->from_seq;
+  record->cleared = request.clear_column_families;
   return Status::OK();
 }
 
@@ -103,6 +129,7 @@ ReplayReport ReportFromRecord(uint64_t replay_id, const storage::ReplayRecord& r
   report.error = r.error;
   report.cancelled_by = r.cancelled_by;
   report.cancel_reason = r.cancel_reason;
+  report.cleared = r.cleared;
   return report;
 }
 

@@ -57,6 +57,7 @@ const std::vector<VerbSpec>& Verbs() {
         {"subject"},
         {"id", true},
         {"max"},
+        {"clear", true},
         {"operator"},
         {"reason"},
         {"dry-run"}}},
@@ -256,6 +257,7 @@ Status ReplayFields(const Fields& f, ReplayRequest* r) {
   if (const std::string* v = f.One("max"); v != nullptr) {
     if (Status s = Number("max", *v, &r->max_events); !s.ok()) return s;
   }
+  for (const std::string& name : f.All("clear")) r->clear_column_families.push_back(name);
   return Action(f, &r->action);
 }
 
@@ -324,7 +326,7 @@ std::string ReplayJson(const ReplayReport& r) {
          ",\"skipped\":" + std::to_string(r.skipped) + ",\"failed\":" + std::to_string(r.failed) +
          ",\"next_seq\":" + std::to_string(r.next_seq) + ",\"error\":" + JsonString(r.error) +
          ",\"cancelled_by\":" + JsonString(r.cancelled_by) + ",\"cancel_reason\":" + JsonString(r.cancel_reason) +
-         ",\"seqs\":" + SeqsJson(r.seqs) + "}";
+         ",\"cleared\":" + StringsJson(r.cleared) + ",\"seqs\":" + SeqsJson(r.seqs) + "}";
 }
 
 // ---- sockets ----

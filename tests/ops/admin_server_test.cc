@@ -437,6 +437,8 @@ TEST(AdminTest, ReplayRequestsAreParsedIntoTheirFields) {
                                                              {"id", id1},
                                                              {"id", id2},
                                                              {"max", "500"},
+                                                             {"clear", "order-view"},
+                                                             {"clear", "order-totals"},
                                                              {"operator", "carol"},
                                                              {"reason", "projection schema changed"},
                                                              {"dry-run", "true"}}),
@@ -455,6 +457,7 @@ TEST(AdminTest, ReplayRequestsAreParsedIntoTheirFields) {
   EXPECT_EQ(q.ids[0].ToString(), id1);
   EXPECT_EQ(q.ids[1].ToString(), id2);
   EXPECT_EQ(q.max_events, 500u);
+  EXPECT_EQ(q.clear_column_families, (std::vector<std::string>{"order-view", "order-totals"}));
   EXPECT_EQ(q.action.operator_name, "carol");
   EXPECT_TRUE(q.action.dry_run);
 

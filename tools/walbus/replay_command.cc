@@ -19,16 +19,16 @@ struct Values {
   bool json = false, dry_run = false;
   std::string subscriber, mode, from_seq, to_seq, since, until, subject, max, operator_name, reason, status_id,
       cancel_id;
-  std::vector<std::string> types, ids;
+  std::vector<std::string> types, ids, clear;
 };
 
 // The options that make a replay request, beside --status and --cancel.
 struct RequestOptions {
-  CLI::Option *subscriber, *mode, *from, *to, *since, *until, *types, *subject, *ids, *max, *operator_name, *reason,
-      *dry_run, *status, *cancel;
+  CLI::Option *subscriber, *mode, *from, *to, *since, *until, *types, *subject, *ids, *max, *clear, *operator_name,
+      *reason, *dry_run, *status, *cancel;
 
   bool AnyRequestOption() const {
-    const CLI::Option* request[] = {subscriber, mode, from, to, since, until, types, subject, ids, max, dry_run};
+    const CLI::Option* request[] = {subscriber, mode, from, to, since, until, types, subject, ids, max, clear, dry_run};
     return std::any_of(std::begin(request), std::end(request), [](const CLI::Option* o) { return o->count() > 0; });
   }
 };
@@ -63,6 +63,7 @@ int RunReplay(const RequestOptions& o, const Values& v) {
   AddGiven(&fields, o.subject, "subject", v.subject);
   AddGiven(&fields, o.ids, "id", v.ids);
   AddGiven(&fields, o.max, "max", v.max);
+  AddGiven(&fields, o.clear, "clear", v.clear);
   AddGiven(&fields, o.operator_name, "operator", v.operator_name);
   AddGiven(&fields, o.reason, "reason", v.reason);
   if (v.dry_run) fields.emplace_back("dry-run", "true");
@@ -94,6 +95,13 @@ void AddReplayCommand(CLI::App* app, Runners* runners) {
   o.subject = replay->add_option("--subject", v->subject, "Events of this subject");
   o.ids = replay->add_option("--id", v->ids, "This event; repeat for more")->allow_extra_args(false)->take_all();
   o.max = replay->add_option("--max", v->max, "At most this many events");
+  o.clear = replay
+                ->add_option("--clear", v->clear,
+                             "A rebuild: clear this column family (the projection) in the commit that records the "
+                             "replay; repeat for more. Needs --mode fresh-scope, no filters, the whole history "
+                             "kept, and the subscriber not running")
+                ->allow_extra_args(false)
+                ->take_all();
   o.operator_name = replay->add_option("--operator", v->operator_name, "Who acts (recorded)");
   o.reason = replay->add_option("--reason", v->reason, "Why (recorded)");
   o.dry_run = replay->add_flag("--dry-run", v->dry_run, "Show what would run; change nothing");

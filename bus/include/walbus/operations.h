@@ -63,7 +63,20 @@ struct ReplayRequest {
   std::string subject;             // exactly this subject
   std::vector<EventId> ids;        // any of these event ids
   uint64_t max_events = 0;         // stop after this many selected; 0: no cap
-  OperatorAction action;           // who and why (required); dry_run
+  // A rebuild: these application column families (the subscriber's
+  // projection) are cleared in the same commit that records the replay,
+  // and the subscriber's record of what it handled after its checkpoint
+  // is dropped too, so that every event it ever took is applied once to
+  // the cleared state: by this replay up to the checkpoint, live after it.
+  // Needs kFreshScope, no filters above (a partial history would leave a
+  // partial state), the whole history still kept (nothing trimmed: see
+  // Options::retain_events), no dead letters of the subscriber waiting
+  // (they would run here and again when redriven; purge them first), and
+  // the subscriber not active in this process (record the rebuild before
+  // Subscribe, or with the walbus tool on a stopped database): Busy when
+  // it is, NotSupported for a history or dead letters in the way.
+  std::vector<std::string> clear_column_families;
+  OperatorAction action;  // who and why (required); dry_run
 };
 
 // Where a replay stands.
@@ -92,6 +105,7 @@ struct ReplayReport {
   uint64_t failed = 0;                        // dead-lettered by this replay
   uint64_t next_seq = 0;                      // resumes here after a crash
   std::string error;                          // kRefused: why
+  std::vector<std::string> cleared;           // the column families a rebuild cleared
   // kCancelled: who cancelled it and why (Bus::CancelReplay).
   // @{
   std::string cancelled_by;

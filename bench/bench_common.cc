@@ -33,7 +33,9 @@ const Profile kProfiles[] = {
      .scaling_seconds = 0.2,
      .subject_counts = {1, 100},
      .payload_sizes = {64, 65536},
-     .payload_bytes_per_point = 4u << 20},
+     .payload_bytes_per_point = 4u << 20,
+     .scan_keys = 20000,
+     .point_gets = 20000},
     {.name = "quick",
      .publish_seconds = 0.3,
      .producer_counts = {1, 4, 16, 64},
@@ -48,7 +50,9 @@ const Profile kProfiles[] = {
      .scaling_seconds = 1.5,
      .subject_counts = {1, 100, 1000000},
      .payload_sizes = {64, 256, 1024, 4096, 16384, 65536},
-     .payload_bytes_per_point = 64u << 20},
+     .payload_bytes_per_point = 64u << 20,
+     .scan_keys = 300000,
+     .point_gets = 200000},
     {.name = "full",
      // Publish and end to end run three times each (bench/run_suite.py).
      .publish_seconds = 1.5,
@@ -64,7 +68,9 @@ const Profile kProfiles[] = {
      .scaling_seconds = 4,
      .subject_counts = {1, 100, 1000000},
      .payload_sizes = {64, 256, 1024, 4096, 16384, 65536},
-     .payload_bytes_per_point = 512u << 20},
+     .payload_bytes_per_point = 512u << 20,
+     .scan_keys = 1000000,
+     .point_gets = 1000000},
 };
 
 const Profile* g_profile = &kProfiles[2];

@@ -55,6 +55,8 @@ struct Profile {
   // this many payload bytes, whichever comes first: bounds the disk and
   // the tail cache (counted in events, so it grows with the payload).
   uint64_t payload_bytes_per_point;
+  uint64_t scan_keys;   // rows of the scan group's column family
+  uint64_t point_gets;  // point reads per scan-group Get run
 };
 
 // Selects the profile by name ("smoke", "quick", "full"); false if unknown.
@@ -68,6 +70,7 @@ void RegisterLatencyBenchmarks();
 void RegisterDispatchBenchmarks();
 void RegisterBacklogBenchmarks();
 void RegisterScalingBenchmarks();
+void RegisterScanBenchmarks();
 
 // The backlog group's filler runs as a child process: this program with
 // these two flags (handled by main before Google Benchmark sees argv).

@@ -55,6 +55,7 @@ int main(int argc, char** argv) {
   bench::RegisterDispatchBenchmarks();
   bench::RegisterBacklogBenchmarks();
   bench::RegisterScalingBenchmarks();
+  bench::RegisterScanBenchmarks();
   benchmark::AddCustomContext("profile", profile);
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();

@@ -38,11 +38,12 @@ GROUPS = [
     ("dispatch", "Dispatch"),
     ("backlog", "Backlog"),
     ("scaling", "Scaling"),
+    ("scan", "Scan"),
 ]
 
 # Runs per benchmark, interleaved at random, median reported (see above).
 # The smoke profile runs each once: it only shows that everything runs.
-REPETITIONS = {"publish": 3, "end-to-end": 3}
+REPETITIONS = {"publish": 3, "end-to-end": 3, "scan": 3}
 
 # Keys summary.json must hold (numbers).
 REQUIRED_KEYS = [
@@ -59,6 +60,9 @@ REQUIRED_KEYS = [
     "backlog_rss_mib",
     "backlog_events",
     "recovery_first_delivery_ms",
+    "scan_view_vs_rocksdb",
+    "scan_merged_vs_plain",
+    "get_view_vs_rocksdb",
 ]
 
 # Google Benchmark's own suffixes on a name; not parameters.
@@ -205,6 +209,13 @@ def summarize(res):
     s["recovery_catch_up_eps"] = b.get("catch_up_events_per_second")
     s["outbox_entries_after_catch_up"] = b.get("outbox_entries_after")
     s["outbox_sst_mib_after_catch_up"] = b.get("outbox_sst_mib_after")
+
+    def scan(system, path):
+        return res.value("Scan", "rows_per_second", system=system, path=path)
+    s["scan_view_rows_per_second"] = scan("walbus", "view")
+    s["scan_view_vs_rocksdb"] = ratio(s["scan_view_rows_per_second"], scan("rocksdb", "iterator"))
+    s["scan_merged_vs_plain"] = ratio(scan("walbus", "merged"), scan("walbus", "transaction"))
+    s["get_view_vs_rocksdb"] = ratio(scan("walbus", "get"), scan("rocksdb", "get"))
     return s
 
 
@@ -231,6 +242,9 @@ def targets(s):
         at_most("backlog_rss_mib", 256, "RSS with the backlog pending (MiB)"),
         at_most("recovery_first_delivery_ms", 1000, "Open to first delivery (ms)"),
         at_most("outbox_entries_after_catch_up", 10000, "outbox entries after catch-up"),
+        at_least("scan_view_vs_rocksdb", 0.9, "ReadView scan vs RocksDB iterator"),
+        at_least("scan_merged_vs_plain", 0.5, "scan with 1,000 own writes vs without"),
+        at_least("get_view_vs_rocksdb", 0.8, "ReadView Get vs RocksDB Get"),
     ]
 
 
@@ -318,6 +332,16 @@ def tables(res, s):
         c, p = r["counters"], r["params"]
         label = f"subjects {p['subjects']}" if "subjects" in p else f"payload {p['payload_bytes']} B"
         t.add(label, c.get(eps), c.get("payload_mib_per_second"), c.get("rss_peak_mib"))
+    out.append(t)
+    t = Table("Reads of state (rows/s; the same column family read by walbus and by RocksDB's own calls)",
+              ["read", "walbus", "baseline", "ratio"])
+    rows_per_second = lambda system, path: res.value("Scan", "rows_per_second", system=system, path=path)
+    for label, walbus_path, base_system, base_path in (
+            ("scan, ReadView vs RocksDB iterator", "view", "rocksdb", "iterator"),
+            ("scan in a transaction, 1,000 own writes vs none", "merged", "walbus", "transaction"),
+            ("point Get, ReadView vs RocksDB Get", "get", "rocksdb", "get")):
+        w, b = rows_per_second("walbus", walbus_path), rows_per_second(base_system, base_path)
+        t.add(label, w, b, ratio(w, b))
     out.append(t)
     return out
 

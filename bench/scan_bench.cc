@@ -11,6 +11,7 @@
 #include <rocksdb/db.h>
 
 #include <algorithm>
+#include <functional>
 #include <memory>
 #include <random>
 #include <string>
@@ -38,6 +39,9 @@ walbus::Options ScanOptionsFor(const std::string& dir) {
   return o;
 }
 
+class Fixture;
+std::unique_ptr<walbus::storage::Db> OpenRaw(const Fixture& fixture, std::string* error);
+
 // The database every benchmark of the group reads: scan_keys rows of
 // kDomainBytes, made once per process.
 class Fixture {
@@ -49,26 +53,38 @@ class Fixture {
     return *fixture;
   }
   std::string dir() const { return dir_.path(); }
-  uint64_t rows() const { return CurrentProfile().scan_keys; }
 
  private:
   void Fill() {
     std::unique_ptr<walbus::Bus> bus;
     walbus::Status s = walbus::Bus::Open(ScanOptionsFor(dir()), &bus);
-    for (uint64_t n = 0; s.ok() && n < rows();) {
+    for (uint64_t n = 0; s.ok() && n < CurrentProfile().scan_keys;) {
       walbus::Transaction tx = bus->Begin();
-      for (size_t i = 0; i < kRowsPerFill && n < rows(); ++i, ++n) s = tx.Put(kCf, ItemKey(n), DomainValue());
+      for (size_t i = 0; i < kRowsPerFill && n < CurrentProfile().scan_keys; ++i, ++n)
+        s = tx.Put(kCf, ItemKey(n), DomainValue());
       if (s.ok()) s = tx.Commit().status();
     }
     if (s.ok()) s = bus->Close();
     if (!s.ok()) error_ = ErrorText(s);
+    if (error_.empty()) Compact();
     filled_ = true;
   }
+
+  // Flushes and compacts the rows once, so that no run pays for a
+  // compaction the fill left behind, and every open finds the same files.
+  void Compact();
 
   TempDir dir_;
   bool filled_ = false;
   std::string error_;
 };
+
+void Fixture::Compact() {
+  auto db = OpenRaw(*this, &error_);
+  if (!error_.empty()) return;
+  const rocksdb::Status s = db->raw()->CompactRange(rocksdb::CompactRangeOptions(), db->AppCf(kCf), nullptr, nullptr);
+  if (!s.ok()) error_ = "compact the rows: " + s.ToString();
+}
 
 // The keys of `n` point reads, spread over the rows in a random order.
 std::vector<std::string> RandomKeys(uint64_t rows, uint64_t n) {
@@ -86,75 +102,41 @@ void Report(benchmark::State& state, uint64_t rows, double seconds, uint64_t byt
   benchmark::DoNotOptimize(bytes);
 }
 
-// Runs `pass` twice, timing the second; it returns the rows it read and
-// adds the bytes to *bytes.
-template <typename Pass>
-double TimedSecondPass(Pass pass, uint64_t* rows, uint64_t* bytes) {
-  pass(rows, bytes);
-  *rows = 0;
-  const Clock::time_point start = Clock::now();
-  pass(rows, bytes);
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
+// One pass over the data: counts the rows it reads into *rows and adds
+// their bytes to *bytes; returns what failed, empty when nothing did.
+template <typename Store>
+using Pass = std::function<std::string(Store& store, uint64_t* rows, uint64_t* bytes)>;
 
-void ScanView(benchmark::State& state) {
+// Runs `pass` twice on the store `open` makes, timing the second, and
+// reports it; `expected_rows` (0: any) is checked.
+template <typename Store>
+void Measure(benchmark::State& state, uint64_t expected_rows,
+             const std::function<std::unique_ptr<Store>(const Fixture&, std::string*)>& open, const Pass<Store>& pass) {
   std::string error;
   Fixture& fixture = Fixture::Get(&error);
   if (Failed(state, error)) return;
   for (auto _ : state) {
-    std::unique_ptr<walbus::Bus> bus;
-    if (Failed(state, ErrorText(walbus::Bus::Open(ScanOptionsFor(fixture.dir()), &bus)))) return;
+    std::unique_ptr<Store> store = open(fixture, &error);
+    if (Failed(state, error)) return;
     uint64_t rows = 0, bytes = 0;
-    walbus::Status s;
-    const double seconds = TimedSecondPass(
-        [&](uint64_t* n, uint64_t* b) {
-          const walbus::ReadView view = bus->Read();
-          s = view.Scan(kCf, walbus::ScanOptions{}, [&](std::string_view k, std::string_view v) {
-            ++*n;
-            *b += k.size() + v.size();
-            return true;
-          });
-        },
-        &rows, &bytes);
-    if (Failed(state, ErrorText(s)) || Failed(state, rows == fixture.rows() ? "" : "rows missing")) return;
+    if (Failed(state, pass(*store, &rows, &bytes))) return;
+    rows = 0;
+    const Clock::time_point start = Clock::now();
+    if (Failed(state, pass(*store, &rows, &bytes))) return;
+    const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    if (expected_rows != 0 && Failed(state, rows == expected_rows ? "" : "rows missing")) return;
     Report(state, rows, seconds, bytes);
   }
 }
 
-// A transaction's scan, with (own_writes) or without 1,000 buffered puts
-// spread over the range: half overwrite rows, half are new keys between.
-void ScanTransaction(benchmark::State& state, bool own_writes) {
-  std::string error;
-  Fixture& fixture = Fixture::Get(&error);
-  if (Failed(state, error)) return;
-  for (auto _ : state) {
-    std::unique_ptr<walbus::Bus> bus;
-    if (Failed(state, ErrorText(walbus::Bus::Open(ScanOptionsFor(fixture.dir()), &bus)))) return;
-    uint64_t rows = 0, bytes = 0;
-    walbus::Status s;
-    const uint64_t step = std::max<uint64_t>(1, fixture.rows() / kOwnWrites);
-    const double seconds = TimedSecondPass(
-        [&](uint64_t* n, uint64_t* b) {
-          walbus::Transaction tx = bus->Begin();
-          for (size_t i = 0; own_writes && i < kOwnWrites; ++i) {
-            const std::string key = ItemKey(i * step) + (i % 2 == 0 ? "" : "-new");
-            s = tx.Put(kCf, key, DomainValue());
-          }
-          s = tx.Scan(kCf, walbus::ScanOptions{}, [&](std::string_view k, std::string_view v) {
-            ++*n;
-            *b += k.size() + v.size();
-            return true;
-          });
-        },
-        &rows, &bytes);
-    const uint64_t expected = fixture.rows() + (own_writes ? kOwnWrites / 2 : 0);
-    if (Failed(state, ErrorText(s)) || Failed(state, rows == expected ? "" : "rows missing")) return;
-    Report(state, rows, seconds, bytes);
-  }
+std::unique_ptr<walbus::Bus> OpenBus(const Fixture& fixture, std::string* error) {
+  std::unique_ptr<walbus::Bus> bus;
+  *error = ErrorText(walbus::Bus::Open(ScanOptionsFor(fixture.dir()), &bus));
+  return bus;
 }
 
 // storage::Db opens the bus's directory (the bus closed) with walbus's
-// options; the reads below are RocksDB's own calls on its handles.
+// options; the raw passes use RocksDB's own calls on its handles.
 std::unique_ptr<walbus::storage::Db> OpenRaw(const Fixture& fixture, std::string* error) {
   walbus::storage::OpenOptions so;
   so.dir = fixture.dir();
@@ -165,76 +147,85 @@ std::unique_ptr<walbus::storage::Db> OpenRaw(const Fixture& fixture, std::string
   return db;
 }
 
+void MeasureWalbus(benchmark::State& state, uint64_t expected_rows, const Pass<walbus::Bus>& pass) {
+  Measure<walbus::Bus>(state, expected_rows, OpenBus, pass);
+}
+
+void MeasureRocksDb(benchmark::State& state, uint64_t expected_rows, const Pass<walbus::storage::Db>& pass) {
+  Measure<walbus::storage::Db>(state, expected_rows, OpenRaw, pass);
+}
+
+uint64_t Rows() { return CurrentProfile().scan_keys; }
+
+// Counts one row of a scan.
+bool Count(std::string_view key, std::string_view value, uint64_t* rows, uint64_t* bytes) {
+  ++*rows;
+  *bytes += key.size() + value.size();
+  return true;
+}
+
+void ScanView(benchmark::State& state) {
+  MeasureWalbus(state, Rows(), [](walbus::Bus& bus, uint64_t* rows, uint64_t* bytes) {
+    const walbus::ReadView view = bus.Read();
+    return ErrorText(view.Scan(kCf, walbus::ScanOptions{},
+                               [&](std::string_view k, std::string_view v) { return Count(k, v, rows, bytes); }));
+  });
+}
+
+// A transaction's scan, with (own_writes) or without 1,000 buffered puts
+// spread over the range: half overwrite rows, half are new keys between.
+void ScanTransaction(benchmark::State& state, bool own_writes) {
+  const uint64_t step = std::max<uint64_t>(1, Rows() / kOwnWrites);
+  MeasureWalbus(
+      state, Rows() + (own_writes ? kOwnWrites / 2 : 0), [&](walbus::Bus& bus, uint64_t* rows, uint64_t* bytes) {
+        walbus::Transaction tx = bus.Begin();
+        for (size_t i = 0; own_writes && i < kOwnWrites; ++i) {
+          const std::string key = ItemKey(i * step) + (i % 2 == 0 ? "" : "-new");
+          if (walbus::Status s = tx.Put(kCf, key, DomainValue()); !s.ok()) return ErrorText(s);
+        }
+        return ErrorText(tx.Scan(kCf, walbus::ScanOptions{},
+                                 [&](std::string_view k, std::string_view v) { return Count(k, v, rows, bytes); }));
+      });
+}
+
 void ScanRocksDb(benchmark::State& state) {
-  std::string error;
-  Fixture& fixture = Fixture::Get(&error);
-  if (Failed(state, error)) return;
-  for (auto _ : state) {
-    auto db = OpenRaw(fixture, &error);
-    if (Failed(state, error)) return;
-    uint64_t rows = 0, bytes = 0;
-    const double seconds = TimedSecondPass(
-        [&](uint64_t* n, uint64_t* b) {
-          std::unique_ptr<rocksdb::Iterator> it(db->raw()->NewIterator(rocksdb::ReadOptions(), db->AppCf(kCf)));
-          for (it->SeekToFirst(); it->Valid(); it->Next()) {
-            ++*n;
-            *b += it->key().size() + it->value().size();
-          }
-        },
-        &rows, &bytes);
-    if (Failed(state, rows == fixture.rows() ? "" : "rows missing")) return;
-    Report(state, rows, seconds, bytes);
-  }
+  MeasureRocksDb(state, Rows(), [](walbus::storage::Db& db, uint64_t* rows, uint64_t* bytes) {
+    std::unique_ptr<rocksdb::Iterator> it(db.raw()->NewIterator(rocksdb::ReadOptions(), db.AppCf(kCf)));
+    for (it->SeekToFirst(); it->Valid(); it->Next()) {
+      Count(std::string_view(it->key().data(), it->key().size()),
+            std::string_view(it->value().data(), it->value().size()), rows, bytes);
+    }
+    return it->status().ok() ? std::string() : it->status().ToString();
+  });
 }
 
 void GetView(benchmark::State& state) {
-  std::string error;
-  Fixture& fixture = Fixture::Get(&error);
-  if (Failed(state, error)) return;
-  const std::vector<std::string> keys = RandomKeys(fixture.rows(), CurrentProfile().point_gets);
-  for (auto _ : state) {
-    std::unique_ptr<walbus::Bus> bus;
-    if (Failed(state, ErrorText(walbus::Bus::Open(ScanOptionsFor(fixture.dir()), &bus)))) return;
-    uint64_t rows = 0, bytes = 0;
-    walbus::Status s;
-    const double seconds = TimedSecondPass(
-        [&](uint64_t* n, uint64_t* b) {
-          const walbus::ReadView view = bus->Read();
-          for (const std::string& key : keys) {
-            auto value = view.Get(kCf, key);
-            if (!value.ok()) s = value.status();
-            ++*n;
-            *b += value.ok() && value->has_value() ? (*value)->size() : 0;
-          }
-        },
-        &rows, &bytes);
-    if (Failed(state, ErrorText(s))) return;
-    Report(state, rows, seconds, bytes);
-  }
+  const std::vector<std::string> keys = RandomKeys(Rows(), CurrentProfile().point_gets);
+  MeasureWalbus(state, keys.size(), [&](walbus::Bus& bus, uint64_t* rows, uint64_t* bytes) {
+    const walbus::ReadView view = bus.Read();
+    for (const std::string& key : keys) {
+      auto value = view.Get(kCf, key);
+      if (!value.ok()) return ErrorText(value.status());
+      ++*rows;
+      *bytes += value->has_value() ? (*value)->size() : 0;
+    }
+    return std::string();
+  });
 }
 
 void GetRocksDb(benchmark::State& state) {
-  std::string error;
-  Fixture& fixture = Fixture::Get(&error);
-  if (Failed(state, error)) return;
-  const std::vector<std::string> keys = RandomKeys(fixture.rows(), CurrentProfile().point_gets);
-  for (auto _ : state) {
-    auto db = OpenRaw(fixture, &error);
-    if (Failed(state, error)) return;
-    uint64_t rows = 0, bytes = 0;
-    const double seconds = TimedSecondPass(
-        [&](uint64_t* n, uint64_t* b) {
-          rocksdb::ColumnFamilyHandle* cf = db->AppCf(kCf);
-          std::string value;
-          for (const std::string& key : keys) {
-            const rocksdb::Status s = db->raw()->Get(rocksdb::ReadOptions(), cf, key, &value);
-            ++*n;
-            *b += s.ok() ? value.size() : 0;
-          }
-        },
-        &rows, &bytes);
-    Report(state, rows, seconds, bytes);
-  }
+  const std::vector<std::string> keys = RandomKeys(Rows(), CurrentProfile().point_gets);
+  MeasureRocksDb(state, keys.size(), [&](walbus::storage::Db& db, uint64_t* rows, uint64_t* bytes) {
+    rocksdb::ColumnFamilyHandle* cf = db.AppCf(kCf);
+    std::string value;
+    for (const std::string& key : keys) {
+      const rocksdb::Status s = db.raw()->Get(rocksdb::ReadOptions(), cf, key, &value);
+      if (!s.ok() && !s.IsNotFound()) return s.ToString();
+      ++*rows;
+      *bytes += s.ok() ? value.size() : 0;
+    }
+    return std::string();
+  });
 }
 
 }  // namespace

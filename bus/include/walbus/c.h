@@ -379,18 +379,16 @@ WALBUS_EXPORT void walbus_free_stats(walbus_bus_stats* stats);
 // Which rows a scan visits (walbus::ScanOptions); every bound is bytes,
 // NULL or length 0 meaning none. Fill it with walbus_scan_options_init().
 typedef struct walbus_scan_options {
-  const char* start;  // the first key taken (inclusive)
-  size_t start_len;
-  const char* end;  // the first key not taken (exclusive)
-  size_t end_len;
-  const char* prefix;  // only keys that start with these bytes
-  size_t prefix_len;
-  size_t limit;  // at most this many rows; 0: no limit
-  int reverse;   // non-zero: descending key order
-  // Paging: the resume key a previous scan returned; the scan goes on
-  // strictly after it.
-  const char* resume_after;
-  size_t resume_after_len;
+  const char* start;         // the first key taken (inclusive)
+  size_t start_len;          // its length
+  const char* end;           // the first key not taken (exclusive)
+  size_t end_len;            // its length
+  const char* prefix;        // only keys that start with these bytes
+  size_t prefix_len;         // its length
+  size_t limit;              // at most this many rows; 0: no limit
+  int reverse;               // non-zero: descending key order
+  const char* resume_after;  // paging: the resume key a previous scan returned; go on after it
+  size_t resume_after_len;   // its length
 } walbus_scan_options;
 
 // Called once per row in scan order; the bytes are valid during the call
@@ -431,9 +429,10 @@ WALBUS_EXPORT int walbus_tx_delete_range(walbus_tx_t* tx, const char* column_fam
                                          size_t start_len, const char* end, size_t end_len, char** err);
 // Buffers the deletion of every key of the column family.
 WALBUS_EXPORT int walbus_tx_clear(walbus_tx_t* tx, const char* column_family, char** err);
-// walbus_tx_delete_range and walbus_tx_clear in a handler.
+// walbus_tx_delete_range in a handler: commits with the handled record.
 WALBUS_EXPORT int walbus_ctx_delete_range(walbus_ctx_t* ctx, const char* column_family, const char* start,
                                           size_t start_len, const char* end, size_t end_len, char** err);
+// walbus_tx_clear in a handler: commits with the handled record.
 WALBUS_EXPORT int walbus_ctx_clear(walbus_ctx_t* ctx, const char* column_family, char** err);
 
 // Non-zero when the handler runs for a replay (walbus::Bus::Replay); then
@@ -448,13 +447,14 @@ WALBUS_EXPORT int walbus_ctx_replay(const walbus_ctx_t* ctx, uint64_t* replay_id
 WALBUS_EXPORT walbus_view_t* walbus_read(walbus_t* bus);
 // Frees a view. NULL is allowed.
 WALBUS_EXPORT void walbus_view_free(walbus_view_t* view);
-// Reads of a view, as walbus_tx_get, walbus_tx_get_with_version and
-// walbus_tx_scan read in a transaction.
+// Reads a key of a view, as walbus_tx_get() does in a transaction.
 WALBUS_EXPORT int walbus_view_get(const walbus_view_t* view, const char* column_family, const char* key, size_t key_len,
                                   char** value, size_t* value_len, char** err);
+// A value and its version in a view, as walbus_tx_get_with_version().
 WALBUS_EXPORT int walbus_view_get_with_version(const walbus_view_t* view, const char* column_family, const char* key,
                                                size_t key_len, char** value, size_t* value_len, uint64_t* version,
                                                char** err);
+// Visits the rows of a view, as walbus_tx_scan() does.
 WALBUS_EXPORT int walbus_view_scan(const walbus_view_t* view, const char* column_family,
                                    const walbus_scan_options* options, walbus_row_fn row, void* user,
                                    char** resume_after, size_t* resume_after_len, char** err);

@@ -42,15 +42,17 @@ struct ScanOptions {
   std::string resume_after;
 };
 
+// One row of a scan.
 struct KeyValue {
-  std::string key;
-  std::string value;
+  std::string key;    // the row's key
+  std::string value;  // its value
+  // Rows are equal when their keys and values are.
   bool operator==(const KeyValue&) const = default;
 };
 
 // One page of a scan.
 struct ScanPage {
-  std::vector<KeyValue> rows;
+  std::vector<KeyValue> rows;  // in scan order
   // The last row's key when rows beyond this page remain (pass it as
   // ScanOptions::resume_after for the next page); empty at the end.
   std::string resume_after;
@@ -82,8 +84,12 @@ using RowVisitor = std::function<bool(std::string_view key, std::string_view val
 // Threading: its reads may run on several threads at once.
 class WALBUS_EXPORT ReadView {
  public:
+  // Movable; a moved-from ReadView may only be destroyed or assigned to.
+  // @{
   ReadView(ReadView&&) noexcept;
   ReadView& operator=(ReadView&&) noexcept;
+  // @}
+  // Releases the snapshot.
   ~ReadView();
 
   // A missing key is an OK result holding nullopt. InvalidArgument for an

@@ -153,13 +153,15 @@ class WALBUS_EXPORT HandlerContext : public WriteScope {
   // across restarts; a run cut short by a crash counts, events waiting at
   // a clean Close are charged nothing, and a pause is not a run.
   uint32_t Attempt() const;
-  // Set when this run is a replay's (Bus::Replay), not a live delivery:
-  // which replay, and in which mode. A kFreshScope rebuild of a projection
-  // can tell its first event, for example, by a marker it keeps.
+  // A run of the handler for a replay (Bus::Replay).
   struct ReplayRun {
-    uint64_t replay_id = 0;
-    ReplayMode mode = ReplayMode::kSameInbox;
+    uint64_t replay_id = 0;                    // which replay
+    ReplayMode mode = ReplayMode::kSameInbox;  // and in which mode
   };
+  // Set when this run is a replay's, not a live delivery's. A projection
+  // rebuilt from cleared state (ReplayRequest::clear_column_families)
+  // needs nothing of it; a handler that sends nothing out during replays,
+  // or keeps a marker per replay, reads it here.
   std::optional<ReplayRun> Replay() const;
 
  private:

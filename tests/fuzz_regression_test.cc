@@ -22,7 +22,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-constexpr const char* kTargets[] = {"envelope_fuzz", "records_fuzz", "cli_values_fuzz", "inbound_fuzz"};
+constexpr const char* kTargets[] = {"envelope_fuzz", "records_fuzz", "cli_values_fuzz", "inbound_fuzz", "schema_fuzz"};
 
 std::string ReadAll(const fs::path& p) {
   std::ifstream in(p, std::ios::binary);

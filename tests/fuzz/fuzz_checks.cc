@@ -11,9 +11,11 @@
 #include <vector>
 
 #include "bus/core/envelope.h"
+#include "bus/core/schema_compat.h"
 #include "storage/keys.h"
 #include "storage/records.h"
 #include "tools/walbus/inspect.h"
+#include "tools/walbus/schema_source.h"
 
 namespace walbus::fuzz {
 namespace {
@@ -556,7 +558,23 @@ bool CheckInboundMessage(std::string_view bytes, std::string* why) {
   return true;
 }
 
+bool CheckSchemaBytes(std::string_view bytes, std::string* why) {
+  if (bytes.size() > kMaxInputBytes) return true;
+  auto schema = internal::BinarySchema::FromBytes(std::string(bytes));
+  if (!schema.ok()) return true;  // refused before reflection read it
+  const std::vector<std::string> self = internal::CompatibilityViolations(*schema, *schema);
+  if (!self.empty()) return Fail(why, "a schema is not compatible with itself: " + self.front());
+  static const auto* reference = new internal::BinarySchema(*internal::ParseSchemaSource(
+      "namespace fuzz; enum E : byte { A, B } union U { T } table T { s: string; e: E; u: U; v: [T]; }\n"
+      "root_type T; file_identifier \"FUZZ\";",
+      "", "reference.fbs"));
+  (void)internal::CompatibilityViolations(*reference, *schema);
+  (void)internal::CompatibilityViolations(*schema, *reference);
+  return true;
+}
+
 CheckFn CheckForTarget(std::string_view target) {
+  if (target == "schema_fuzz") return CheckSchemaBytes;
   if (target == "inbound_fuzz") return CheckInboundMessage;
   if (target == "envelope_fuzz") return CheckEnvelopeBytes;
   if (target == "records_fuzz") return CheckRecordBytes;

@@ -45,8 +45,14 @@ bool CheckCliValue(std::string_view text, std::string* why = nullptr);
 // FormatRfc3339 and ParseRfc3339 to the microsecond.
 bool CheckInboundMessage(std::string_view bytes, std::string* why = nullptr);
 
+// A binary schema as an application registers it (BinarySchema::FromBytes):
+// whatever it accepts, reflection reads without leaving the buffer; it is
+// compatible with itself; and it compares with another schema both ways.
+bool CheckSchemaBytes(std::string_view bytes, std::string* why = nullptr);
+
 // The check of a fuzz target by name ("envelope_fuzz", "records_fuzz",
-// "cli_values_fuzz", "inbound_fuzz"); nullptr for an unknown name.
+// "cli_values_fuzz", "inbound_fuzz", "schema_fuzz"); nullptr for an unknown
+// name.
 using CheckFn = bool (*)(std::string_view, std::string*);
 CheckFn CheckForTarget(std::string_view target);
 

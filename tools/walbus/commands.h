@@ -22,6 +22,8 @@ void AddQuarantineCommands(CLI::App* app, Runners* runners);
 void AddReplayCommand(CLI::App* app, Runners* runners);
 // get, scan: the application's column families (state_commands.cc).
 void AddStateCommands(CLI::App* app, Runners* runners);
+// schema check: event contracts (schema_command.cc).
+void AddSchemaCommand(CLI::App* app, Runners* runners);
 // bridge: what the JetStream bridge keeps (bridge_command.cc).
 void AddBridgeCommand(CLI::App* app, Runners* runners);
 

@@ -16,6 +16,7 @@
 //   walbus get <dir> <column family> <key> [--json] [--hex] [--keys-hex]
 //   walbus scan <dir> <column family> [--prefix P] [--start K] [--end K]
 //          [--after K] [--limit N] [--reverse] [--json] [--hex] [--keys-hex]
+//   walbus schema check <old schema> <new schema>
 //
 //   walbus dlq redrive|skip|purge <dir> --subscriber S
 //          (--seq N [--seq N]... | --all | [--type T] [--subject X])
@@ -69,6 +70,7 @@ int main(int argc, char** argv) {
   tools::AddQuarantineCommands(&app, &runners);
   tools::AddEventCommands(&app, &runners);
   tools::AddStateCommands(&app, &runners);
+  tools::AddSchemaCommand(&app, &runners);
   tools::AddReplayCommand(&app, &runners);
   tools::CheckWholeNumbers(&app);
   try {

@@ -1,0 +1,275 @@
+#include "bus/core/schema_compat.h"
+
+#include <flatbuffers/reflection_generated.h>
+
+#include <algorithm>
+#include <map>
+
+namespace walbus::internal {
+namespace {
+
+using reflection::BaseType;
+
+std::string Str(const flatbuffers::String* s) { return s == nullptr ? std::string() : s->str(); }
+
+// The collected violations of one comparison.
+class Violations {
+ public:
+  void Add(std::string line) { lines_.push_back(std::move(line)); }
+  std::vector<std::string> Take() { return std::move(lines_); }
+  bool empty() const { return lines_.empty(); }
+
+ private:
+  std::vector<std::string> lines_;
+};
+
+bool IsScalar(BaseType t) { return t >= BaseType::UType && t <= BaseType::Double; }
+
+// A type as the schema spells it, with the table or enum it names (and an
+// enum's underlying type, which is what the bytes hold).
+std::string TypeText(const reflection::Schema& s, const reflection::Type& t) {
+  auto named = [&](BaseType base) -> std::string {
+    const int32_t index = t.index();
+    if (index < 0) return reflection::EnumNameBaseType(base);
+    if (base == BaseType::Obj) {
+      return index < static_cast<int32_t>(s.objects()->size()) ? Str(s.objects()->Get(index)->name()) : "?";
+    }
+    const std::string name = index < static_cast<int32_t>(s.enums()->size()) ? Str(s.enums()->Get(index)->name()) : "?";
+    if (base == BaseType::Union) return "union " + name;
+    if (base == BaseType::UType) return "the type tag of union " + name;
+    return name + " (" + reflection::EnumNameBaseType(base) + ")";
+  };
+  switch (t.base_type()) {
+    case BaseType::Vector: return "[" + named(t.element()) + "]";
+    case BaseType::Array: return "[" + named(t.element()) + ":" + std::to_string(t.fixed_length()) + "]";
+    default: return named(t.base_type());
+  }
+}
+
+bool IsFloat(BaseType t) { return t == BaseType::Float || t == BaseType::Double; }
+
+std::string DefaultText(const reflection::Field& f) {
+  if (f.optional()) return "null";
+  return IsFloat(f.type()->base_type()) ? std::to_string(f.default_real()) : std::to_string(f.default_integer());
+}
+
+std::map<std::string, const reflection::Object*> ObjectsByName(const reflection::Schema& s) {
+  std::map<std::string, const reflection::Object*> out;
+  for (const reflection::Object* o : *s.objects()) out[Str(o->name())] = o;
+  return out;
+}
+
+std::map<std::string, const reflection::Enum*> EnumsByName(const reflection::Schema& s) {
+  std::map<std::string, const reflection::Enum*> out;
+  for (const reflection::Enum* e : *s.enums()) out[Str(e->name())] = e;
+  return out;
+}
+
+std::map<uint16_t, const reflection::Field*> FieldsById(const reflection::Object& o) {
+  std::map<uint16_t, const reflection::Field*> out;
+  for (const reflection::Field* f : *o.fields()) out[f->id()] = f;
+  return out;
+}
+
+// Two binary schemas, compared.
+class Comparison {
+ public:
+  Comparison(const reflection::Schema& prev, const reflection::Schema& next) : prev_(prev), next_(next) {}
+
+  std::vector<std::string> Run() {
+    CompareRoot();
+    const auto next_objects = ObjectsByName(next_);
+    for (const auto& [name, old] : ObjectsByName(prev_)) {
+      auto it = next_objects.find(name);
+      if (it == next_objects.end()) {
+        out_.Add((old->is_struct() ? "struct " : "table ") + name + " was deleted");
+      } else if (old->is_struct() != it->second->is_struct()) {
+        out_.Add(name + " changed from a " + (old->is_struct() ? "struct to a table" : "table to a struct"));
+      } else if (old->is_struct()) {
+        CompareStruct(name, *old, *it->second);
+      } else {
+        CompareTable(name, *old, *it->second);
+      }
+    }
+    const auto next_enums = EnumsByName(next_);
+    for (const auto& [name, old] : EnumsByName(prev_)) {
+      auto it = next_enums.find(name);
+      if (it == next_enums.end()) {
+        out_.Add((old->is_union() ? "union " : "enum ") + name + " was deleted");
+      } else {
+        CompareEnum(name, *old, *it->second);
+      }
+    }
+    return out_.Take();
+  }
+
+ private:
+  void CompareRoot() {
+    const std::string old_root = prev_.root_table() ? Str(prev_.root_table()->name()) : "";
+    const std::string new_root = next_.root_table() ? Str(next_.root_table()->name()) : "";
+    if (old_root != new_root) out_.Add("the root table changed from " + old_root + " to " + new_root);
+    if (Str(prev_.file_ident()) != Str(next_.file_ident())) {
+      out_.Add("the file identifier changed from \"" + Str(prev_.file_ident()) + "\" to \"" + Str(next_.file_ident()) +
+               "\"");
+    }
+  }
+
+  bool SameType(const reflection::Type& a, const reflection::Type& b) const {
+    return a.base_type() == b.base_type() && a.element() == b.element() && a.fixed_length() == b.fixed_length() &&
+           TypeText(prev_, a) == TypeText(next_, b);
+  }
+
+  void CompareStruct(const std::string& name, const reflection::Object& old, const reflection::Object& now) {
+    bool same = old.bytesize() == now.bytesize() && old.minalign() == now.minalign() &&
+                old.fields()->size() == now.fields()->size();
+    const auto old_fields = FieldsById(old), new_fields = FieldsById(now);
+    for (auto it = old_fields.begin(); same && it != old_fields.end(); ++it) {
+      auto match = new_fields.find(it->first);
+      same = match != new_fields.end() && Str(it->second->name()) == Str(match->second->name()) &&
+             it->second->offset() == match->second->offset() && SameType(*it->second->type(), *match->second->type());
+    }
+    if (!same) out_.Add("struct " + name + " changed: a struct's layout can never change");
+  }
+
+  void CompareTable(const std::string& name, const reflection::Object& old, const reflection::Object& now) {
+    const auto old_fields = FieldsById(old), new_fields = FieldsById(now);
+    for (const auto& [id, f] : old_fields) {
+      const std::string field = name + "." + Str(f->name());
+      auto it = new_fields.find(id);
+      if (it == new_fields.end()) {
+        out_.Add(field + " (id " + std::to_string(id) + ") was removed: deprecate it instead");
+        continue;
+      }
+      CompareField(field, *f, *it->second);
+    }
+    for (const auto& [id, f] : new_fields) {
+      if (old_fields.count(id) == 0 && f->required()) {
+        out_.Add(name + "." + Str(f->name()) + " is new and required: data written before it has none");
+      }
+    }
+  }
+
+  void CompareField(const std::string& field, const reflection::Field& old, const reflection::Field& now) {
+    if (Str(old.name()) != Str(now.name())) {
+      out_.Add(field + " (id " + std::to_string(old.id()) + ") was renamed to " + Str(now.name()) +
+               ": JSON and generated code know it by name; deprecate it and add a field");
+    }
+    if (!SameType(*old.type(), *now.type())) {
+      out_.Add(field + " changed type from " + TypeText(prev_, *old.type()) + " to " + TypeText(next_, *now.type()));
+      return;  // its default and the rest mean something else now
+    }
+    if (IsScalar(old.type()->base_type()) &&
+        (old.optional() != now.optional() || old.default_integer() != now.default_integer() ||
+         old.default_real() != now.default_real())) {
+      out_.Add(field + " changed its default from " + DefaultText(old) + " to " + DefaultText(now));
+    }
+    if (old.required() != now.required()) {
+      out_.Add(field + (now.required() ? " became required" : " is no longer required") +
+               ": readers of the other version reject data without it");
+    }
+  }
+
+  void CompareEnum(const std::string& name, const reflection::Enum& old, const reflection::Enum& now) {
+    const std::string kind = old.is_union() ? "union " : "enum ";
+    if (old.is_union() != now.is_union()) {
+      out_.Add(kind + name + " changed between enum and union");
+      return;
+    }
+    if (old.underlying_type()->base_type() != now.underlying_type()->base_type()) {
+      out_.Add(kind + name + " changed its underlying type from " +
+               reflection::EnumNameBaseType(old.underlying_type()->base_type()) + " to " +
+               reflection::EnumNameBaseType(now.underlying_type()->base_type()));
+    }
+    std::map<std::string, const reflection::EnumVal*> new_values;
+    for (const reflection::EnumVal* v : *now.values()) new_values[Str(v->name())] = v;
+    int64_t old_max = INT64_MIN;
+    for (const reflection::EnumVal* v : *old.values()) {
+      old_max = std::max(old_max, v->value());
+      const std::string value = name + "." + Str(v->name());
+      auto it = new_values.find(Str(v->name()));
+      if (it == new_values.end()) {
+        out_.Add(kind + "value " + value + " was removed");
+      } else if (it->second->value() != v->value()) {
+        out_.Add(kind + "value " + value + " changed from " + std::to_string(v->value()) + " to " +
+                 std::to_string(it->second->value()));
+      } else if (old.is_union() && v->union_type() != nullptr && it->second->union_type() != nullptr &&
+                 TypeText(prev_, *v->union_type()) != TypeText(next_, *it->second->union_type())) {
+        out_.Add("union member " + value + " changed from " + TypeText(prev_, *v->union_type()) + " to " +
+                 TypeText(next_, *it->second->union_type()));
+      }
+    }
+    if (!old.is_union()) return;
+    std::map<std::string, int64_t> old_values;
+    for (const reflection::EnumVal* v : *old.values()) old_values[Str(v->name())] = v->value();
+    for (const reflection::EnumVal* v : *now.values()) {
+      if (old_values.count(Str(v->name())) == 0 && v->value() <= old_max) {
+        out_.Add("union member " + name + "." + Str(v->name()) + " was added before the end (" +
+                 std::to_string(v->value()) + "): add members after the last one");
+      }
+    }
+  }
+
+  const reflection::Schema& prev_;
+  const reflection::Schema& next_;
+  Violations out_;
+};
+
+// Whether every type of the schema names a table or enum it holds: the
+// verifier checks the bytes, not what the indices point at, and reflection
+// (and flatc's Parser::Deserialize) index with them unchecked.
+bool IndicesInRange(const reflection::Schema& s) {
+  const int32_t objects = static_cast<int32_t>(s.objects()->size()), enums = static_cast<int32_t>(s.enums()->size());
+  auto fits = [&](const reflection::Type* t) {
+    if (t == nullptr) return true;
+    const BaseType base =
+        t->base_type() == BaseType::Vector || t->base_type() == BaseType::Array ? t->element() : t->base_type();
+    const int32_t index = t->index();
+    if (base == BaseType::Obj) return index >= 0 && index < objects;
+    if (base == BaseType::Union || base == BaseType::UType) return index >= 0 && index < enums;
+    return index < enums;  // -1, or the enum of a scalar
+  };
+  for (const reflection::Object* o : *s.objects()) {
+    if (o->name() == nullptr || o->fields() == nullptr) return false;
+    for (const reflection::Field* f : *o->fields()) {
+      if (f->name() == nullptr || f->type() == nullptr || !fits(f->type())) return false;
+    }
+  }
+  for (const reflection::Enum* e : *s.enums()) {
+    if (e->name() == nullptr || e->values() == nullptr || e->underlying_type() == nullptr) return false;
+    for (const reflection::EnumVal* v : *e->values()) {
+      if (v->name() == nullptr || !fits(v->union_type())) return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+Result<BinarySchema> BinarySchema::FromBytes(std::string bytes) {
+  if (bytes.size() > kMaxSchemaBytes) {
+    return Status::InvalidArgument("a binary schema of " + std::to_string(bytes.size()) + " bytes: at most " +
+                                   std::to_string(kMaxSchemaBytes));
+  }
+  flatbuffers::Verifier verifier(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
+  if (bytes.empty() || !reflection::VerifySchemaBuffer(verifier)) {
+    return Status::InvalidArgument("not a FlatBuffers binary schema (.bfbs, as flatc --binary --schema writes)");
+  }
+  BinarySchema schema(std::move(bytes));
+  if (!IndicesInRange(schema.schema())) {
+    return Status::InvalidArgument("the binary schema refers to tables or enums it does not hold");
+  }
+  if (schema.schema().root_table() == nullptr) {
+    return Status::InvalidArgument("the schema has no root_type: an event type's schema names its root table");
+  }
+  return schema;
+}
+
+const reflection::Schema& BinarySchema::schema() const { return *reflection::GetSchema(bytes_.data()); }
+
+std::string BinarySchema::RootName() const { return Str(schema().root_table()->name()); }
+
+std::vector<std::string> CompatibilityViolations(const BinarySchema& prev, const BinarySchema& next) {
+  return Comparison(prev.schema(), next.schema()).Run();
+}
+
+}  // namespace walbus::internal

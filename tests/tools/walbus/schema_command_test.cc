@@ -1,0 +1,74 @@
+// walbus schema check OLD NEW, run as a child process on schema files.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <string>
+
+#include "bus/core/schema_compat.h"
+#include "tests/test_util.h"
+#include "tests/tools/walbus/cli_runner.h"
+#include "tools/walbus/schema_source.h"
+
+namespace walbus {
+namespace {
+
+using testing::RunCli;
+using testing::RunCliErrors;
+using testing::RunCliOutput;
+using testing::TempDir;
+
+constexpr const char* kV1 = R"(
+include "money.fbs";
+namespace orders;
+table OrderApproved { order_id: string (required); amount: Money; }
+root_type OrderApproved;
+file_identifier "ORDA";
+)";
+
+std::string Write(const TempDir& dir, const std::string& name, const std::string& bytes) {
+  const std::string path = dir.root() + "/" + name;
+  std::ofstream(path, std::ios::binary) << bytes;
+  return path;
+}
+
+TEST(SchemaCommandTest, ChecksSourcesAndBinarySchemas) {
+  TempDir dir;
+  Write(dir, "money.fbs", "namespace orders;\nstruct Money { units: long; cents: int; }\n");
+  const std::string v1 = Write(dir, "v1.fbs", kV1);
+  std::string v2_text = kV1;
+  v2_text.replace(v2_text.find(" }\nroot_type"), 3, " note: string; }\n");
+  const std::string v2 = Write(dir, "v2.fbs", v2_text);
+  std::string v3_text = kV1;
+  v3_text.replace(v3_text.find("\"ORDA\""), 6, "\"ORDX\"");
+  const std::string v3 = Write(dir, "v3.fbs", v3_text);
+
+  std::string out;
+  ASSERT_EQ(RunCliOutput("schema check " + v1 + " " + v2, &out), 0) << out;
+  EXPECT_NE(out.find("may replace"), std::string::npos) << out;
+  ASSERT_EQ(RunCliOutput("schema check " + v1 + " " + v3, &out), 1);
+  EXPECT_EQ(out, "the file identifier changed from \"ORDA\" to \"ORDX\"\n");
+  std::string err;
+  ASSERT_EQ(RunCliErrors("schema check " + v1 + " " + v3, &err), 1);
+  EXPECT_NE(err.find("new type version"), std::string::npos) << err;
+  ASSERT_EQ(RunCliOutput("schema check " + v2 + " " + v1, &out), 1) << "a field removed";
+  EXPECT_NE(out.find("orders.OrderApproved.note (id 2) was removed"), std::string::npos) << out;
+
+  // A binary schema (as flatc --binary --schema writes) checks the same.
+  auto binary = internal::ParseSchemaSource(kV1, dir.root(), "v1.fbs");
+  ASSERT_TRUE(binary.ok()) << binary.status().ToString();
+  const std::string v1_binary = Write(dir, "v1.bfbs", binary->bytes());
+  ASSERT_EQ(RunCliOutput("schema check " + v1_binary + " " + v2, &out), 0) << out;
+
+  // Bad input: exit 2 and a message naming the file.
+  const std::string garbage = Write(dir, "garbage.bfbs", "not a schema");
+  ASSERT_EQ(RunCliErrors("schema check " + garbage + " " + v2, &err), 2);
+  EXPECT_NE(err.find("garbage.bfbs"), std::string::npos) << err;
+  const std::string broken = Write(dir, "broken.fbs", "table T { x: nosuchtype; }");
+  ASSERT_EQ(RunCliErrors("schema check " + v1 + " " + broken, &err), 2);
+  EXPECT_NE(err.find("broken.fbs"), std::string::npos) << err;
+  EXPECT_EQ(RunCli("schema check " + v1 + " " + dir.root() + "/missing.fbs"), 2);
+  EXPECT_EQ(RunCli("schema check " + v1), 2) << "NEW is required";
+}
+
+}  // namespace
+}  // namespace walbus

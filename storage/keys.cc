@@ -115,6 +115,20 @@ std::string SubscriberMetaKey(std::string_view name) {
   return k;
 }
 
+std::string SchemaKeyPrefix(std::string_view type) {
+  std::string k(kSchemaMetaPrefix);
+  if (type.empty()) return k;
+  k.append(type);
+  k.push_back('\0');
+  return k;
+}
+
+std::string SchemaKey(std::string_view type, uint32_t version) {
+  std::string k = SchemaKeyPrefix(type);
+  PutBe32(&k, version);
+  return k;
+}
+
 std::string EncodeCounter(uint64_t v) {
   std::string out(8, '\0');
   for (int i = 0; i < 8; ++i) out[i] = static_cast<char>(v >> (8 * i));

@@ -91,6 +91,13 @@ inline constexpr std::string_view kMetaTrimmedBelow = "trimmed_below";
 // the next one is one above the highest registered.
 std::string SubscriberMetaKey(std::string_view name);
 inline constexpr std::string_view kSubscriberMetaPrefix = "sub/";
+// "schema/<type>\0" + be32(version) -> SchemaRecord (records.h): the
+// schemas accepted for an event type, version 1 the first (types hold no
+// zero byte, so one type's keys never run into another's).
+std::string SchemaKey(std::string_view type, uint32_t version);
+// The prefix of every schema key of `type`; of every type when empty.
+std::string SchemaKeyPrefix(std::string_view type);
+inline constexpr std::string_view kSchemaMetaPrefix = "schema/";
 
 // Counters stored through the merge operator: 8 bytes little-endian.
 std::string EncodeCounter(uint64_t v);

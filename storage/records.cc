@@ -82,6 +82,19 @@ bool DecodeRetry(std::string_view in, RetryRecord* r) {
   return rd.AtEnd() || (rd.U64(&r->next_attempt_ms) && rd.AtEnd());
 }
 
+std::string EncodeSchema(const SchemaRecord& r) {
+  std::string out(1, kFormat);
+  for (uint64_t v : {r.hash, r.first_registered_ms, r.last_registered_ms}) PutBe64(&out, v);
+  PutBytes(&out, Capped(r.binary_schema, kMaxSchemaBytes));
+  return out;
+}
+
+bool DecodeSchema(std::string_view in, SchemaRecord* r) {
+  Reader rd(in);
+  return rd.Format() && rd.U64(&r->hash) && rd.U64(&r->first_registered_ms) && rd.U64(&r->last_registered_ms) &&
+         rd.Bytes(&r->binary_schema, kMaxSchemaBytes) && rd.AtEnd();
+}
+
 std::string EncodeRegistration(const RegistrationRecord& r) {
   std::string out(1, kFormat);
   out.push_back(r.side_effect_safe ? 1 : 0);

@@ -112,6 +112,18 @@ struct PauseRecord {
   std::string type;
 };
 
+// meta: SchemaKey(type, version) -> one schema accepted for an event type
+// (Bus::RegisterSchema).
+inline constexpr size_t kMaxSchemaBytes = 64u << 20;
+struct SchemaRecord {
+  uint64_t hash = 0;  // FNV-1a 64 of binary_schema
+  uint64_t first_registered_ms = 0;
+  uint64_t last_registered_ms = 0;
+  std::string binary_schema;  // at most kMaxSchemaBytes
+};
+std::string EncodeSchema(const SchemaRecord& r);
+bool DecodeSchema(std::string_view in, SchemaRecord* r);
+
 std::string EncodeRegistration(const RegistrationRecord& r);
 bool DecodeRegistration(std::string_view in, RegistrationRecord* r);
 std::string EncodePause(const PauseRecord& r);

@@ -40,6 +40,7 @@ class BusImpl final : public Bus, public CommitListener, public ScopeHost {
   Status Start() override;
   Status RegisterVerifier(const std::string& type, PayloadVerifier verifier) override;
   Status RegisterUpcaster(const std::string& from_type, const std::string& to_type, Upcaster upcaster) override;
+  Result<SchemaVersion> RegisterSchema(const std::string& type, std::string_view binary_schema) override;
   Result<Receipt> Ingest(std::string_view envelope, std::string_view source) override;
   Result<IngestResult> IngestEvent(const Event& event, const IngestOptions& options) override;
   Result<IngestResult> IngestEnvelope(std::string_view envelope, const IngestOptions& options) override;
@@ -167,6 +168,7 @@ class BusImpl final : public Bus, public CommitListener, public ScopeHost {
 
   Mutex lifecycle_mu_;  // serializes Start and Close
   Mutex actions_mu_;    // serializes operator actions (their ids)
+  Mutex schemas_mu_;    // serializes schema registrations (bus_schemas.cc)
   Mutex metrics_sources_mu_;
   std::vector<std::weak_ptr<const MetricsSource>> metrics_sources_ GUARDED_BY(metrics_sources_mu_);
   CallGate gate_;  // admitted calls inside storage (InCall); Close shuts it

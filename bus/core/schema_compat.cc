@@ -3,7 +3,10 @@
 #include <flatbuffers/reflection_generated.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <map>
+
+#include "storage/keys.h"
 
 namespace walbus::internal {
 namespace {
@@ -268,8 +271,50 @@ const reflection::Schema& BinarySchema::schema() const { return *reflection::Get
 
 std::string BinarySchema::RootName() const { return Str(schema().root_table()->name()); }
 
+uint64_t BinarySchema::Hash() const {
+  uint64_t hash = 0xcbf29ce484222325ull;
+  for (char c : bytes_) hash = (hash ^ static_cast<unsigned char>(c)) * 0x100000001b3ull;
+  return hash;
+}
+
 std::vector<std::string> CompatibilityViolations(const BinarySchema& prev, const BinarySchema& next) {
   return Comparison(prev.schema(), next.schema()).Run();
+}
+
+std::string SchemaHashText(uint64_t hash) {
+  char text[17];
+  std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(hash));
+  return text;
+}
+
+Status LoadAcceptedSchemas(const storage::Db& db, const std::string& type, std::vector<storage::SchemaRecord>* out) {
+  out->clear();
+  Status bad;
+  Status scan = db.Scan(
+      storage::Cf::kMeta, storage::SchemaKeyPrefix(type), SIZE_MAX, [&](std::string_view key, std::string_view value) {
+        storage::SchemaRecord record;
+        const auto version = static_cast<uint32_t>(out->size() + 1);
+        if (key != storage::SchemaKey(type, version) || !storage::DecodeSchema(value, &record) ||
+            !BinarySchema::FromBytes(record.binary_schema).ok()) {
+          bad = Status::Corruption("stored schema " + std::to_string(version) + " of " + type + " is unreadable");
+          return false;
+        }
+        out->push_back(std::move(record));
+        return true;
+      });
+  return scan.ok() ? bad : scan;
+}
+
+Status ListSchemaTypes(const storage::Db& db, std::vector<std::string>* types) {
+  types->clear();
+  const std::string prefix = storage::SchemaKeyPrefix("");
+  return db.Scan(storage::Cf::kMeta, prefix, SIZE_MAX, [&](std::string_view key, std::string_view) {
+    const size_t end = key.find('\0', prefix.size());
+    if (end == std::string_view::npos) return true;  // not a schema key
+    std::string_view type = key.substr(prefix.size(), end - prefix.size());
+    if (types->empty() || types->back() != type) types->emplace_back(type);
+    return true;
+  });
 }
 
 }  // namespace walbus::internal

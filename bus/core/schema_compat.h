@@ -14,6 +14,8 @@
 #include <string_view>
 #include <vector>
 
+#include "storage/db.h"
+#include "storage/records.h"
 #include "walbus/status.h"
 
 namespace reflection {
@@ -35,14 +37,18 @@ class BinarySchema {
   const reflection::Schema& schema() const;
   // The root table's name, with its namespace ("orders.OrderApproved").
   std::string RootName() const;
+  // FNV-1a 64 of the bytes: names a schema in listings (equal bytes are
+  // what makes two registrations the same schema).
+  uint64_t Hash() const;
 
  private:
   explicit BinarySchema(std::string bytes) : bytes_(std::move(bytes)) {}
   std::string bytes_;
 };
 
-// A binary schema larger than this is refused (64 MiB).
-inline constexpr size_t kMaxSchemaBytes = 64u << 20;
+// A binary schema larger than this is refused (64 MiB): what the
+// database stores of one.
+inline constexpr size_t kMaxSchemaBytes = storage::kMaxSchemaBytes;
 
 // Every way `next` fails to be a compatible evolution of `prev`, one line
 // each naming the table, field, enum or value; empty when `next` may
@@ -53,6 +59,17 @@ inline constexpr size_t kMaxSchemaBytes = 64u << 20;
 // an enum value renumbered or its underlying type changed; a union member
 // added before the end or bound to another table.
 std::vector<std::string> CompatibilityViolations(const BinarySchema& prev, const BinarySchema& next);
+
+// A schema's hash as listings show it: 16 lowercase hex digits.
+std::string SchemaHashText(uint64_t hash);
+
+// The schemas accepted for `type` (Bus::RegisterSchema), version 1 first.
+// Corruption when one does not decode, is not where its version says, or is
+// no binary schema.
+Status LoadAcceptedSchemas(const storage::Db& db, const std::string& type, std::vector<storage::SchemaRecord>* out);
+
+// Every event type with a schema, in key order.
+Status ListSchemaTypes(const storage::Db& db, std::vector<std::string>* types);
 
 }  // namespace walbus::internal
 

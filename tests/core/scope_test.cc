@@ -518,7 +518,7 @@ int GenKeys(uint64_t gen) { return 5 + static_cast<int>(gen % 11); }
   }
 }
 
-TEST(ScopeCrashTest, RangeDeletionsLandWholeWithTheirEvents) {
+TEST(ScopeCrashTest, KilledMidwayRangeDeletionsLandWholeWithTheirEvents) {
   for (int round = 0; round < 6; ++round) {
     const uint32_t seed = BaseSeed() + static_cast<uint32_t>(round);
     SCOPED_TRACE("seed " + std::to_string(seed));

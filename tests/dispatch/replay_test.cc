@@ -703,7 +703,7 @@ TEST(RebuildTest, RefusesWhatWouldLeaveThePartialOrDoubled) {
 // handled above its durable checkpoint. A rebuild then must apply every
 // committed event exactly once: those up to the checkpoint by the replay,
 // those above it live again (their inbox records dropped with the clear).
-TEST(RebuildTest, AfterSigkillEveryEventCountsOnce) {
+TEST(RebuildTest, KilledMidwayEveryEventCountsOnce) {
   int rounds_with_handled_above_checkpoint = 0;
   for (uint32_t round = 0; round < 5; ++round) {
     SCOPED_TRACE("round " + std::to_string(round));

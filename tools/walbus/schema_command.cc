@@ -1,6 +1,10 @@
 // walbus schema check OLD NEW: whether the event schema NEW may replace OLD
 // (bus/core/schema_compat.h), for an application's own CI. OLD and NEW are
-// FlatBuffers schema sources (.fbs) or binary schemas (.bfbs).
+// FlatBuffers schema sources (.fbs) or binary schemas (.bfbs); OLD may be a
+// database instead, whose every stored version of --type NEW must extend.
+// walbus schema ls DIR: the event types with schemas in a database.
+#include <algorithm>
+#include <cstdio>
 #include <fstream>
 #include <iostream>
 #include <iterator>
@@ -9,8 +13,11 @@
 #include <string>
 #include <vector>
 
+#include <filesystem>
+
 #include "bus/core/schema_compat.h"
 #include "tools/walbus/commands.h"
+#include "tools/walbus/inspect_util.h"
 #include "tools/walbus/schema_source.h"
 
 namespace walbus::tools {
@@ -38,25 +45,82 @@ Result<wi::BinarySchema> LoadSchema(const std::string& path) {
   return wi::ParseSchemaSource(bytes, dir, path);
 }
 
-int RunCheck(const std::string& old_path, const std::string& new_path) {
-  auto old_schema = LoadSchema(old_path);
-  if (!old_schema.ok()) return Fail("schema check", old_schema.status());
-  auto new_schema = LoadSchema(new_path);
-  if (!new_schema.ok()) return Fail("schema check", new_schema.status());
-  const std::vector<std::string> violations = wi::CheckEvolution(*old_schema, *new_schema);
+// Prints the violations (one per line) and the verdict; the exit code.
+int Verdict(const std::string& old_name, const std::string& new_path, const std::vector<std::string>& violations,
+            const std::string& root) {
   if (violations.empty()) {
-    std::cout << new_path << " may replace " << old_path << " (" << new_schema->RootName() << ")\n";
+    std::cout << new_path << " may replace " << old_name << " (" << root << ")\n";
     return 0;
   }
   for (const std::string& line : violations) std::cout << line << "\n";
-  std::cerr << "walbus schema check: " << new_path << " may not replace " << old_path << " (" << violations.size()
+  std::cerr << "walbus schema check: " << new_path << " may not replace " << old_name << " (" << violations.size()
             << (violations.size() == 1 ? " violation" : " violations")
             << "): publish the change as a new type version (….v2) instead\n";
   return 1;
 }
 
+// NEW against every version of `type` a database holds.
+int CheckAgainstDatabase(const std::string& dir, const std::string& type, const wi::BinarySchema& next,
+                         const std::string& new_path) {
+  if (type.empty()) {
+    std::cerr << "walbus schema check: " << dir << " is a database: name the event type with --type\n";
+    return 2;
+  }
+  wi::inspect_util::SecondaryView view;
+  if (Status s = wi::inspect_util::OpenSecondary(dir, &view); !s.ok()) return Fail("schema check", s);
+  std::vector<storage::SchemaRecord> accepted;
+  if (Status s = wi::LoadAcceptedSchemas(*view.db, type, &accepted); !s.ok()) return Fail("schema check", s);
+  if (accepted.empty()) return Fail("schema check", Status::NotFound("no schema of " + type + " in " + dir));
+  std::vector<std::string> violations;
+  for (size_t i = 0; i < accepted.size(); ++i) {
+    auto prev = wi::BinarySchema::FromBytes(accepted[i].binary_schema);
+    if (!prev.ok()) return Fail("schema check", prev.status());
+    for (const std::string& line : wi::CheckEvolution(*prev, next)) {
+      violations.push_back("against version " + std::to_string(i + 1) + ": " + line);
+    }
+  }
+  return Verdict(type + " in " + dir, new_path, violations, next.RootName());
+}
+
+int RunCheck(const std::string& old_path, const std::string& new_path, const std::string& type) {
+  auto new_schema = LoadSchema(new_path);
+  if (!new_schema.ok()) return Fail("schema check", new_schema.status());
+  std::error_code ec;
+  if (std::filesystem::is_directory(old_path, ec)) return CheckAgainstDatabase(old_path, type, *new_schema, new_path);
+  auto old_schema = LoadSchema(old_path);
+  if (!old_schema.ok()) return Fail("schema check", old_schema.status());
+  return Verdict(old_path, new_path, wi::CheckEvolution(*old_schema, *new_schema), new_schema->RootName());
+}
+
+int RunList(const std::string& dir, bool json) {
+  wi::inspect_util::SecondaryView view;
+  if (Status s = wi::inspect_util::OpenSecondary(dir, &view); !s.ok()) return Fail("schema ls", s);
+  std::vector<std::string> types;
+  if (Status s = wi::ListSchemaTypes(*view.db, &types); !s.ok()) return Fail("schema ls", s);
+  std::vector<std::vector<std::string>> rows = {{"TYPE", "VERSIONS", "LATEST HASH", "ROOT TABLE", "LAST REGISTERED"}};
+  for (const std::string& type : types) {
+    std::vector<storage::SchemaRecord> accepted;
+    if (Status s = wi::LoadAcceptedSchemas(*view.db, type, &accepted); !s.ok()) return Fail("schema ls", s);
+    uint64_t last_ms = 0;
+    for (const auto& r : accepted) last_ms = std::max(last_ms, r.last_registered_ms);
+    const auto latest = wi::BinarySchema::FromBytes(accepted.back().binary_schema);
+    const std::string hash = wi::SchemaHashText(accepted.back().hash);
+    const std::string last = wi::inspect_util::IsoTimeMs(static_cast<int64_t>(last_ms));
+    if (json) {
+      std::cout << "{\"type\":" << wi::JsonString(type) << ",\"versions\":" << accepted.size() << ",\"latest_hash\":\""
+                << hash << "\",\"root_table\":" << wi::JsonString(latest->RootName()) << ",\"last_registered\":\""
+                << last << "\"}\n";
+    } else {
+      rows.push_back({type, std::to_string(accepted.size()), hash, latest->RootName(), last});
+    }
+  }
+  if (!json) std::cout << wi::inspect_util::Table(rows);
+  return 0;
+}
+
 struct Values {
-  std::string old_path, new_path;
+  std::string old_path, new_path, type, dir;
+  bool json = false;
 };
 
 }  // namespace
@@ -68,12 +132,21 @@ void AddSchemaCommand(CLI::App* app, Runners* runners) {
   CLI::App* check = schema->add_subcommand(
       "check",
       "Whether NEW may replace OLD as the schema of one event type: exit 0 when it may, 1 with one line per "
-      "violation, 2 on bad input. OLD and NEW are .fbs sources or .bfbs binary schemas.");
-  check->add_option("old", v->old_path, "The schema in use")->required();
+      "violation, 2 on bad input. OLD and NEW are .fbs sources or .bfbs binary schemas; OLD may be a database "
+      "directory, then NEW is checked against every version of --type it holds.");
+  check->add_option("old", v->old_path, "The schema in use, or a database")->required();
   check->add_option("new", v->new_path, "The proposed schema")->required();
+  check->add_option("--type", v->type, "With a database: the event type");
   runners->push_back([check, v]() -> std::optional<int> {
     if (!check->parsed()) return std::nullopt;
-    return RunCheck(v->old_path, v->new_path);
+    return RunCheck(v->old_path, v->new_path, v->type);
+  });
+  CLI::App* list = schema->add_subcommand("ls", "The event types with schemas in a database, and their versions");
+  list->add_option("dir", v->dir, "Database directory")->required();
+  list->add_flag("--json", v->json, "Print JSON Lines: one object per type");
+  runners->push_back([list, v]() -> std::optional<int> {
+    if (!list->parsed()) return std::nullopt;
+    return RunList(v->dir, v->json);
   });
 }
 

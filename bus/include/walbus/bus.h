@@ -33,6 +33,7 @@
 // walbus/read.h (scans, ReadView),
 // walbus/subscriber.h (SubscriberOptions, Outcome), walbus/stats.h,
 // walbus/ingest.h, walbus/operations.h (dead letters, replay),
+// walbus/contracts.h (event schemas),
 // walbus/options.h, walbus/event.h, walbus/status.h, walbus/metrics.h,
 // walbus/logger.h. This header includes them all.
 #ifndef WALBUS_BUS_H_
@@ -48,6 +49,7 @@
 #include <string_view>
 #include <vector>
 
+#include "walbus/contracts.h"
 #include "walbus/event.h"
 #include "walbus/export.h"
 #include "walbus/ingest.h"
@@ -101,6 +103,20 @@ class WALBUS_EXPORT Bus {
   // InvalidArgument when `type` breaks the event type rules (walbus/event.h)
   // or `verifier` is empty.
   [[nodiscard]] virtual Status RegisterVerifier(const std::string& type, PayloadVerifier verifier) = 0;
+
+  // Registers `binary_schema` (FlatBuffers, as `flatc --binary --schema`
+  // writes it) as the contract of event type `type`, kept in the database
+  // with every schema accepted for the type before. The bytes are verified
+  // first. A schema accepted before, byte for byte, is taken again (its
+  // version, `added` false). A new one must be a compatible evolution of
+  // every schema accepted for the type (docs/contracts.md): otherwise
+  // InvalidArgument listing each violation, against each version, and
+  // nothing is stored; publish such a change as a new type version.
+  // InvalidArgument too for a bad type or bytes that are no binary schema;
+  // Corruption when a stored schema no longer reads. Registrations run one
+  // at a time, so each is checked against every one before it.
+  [[nodiscard]] virtual Result<SchemaVersion> RegisterSchema(const std::string& type,
+                                                             std::string_view binary_schema) = 0;
 
   // Registers how to bring `from_type` to the later `to_type` (same base
   // name, higher version), replacing an earlier upcaster of `from_type`.

@@ -70,5 +70,38 @@ TEST(SchemaCommandTest, ChecksSourcesAndBinarySchemas) {
   EXPECT_EQ(RunCli("schema check " + v1), 2) << "NEW is required";
 }
 
+TEST(SchemaCommandTest, ChecksAgainstADatabaseAndListsItsTypes) {
+  TempDir dir;
+  Write(dir, "money.fbs", "namespace orders;\nstruct Money { units: long; cents: int; }\n");
+  auto v1 = internal::ParseSchemaSource(kV1, dir.root(), "v1.fbs");
+  ASSERT_TRUE(v1.ok());
+  {
+    auto bus = testing::OpenBus(testing::TestOptions(dir));
+    ASSERT_NE(bus, nullptr);
+    ASSERT_TRUE(bus->RegisterSchema("orders.order-approved.v1", v1->bytes()).ok());
+  }
+  std::string next_text = kV1;
+  next_text.replace(next_text.find(" }\nroot_type"), 3, " note: string; }\n");
+  const std::string next = Write(dir, "next.fbs", next_text);
+  std::string bad_text = kV1;
+  bad_text.replace(bad_text.find("amount: Money;"), 14, "amount: int;");
+  const std::string bad = Write(dir, "bad.fbs", bad_text);
+  std::string out;
+  ASSERT_EQ(RunCliOutput("schema check " + dir.path() + " " + next + " --type orders.order-approved.v1", &out), 0)
+      << out;
+  ASSERT_EQ(RunCliOutput("schema check " + dir.path() + " " + bad + " --type orders.order-approved.v1", &out), 1);
+  EXPECT_EQ(out, "against version 1: orders.OrderApproved.amount changed type from orders.Money to Int\n");
+  std::string err;
+  ASSERT_EQ(RunCliErrors("schema check " + dir.path() + " " + next, &err), 2);
+  EXPECT_NE(err.find("--type"), std::string::npos) << err;
+  EXPECT_EQ(RunCli("schema check " + dir.path() + " " + next + " --type orders.other.v1"), 2) << "no such type";
+
+  ASSERT_EQ(RunCliOutput("schema ls " + dir.path() + " --json", &out), 0);
+  EXPECT_EQ(out.find("{\"type\":\"orders.order-approved.v1\",\"versions\":1,"), 0u) << out;
+  EXPECT_NE(out.find("\"root_table\":\"orders.OrderApproved\""), std::string::npos) << out;
+  ASSERT_EQ(RunCliOutput("schema ls " + dir.path(), &out), 0);
+  EXPECT_NE(out.find("orders.order-approved.v1"), std::string::npos) << out;
+}
+
 }  // namespace
 }  // namespace walbus

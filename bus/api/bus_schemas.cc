@@ -1,0 +1,71 @@
+// Bus::RegisterSchema: event types' schemas kept in walbus.meta, each new
+// one checked against every one accepted before for its type.
+#include <cassert>
+
+#include "bus/api/bus_impl.h"
+#include "bus/core/envelope.h"
+#include "bus/core/schema_compat.h"
+#include "bus/util/unix_time.h"
+#include "storage/keys.h"
+#include "storage/records.h"
+
+namespace walbus::internal {
+namespace {
+
+// Every violation of `next` against each accepted schema, each line naming
+// the version it breaks.
+std::vector<std::string> ViolationsAgainst(const std::vector<storage::SchemaRecord>& accepted,
+                                           const BinarySchema& next) {
+  std::vector<std::string> lines;
+  for (size_t i = 0; i < accepted.size(); ++i) {
+    auto prev = BinarySchema::FromBytes(accepted[i].binary_schema);
+    assert(prev.ok() && "LoadAcceptedSchemas read each one back");
+    for (const std::string& line : CompatibilityViolations(*prev, next)) {
+      lines.push_back("against version " + std::to_string(i + 1) + ": " + line);
+    }
+  }
+  return lines;
+}
+
+}  // namespace
+
+Result<SchemaVersion> BusImpl::RegisterSchema(const std::string& type, std::string_view binary_schema) {
+  if (Status s = ValidateEventType(type); !s.ok()) return s;
+  auto schema = BinarySchema::FromBytes(std::string(binary_schema));
+  if (!schema.ok()) return Status::InvalidArgument("schema of " + type + ": " + schema.status().message());
+  InCall call(this);
+  if (!call.admitted()) return ClosedStatus();
+  MutexLock lock(&schemas_mu_);
+  std::vector<storage::SchemaRecord> accepted;
+  if (Status s = LoadAcceptedSchemas(*db_, type, &accepted); !s.ok()) return s;
+  const uint64_t now_ms = ToUnixMillisUnsigned(options_.clock->WallNow());
+  uint32_t version = 0;
+  for (size_t i = 0; i < accepted.size() && version == 0; ++i) {
+    if (accepted[i].binary_schema == schema->bytes()) version = static_cast<uint32_t>(i + 1);
+  }
+  const bool added = version == 0;
+  storage::SchemaRecord record;
+  if (added) {
+    const std::vector<std::string> violations = ViolationsAgainst(accepted, *schema);
+    if (!violations.empty()) {
+      std::string message = "schema of " + type + " is not a compatible evolution of the " +
+                            std::to_string(accepted.size()) +
+                            " accepted before; publish the change as a new type version instead:";
+      for (const std::string& line : violations) message += "\n  " + line;
+      return Status::InvalidArgument(message);
+    }
+    version = static_cast<uint32_t>(accepted.size() + 1);
+    record = storage::SchemaRecord{schema->Hash(), now_ms, now_ms, schema->bytes()};
+  } else {
+    record = std::move(accepted[version - 1]);
+    record.last_registered_ms = now_ms;
+  }
+  WriteSet scope;
+  scope.AddOp(Op{Op::Kind::kPut, db_->cf(storage::Cf::kMeta), storage::SchemaKey(type, version),
+                 storage::EncodeSchema(record)});
+  if (Status s = committer_->CommitOne(&scope, /*sync=*/true); !s.ok()) return s;
+  if (added) log_->logger().info("walbus: schema version {} of {} accepted ({})", version, type, schema->RootName());
+  return SchemaVersion{version, SchemaHashText(record.hash), added};
+}
+
+}  // namespace walbus::internal

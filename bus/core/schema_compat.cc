@@ -3,8 +3,10 @@
 #include <flatbuffers/reflection_generated.h>
 
 #include <algorithm>
+#include <bit>
 #include <cstdio>
 #include <map>
+#include <set>
 
 #include "storage/keys.h"
 
@@ -48,6 +50,10 @@ std::string TypeText(const reflection::Schema& s, const reflection::Type& t) {
     default: return named(t.base_type());
   }
 }
+
+// Defaults compare by their bits: a NaN default is the same default as
+// itself.
+bool SameBits(double a, double b) { return std::bit_cast<uint64_t>(a) == std::bit_cast<uint64_t>(b); }
 
 bool IsFloat(BaseType t) { return t == BaseType::Float || t == BaseType::Double; }
 
@@ -163,7 +169,7 @@ class Comparison {
     }
     if (IsScalar(old.type()->base_type()) &&
         (old.optional() != now.optional() || old.default_integer() != now.default_integer() ||
-         old.default_real() != now.default_real())) {
+         !SameBits(old.default_real(), now.default_real()))) {
       out_.Add(field + " changed its default from " + DefaultText(old) + " to " + DefaultText(now));
     }
     if (old.required() != now.required()) {
@@ -217,10 +223,12 @@ class Comparison {
   Violations out_;
 };
 
-// Whether every type of the schema names a table or enum it holds: the
+// Whether the schema is one flatc could have written: every type names a
+// table or enum it holds (the
 // verifier checks the bytes, not what the indices point at, and reflection
-// (and flatc's Parser::Deserialize) index with them unchecked.
-bool IndicesInRange(const reflection::Schema& s) {
+// (and flatc's Parser::Deserialize) index with them unchecked), and names
+// and field ids are unique.
+bool WellFormed(const reflection::Schema& s) {
   const int32_t objects = static_cast<int32_t>(s.objects()->size()), enums = static_cast<int32_t>(s.enums()->size());
   auto fits = [&](const reflection::Type* t) {
     if (t == nullptr) return true;
@@ -231,16 +239,26 @@ bool IndicesInRange(const reflection::Schema& s) {
     if (base == BaseType::Union || base == BaseType::UType) return index >= 0 && index < enums;
     return index < enums;  // -1, or the enum of a scalar
   };
+  // Names and ids are unique, as flatc writes them: the comparison looks
+  // things up by them.
+  std::set<std::string> object_names, enum_names;
   for (const reflection::Object* o : *s.objects()) {
-    if (o->name() == nullptr || o->fields() == nullptr) return false;
+    if (o->name() == nullptr || o->fields() == nullptr || !object_names.insert(o->name()->str()).second) return false;
+    std::set<uint16_t> ids;
     for (const reflection::Field* f : *o->fields()) {
-      if (f->name() == nullptr || f->type() == nullptr || !fits(f->type())) return false;
+      if (f->name() == nullptr || f->type() == nullptr || !fits(f->type()) || !ids.insert(f->id()).second) {
+        return false;
+      }
     }
   }
   for (const reflection::Enum* e : *s.enums()) {
-    if (e->name() == nullptr || e->values() == nullptr || e->underlying_type() == nullptr) return false;
+    if (e->name() == nullptr || e->values() == nullptr || e->underlying_type() == nullptr ||
+        !enum_names.insert(e->name()->str()).second) {
+      return false;
+    }
+    std::set<std::string> value_names;
     for (const reflection::EnumVal* v : *e->values()) {
-      if (v->name() == nullptr || !fits(v->union_type())) return false;
+      if (v->name() == nullptr || !fits(v->union_type()) || !value_names.insert(v->name()->str()).second) return false;
     }
   }
   return true;
@@ -258,8 +276,9 @@ Result<BinarySchema> BinarySchema::FromBytes(std::string bytes) {
     return Status::InvalidArgument("not a FlatBuffers binary schema (.bfbs, as flatc --binary --schema writes)");
   }
   BinarySchema schema(std::move(bytes));
-  if (!IndicesInRange(schema.schema())) {
-    return Status::InvalidArgument("the binary schema refers to tables or enums it does not hold");
+  if (!WellFormed(schema.schema())) {
+    return Status::InvalidArgument(
+        "the binary schema refers to tables or enums it does not hold, or repeats a name or a field id");
   }
   if (schema.schema().root_table() == nullptr) {
     return Status::InvalidArgument("the schema has no root_type: an event type's schema names its root table");

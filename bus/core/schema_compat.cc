@@ -223,15 +223,27 @@ class Comparison {
   Violations out_;
 };
 
+// A Type's base type and element as stored: reflection's accessors cast
+// the byte to BaseType, undefined for a value the enum does not have, so
+// a schema is read through them only once these are known to be in range.
+bool KnownTypes(const reflection::Type& t) {
+  const auto* table = reinterpret_cast<const flatbuffers::Table*>(&t);
+  for (auto field : {reflection::Type::VT_BASE_TYPE, reflection::Type::VT_ELEMENT}) {
+    const int8_t raw = table->GetField<int8_t>(field, 0);
+    if (raw < 0 || raw >= reflection::MaxBaseType) return false;
+  }
+  return true;
+}
+
 // Whether the schema is one flatc could have written: every type names a
-// table or enum it holds (the
-// verifier checks the bytes, not what the indices point at, and reflection
-// (and flatc's Parser::Deserialize) index with them unchecked), and names
-// and field ids are unique.
+// table or enum it holds (the verifier checks the bytes, not what the
+// indices point at, and reflection and flatc's Parser::Deserialize index
+// with them unchecked), and names and field ids are unique.
 bool WellFormed(const reflection::Schema& s) {
   const int32_t objects = static_cast<int32_t>(s.objects()->size()), enums = static_cast<int32_t>(s.enums()->size());
   auto fits = [&](const reflection::Type* t) {
     if (t == nullptr) return true;
+    if (!KnownTypes(*t)) return false;
     const BaseType base =
         t->base_type() == BaseType::Vector || t->base_type() == BaseType::Array ? t->element() : t->base_type();
     const int32_t index = t->index();
@@ -253,7 +265,7 @@ bool WellFormed(const reflection::Schema& s) {
   }
   for (const reflection::Enum* e : *s.enums()) {
     if (e->name() == nullptr || e->values() == nullptr || e->underlying_type() == nullptr ||
-        !enum_names.insert(e->name()->str()).second) {
+        !KnownTypes(*e->underlying_type()) || !enum_names.insert(e->name()->str()).second) {
       return false;
     }
     std::set<std::string> value_names;

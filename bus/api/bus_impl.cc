@@ -62,6 +62,7 @@ Status BusImpl::OpenWithEnv(const Options& options, rocksdb::Env* env, std::uniq
   if (Status s = storage::Db::Open(so, &bus->db_); !s.ok()) return s;
   uint64_t last_seq = 0, trimmed_below = 0;
   if (Status s = bus->Recover(&last_seq, &trimmed_below); !s.ok()) return s;
+  if (Status s = bus->LoadContracts(); !s.ok()) return s;
   WALBUS_FAULT_POINT("recovery.after_open");
   bus->tail_ = std::make_unique<TailCache>(options.tail_cache_events, options.tail_cache_bytes);
   bus->committer_ = std::make_unique<Committer>(

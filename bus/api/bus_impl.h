@@ -96,10 +96,12 @@ class BusImpl final : public Bus, public CommitListener, public ScopeHost {
                                      uint64_t last_taken);
 
  private:
-  explicit BusImpl(const Options& options) : options_(options) {
+  explicit BusImpl(const Options& options) : options_(options), schemas_(options.require_schemas) {
     if (options_.clock == nullptr) options_.clock = Clock::System();
   }
   Status Recover(uint64_t* last_seq, uint64_t* trimmed_below);
+  // Makes each type's latest accepted schema its payloads' contract.
+  Status LoadContracts();
   Status Register(const std::string& name, Registry::Entry* entry) REQUIRES(registry_.mu);
   // The state of one event for one registered subscriber. `seq` is 0 when
   // unknown (then completion cannot be told without an inbox record).

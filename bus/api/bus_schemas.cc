@@ -4,6 +4,7 @@
 
 #include "bus/api/bus_impl.h"
 #include "bus/core/envelope.h"
+#include "bus/core/payload_contract.h"
 #include "bus/core/schema_compat.h"
 #include "bus/util/unix_time.h"
 #include "storage/keys.h"
@@ -29,10 +30,30 @@ std::vector<std::string> ViolationsAgainst(const std::vector<storage::SchemaReco
 
 }  // namespace
 
+Status BusImpl::LoadContracts() {
+  std::vector<std::string> types;
+  if (Status s = ListSchemaTypes(*db_, &types); !s.ok()) return s;
+  for (const std::string& type : types) {
+    std::vector<storage::SchemaRecord> accepted;
+    if (Status s = LoadAcceptedSchemas(*db_, type, &accepted); !s.ok()) return s;
+    if (accepted.empty()) continue;
+    auto latest = BinarySchema::FromBytes(std::move(accepted.back().binary_schema));
+    assert(latest.ok() && "LoadAcceptedSchemas read each one back");
+    auto contract = PayloadContract::Make(type, static_cast<uint32_t>(accepted.size()), std::move(*latest));
+    if (!contract.ok()) return Status::Corruption("the stored schema of " + type + ": " + contract.status().message());
+    schemas_.SetContract(std::move(*contract));
+  }
+  return Status::OK();
+}
+
 Result<SchemaVersion> BusImpl::RegisterSchema(const std::string& type, std::string_view binary_schema) {
   if (Status s = ValidateEventType(type); !s.ok()) return s;
   auto schema = BinarySchema::FromBytes(std::string(binary_schema));
   if (!schema.ok()) return Status::InvalidArgument("schema of " + type + ": " + schema.status().message());
+  // The contract is made before anything is stored: a schema that cannot
+  // check payloads is refused.
+  auto contract = PayloadContract::Make(type, 0, *schema);
+  if (!contract.ok()) return contract.status();
   InCall call(this);
   if (!call.admitted()) return ClosedStatus();
   MutexLock lock(&schemas_mu_);
@@ -64,7 +85,12 @@ Result<SchemaVersion> BusImpl::RegisterSchema(const std::string& type, std::stri
   scope.AddOp(Op{Op::Kind::kPut, db_->cf(storage::Cf::kMeta), storage::SchemaKey(type, version),
                  storage::EncodeSchema(record)});
   if (Status s = committer_->CommitOne(&scope, /*sync=*/true); !s.ok()) return s;
-  if (added) log_->logger().info("walbus: schema version {} of {} accepted ({})", version, type, schema->RootName());
+  if (added) {
+    log_->logger().info("walbus: schema version {} of {} accepted ({})", version, type, schema->RootName());
+    auto made = PayloadContract::Make(type, version, std::move(*schema));
+    assert(made.ok() && "checked before the commit");
+    schemas_.SetContract(std::move(*made));
+  }
   return SchemaVersion{version, SchemaHashText(record.hash), added};
 }
 

@@ -235,10 +235,22 @@ bool KnownTypes(const reflection::Type& t) {
   return true;
 }
 
+// A table field's slot in the vtable, as flatc lays it out: even, after
+// the vtable's two sizes, and a union's after its type tag. Payloads are
+// read at these slots: an odd one would read past a vtable's end.
+bool FieldSlotFits(const reflection::Field& f) {
+  const reflection::Type& t = *f.type();
+  const bool tagged =
+      t.base_type() == BaseType::Union || (t.base_type() == BaseType::Vector && t.element() == BaseType::Union);
+  const uint16_t first = tagged ? 6 : 4;
+  return f.offset() % 2 == 0 && f.offset() >= first;
+}
+
 // Whether the schema is one flatc could have written: every type names a
 // table or enum it holds (the verifier checks the bytes, not what the
 // indices point at, and reflection and flatc's Parser::Deserialize index
-// with them unchecked), and names and field ids are unique.
+// with them unchecked), table fields sit at slots a payload can hold,
+// structs align to a power of two, and names and field ids are unique.
 bool WellFormed(const reflection::Schema& s) {
   const int32_t objects = static_cast<int32_t>(s.objects()->size()), enums = static_cast<int32_t>(s.enums()->size());
   auto fits = [&](const reflection::Type* t) {
@@ -256,11 +268,13 @@ bool WellFormed(const reflection::Schema& s) {
   std::set<std::string> object_names, enum_names;
   for (const reflection::Object* o : *s.objects()) {
     if (o->name() == nullptr || o->fields() == nullptr || !object_names.insert(o->name()->str()).second) return false;
+    if (o->is_struct() && !std::has_single_bit(static_cast<uint32_t>(o->minalign()))) return false;
     std::set<uint16_t> ids;
     for (const reflection::Field* f : *o->fields()) {
       if (f->name() == nullptr || f->type() == nullptr || !fits(f->type()) || !ids.insert(f->id()).second) {
         return false;
       }
+      if (!o->is_struct() && !FieldSlotFits(*f)) return false;
     }
   }
   for (const reflection::Enum* e : *s.enums()) {

@@ -38,8 +38,29 @@ Status SchemaRegistry::AddUpcaster(const std::string& from, const std::string& t
   return Status::OK();
 }
 
+void SchemaRegistry::SetContract(PayloadContract contract) {
+  auto made = std::make_shared<const PayloadContract>(std::move(contract));
+  WriterLock lock(&mu_);
+  auto& slot = contracts_[made->type()];
+  if (slot == nullptr || slot->version() < made->version()) slot = std::move(made);
+}
+
+std::shared_ptr<const PayloadContract> SchemaRegistry::Contract(std::string_view type) const {
+  ReaderLock lock(&mu_);
+  auto it = contracts_.find(type);
+  return it == contracts_.end() ? nullptr : it->second;
+}
+
 Status SchemaRegistry::Verify(std::string_view type, std::string_view data) const {
   ReaderLock lock(&mu_);
+  auto contract = contracts_.find(type);
+  if (contract != contracts_.end()) {
+    if (Status s = contract->second->Verify(data); !s.ok()) return s;
+  } else if (require_contracts_) {
+    return Status::InvalidArgument("event type " + std::string(type) +
+                                   " has no registered schema, and this bus requires one for every type "
+                                   "(Options::require_schemas)");
+  }
   auto it = verifiers_.find(type);
   if (it == verifiers_.end()) return Status::OK();
   Status s = it->second(data);

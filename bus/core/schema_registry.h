@@ -1,4 +1,5 @@
-// SchemaRegistry: event type -> payload verifier and upcaster, so that
+// SchemaRegistry: event type -> payload contract (the type's registered
+// schema), payload verifier and upcaster, so that payloads are checked and
 // consumers accept every live version of a type.
 //
 // Types are "<base>.v<N>" (orders.order-approved.v1). An upcaster turns
@@ -12,11 +13,13 @@
 #define WALBUS_BUS_CORE_SCHEMA_REGISTRY_H_
 
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "bus/core/payload_contract.h"
 #include "bus/util/mutex.h"
 #include "walbus/bus.h"
 
@@ -35,12 +38,23 @@ std::string_view TypeBaseName(std::string_view type);
 
 class SchemaRegistry {
  public:
+  // With `require_contracts`, a type without a contract fails Verify
+  // (Options::require_schemas).
+  explicit SchemaRegistry(bool require_contracts = false) : require_contracts_(require_contracts) {}
+
+  // Makes `contract` the one its type's payloads are checked against,
+  // unless the type has one of a later version already.
+  void SetContract(PayloadContract contract);
+  // The type's contract; null when it has none.
+  std::shared_ptr<const PayloadContract> Contract(std::string_view type) const;
+
   // REQUIRES: types valid (ValidateEventType).
   Status AddVerifier(const std::string& type, PayloadVerifier verifier);
   // InvalidArgument unless `to` is a later version of the same base.
   Status AddUpcaster(const std::string& from, const std::string& to, Upcaster upcaster);
 
-  // OK when no verifier is registered for the type.
+  // Checks `data` against the type's contract, then its verifier. OK for a
+  // type with neither, unless contracts are required.
   Status Verify(std::string_view type, std::string_view data) const;
 
   enum class Resolution : uint8_t {
@@ -54,7 +68,9 @@ class SchemaRegistry {
   Result<Resolution> Resolve(const Event& event, const std::vector<std::string>& wanted, Event* out) const;
 
  private:
+  const bool require_contracts_;
   mutable SharedMutex mu_;
+  std::map<std::string, std::shared_ptr<const PayloadContract>, std::less<>> contracts_ GUARDED_BY(mu_);
   std::map<std::string, PayloadVerifier, std::less<>> verifiers_ GUARDED_BY(mu_);
   std::map<std::string, std::pair<std::string, Upcaster>, std::less<>> upcasters_ GUARDED_BY(mu_);  // from -> (to, fn)
 };

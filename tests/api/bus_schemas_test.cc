@@ -1,6 +1,7 @@
 // bus/api/bus_schemas.cc: Bus::RegisterSchema against a real database:
 // versions, the same schema again, compatible and breaking evolutions
 // checked against every version, restarts, concurrent registrations.
+#include <flatbuffers/idl.h>
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -8,6 +9,7 @@
 #include <thread>
 
 #include "tests/test_util.h"
+#include "tools/walbus/inspect.h"
 #include "tools/walbus/schema_source.h"
 #include "walbus/bus.h"
 
@@ -18,12 +20,39 @@ using testing::TempDir;
 
 constexpr const char* kType = "orders.order-approved.v1";
 
+std::string Source(const std::string& fields) {
+  return "namespace orders;\ntable OrderApproved { " + fields +
+         " }\nroot_type OrderApproved;\nfile_identifier \"ORDA\";";
+}
+
 std::string Binary(const std::string& fields) {
-  auto schema = internal::ParseSchemaSource(
-      "namespace orders;\ntable OrderApproved { " + fields + " }\nroot_type OrderApproved;\nfile_identifier \"ORDA\";",
-      "", "order_approved.fbs");
+  auto schema = internal::ParseSchemaSource(Source(fields), "", "order_approved.fbs");
   EXPECT_TRUE(schema.ok()) << schema.status().ToString();
   return schema.ok() ? schema->bytes() : std::string();
+}
+
+// A payload built from JSON with the schema source `source`.
+std::string Payload(const std::string& source, const std::string& json) {
+  flatbuffers::Parser parser;
+  EXPECT_TRUE(parser.Parse(source.c_str()) && parser.Parse(json.c_str())) << parser.error_;
+  return std::string(reinterpret_cast<const char*>(parser.builder_.GetBufferPointer()), parser.builder_.GetSize());
+}
+
+const std::string kV1Fields = "order_id: string (required); priority: int;";
+const std::string kV2Fields = "order_id: string (required); priority: int; note: string;";
+const std::string kStockReleased =
+    "namespace stock; table StockReleased { order_id: string; } root_type StockReleased; file_identifier \"STRL\";";
+
+Status PublishOne(Bus* bus, const std::string& type, const std::string& data) {
+  Transaction tx = bus->Begin();
+  if (auto id = tx.Publish(EventSpec{.type = type, .subject = "order-1", .data = data}); !id.ok()) return id.status();
+  return tx.Commit().status();
+}
+
+size_t OutboxSize(const std::string& dir) {
+  std::vector<internal::OutboxEntry> entries;
+  EXPECT_TRUE(internal::ListOutbox(dir, internal::OutboxFilter{}, &entries, SIZE_MAX).ok());
+  return entries.size();
 }
 
 TEST(BusSchemasTest, VersionsGrowOnlyByCompatibleEvolutions) {
@@ -126,6 +155,96 @@ TEST(BusSchemasTest, ConcurrentRegistrationsAreCheckedAgainstEachOther) {
     EXPECT_EQ(accepted.load(), 1) << "round " << round;
     EXPECT_EQ(refused.load(), 1) << "round " << round;
   }
+}
+
+TEST(BusSchemasTest, PublishedPayloadsAreCheckedAgainstTheLatestSchema) {
+  TempDir dir;
+  const std::string v1_payload = Payload(Source(kV1Fields), R"({ order_id: "o-1", priority: 2 })");
+  const std::string wrong_table = Payload(kStockReleased, R"({ order_id: "o-1" })");
+  {
+    auto bus = testing::OpenBus(testing::TestOptions(dir));
+    ASSERT_NE(bus, nullptr);
+    ASSERT_TRUE(PublishOne(bus.get(), kType, wrong_table).ok()) << "no schema yet: payloads are opaque";
+    ASSERT_TRUE(bus->RegisterSchema(kType, Binary(kV1Fields)).ok());
+    EXPECT_TRUE(PublishOne(bus.get(), kType, v1_payload).ok());
+    const Status refused = PublishOne(bus.get(), kType, wrong_table);
+    ASSERT_TRUE(refused.IsInvalidArgument());
+    EXPECT_NE(refused.message().find("payload of orders.order-approved.v1 is not a orders.OrderApproved (schema "
+                                     "version 1): its file identifier is not \"ORDA\""),
+              std::string::npos)
+        << refused.ToString();
+    EXPECT_TRUE(PublishOne(bus.get(), "orders.order-shipped.v1", wrong_table).ok()) << "other types are unchecked";
+  }
+  EXPECT_EQ(OutboxSize(dir.path()), 3u) << "the refused publish committed nothing";
+  auto bus = testing::OpenBus(testing::TestOptions(dir));
+  ASSERT_NE(bus, nullptr);
+  EXPECT_TRUE(PublishOne(bus.get(), kType, wrong_table).IsInvalidArgument())
+      << "the stored schema checks payloads after a restart, registered again or not";
+  // A compatible version 2: payloads of either producer pass.
+  ASSERT_TRUE(bus->RegisterSchema(kType, Binary(kV2Fields)).ok());
+  EXPECT_TRUE(PublishOne(bus.get(), kType, v1_payload).ok()) << "an older producer's payload";
+  EXPECT_TRUE(PublishOne(bus.get(), kType, Payload(Source(kV2Fields), R"({ order_id: "o-2", note: "n" })")).ok());
+  const Status missing = PublishOne(
+      bus.get(), kType, Payload(Source("order_id: string; priority: int; note: string;"), R"({ priority: 1 })"));
+  ASSERT_TRUE(missing.IsInvalidArgument());
+  EXPECT_NE(missing.message().find("(schema version 2): orders.OrderApproved.order_id: a required field is missing"),
+            std::string::npos)
+      << missing.ToString();
+}
+
+TEST(BusSchemasTest, IngestedPayloadsThatFailTheirSchemaAreQuarantined) {
+  TempDir dir;
+  {
+    auto bus = testing::OpenBus(testing::TestOptions(dir));
+    ASSERT_NE(bus, nullptr);
+    ASSERT_TRUE(bus->RegisterSchema(kType, Binary(kV1Fields)).ok());
+    Event in;
+    in.id = EventId::Generate();
+    in.type = kType;
+    in.source = "device-7/orders";
+    in.subject = "order-1";
+    in.time = std::chrono::system_clock::now();
+    in.data = Payload(kStockReleased, R"({ order_id: "o-1" })");
+    auto refused = bus->IngestEvent(in, IngestOptions{"jetstream:a", "inbound"});
+    ASSERT_TRUE(refused.status().IsInvalidArgument());
+    EXPECT_NE(refused.status().message().find("quarantined"), std::string::npos) << refused.status().ToString();
+    in.id = EventId::Generate();
+    in.data = Payload(Source(kV2Fields), R"({ order_id: "o-1", note: "from a newer device" })");
+    auto taken = bus->IngestEvent(in, IngestOptions{"jetstream:a", "inbound"});
+    EXPECT_TRUE(taken.ok()) << "a newer producer's fields are skipped: " << taken.status().ToString();
+  }
+  std::vector<internal::QuarantineEntry> quarantined;
+  ASSERT_TRUE(internal::ListQuarantine(dir.path(), &quarantined, SIZE_MAX).ok());
+  ASSERT_EQ(quarantined.size(), 1u);
+  EXPECT_NE(quarantined[0].record.reason.find("file identifier"), std::string::npos) << quarantined[0].record.reason;
+  EXPECT_EQ(OutboxSize(dir.path()), 1u);
+}
+
+TEST(BusSchemasTest, RequireSchemasRefusesTypesWithoutOne) {
+  TempDir dir;
+  Options options = testing::TestOptions(dir);
+  options.require_schemas = true;
+  auto bus = testing::OpenBus(options);
+  ASSERT_NE(bus, nullptr);
+  const Status refused = PublishOne(bus.get(), kType, "opaque");
+  ASSERT_TRUE(refused.IsInvalidArgument());
+  EXPECT_NE(refused.message().find("has no registered schema"), std::string::npos) << refused.ToString();
+  ASSERT_TRUE(bus->RegisterSchema(kType, Binary(kV1Fields)).ok());
+  EXPECT_TRUE(PublishOne(bus.get(), kType, Payload(Source(kV1Fields), R"({ order_id: "o-1" })")).ok());
+}
+
+TEST(BusSchemasTest, ASchemaWithoutFileIdentifierIsRefused) {
+  TempDir dir;
+  auto bus = testing::OpenBus(testing::TestOptions(dir));
+  ASSERT_NE(bus, nullptr);
+  auto schema = internal::ParseSchemaSource("table T { x: int; } root_type T;", "", "t.fbs");
+  ASSERT_TRUE(schema.ok());
+  auto refused = bus->RegisterSchema(kType, schema->bytes());
+  ASSERT_TRUE(refused.status().IsInvalidArgument());
+  EXPECT_NE(refused.status().message().find("no file_identifier"), std::string::npos) << refused.status().ToString();
+  auto again = bus->RegisterSchema(kType, Binary(kV1Fields));
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->version, 1u) << "the refused schema was not stored";
 }
 
 }  // namespace

@@ -20,7 +20,11 @@ std::string FlatcVerdict(const BinarySchema& prev, const BinarySchema& next) {
 
 Result<BinarySchema> ParseSchemaSource(std::string_view source, const std::string& include_dir,
                                        const std::string& file_name) {
-  flatbuffers::Parser parser;
+  // As `flatc --binary --schema` parses: what it accepts (unions of
+  // structs and strings among it) is accepted here.
+  flatbuffers::IDLOptions options;
+  options.lang_to_generate = flatbuffers::IDLOptions::kBinary;
+  flatbuffers::Parser parser(options);
   const std::string text(source);
   const char* include_paths[] = {include_dir.c_str(), nullptr};
   if (!parser.Parse(text.c_str(), include_dir.empty() ? nullptr : include_paths, file_name.c_str())) {

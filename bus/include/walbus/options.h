@@ -80,6 +80,12 @@ struct Options {
   // Default 64 MiB. REQUIRES: >= 64 KiB.
   size_t tail_cache_bytes = 64u << 20;
 
+  // Refuse, at Publish and Ingest, an event whose type has no registered
+  // schema (Bus::RegisterSchema), so that every payload is checked against
+  // a contract. Default false: such a type's payloads are checked only by
+  // its verifier, if any (Bus::RegisterVerifier).
+  bool require_schemas = false;
+
   // Largest accepted event payload (`data`); larger publishes are refused
   // with InvalidArgument. Default 1 MiB. REQUIRES: <= 64 MiB.
   size_t max_payload_bytes = 1 << 20;

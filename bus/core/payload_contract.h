@@ -1,0 +1,64 @@
+// PayloadContract: an event type's registered schema, as the check every
+// payload of the type passes at Publish and Ingest.
+//
+// The check walks the payload with the schema (reflection, header-only):
+// every table, string, vector, struct and union member the schema names is
+// in bounds and aligned, required fields are present, and nesting and table
+// counts are capped. It is our own walk, not FlatBuffers' reflection
+// `Verify`: the library links no FlatBuffers code (only its headers), and
+// 2.0.8's walk dereferences null for a union member that is a string or a
+// struct and stops at vectors of unions.
+//
+// Compatibility makes one schema enough: every accepted version of a type
+// reads every other's data, so the latest one checks them all. Fields the
+// schema does not know (a newer producer's) are skipped, as FlatBuffers
+// readers skip them; so are union members it does not know.
+//
+// Threading: immutable once made; Verify may run on any number of threads.
+#ifndef WALBUS_BUS_CORE_PAYLOAD_CONTRACT_H_
+#define WALBUS_BUS_CORE_PAYLOAD_CONTRACT_H_
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "bus/core/schema_compat.h"
+#include "walbus/status.h"
+
+namespace walbus::internal {
+
+// Bounds on one payload's walk: nesting depth (tables within tables), and
+// steps (a table, a field, a vector's element), so that a small hostile
+// buffer whose offsets point many times at the same tables cannot make the
+// walk long. A legitimate 1 MiB payload takes well under a million steps.
+inline constexpr uint32_t kMaxPayloadDepth = 64;
+inline constexpr uint32_t kMaxPayloadSteps = 1u << 23;
+
+class PayloadContract {
+ public:
+  // The contract of version `version` of `type`'s schema.
+  // InvalidArgument when the schema has no file_identifier: without one a
+  // buffer of another table cannot be told from this one's.
+  static Result<PayloadContract> Make(std::string type, uint32_t version, BinarySchema schema);
+
+  // OK when `data` is a buffer of the schema's root table, with its file
+  // identifier. InvalidArgument otherwise, naming the type, the schema
+  // version and the first field that failed.
+  Status Verify(std::string_view data) const;
+
+  const std::string& type() const { return type_; }
+  uint32_t version() const { return version_; }
+  const BinarySchema& schema() const { return schema_; }
+
+ private:
+  PayloadContract(std::string type, uint32_t version, BinarySchema schema)
+      : type_(std::move(type)), version_(version), schema_(std::move(schema)) {}
+
+  std::string type_;
+  uint32_t version_;
+  BinarySchema schema_;
+};
+
+}  // namespace walbus::internal
+
+#endif  // WALBUS_BUS_CORE_PAYLOAD_CONTRACT_H_

@@ -1,0 +1,223 @@
+// bus/core/payload_contract.cc: payloads checked against their type's
+// schema: what passes (every kind of field, older and newer producers,
+// unknown union members) and what is refused (another table, missing
+// required fields, truncations, corruption, nesting and step bounds).
+#include "bus/core/payload_contract.h"
+
+#include <flatbuffers/flatbuffers.h>
+#include <flatbuffers/idl.h>
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "tools/walbus/schema_source.h"
+
+namespace walbus::internal {
+namespace {
+
+constexpr const char* kType = "orders.order-approved.v1";
+
+// Every kind of field a table holds: scalars, strings, structs, tables,
+// vectors of each, unions of tables, strings and structs, vectors of
+// unions, and recursion.
+constexpr const char* kSchema = R"(
+namespace orders;
+struct Money { units: long; nanos: int; }
+table Line { sku: string (required); quantity: int; price: Money; }
+table Note { text: string; }
+table Node { child: Node; }
+union Extra { Note, Money, label: string }
+table OrderApproved {
+  order_id: string (required);
+  priority: int = 3;
+  total: Money;
+  lines: [Line];
+  tags: [string];
+  weights: [double];
+  extra: Extra;
+  extras: [Extra];
+  tree: Node;
+}
+root_type OrderApproved;
+file_identifier "ORDA";
+)";
+
+constexpr const char* kFullPayload = R"({
+  order_id: "o-1", priority: 7, total: { units: 12, nanos: 5 },
+  lines: [ { sku: "A-1", quantity: 2, price: { units: 6, nanos: 0 } }, { sku: "B-2" } ],
+  tags: ["new", "rush"], weights: [1.5, 2.5],
+  extra_type: Note, extra: { text: "leave at door" },
+  extras_type: [Money, label, Note], extras: [ { units: 1, nanos: 2 }, "gift", { text: "x" } ],
+  tree: { child: { child: {} } }
+})";
+
+BinarySchema Schema(const std::string& source) {
+  auto schema = ParseSchemaSource(source, "", "orders.fbs");
+  if (!schema.ok()) {
+    ADD_FAILURE() << schema.status().ToString();
+    std::abort();
+  }
+  return std::move(*schema);
+}
+
+PayloadContract Contract(const std::string& source) {
+  auto contract = PayloadContract::Make(kType, 1, Schema(source));
+  EXPECT_TRUE(contract.ok()) << contract.status().ToString();
+  return std::move(*contract);
+}
+
+// A payload as flatc builds it from JSON with `source`.
+std::string Payload(const std::string& source, const std::string& json) {
+  flatbuffers::IDLOptions options;
+  options.lang_to_generate = flatbuffers::IDLOptions::kBinary;  // as flatc --binary builds it
+  flatbuffers::Parser parser(options);
+  EXPECT_TRUE(parser.Parse(source.c_str()) && parser.Parse(json.c_str())) << parser.error_;
+  return std::string(reinterpret_cast<const char*>(parser.builder_.GetBufferPointer()), parser.builder_.GetSize());
+}
+
+TEST(PayloadContractTest, EveryKindOfFieldPasses) {
+  const PayloadContract contract = Contract(kSchema);
+  EXPECT_TRUE(contract.Verify(Payload(kSchema, kFullPayload)).ok())
+      << contract.Verify(Payload(kSchema, kFullPayload)).ToString();
+  EXPECT_TRUE(contract.Verify(Payload(kSchema, R"({ order_id: "o-2" })")).ok()) << "absent fields take defaults";
+}
+
+TEST(PayloadContractTest, ASchemaWithoutFileIdentifierIsRefused) {
+  auto contract = PayloadContract::Make(kType, 1, Schema("table T { x: int; } root_type T;"));
+  ASSERT_TRUE(contract.status().IsInvalidArgument());
+  EXPECT_NE(contract.status().message().find("file_identifier"), std::string::npos) << contract.status().ToString();
+}
+
+TEST(PayloadContractTest, AnotherTableIsRefusedByItsIdentifier) {
+  const std::string released =
+      "namespace stock; table StockReleased { order_id: string; } root_type StockReleased; file_identifier \"STRL\";";
+  const Status s = Contract(kSchema).Verify(Payload(released, R"({ order_id: "o-1" })"));
+  ASSERT_TRUE(s.IsInvalidArgument());
+  EXPECT_NE(s.message().find("payload of orders.order-approved.v1 is not a orders.OrderApproved (schema version 1): "
+                             "its file identifier is not \"ORDA\""),
+            std::string::npos)
+      << s.ToString();
+  EXPECT_TRUE(Contract(kSchema).Verify("").IsInvalidArgument()) << "an empty payload is no buffer";
+  EXPECT_TRUE(Contract(kSchema).Verify("not a flatbuffer at all").IsInvalidArgument());
+}
+
+TEST(PayloadContractTest, AMissingRequiredFieldIsNamedWithItsPath) {
+  // Built with a schema in which the fields are optional: flatc itself
+  // refuses to build the buffer otherwise.
+  std::string lax = kSchema;
+  for (size_t at; (at = lax.find(" (required)")) != std::string::npos;) lax.erase(at, 11);
+  const Status top = Contract(kSchema).Verify(Payload(lax, R"({ priority: 1 })"));
+  ASSERT_TRUE(top.IsInvalidArgument());
+  EXPECT_NE(top.message().find("orders.OrderApproved.order_id: a required field is missing"), std::string::npos)
+      << top.ToString();
+  const Status nested = Contract(kSchema).Verify(Payload(lax, R"({ order_id: "o", lines: [ { sku: "a" }, {} ] })"));
+  ASSERT_TRUE(nested.IsInvalidArgument());
+  EXPECT_NE(nested.message().find("orders.OrderApproved.lines[1].sku: a required field is missing"), std::string::npos)
+      << nested.ToString();
+}
+
+TEST(PayloadContractTest, OlderAndNewerProducersPass) {
+  const std::string v1 = "namespace o; table T { a: int; } root_type T; file_identifier \"OTTT\";";
+  const std::string v2 =
+      "namespace o; table X { y: int; } union U { X } table T { a: int; b: string; c: [int]; u: U; } root_type T; "
+      "file_identifier \"OTTT\";";
+  const std::string v3 =
+      "namespace o; table X { y: int; } table Z { z: string; } union U { X, Z } "
+      "table T { a: int; b: string; c: [int]; u: U; } root_type T; file_identifier \"OTTT\";";
+  EXPECT_TRUE(Contract(v2).Verify(Payload(v1, "{ a: 1 }")).ok()) << "an older payload: the new fields are absent";
+  EXPECT_TRUE(Contract(v1).Verify(Payload(v2, R"({ a: 1, b: "x", c: [1, 2], u_type: X, u: { y: 2 } })")).ok())
+      << "a newer payload: fields the schema does not know are skipped";
+  EXPECT_TRUE(Contract(v2).Verify(Payload(v3, R"({ a: 1, u_type: Z, u: { z: "new" } })")).ok())
+      << "a union member the schema does not know is skipped";
+}
+
+TEST(PayloadContractTest, EveryTruncationIsRefused) {
+  const PayloadContract contract = Contract(kSchema);
+  const std::string full = Payload(kSchema, kFullPayload);
+  for (size_t size = 0; size < full.size(); ++size) {
+    EXPECT_TRUE(contract.Verify(full.substr(0, size)).IsInvalidArgument()) << "a prefix of " << size << " bytes";
+  }
+}
+
+TEST(PayloadContractTest, CorruptedPayloadsAreReadSafely) {
+  // Run under ASan and UBSan: no corruption may make the walk read out of
+  // bounds. Most are refused; a flip in a scalar's value is still a valid
+  // payload.
+  const PayloadContract contract = Contract(kSchema);
+  const std::string full = Payload(kSchema, kFullPayload);
+  std::mt19937 random(20261202);
+  size_t refused = 0;
+  constexpr int kRuns = 20000;
+  for (int run = 0; run < kRuns; ++run) {
+    std::string bytes = full;
+    const int flips = 1 + static_cast<int>(random() % 4);
+    for (int i = 0; i < flips; ++i) bytes[random() % bytes.size()] = static_cast<char>(random());
+    if (!contract.Verify(bytes).ok()) ++refused;
+  }
+  EXPECT_GT(refused, static_cast<size_t>(kRuns / 10)) << "the corruptions reach the offsets and the vtables";
+}
+
+TEST(PayloadContractTest, NestingIsBounded) {
+  // Built by hand: flatc's JSON parser stops at the same depth.
+  flatbuffers::FlatBufferBuilder b;
+  flatbuffers::uoffset_t start = b.StartTable();
+  flatbuffers::Offset<flatbuffers::Table> node(b.EndTable(start));
+  for (uint32_t i = 0; i < kMaxPayloadDepth; ++i) {
+    start = b.StartTable();
+    b.AddOffset(4, node);  // Node.child
+    node = flatbuffers::Offset<flatbuffers::Table>(b.EndTable(start));
+  }
+  const auto order_id = b.CreateString("o");
+  start = b.StartTable();
+  b.AddOffset(4, order_id);  // OrderApproved.order_id, field 0
+  b.AddOffset(24, node);     // OrderApproved.tree, field 10
+  b.Finish(flatbuffers::Offset<flatbuffers::Table>(b.EndTable(start)), "ORDA");
+  const Status s =
+      Contract(kSchema).Verify(std::string_view(reinterpret_cast<const char*>(b.GetBufferPointer()), b.GetSize()));
+  ASSERT_TRUE(s.IsInvalidArgument());
+  EXPECT_NE(s.message().find("orders.OrderApproved.tree.child.child"), std::string::npos) << s.ToString();
+  EXPECT_NE(s.message().find("nested deeper than 64"), std::string::npos) << s.ToString();
+}
+
+TEST(PayloadContractTest, OffsetsSharedManyTimesAreBounded) {
+  // 3000 lines that all point at one table whose every sku points at one
+  // string is small; a vector of 3000 such tables pointing at one table
+  // of 3000 lines takes 3000 x 3000 steps: refused, quickly.
+  const std::string source =
+      "table Leaf { s: string; } table Mid { leaves: [Leaf]; } table Top { mids: [Mid]; } root_type Top; "
+      "file_identifier \"TOPS\";";
+  constexpr int kFan = 3000;
+  // Built by hand: a Leaf, a Mid of kFan copies of its offset, a Top of
+  // kFan copies of the Mid's.
+  flatbuffers::FlatBufferBuilder b;
+  const auto text = b.CreateString("x");
+  const flatbuffers::uoffset_t leaf_start = b.StartTable();
+  b.AddOffset(4, text);
+  const flatbuffers::Offset<flatbuffers::Table> one_leaf(b.EndTable(leaf_start));
+  const auto leaves = b.CreateVector(std::vector<flatbuffers::Offset<flatbuffers::Table>>(kFan, one_leaf));
+  const flatbuffers::uoffset_t mid_start = b.StartTable();
+  b.AddOffset(4, leaves);
+  const flatbuffers::Offset<flatbuffers::Table> one_mid(b.EndTable(mid_start));
+  const auto mids = b.CreateVector(std::vector<flatbuffers::Offset<flatbuffers::Table>>(kFan, one_mid));
+  const flatbuffers::uoffset_t top_start = b.StartTable();
+  b.AddOffset(4, mids);
+  b.Finish(flatbuffers::Offset<flatbuffers::Table>(b.EndTable(top_start)), "TOPS");
+  const std::string payload(reinterpret_cast<const char*>(b.GetBufferPointer()), b.GetSize());
+  auto contract = PayloadContract::Make("t.top.v1", 1, Schema(source));
+  ASSERT_TRUE(contract.ok());
+  const Status verdict = contract->Verify(payload);
+  ASSERT_TRUE(verdict.IsInvalidArgument()) << payload.size() << " bytes";
+  EXPECT_NE(verdict.message().find("steps to check"), std::string::npos) << verdict.ToString();
+}
+
+TEST(PayloadContractTest, APayloadAtAnOddAddressIsChecked) {
+  const std::string full = Payload(kSchema, kFullPayload);
+  const std::string shifted = "x" + full;
+  EXPECT_TRUE(Contract(kSchema).Verify(std::string_view(shifted).substr(1)).ok());
+}
+
+}  // namespace
+}  // namespace walbus::internal

@@ -22,7 +22,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-constexpr const char* kTargets[] = {"envelope_fuzz", "records_fuzz", "cli_values_fuzz", "inbound_fuzz", "schema_fuzz"};
+constexpr const char* kTargets[] = {"envelope_fuzz", "records_fuzz", "cli_values_fuzz",
+                                    "inbound_fuzz",  "schema_fuzz",  "payload_fuzz"};
 
 std::string ReadAll(const fs::path& p) {
   std::ifstream in(p, std::ios::binary);

@@ -31,18 +31,9 @@ std::vector<std::string> ViolationsAgainst(const std::vector<storage::SchemaReco
 }  // namespace
 
 Status BusImpl::LoadContracts() {
-  std::vector<std::string> types;
-  if (Status s = ListSchemaTypes(*db_, &types); !s.ok()) return s;
-  for (const std::string& type : types) {
-    std::vector<storage::SchemaRecord> accepted;
-    if (Status s = LoadAcceptedSchemas(*db_, type, &accepted); !s.ok()) return s;
-    if (accepted.empty()) continue;
-    auto latest = BinarySchema::FromBytes(std::move(accepted.back().binary_schema));
-    assert(latest.ok() && "LoadAcceptedSchemas read each one back");
-    auto contract = PayloadContract::Make(type, static_cast<uint32_t>(accepted.size()), std::move(*latest));
-    if (!contract.ok()) return Status::Corruption("the stored schema of " + type + ": " + contract.status().message());
-    schemas_.SetContract(std::move(*contract));
-  }
+  std::vector<PayloadContract> contracts;
+  if (Status s = LoadLatestContracts(*db_, &contracts); !s.ok()) return s;
+  for (PayloadContract& contract : contracts) schemas_.SetContract(std::move(contract));
   return Status::OK();
 }
 

@@ -272,4 +272,21 @@ Status PayloadContract::Verify(std::string_view data) const {
   return Status::OK();
 }
 
+Status LoadLatestContracts(const storage::Db& db, std::vector<PayloadContract>* out) {
+  out->clear();
+  std::vector<std::string> types;
+  if (Status s = ListSchemaTypes(db, &types); !s.ok()) return s;
+  for (const std::string& type : types) {
+    std::vector<storage::SchemaRecord> accepted;
+    if (Status s = LoadAcceptedSchemas(db, type, &accepted); !s.ok()) return s;
+    if (accepted.empty()) continue;
+    auto latest = BinarySchema::FromBytes(std::move(accepted.back().binary_schema));
+    assert(latest.ok() && "LoadAcceptedSchemas read each one back");
+    auto contract = PayloadContract::Make(type, static_cast<uint32_t>(accepted.size()), std::move(*latest));
+    if (!contract.ok()) return Status::Corruption("the stored schema of " + type + ": " + contract.status().message());
+    out->push_back(std::move(*contract));
+  }
+  return Status::OK();
+}
+
 }  // namespace walbus::internal

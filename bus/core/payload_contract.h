@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "bus/core/schema_compat.h"
 #include "walbus/status.h"
@@ -58,6 +59,10 @@ class PayloadContract {
   uint32_t version_;
   BinarySchema schema_;
 };
+
+// The contract of every type with a schema in `db`: its latest accepted
+// one. Corruption when a stored schema does not read or cannot be one.
+Status LoadLatestContracts(const storage::Db& db, std::vector<PayloadContract>* out);
 
 }  // namespace walbus::internal
 

@@ -1,13 +1,13 @@
 // bus/api/bus_schemas.cc: Bus::RegisterSchema against a real database:
 // versions, the same schema again, compatible and breaking evolutions
 // checked against every version, restarts, concurrent registrations.
-#include <flatbuffers/idl.h>
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <string>
 #include <thread>
 
+#include "tests/payload_json.h"
 #include "tests/test_util.h"
 #include "tools/walbus/inspect.h"
 #include "tools/walbus/schema_source.h"
@@ -31,11 +31,11 @@ std::string Binary(const std::string& fields) {
   return schema.ok() ? schema->bytes() : std::string();
 }
 
-// A payload built from JSON with the schema source `source`.
 std::string Payload(const std::string& source, const std::string& json) {
-  flatbuffers::Parser parser;
-  EXPECT_TRUE(parser.Parse(source.c_str()) && parser.Parse(json.c_str())) << parser.error_;
-  return std::string(reinterpret_cast<const char*>(parser.builder_.GetBufferPointer()), parser.builder_.GetSize());
+  std::string error;
+  std::string payload = testing::PayloadFromJson(source, json, &error);
+  EXPECT_FALSE(payload.empty()) << error;
+  return payload;
 }
 
 const std::string kV1Fields = "order_id: string (required); priority: int;";

@@ -5,7 +5,6 @@
 #include "bus/core/payload_contract.h"
 
 #include <flatbuffers/flatbuffers.h>
-#include <flatbuffers/idl.h>
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -13,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/payload_json.h"
 #include "tools/walbus/schema_source.h"
 
 namespace walbus::internal {
@@ -69,13 +69,11 @@ PayloadContract Contract(const std::string& source) {
   return std::move(*contract);
 }
 
-// A payload as flatc builds it from JSON with `source`.
 std::string Payload(const std::string& source, const std::string& json) {
-  flatbuffers::IDLOptions options;
-  options.lang_to_generate = flatbuffers::IDLOptions::kBinary;  // as flatc --binary builds it
-  flatbuffers::Parser parser(options);
-  EXPECT_TRUE(parser.Parse(source.c_str()) && parser.Parse(json.c_str())) << parser.error_;
-  return std::string(reinterpret_cast<const char*>(parser.builder_.GetBufferPointer()), parser.builder_.GetSize());
+  std::string error;
+  std::string payload = testing::PayloadFromJson(source, json, &error);
+  EXPECT_FALSE(payload.empty()) << error;
+  return payload;
 }
 
 TEST(PayloadContractTest, EveryKindOfFieldPasses) {

@@ -11,10 +11,13 @@
 #include <vector>
 
 #include "bus/core/envelope.h"
+#include "bus/core/payload_contract.h"
 #include "bus/core/schema_compat.h"
 #include "storage/keys.h"
 #include "storage/records.h"
+#include "tests/payload_json.h"
 #include "tools/walbus/inspect.h"
+#include "tools/walbus/payload_json.h"
 #include "tools/walbus/schema_source.h"
 
 namespace walbus::fuzz {
@@ -573,7 +576,54 @@ bool CheckSchemaBytes(std::string_view bytes, std::string* why) {
   return true;
 }
 
+// Every kind of field a payload holds (the same schema seeds the corpus:
+// tests/fuzz/corpus/payload_fuzz/).
+constexpr const char* kPayloadSchema = R"(
+namespace fuzz;
+struct Money { units: long; nanos: int; }
+table Line { sku: string (required); quantity: int; price: Money; }
+table Note { text: string; }
+table Node { child: Node; }
+union Extra { Note, Money, label: string }
+table Order {
+  order_id: string (required);
+  priority: int = 3;
+  total: Money;
+  lines: [Line];
+  tags: [string];
+  weights: [double];
+  extra: Extra;
+  extras: [Extra];
+  tree: Node;
+}
+root_type Order;
+file_identifier "FZOR";
+)";
+
+bool CheckPayloadBytes(std::string_view bytes, std::string* why) {
+  if (bytes.size() > kMaxInputBytes) return true;
+  static const auto* reader = [] {
+    auto contract = internal::PayloadContract::Make("fuzz.order.v1", 1,
+                                                    *internal::ParseSchemaSource(kPayloadSchema, "", "payload.fbs"));
+    auto* made = new internal::PayloadReader();
+    if (!contract.ok() || !made->Add(std::move(*contract)).ok()) abort();
+    return made;
+  }();
+  // Read verifies first; only a payload that passes reaches GenerateText.
+  const internal::PayloadReading reading = reader->Read("fuzz.order.v1", bytes);
+  if (reading.json.empty()) return true;
+  // What is shown reads back as the same payload.
+  const std::string again = testing::PayloadFromJson(kPayloadSchema, reading.json);
+  if (again.empty()) return Fail(why, "the JSON shown for a payload does not parse back: " + reading.json);
+  const internal::PayloadReading second = reader->Read("fuzz.order.v1", again);
+  if (second.json != reading.json) {
+    return Fail(why, "a payload shown as JSON reads back differently: " + reading.json + " then " + second.json);
+  }
+  return true;
+}
+
 CheckFn CheckForTarget(std::string_view target) {
+  if (target == "payload_fuzz") return CheckPayloadBytes;
   if (target == "schema_fuzz") return CheckSchemaBytes;
   if (target == "inbound_fuzz") return CheckInboundMessage;
   if (target == "envelope_fuzz") return CheckEnvelopeBytes;

@@ -50,8 +50,14 @@ bool CheckInboundMessage(std::string_view bytes, std::string* why = nullptr);
 // compatible with itself; and it compares with another schema both ways.
 bool CheckSchemaBytes(std::string_view bytes, std::string* why = nullptr);
 
+// A payload checked against a schema with every kind of field
+// (PayloadContract): whatever passes renders as JSON (PayloadReader) or
+// falls back to none, and JSON that renders parses back to a payload that
+// renders the same.
+bool CheckPayloadBytes(std::string_view bytes, std::string* why = nullptr);
+
 // The check of a fuzz target by name ("envelope_fuzz", "records_fuzz",
-// "cli_values_fuzz", "inbound_fuzz", "schema_fuzz"); nullptr for an unknown
+// "cli_values_fuzz", "inbound_fuzz", "schema_fuzz", "payload_fuzz"); nullptr for an unknown
 // name.
 using CheckFn = bool (*)(std::string_view, std::string*);
 CheckFn CheckForTarget(std::string_view target);

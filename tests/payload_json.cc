@@ -1,0 +1,19 @@
+#include "tests/payload_json.h"
+
+#include <flatbuffers/idl.h>
+
+namespace walbus::testing {
+
+std::string PayloadFromJson(std::string_view schema, std::string_view json, std::string* error) {
+  flatbuffers::IDLOptions options;
+  options.lang_to_generate = flatbuffers::IDLOptions::kBinary;
+  flatbuffers::Parser parser(options);
+  const std::string schema_text(schema), json_text(json);
+  if (!parser.Parse(schema_text.c_str()) || !parser.Parse(json_text.c_str())) {
+    if (error != nullptr) *error = parser.error_;
+    return {};
+  }
+  return std::string(reinterpret_cast<const char*>(parser.builder_.GetBufferPointer()), parser.builder_.GetSize());
+}
+
+}  // namespace walbus::testing

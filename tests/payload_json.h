@@ -1,0 +1,18 @@
+// Payloads built as flatc builds them from JSON, for tests and fuzz checks
+// of event contracts.
+#ifndef WALBUS_TESTS_PAYLOAD_JSON_H_
+#define WALBUS_TESTS_PAYLOAD_JSON_H_
+
+#include <string>
+#include <string_view>
+
+namespace walbus::testing {
+
+// The FlatBuffers payload `json` describes, with the schema source
+// `schema` (parsed as flatc --binary parses). Empty when either does not
+// parse; *error then says why.
+std::string PayloadFromJson(std::string_view schema, std::string_view json, std::string* error = nullptr);
+
+}  // namespace walbus::testing
+
+#endif  // WALBUS_TESTS_PAYLOAD_JSON_H_

@@ -1,0 +1,65 @@
+#include "tools/walbus/payload_json.h"
+
+#include <flatbuffers/idl.h>
+
+#include <vector>
+
+namespace walbus::internal {
+
+struct PayloadReader::Reading {
+  explicit Reading(PayloadContract c) : contract(std::move(c)) {}
+  PayloadContract contract;
+  flatbuffers::Parser parser;  // the schema, read back for GenerateText
+  std::string dataschema;
+};
+
+PayloadReader::PayloadReader() = default;
+PayloadReader::~PayloadReader() = default;
+PayloadReader::PayloadReader(PayloadReader&&) noexcept = default;
+PayloadReader& PayloadReader::operator=(PayloadReader&&) noexcept = default;
+
+Status PayloadReader::Load(const storage::Db& db) {
+  std::vector<PayloadContract> contracts;
+  if (Status s = LoadLatestContracts(db, &contracts); !s.ok()) return s;
+  for (PayloadContract& contract : contracts) {
+    if (Status s = Add(std::move(contract)); !s.ok()) return s;
+  }
+  return Status::OK();
+}
+
+Status PayloadReader::Add(PayloadContract contract) {
+  auto reading = std::make_unique<Reading>(std::move(contract));
+  const std::string& bytes = reading->contract.schema().bytes();
+  // One line of strict JSON: quoted keys, no indentation.
+  reading->parser.opts.strict_json = true;
+  reading->parser.opts.indent_step = -1;
+  if (!reading->parser.Deserialize(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size())) {
+    return Status::InvalidArgument("the schema of " + reading->contract.type() + " does not read back for text");
+  }
+  reading->dataschema = "walbus:schema:" + reading->contract.type() + ":v" +
+                        std::to_string(reading->contract.version()) + ":" +
+                        SchemaHashText(reading->contract.schema().Hash());
+  const std::string type = reading->contract.type();
+  types_[type] = std::move(reading);
+  return Status::OK();
+}
+
+PayloadReading PayloadReader::Read(std::string_view type, std::string_view data) const {
+  auto it = types_.find(type);
+  if (it == types_.end() || !it->second->contract.Verify(data).ok()) return {};
+  const Reading& reading = *it->second;
+  // GenerateText reads scalars in place: from an aligned copy.
+  const std::string copy(data);
+  PayloadReading out;
+  if (!flatbuffers::GenerateText(reading.parser, copy.data(), &out.json)) return {};
+  out.version = reading.contract.version();
+  out.dataschema = reading.dataschema;
+  return out;
+}
+
+std::string PayloadReader::DataSchema(std::string_view type) const {
+  auto it = types_.find(type);
+  return it == types_.end() ? std::string() : it->second->dataschema;
+}
+
+}  // namespace walbus::internal

@@ -1,0 +1,59 @@
+// Payloads of event types with a registered schema, read as JSON: what
+// every command that shows an event's data shows for such a type. The
+// payload is checked against the schema first (PayloadContract), and only
+// a payload that passes is handed to FlatBuffers' text generator, which
+// trusts its input.
+//
+// Threading: not shared; one reader per command.
+#ifndef WALBUS_TOOLS_WALBUS_PAYLOAD_JSON_H_
+#define WALBUS_TOOLS_WALBUS_PAYLOAD_JSON_H_
+
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "bus/core/payload_contract.h"
+#include "storage/db.h"
+#include "walbus/status.h"
+
+namespace flatbuffers {
+class Parser;
+}  // namespace flatbuffers
+
+namespace walbus::internal {
+
+// A payload as its type's schema reads it; empty json when the type has
+// no schema or the payload does not pass it.
+struct PayloadReading {
+  std::string json;        // one line of JSON (RFC 8259)
+  uint32_t version = 0;    // the schema version it passed
+  std::string dataschema;  // the CloudEvents `dataschema` naming that schema
+};
+
+class PayloadReader {
+ public:
+  PayloadReader();
+  ~PayloadReader();
+  PayloadReader(PayloadReader&&) noexcept;
+  PayloadReader& operator=(PayloadReader&&) noexcept;
+
+  // Adds every type's latest accepted schema in `db`.
+  Status Load(const storage::Db& db);
+  // Adds one contract. InvalidArgument when FlatBuffers cannot read its
+  // schema back for text.
+  Status Add(PayloadContract contract);
+
+  PayloadReading Read(std::string_view type, std::string_view data) const;
+  // The `dataschema` of `type` ("walbus:schema:<type>:v<N>:<hash>"), empty
+  // when it has no schema.
+  std::string DataSchema(std::string_view type) const;
+
+ private:
+  struct Reading;
+  std::map<std::string, std::unique_ptr<Reading>, std::less<>> types_;
+};
+
+}  // namespace walbus::internal
+
+#endif  // WALBUS_TOOLS_WALBUS_PAYLOAD_JSON_H_

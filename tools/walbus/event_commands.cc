@@ -16,20 +16,23 @@ namespace {
 
 namespace wi = walbus::internal;
 
+// How outbox ls and export print entries.
+enum class Listing : uint8_t { kTable, kJson, kCloudEvents, kCloudEventsDataJson };
+
 int RunOutboxLs(const std::string& command, const std::string& dir, const wi::OutboxFilter& filter, size_t limit,
-                bool json, bool cloudevents) {
+                Listing listing) {
   std::vector<wi::OutboxEntry> entries;
   if (Status s = wi::ListOutbox(dir, filter, &entries, ReadLimit(limit)); !s.ok()) return Fail(command, s);
   const bool truncated = Truncate(&entries, limit);
-  if (cloudevents) {
+  if (listing == Listing::kCloudEvents || listing == Listing::kCloudEventsDataJson) {
     for (const auto& e : entries) {
       if (e.event_ok) {
-        std::cout << wi::CloudEventJson(e.event) << "\n";
+        std::cout << wi::CloudEventJson(e.event, e.payload, listing == Listing::kCloudEventsDataJson) << "\n";
       } else {
         std::cerr << "walbus " << command << ": seq " << e.seq << " skipped, unreadable: " << e.error << "\n";
       }
     }
-  } else if (json) {
+  } else if (listing == Listing::kJson) {
     for (const auto& e : entries) std::cout << wi::OutboxJson(e) << "\n";
   } else {
     std::cout << wi::OutboxTable(entries);
@@ -92,6 +95,7 @@ struct Values {
   bool json = false;
   size_t limit = kDefaultLimit;
   uint64_t seq = 0;
+  bool data_json = false;
   std::string subscriber, event_id, since, until, format;
   wi::OutboxFilter filter;
 };
@@ -108,12 +112,12 @@ void AddFilters(CLI::App* cmd, Values* v) {
   cmd->add_option("--limit", v->limit, "Show at most N entries; 0 for all")->capture_default_str();
 }
 
-int RunListing(const std::string& command, Values& v, bool cloudevents) {
+int RunListing(const std::string& command, Values& v, Listing listing) {
   if (!ParseTimeOption(v.since, &v.filter.since) || !ParseTimeOption(v.until, &v.filter.until)) {
     std::cerr << "walbus " << command << ": --since and --until take RFC 3339 times, e.g. 2026-11-29T23:00:00Z\n";
     return 2;
   }
-  return RunOutboxLs(command, v.dir, v.filter, v.limit, v.json, cloudevents);
+  return RunOutboxLs(command, v.dir, v.filter, v.limit, listing);
 }
 
 }  // namespace
@@ -148,15 +152,21 @@ void AddEventCommands(CLI::App* app, Runners* runners) {
   inbox_check->add_flag("--json", v->json, "Print one JSON object");
 
   CLI::App* export_cmd = app->add_subcommand(
-      "export", "Outbox events in the CloudEvents JSON event format, one per line (binary data as data_base64)");
+      "export",
+      "Outbox events in the CloudEvents JSON event format, one per line (binary data as data_base64; the "
+      "dataschema of a type with a schema)");
   AddFilters(export_cmd, v.get());
   export_cmd->add_option("--format", v->format, "Output format")
       ->required()
       ->check(CLI::IsMember({"cloudevents-json"}));
+  export_cmd->add_flag("--data-json", v->data_json,
+                       "Write the data of a type with a schema as JSON (datacontenttype application/json), not bytes");
 
   runners->push_back([=]() -> std::optional<int> {
-    if (outbox_ls->parsed()) return RunListing("outbox ls", *v, false);
-    if (export_cmd->parsed()) return RunListing("export", *v, true);
+    if (outbox_ls->parsed()) return RunListing("outbox ls", *v, v->json ? Listing::kJson : Listing::kTable);
+    if (export_cmd->parsed()) {
+      return RunListing("export", *v, v->data_json ? Listing::kCloudEventsDataJson : Listing::kCloudEvents);
+    }
     if (outbox_show->parsed()) return RunOutboxShow(v->dir, v->seq, v->json);
     if (event->parsed()) return RunEvent(v->dir, v->event_id, v->json);
     if (inbox_check->parsed()) return RunInboxCheck(v->dir, v->subscriber, v->event_id, v->json);

@@ -166,14 +166,18 @@ void EventFieldsText(std::ostringstream& o, const Event& ev) {
   if (!ev.traceparent.empty()) Field(o, "traceparent", TextSafe(ev.traceparent));
 }
 
-std::string PayloadText(const Event& ev) {
+std::string PayloadText(const Event& ev, const PayloadReading& payload) {
+  if (!payload.json.empty()) {
+    return std::to_string(ev.data.size()) + " bytes, schema version " + std::to_string(payload.version) + ": " +
+           TextSafe(payload.json);
+  }
   if (IsJsonContentType(ev.content_type) && IsValidTextWithoutControls(ev.data)) {
     return std::to_string(ev.data.size()) + " bytes, JSON: " + ev.data;
   }
   return HexSummary(ev.data);
 }
 
-void EventFieldsJson(std::ostringstream& o, const Event& ev) {
+void EventFieldsJson(std::ostringstream& o, const Event& ev, const PayloadReading& payload) {
   const auto optional_id = [](const std::optional<EventId>& id) {
     return id ? JsonString(id->ToString()) : std::string("null");
   };
@@ -183,7 +187,10 @@ void EventFieldsJson(std::ostringstream& o, const Event& ev) {
     << ",\"content_type\":" << JsonString(ev.content_type) << ",\"correlation_id\":" << optional_id(ev.correlation_id)
     << ",\"causation_id\":" << optional_id(ev.causation_id) << ",\"traceparent\":" << JsonString(ev.traceparent)
     << ",\"payload_size\":" << ev.data.size();
-  if (IsJsonContentType(ev.content_type) && IsValidTextWithoutControls(ev.data)) {
+  if (!payload.json.empty()) {
+    o << ",\"payload_json\":" << JsonString(payload.json) << ",\"payload_schema_version\":" << payload.version
+      << ",\"dataschema\":" << JsonString(payload.dataschema);
+  } else if (IsJsonContentType(ev.content_type) && IsValidTextWithoutControls(ev.data)) {
     o << ",\"payload_json\":" << JsonString(ev.data);
   } else {
     o << ",\"payload_hex\":" << JsonString(Hex(ev.data, kPayloadHexBytes))
@@ -198,7 +205,7 @@ namespace {
 using namespace inspect_util;
 
 DeadLetterEntry MakeDeadLetterEntry(std::string_view key, std::string_view value,
-                                    const std::map<uint32_t, std::string>& names) {
+                                    const std::map<uint32_t, std::string>& names, const PayloadReader& payloads) {
   DeadLetterEntry e;
   uint32_t id = 0;
   if (!storage::ParseSubscriberSeqKey(key, &id, &e.seq)) {
@@ -222,14 +229,19 @@ DeadLetterEntry MakeDeadLetterEntry(std::string_view key, std::string_view value
   }
   e.event.seq = e.seq;
   e.event_ok = true;
+  e.payload = payloads.Read(e.event.type, e.event.data);
   return e;
 }
 
-QuarantineEntry MakeQuarantineEntry(std::string_view key, std::string_view value) {
+QuarantineEntry MakeQuarantineEntry(std::string_view key, std::string_view value, const PayloadReader& payloads) {
   QuarantineEntry e;
   const bool key_ok = storage::ParseQuarantineKey(key, &e.arrival);
   if (key_ok && storage::DecodeQuarantine(value, &e.record)) {
     e.record_ok = true;
+    Event event;
+    if (DecodeEnvelope(e.record.raw, kMaxInspectPayloadBytes, &event).ok()) {
+      e.payload = payloads.Read(event.type, event.data);
+    }
     return e;
   }
   e.record = storage::QuarantineRecord{};
@@ -248,8 +260,10 @@ Status ScanDeadLetters(const std::string& dir, const std::string& subscriber, st
   if (Status s = SubscriberPrefix(state, subscriber, &prefix); !s.ok()) return s;
   prefix.append(key_suffix);
   const auto names = SubscriberNames(state);
+  PayloadReader payloads;
+  if (Status s = payloads.Load(*view.db); !s.ok()) return s;
   return view.db->Scan(storage::Cf::kDeadLetters, prefix, limit, [&](std::string_view k, std::string_view v) {
-    out->push_back(MakeDeadLetterEntry(k, v, names));
+    out->push_back(MakeDeadLetterEntry(k, v, names, payloads));
     return true;
   });
 }
@@ -258,8 +272,10 @@ Status ScanQuarantine(const std::string& dir, std::string_view prefix, size_t li
                       std::vector<QuarantineEntry>* out) {
   SecondaryView view;
   if (Status s = OpenSecondary(dir, &view); !s.ok()) return s;
+  PayloadReader payloads;
+  if (Status s = payloads.Load(*view.db); !s.ok()) return s;
   return view.db->Scan(storage::Cf::kQuarantine, prefix, limit, [&](std::string_view k, std::string_view v) {
-    out->push_back(MakeQuarantineEntry(k, v));
+    out->push_back(MakeQuarantineEntry(k, v, payloads));
     return true;
   });
 }
@@ -464,7 +480,7 @@ std::string DeadLetterText(const DeadLetterEntry& e) {
   if (!e.event_ok) {
     Field(o, "envelope", HexSummary(e.record.envelope));
   } else {
-    Field(o, "payload", PayloadText(e.event));
+    Field(o, "payload", PayloadText(e.event, e.payload));
   }
   return o.str();
 }
@@ -489,7 +505,7 @@ std::string DeadLetterJson(const DeadLetterEntry& e) {
     o << "}";
     return o.str();
   }
-  EventFieldsJson(o, e.event);
+  EventFieldsJson(o, e.event, e.payload);
   o << "}";
   return o.str();
 }
@@ -524,6 +540,9 @@ std::string QuarantineText(const QuarantineEntry& e) {
   Field(o, "reason", TextSafe(e.record.reason));
   Field(o, "original size", std::to_string(e.record.original_bytes) + " bytes");
   Field(o, "raw", HexSummary(e.record.raw));
+  if (!e.payload.json.empty()) {
+    Field(o, "payload", "schema version " + std::to_string(e.payload.version) + ": " + TextSafe(e.payload.json));
+  }
   return o.str();
 }
 
@@ -536,6 +555,9 @@ std::string QuarantineJson(const QuarantineEntry& e) {
       << ",\"original_size\":" << e.record.original_bytes << ",\"raw_size\":" << e.record.raw.size()
       << ",\"raw_hex\":" << JsonString(Hex(e.record.raw, kPayloadHexBytes))
       << ",\"raw_truncated\":" << (e.record.raw.size() > kPayloadHexBytes ? "true" : "false");
+    if (!e.payload.json.empty()) {
+      o << ",\"payload_json\":" << JsonString(e.payload.json) << ",\"payload_schema_version\":" << e.payload.version;
+    }
   } else {
     o << ",\"value_size\":" << e.record.original_bytes
       << ",\"value_hex\":" << JsonString(Hex(e.record.raw, kPayloadHexBytes))

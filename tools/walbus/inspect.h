@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "storage/records.h"
+#include "tools/walbus/payload_json.h"
 #include "walbus/event.h"
 #include "walbus/metrics.h"
 #include "walbus/status.h"
@@ -72,6 +73,7 @@ struct DeadLetterEntry {
   storage::DeadLetterRecord record;
   // The original event, decoded from record.envelope and verified.
   Event event;
+  PayloadReading payload;  // the event's payload as its type's schema reads it
   bool event_ok = false;
   std::string event_error;  // why the record or its event is unreadable
 };
@@ -93,6 +95,9 @@ struct QuarantineEntry {
   // that value (capped) and record.original_bytes its size.
   storage::QuarantineRecord record;
   bool record_ok = false;
+  // When record.raw is an envelope: its payload as its type's schema reads
+  // it (input is often refused for something else than its payload).
+  PayloadReading payload;
 };
 
 // Quarantined input in arrival order, at most `limit`.
@@ -140,7 +145,8 @@ struct OutboxEntry {
   uint64_t seq = 0;
   bool event_ok = false;
   Event event;
-  std::string error;  // when !event_ok
+  PayloadReading payload;  // the event's payload as its type's schema reads it
+  std::string error;       // when !event_ok
 };
 
 // Outbox entries that match, in seq order, at most `limit`. Entries that
@@ -158,8 +164,11 @@ std::string OutboxJson(const OutboxEntry& entry);
 // datacontenttype when set, the extensions traceparent, subjectversion,
 // correlationid, causationid, walbusseq when set; `data` as JSON when the
 // content type is application/json and the bytes are one JSON value, as a
-// string when they are other UTF-8 text, else `data_base64`.
-std::string CloudEventJson(const Event& event);
+// string when they are other UTF-8 text, else `data_base64`. A payload
+// its type's schema read sets `dataschema` (the schema it passed), and
+// with `data_as_json` is written as that JSON (datacontenttype
+// application/json) instead of its bytes.
+std::string CloudEventJson(const Event& event, const PayloadReading& payload, bool data_as_json);
 
 // Where one event stands for one subscriber.
 struct DeliveryReport {
@@ -182,6 +191,7 @@ struct EventStory {
   bool event_known = false;  // false: trimmed from the outbox, no dead letter
   uint64_t seq = 0;          // 0 when unknown
   Event event;
+  PayloadReading payload;  // the event's payload as its type's schema reads it
   std::vector<DeliveryReport> deliveries;
   std::vector<OutboxEntry> follow_ups;
 };

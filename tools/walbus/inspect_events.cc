@@ -19,7 +19,7 @@ namespace {
 
 using namespace inspect_util;
 
-OutboxEntry DecodeEntry(uint64_t seq, std::string_view bytes) {
+OutboxEntry DecodeEntry(uint64_t seq, std::string_view bytes, const PayloadReader& payloads) {
   OutboxEntry e;
   e.seq = seq;
   Status s = DecodeEnvelope(bytes, kMaxInspectPayloadBytes, &e.event);
@@ -30,6 +30,7 @@ OutboxEntry DecodeEntry(uint64_t seq, std::string_view bytes) {
   }
   e.event.seq = seq;
   e.event_ok = true;
+  e.payload = payloads.Read(e.event.type, e.event.data);
   return e;
 }
 
@@ -48,9 +49,10 @@ bool Matches(const OutboxFilter& f, const OutboxEntry& e) {
 
 // Visits every readable outbox entry from `from_seq` on, in order, until
 // `visit` returns false.
-Status ScanEvents(const storage::Db& db, uint64_t from_seq, const std::function<bool(const OutboxEntry&)>& visit) {
+Status ScanEvents(const storage::Db& db, const PayloadReader& payloads, uint64_t from_seq,
+                  const std::function<bool(const OutboxEntry&)>& visit) {
   return db.ScanOutbox(std::max<uint64_t>(from_seq, 1), SIZE_MAX,
-                       [&](uint64_t seq, std::string_view bytes) { return visit(DecodeEntry(seq, bytes)); });
+                       [&](uint64_t seq, std::string_view bytes) { return visit(DecodeEntry(seq, bytes, payloads)); });
 }
 
 // ---- JSON value syntax, for CloudEvents `data` ----
@@ -197,7 +199,9 @@ Status ListOutbox(const std::string& dir, const OutboxFilter& filter, std::vecto
   out->clear();
   SecondaryView view;
   if (Status s = OpenSecondary(dir, &view); !s.ok()) return s;
-  return ScanEvents(*view.db, filter.from_seq, [&](const OutboxEntry& e) {
+  PayloadReader payloads;
+  if (Status s = payloads.Load(*view.db); !s.ok()) return s;
+  return ScanEvents(*view.db, payloads, filter.from_seq, [&](const OutboxEntry& e) {
     if (e.seq > filter.to_seq || out->size() >= limit) return false;
     if (Matches(filter, e)) out->push_back(e);
     return true;
@@ -226,7 +230,7 @@ std::string OutboxText(const OutboxEntry& e) {
     return o.str();
   }
   EventFieldsText(o, e.event);
-  Field(o, "payload", PayloadText(e.event));
+  Field(o, "payload", PayloadText(e.event, e.payload));
   return o.str();
 }
 
@@ -237,23 +241,33 @@ std::string OutboxJson(const OutboxEntry& e) {
     o << ",\"event_error\":" << JsonString(e.error) << "}";
     return o.str();
   }
-  EventFieldsJson(o, e.event);
+  EventFieldsJson(o, e.event, e.payload);
   o << "}";
   return o.str();
 }
 
-std::string CloudEventJson(const Event& ev) {
+std::string CloudEventJson(const Event& ev, const PayloadReading& payload, bool data_as_json) {
+  // JSON that holds a nan or inf is no JSON value: such data stays bytes.
+  const bool json_data = data_as_json && !payload.json.empty() && JsonSyntax(payload.json).OneValue();
   std::ostringstream o;
   o << "{\"specversion\":\"1.0\",\"id\":" << JsonString(ev.id.ToString()) << ",\"source\":" << JsonString(ev.source)
     << ",\"type\":" << JsonString(ev.type) << ",\"subject\":" << JsonString(ev.subject)
     << ",\"time\":" << JsonString(FormatRfc3339(ev.time));
-  if (!ev.content_type.empty()) o << ",\"datacontenttype\":" << JsonString(ev.content_type);
+  if (json_data) {
+    o << ",\"datacontenttype\":\"application/json\"";
+  } else if (!ev.content_type.empty()) {
+    o << ",\"datacontenttype\":" << JsonString(ev.content_type);
+  }
+  if (!payload.dataschema.empty()) o << ",\"dataschema\":" << JsonString(payload.dataschema);
   if (!ev.traceparent.empty()) o << ",\"traceparent\":" << JsonString(ev.traceparent);
   if (ev.subject_version != 0) o << ",\"subjectversion\":" << JsonString(std::to_string(ev.subject_version));
   if (ev.correlation_id) o << ",\"correlationid\":" << JsonString(ev.correlation_id->ToString());
   if (ev.causation_id) o << ",\"causationid\":" << JsonString(ev.causation_id->ToString());
   if (ev.seq != 0) o << ",\"walbusseq\":" << JsonString(std::to_string(ev.seq));
-  if (IsJsonContentType(ev.content_type) && IsValidTextWithoutControls(ev.data) && JsonSyntax(ev.data).OneValue()) {
+  if (json_data) {
+    o << ",\"data\":" << payload.json;
+  } else if (IsJsonContentType(ev.content_type) && IsValidTextWithoutControls(ev.data) &&
+             JsonSyntax(ev.data).OneValue()) {
     o << ",\"data\":" << ev.data;
   } else if (!IsJsonContentType(ev.content_type) && IsValidTextWithoutControls(ev.data)) {
     o << ",\"data\":" << JsonString(ev.data);
@@ -273,9 +287,11 @@ Status FindEventStory(const std::string& dir, const EventId& id, EventStory* out
   const storage::Db& db = *view.db;
   RecoveredState state;
   if (Status s = ReadRecoveredState(db, &state); !s.ok()) return s;
+  PayloadReader payloads;
+  if (Status s = payloads.Load(db); !s.ok()) return s;
   // The outbox holds the event unless every subscriber passed it; its
   // follow-ups name it as their cause.
-  Status scan = ScanEvents(db, state.trimmed_below, [&](const OutboxEntry& e) {
+  Status scan = ScanEvents(db, payloads, state.trimmed_below, [&](const OutboxEntry& e) {
     if (!e.event_ok) return true;
     if (e.event.id == id) {
       out->event_known = true;
@@ -342,6 +358,7 @@ Status FindEventStory(const std::string& dir, const EventId& id, EventStory* out
     out->deliveries.push_back(std::move(d));
   }
   *found |= out->event_known;
+  if (out->event_known) out->payload = payloads.Read(out->event.type, out->event.data);
   return Status::OK();
 }
 
@@ -354,7 +371,7 @@ std::string EventStoryText(const EventStory& story) {
     EventFieldsText(fields, story.event);
     std::string text = fields.str();
     o << text.substr(text.find('\n') + 1);  // the id is above
-    Field(o, "payload", PayloadText(story.event));
+    Field(o, "payload", PayloadText(story.event, story.payload));
   } else {
     Field(o, "event", "no longer in the outbox (every subscriber passed it)");
   }
@@ -379,7 +396,7 @@ std::string EventStoryJson(const EventStory& story) {
     << ",\"event_known\":" << (story.event_known ? "true" : "false");
   if (story.event_known) {
     std::ostringstream fields;
-    EventFieldsJson(fields, story.event);
+    EventFieldsJson(fields, story.event, story.payload);
     std::string members = fields.str();
     // Drop the repeated id member.
     const std::string id_member = ",\"id\":" + JsonString(story.id.ToString());

@@ -19,6 +19,7 @@
 #include "bus/dispatch/recovery.h"
 #include "bus/util/escape.h"
 #include "storage/db.h"
+#include "tools/walbus/payload_json.h"
 #include "walbus/event.h"
 #include "walbus/status.h"
 
@@ -76,13 +77,14 @@ std::map<uint32_t, std::string> SubscriberNames(const RecoveredState& state);
 // unknown name), or the empty prefix for an empty name.
 Status SubscriberPrefix(const RecoveredState& state, const std::string& subscriber, std::string* prefix);
 
-// The event's attributes as detail lines, and its payload in one value
-// (text for JSON that is valid UTF-8, else a hex summary).
+// The event's attributes as detail lines, and its payload in one value:
+// as its type's schema reads it (`payload`, when it did), text for JSON
+// that is valid UTF-8, else a hex summary.
 void EventFieldsText(std::ostringstream& o, const Event& ev);
-std::string PayloadText(const Event& ev);
+std::string PayloadText(const Event& ev, const PayloadReading& payload);
 // The event's attributes and payload as JSON members, each preceded by a
 // comma (to follow members already written).
-void EventFieldsJson(std::ostringstream& o, const Event& ev);
+void EventFieldsJson(std::ostringstream& o, const Event& ev, const PayloadReading& payload);
 
 }  // namespace walbus::internal::inspect_util
 

@@ -26,7 +26,9 @@ namespace walbus::internal {
 // A payload as its type's schema reads it; empty json when the type has
 // no schema or the payload does not pass it.
 struct PayloadReading {
-  std::string json;        // one line of JSON (RFC 8259)
+  // One line of JSON text as FlatBuffers writes it: RFC 8259, but for
+  // non-finite floats (nan, inf), which JSON cannot hold.
+  std::string json;
   uint32_t version = 0;    // the schema version it passed
   std::string dataschema;  // the CloudEvents `dataschema` naming that schema
 };

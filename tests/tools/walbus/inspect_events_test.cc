@@ -326,21 +326,22 @@ TEST(InspectEventsTest, CloudEventJsonCarriesDataInTheRightForm) {
   e.seq = 12;
   e.content_type = "application/json";
   e.data = "{\"a\": [1, 2.5e3, true, null, \"x\\u00e9\"]}";
-  std::string json = CloudEventJson(e);
+  std::string json = CloudEventJson(e, {}, false);
   EXPECT_NE(json.find(",\"data\":{\"a\": [1, 2.5e3, true, null, \"x\\u00e9\"]}}"), std::string::npos) << json;
   EXPECT_NE(json.find("\"walbusseq\":\"12\""), std::string::npos) << json;
   for (const char* not_json : {"{\"a\":", "[1,]", "01", "\"unterminated", "{} {}", "nul"}) {
     e.data = not_json;
-    json = CloudEventJson(e);
+    json = CloudEventJson(e, {}, false);
     EXPECT_NE(json.find("\"data_base64\":"), std::string::npos) << not_json << " -> " << json;
   }
   e.content_type = "text/plain";
   e.data = "plain text";
-  EXPECT_NE(CloudEventJson(e).find(",\"data\":\"plain text\""), std::string::npos);
+  EXPECT_NE(CloudEventJson(e, {}, false).find(",\"data\":\"plain text\""), std::string::npos);
   e.data = std::string("\x00\xff", 2);
-  EXPECT_NE(CloudEventJson(e).find("\"data_base64\":\"AP8=\""), std::string::npos);
+  EXPECT_NE(CloudEventJson(e, {}, false).find("\"data_base64\":\"AP8=\""), std::string::npos);
   std::chrono::system_clock::time_point t;
-  const std::string time = CloudEventJson(e).substr(CloudEventJson(e).find("\"time\":\"") + 8, 27);
+  const std::string time =
+      CloudEventJson(e, {}, false).substr(CloudEventJson(e, {}, false).find("\"time\":\"") + 8, 27);
   ASSERT_TRUE(ParseRfc3339(time, &t)) << time;
   EXPECT_EQ(std::chrono::floor<std::chrono::microseconds>(t), std::chrono::floor<std::chrono::microseconds>(e.time));
 }

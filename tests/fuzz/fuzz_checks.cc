@@ -10,6 +10,8 @@
 #include <regex>
 #include <vector>
 
+#include <flatbuffers/reflection_generated.h>
+
 #include "bus/core/envelope.h"
 #include "bus/core/payload_contract.h"
 #include "bus/core/schema_compat.h"
@@ -19,6 +21,7 @@
 #include "tools/walbus/inspect.h"
 #include "tools/walbus/payload_json.h"
 #include "tools/walbus/schema_source.h"
+#include "tools/walbus/schema_text.h"
 
 namespace walbus::fuzz {
 namespace {
@@ -561,6 +564,59 @@ bool CheckInboundMessage(std::string_view bytes, std::string* why) {
   return true;
 }
 
+// A name flatc could have declared: identifiers, joined by dots.
+bool IsDeclarable(const flatbuffers::String* name) {
+  if (name == nullptr || name->size() == 0) return false;
+  bool start = true;
+  for (const char c : name->string_view()) {
+    if (c == '.' && !start) {
+      start = true;
+      continue;
+    }
+    const bool letter = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
+    if (!letter && (start || c < '0' || c > '9')) return false;
+    start = false;
+  }
+  return !start;
+}
+
+bool EveryNameDeclarable(const reflection::Schema& s) {
+  auto attributes_declarable = [](const auto* attributes) {
+    if (attributes == nullptr) return true;
+    for (const auto* kv : *attributes) {
+      if (!IsDeclarable(kv->key())) return false;
+    }
+    return true;
+  };
+  for (const auto* o : *s.objects()) {
+    if (!IsDeclarable(o->name()) || !attributes_declarable(o->attributes())) return false;
+    for (const auto* f : *o->fields()) {
+      if (!IsDeclarable(f->name()) || !attributes_declarable(f->attributes())) return false;
+    }
+  }
+  for (const auto* e : *s.enums()) {
+    if (!IsDeclarable(e->name()) || !attributes_declarable(e->attributes())) return false;
+    for (const auto* v : *e->values()) {
+      if (!IsDeclarable(v->name())) return false;
+    }
+  }
+  return true;
+}
+
+// `walbus schema show` writes a schema back as source: when that source
+// parses, no compatibility rule may tell it from the schema it came from.
+bool CheckSchemaText(const internal::BinarySchema& schema, std::string* why) {
+  const std::string text = internal::SchemaSourceText(schema);
+  if (!EveryNameDeclarable(schema.schema())) return true;
+  auto again = internal::ParseSchemaSource(text, "", "shown.fbs");
+  if (!again.ok()) return true;
+  std::vector<std::string> lines = internal::CompatibilityViolations(schema, *again);
+  if (lines.empty()) lines = internal::CompatibilityViolations(*again, schema);
+  if (!lines.empty())
+    return Fail(why, "a schema shown as source reads back differently: " + lines.front() + "\n" + text);
+  return true;
+}
+
 bool CheckSchemaBytes(std::string_view bytes, std::string* why) {
   if (bytes.size() > kMaxInputBytes) return true;
   auto schema = internal::BinarySchema::FromBytes(std::string(bytes));
@@ -573,7 +629,7 @@ bool CheckSchemaBytes(std::string_view bytes, std::string* why) {
       "", "reference.fbs"));
   (void)internal::CompatibilityViolations(*reference, *schema);
   (void)internal::CompatibilityViolations(*schema, *reference);
-  return true;
+  return CheckSchemaText(*schema, why);
 }
 
 // Every kind of field a payload holds (the same schema seeds the corpus:

@@ -3,6 +3,7 @@
 // FlatBuffers schema sources (.fbs) or binary schemas (.bfbs); OLD may be a
 // database instead, whose every stored version of --type NEW must extend.
 // walbus schema ls DIR: the event types with schemas in a database.
+// walbus schema show DIR TYPE: every version of one type's schema, as .fbs.
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
@@ -15,10 +16,13 @@
 
 #include <filesystem>
 
+#include <flatbuffers/reflection_generated.h>
+
 #include "bus/core/schema_compat.h"
 #include "tools/walbus/commands.h"
 #include "tools/walbus/inspect_util.h"
 #include "tools/walbus/schema_source.h"
+#include "tools/walbus/schema_text.h"
 
 namespace walbus::tools {
 namespace {
@@ -118,8 +122,52 @@ int RunList(const std::string& dir, bool json) {
   return 0;
 }
 
+// One stored version of a type's schema: what it is, when it was
+// registered, and its source text.
+void ShowVersion(const std::string& type, size_t version, const storage::SchemaRecord& record,
+                 const wi::BinarySchema& schema, const std::string& source, bool json) {
+  const std::string hash = wi::SchemaHashText(record.hash);
+  const std::string first = wi::inspect_util::IsoTimeMs(static_cast<int64_t>(record.first_registered_ms));
+  const std::string last = wi::inspect_util::IsoTimeMs(static_cast<int64_t>(record.last_registered_ms));
+  const auto* ident = schema.schema().file_ident();
+  const std::string identifier = ident == nullptr ? "" : ident->str();
+  if (json) {
+    std::cout << "{\"type\":" << wi::JsonString(type) << ",\"version\":" << version << ",\"hash\":\"" << hash
+              << "\",\"root_table\":" << wi::JsonString(schema.RootName())
+              << ",\"file_identifier\":" << wi::JsonString(identifier) << ",\"first_registered\":\"" << first
+              << "\",\"last_registered\":\"" << last << "\",\"bytes\":" << record.binary_schema.size()
+              << ",\"fbs\":" << wi::JsonString(source) << "}\n";
+    return;
+  }
+  std::cout << "# " << type << " version " << version << ": hash " << hash << ", root " << schema.RootName()
+            << ", identifier \"" << identifier << "\", " << record.binary_schema.size() << " bytes\n"
+            << "# first registered " << first << ", last registered " << last << "\n"
+            << source << (source.empty() || source.back() == '\n' ? "" : "\n");
+}
+
+int RunShow(const std::string& dir, const std::string& type, uint32_t only_version, bool json) {
+  wi::inspect_util::SecondaryView view;
+  if (Status s = wi::inspect_util::OpenSecondary(dir, &view); !s.ok()) return Fail("schema show", s);
+  std::vector<storage::SchemaRecord> accepted;
+  if (Status s = wi::LoadAcceptedSchemas(*view.db, type, &accepted); !s.ok()) return Fail("schema show", s);
+  if (accepted.empty()) return Fail("schema show", Status::NotFound("no schema of " + type + " in " + dir));
+  if (only_version > accepted.size()) {
+    return Fail("schema show", Status::NotFound(type + " has " + std::to_string(accepted.size()) +
+                                                " schema versions, not " + std::to_string(only_version)));
+  }
+  for (size_t i = 0; i < accepted.size(); ++i) {
+    if (only_version != 0 && i + 1 != only_version) continue;
+    auto schema = wi::BinarySchema::FromBytes(accepted[i].binary_schema);
+    if (!schema.ok()) return Fail("schema show", schema.status());
+    if (!json && i > 0 && only_version == 0) std::cout << "\n";
+    ShowVersion(type, i + 1, accepted[i], *schema, wi::SchemaSourceText(*schema), json);
+  }
+  return 0;
+}
+
 struct Values {
   std::string old_path, new_path, type, dir;
+  uint32_t version = 0;
   bool json = false;
 };
 
@@ -147,6 +195,18 @@ void AddSchemaCommand(CLI::App* app, Runners* runners) {
   runners->push_back([list, v]() -> std::optional<int> {
     if (!list->parsed()) return std::nullopt;
     return RunList(v->dir, v->json);
+  });
+  CLI::App* show = schema->add_subcommand(
+      "show",
+      "Every version of one event type's schema in a database: its hash, root table, registration times "
+      "and .fbs source");
+  show->add_option("dir", v->dir, "Database directory")->required();
+  show->add_option("type", v->type, "The event type")->required();
+  show->add_option("--version", v->version, "Only this version (1 is the first)")->check(CLI::PositiveNumber);
+  show->add_flag("--json", v->json, "Print JSON Lines: one object per version, the source in \"fbs\"");
+  runners->push_back([show, v]() -> std::optional<int> {
+    if (!show->parsed()) return std::nullopt;
+    return RunShow(v->dir, v->type, v->version, v->json);
   });
 }
 

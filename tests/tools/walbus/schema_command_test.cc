@@ -1,8 +1,10 @@
 // walbus schema check OLD NEW, run as a child process on schema files.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <fstream>
 #include <string>
+#include <utility>
 
 #include "bus/core/schema_compat.h"
 #include "tests/test_util.h"
@@ -101,6 +103,68 @@ TEST(SchemaCommandTest, ChecksAgainstADatabaseAndListsItsTypes) {
   EXPECT_NE(out.find("\"root_table\":\"orders.OrderApproved\""), std::string::npos) << out;
   ASSERT_EQ(RunCliOutput("schema ls " + dir.path(), &out), 0);
   EXPECT_NE(out.find("orders.order-approved.v1"), std::string::npos) << out;
+}
+
+// What `schema show` prints between one version's header and the next: the
+// source of version `version` (1 is the first).
+std::string ShownSource(const std::string& out, int version) {
+  const std::string header = "# orders.order-approved.v1 version " + std::to_string(version) + ":";
+  size_t at = out.find(header);
+  if (at == std::string::npos) return {};
+  at = out.find("\n# first registered", at);
+  at = out.find('\n', at + 1) + 1;
+  const size_t end = out.find("\n# orders.order-approved.v1 version", at);
+  return out.substr(at, end == std::string::npos ? std::string::npos : end - at);
+}
+
+TEST(SchemaCommandTest, ShowsEveryVersionAsSourceThatReadsTheSame) {
+  TempDir dir;
+  Write(dir, "money.fbs", "namespace orders;\nstruct Money { units: long; cents: int; }\n");
+  std::string v2_text = kV1;
+  v2_text.replace(v2_text.find(" }\nroot_type"), 3, " note: string; }\n");
+  auto v1 = internal::ParseSchemaSource(kV1, dir.root(), "v1.fbs");
+  auto v2 = internal::ParseSchemaSource(v2_text, dir.root(), "v2.fbs");
+  ASSERT_TRUE(v1.ok() && v2.ok());
+  {
+    auto bus = testing::OpenBus(testing::TestOptions(dir));
+    ASSERT_NE(bus, nullptr);
+    ASSERT_TRUE(bus->RegisterSchema("orders.order-approved.v1", v1->bytes()).ok());
+    ASSERT_TRUE(bus->RegisterSchema("orders.order-approved.v1", v2->bytes()).ok());
+  }
+  std::string out;
+  ASSERT_EQ(RunCliOutput("schema show " + dir.path() + " orders.order-approved.v1", &out), 0);
+  EXPECT_NE(out.find("# orders.order-approved.v1 version 1: hash " + internal::SchemaHashText(v1->Hash()) +
+                     ", root orders.OrderApproved, identifier \"ORDA\""),
+            std::string::npos)
+      << out;
+  // Each version's source, read back, is the schema that was registered:
+  // neither may be told from the other by any rule.
+  const std::pair<int, const internal::BinarySchema*> versions[] = {{1, &*v1}, {2, &*v2}};
+  for (const auto& [version, registered] : versions) {
+    const std::string source = ShownSource(out, version);
+    auto shown = internal::ParseSchemaSource(source, "", "shown.fbs");
+    ASSERT_TRUE(shown.ok()) << shown.status().ToString() << "\n" << source;
+    EXPECT_TRUE(internal::CheckEvolution(*registered, *shown).empty()) << source;
+    EXPECT_TRUE(internal::CheckEvolution(*shown, *registered).empty()) << source;
+  }
+  EXPECT_NE(ShownSource(out, 2).find("note"), std::string::npos);
+  EXPECT_EQ(ShownSource(out, 1).find("note"), std::string::npos);
+
+  ASSERT_EQ(RunCliOutput("schema show " + dir.path() + " orders.order-approved.v1 --version 2 --json", &out), 0);
+  EXPECT_EQ(out.find("{\"type\":\"orders.order-approved.v1\",\"version\":2,\"hash\":\"" +
+                     internal::SchemaHashText(v2->Hash()) +
+                     "\",\"root_table\":\"orders.OrderApproved\","
+                     "\"file_identifier\":\"ORDA\","),
+            0u)
+      << out;
+  EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 1) << "one version, one line: " << out;
+  EXPECT_NE(out.find("\"fbs\":\""), std::string::npos) << out;
+
+  std::string err;
+  EXPECT_EQ(RunCliErrors("schema show " + dir.path() + " orders.order-approved.v1 --version 3", &err), 2);
+  EXPECT_NE(err.find("has 2 schema versions, not 3"), std::string::npos) << err;
+  EXPECT_EQ(RunCliErrors("schema show " + dir.path() + " orders.other.v1", &err), 2);
+  EXPECT_NE(err.find("no schema of orders.other.v1"), std::string::npos) << err;
 }
 
 }  // namespace

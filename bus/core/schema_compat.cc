@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <map>
 #include <set>
+#include <vector>
 
 #include "storage/keys.h"
 
@@ -246,11 +247,65 @@ bool FieldSlotFits(const reflection::Field& f) {
   return f.offset() % 2 == 0 && f.offset() >= first;
 }
 
+// A scalar's size in bytes; 0 for what is no scalar.
+uint32_t ScalarBytes(BaseType t) {
+  switch (t) {
+    case BaseType::UType:
+    case BaseType::Bool:
+    case BaseType::Byte:
+    case BaseType::UByte: return 1;
+    case BaseType::Short:
+    case BaseType::UShort: return 2;
+    case BaseType::Int:
+    case BaseType::UInt:
+    case BaseType::Float: return 4;
+    case BaseType::Long:
+    case BaseType::ULong:
+    case BaseType::Double: return 8;
+    default: return 0;
+  }
+}
+
+// A struct laid out as flatc lays it out: each field (scalars, structs,
+// fixed arrays of either) at the next offset its alignment allows, the
+// size rounded up to the struct's alignment, which is at least each
+// field's. Reflection reads a struct's fields at their stored offsets
+// within its stored size: any other layout reads past the struct.
+bool StructLayoutFits(const reflection::Schema& s, const reflection::Object& o) {
+  std::vector<const reflection::Field*> fields(o.fields()->begin(), o.fields()->end());
+  std::sort(fields.begin(), fields.end(), [](const auto* a, const auto* b) { return a->id() < b->id(); });
+  uint64_t end = 0;
+  uint32_t align = 1;
+  for (const reflection::Field* f : fields) {
+    const reflection::Type& t = *f->type();
+    const bool array = t.base_type() == BaseType::Array;
+    const BaseType base = array ? t.element() : t.base_type();
+    uint64_t size = ScalarBytes(base);
+    uint32_t field_align = static_cast<uint32_t>(size);
+    if (base == BaseType::Obj) {
+      const reflection::Object& inner = *s.objects()->Get(t.index());
+      if (!inner.is_struct() || &inner == &o) return false;
+      size = static_cast<uint32_t>(inner.bytesize());
+      field_align = static_cast<uint32_t>(inner.minalign());
+    }
+    if (size == 0 || (array && t.fixed_length() == 0)) return false;
+    if (array) size *= t.fixed_length();
+    const uint64_t offset = (end + field_align - 1) / field_align * field_align;
+    if (f->offset() != offset) return false;
+    end = offset + size;
+    align = std::max(align, field_align);
+  }
+  const uint32_t minalign = static_cast<uint32_t>(o.minalign());
+  return minalign >= align && static_cast<uint64_t>(o.bytesize()) == (end + minalign - 1) / minalign * minalign &&
+         o.bytesize() > 0;
+}
+
 // Whether the schema is one flatc could have written: every type names a
 // table or enum it holds (the verifier checks the bytes, not what the
 // indices point at, and reflection and flatc's Parser::Deserialize index
 // with them unchecked), table fields sit at slots a payload can hold,
-// structs align to a power of two, and names and field ids are unique.
+// structs align to a power of two and are laid out as flatc lays them
+// out, and names and field ids are unique.
 bool WellFormed(const reflection::Schema& s) {
   const int32_t objects = static_cast<int32_t>(s.objects()->size()), enums = static_cast<int32_t>(s.enums()->size());
   auto fits = [&](const reflection::Type* t) {
@@ -276,6 +331,11 @@ bool WellFormed(const reflection::Schema& s) {
       }
       if (!o->is_struct() && !FieldSlotFits(*f)) return false;
     }
+  }
+  // Every struct's fields are known to be well typed before any layout
+  // is read through them.
+  for (const reflection::Object* o : *s.objects()) {
+    if (o->is_struct() && !StructLayoutFits(s, *o)) return false;
   }
   for (const reflection::Enum* e : *s.enums()) {
     if (e->name() == nullptr || e->values() == nullptr || e->underlying_type() == nullptr ||
@@ -304,7 +364,8 @@ Result<BinarySchema> BinarySchema::FromBytes(std::string bytes) {
   BinarySchema schema(std::move(bytes));
   if (!WellFormed(schema.schema())) {
     return Status::InvalidArgument(
-        "the binary schema refers to tables or enums it does not hold, or repeats a name or a field id");
+        "the binary schema refers to tables or enums it does not hold, lays out a struct as flatc would not, or "
+        "repeats a name or a field id");
   }
   if (schema.schema().root_table() == nullptr) {
     return Status::InvalidArgument("the schema has no root_type: an event type's schema names its root table");

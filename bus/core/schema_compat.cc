@@ -236,15 +236,24 @@ bool KnownTypes(const reflection::Type& t) {
   return true;
 }
 
-// A table field's slot in the vtable, as flatc lays it out: even, after
-// the vtable's two sizes, and a union's after its type tag. Payloads are
-// read at these slots: an odd one would read past a vtable's end.
-bool FieldSlotFits(const reflection::Field& f) {
-  const reflection::Type& t = *f.type();
-  const bool tagged =
-      t.base_type() == BaseType::Union || (t.base_type() == BaseType::Vector && t.element() == BaseType::Union);
-  const uint16_t first = tagged ? 6 : 4;
-  return f.offset() % 2 == 0 && f.offset() >= first;
+// A table's fields as flatc numbers them: ids 0, 1, 2, ... with none
+// missing (a union's type tag takes the id before its value's), each at
+// the vtable slot its id gives. Payloads are read at these slots, and a
+// schema with gaps in its ids could not be written back as source.
+bool TableSlotsFit(const reflection::Object& o) {
+  std::vector<uint16_t> ids;
+  for (const reflection::Field* f : *o.fields()) {
+    const reflection::Type& t = *f->type();
+    const bool tagged =
+        t.base_type() == BaseType::Union || (t.base_type() == BaseType::Vector && t.element() == BaseType::Union);
+    if (f->offset() != flatbuffers::FieldIndexToOffset(f->id()) || (tagged && f->id() == 0)) return false;
+    ids.push_back(f->id());
+  }
+  std::sort(ids.begin(), ids.end());
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (ids[i] != i) return false;
+  }
+  return true;
 }
 
 // A scalar's size in bytes; 0 for what is no scalar.
@@ -303,9 +312,9 @@ bool StructLayoutFits(const reflection::Schema& s, const reflection::Object& o) 
 // Whether the schema is one flatc could have written: every type names a
 // table or enum it holds (the verifier checks the bytes, not what the
 // indices point at, and reflection and flatc's Parser::Deserialize index
-// with them unchecked), table fields sit at slots a payload can hold,
-// structs align to a power of two and are laid out as flatc lays them
-// out, and names and field ids are unique.
+// with them unchecked), table fields are numbered and slotted as flatc
+// numbers them, structs align to a power of two and are laid out as flatc
+// lays them out, and names and field ids are unique.
 bool WellFormed(const reflection::Schema& s) {
   const int32_t objects = static_cast<int32_t>(s.objects()->size()), enums = static_cast<int32_t>(s.enums()->size());
   auto fits = [&](const reflection::Type* t) {
@@ -329,8 +338,8 @@ bool WellFormed(const reflection::Schema& s) {
       if (f->name() == nullptr || f->type() == nullptr || !fits(f->type()) || !ids.insert(f->id()).second) {
         return false;
       }
-      if (!o->is_struct() && !FieldSlotFits(*f)) return false;
     }
+    if (!o->is_struct() && !TableSlotsFit(*o)) return false;
   }
   // Every struct's fields are known to be well typed before any layout
   // is read through them.

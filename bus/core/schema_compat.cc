@@ -237,21 +237,26 @@ bool KnownTypes(const reflection::Type& t) {
 }
 
 // A table's fields as flatc numbers them: ids 0, 1, 2, ... with none
-// missing (a union's type tag takes the id before its value's), each at
-// the vtable slot its id gives. Payloads are read at these slots, and a
-// schema with gaps in its ids could not be written back as source.
+// missing, each at the vtable slot its id gives, and a union's value
+// after its type tag, `<value>_type` of the same union. Payloads are read
+// at these slots (reflection reads a union's tag in the slot before its
+// value), and a schema that breaks them could not be written as source.
 bool TableSlotsFit(const reflection::Object& o) {
-  std::vector<uint16_t> ids;
+  std::vector<const reflection::Field*> by_id(o.fields()->size(), nullptr);
   for (const reflection::Field* f : *o.fields()) {
-    const reflection::Type& t = *f->type();
-    const bool tagged =
-        t.base_type() == BaseType::Union || (t.base_type() == BaseType::Vector && t.element() == BaseType::Union);
-    if (f->offset() != flatbuffers::FieldIndexToOffset(f->id()) || (tagged && f->id() == 0)) return false;
-    ids.push_back(f->id());
+    if (f->id() >= by_id.size() || f->offset() != flatbuffers::FieldIndexToOffset(f->id())) return false;
+    by_id[f->id()] = f;
   }
-  std::sort(ids.begin(), ids.end());
-  for (size_t i = 0; i < ids.size(); ++i) {
-    if (ids[i] != i) return false;
+  for (const reflection::Field* f : by_id) {
+    const reflection::Type& t = *f->type();
+    const bool vector = t.base_type() == BaseType::Vector;
+    if ((vector ? t.element() : t.base_type()) != BaseType::Union) continue;
+    const reflection::Field* tag = f->id() == 0 ? nullptr : by_id[f->id() - 1];
+    if (tag == nullptr || Str(tag->name()) != Str(f->name()) + "_type" || tag->type()->index() != t.index() ||
+        (vector ? tag->type()->base_type() != BaseType::Vector || tag->type()->element() != BaseType::UType
+                : tag->type()->base_type() != BaseType::UType)) {
+      return false;
+    }
   }
   return true;
 }

@@ -314,12 +314,21 @@ bool StructLayoutFits(const reflection::Schema& s, const reflection::Object& o) 
          o.bytesize() > 0;
 }
 
+// A union's members as flatc writes them: NONE = 0 without a type, and
+// every other (a tag of 1 to 255) a table, a struct or a string.
+bool UnionMemberFits(const reflection::EnumVal& v) {
+  const BaseType type = v.union_type() == nullptr ? BaseType::None : v.union_type()->base_type();
+  if (v.value() == 0) return Str(v.name()) == "NONE" && type == BaseType::None;
+  return v.value() > 0 && v.value() <= 255 && (type == BaseType::Obj || type == BaseType::String);
+}
+
 // Whether the schema is one flatc could have written: every type names a
 // table or enum it holds (the verifier checks the bytes, not what the
 // indices point at, and reflection and flatc's Parser::Deserialize index
 // with them unchecked), table fields are numbered and slotted as flatc
 // numbers them, structs align to a power of two and are laid out as flatc
-// lays them out, and names and field ids are unique.
+// lays them out, unions hold what flatc lets them, and names and field
+// ids are unique.
 bool WellFormed(const reflection::Schema& s) {
   const int32_t objects = static_cast<int32_t>(s.objects()->size()), enums = static_cast<int32_t>(s.enums()->size());
   auto fits = [&](const reflection::Type* t) {
@@ -359,6 +368,7 @@ bool WellFormed(const reflection::Schema& s) {
     std::set<std::string> value_names;
     for (const reflection::EnumVal* v : *e->values()) {
       if (v->name() == nullptr || !fits(v->union_type()) || !value_names.insert(v->name()->str()).second) return false;
+      if (e->is_union() && !UnionMemberFits(*v)) return false;
     }
   }
   return true;

@@ -261,6 +261,19 @@ bool TableSlotsFit(const reflection::Object& o) {
   return true;
 }
 
+// A table's key as flatc allows it: at most one field, a scalar or a
+// string, and a string key required (flatc makes it so).
+bool KeyFits(const reflection::Object& o) {
+  int keys = 0;
+  for (const reflection::Field* f : *o.fields()) {
+    if (!f->key()) continue;
+    const BaseType t = f->type()->base_type();
+    const bool scalar = t >= BaseType::Bool && t <= BaseType::Double;
+    if (++keys > 1 || !(scalar || (t == BaseType::String && f->required()))) return false;
+  }
+  return true;
+}
+
 // A scalar's size in bytes; 0 for what is no scalar.
 uint32_t ScalarBytes(BaseType t) {
   switch (t) {
@@ -327,8 +340,8 @@ bool UnionMemberFits(const reflection::EnumVal& v) {
 // indices point at, and reflection and flatc's Parser::Deserialize index
 // with them unchecked), table fields are numbered and slotted as flatc
 // numbers them, structs align to a power of two and are laid out as flatc
-// lays them out, unions hold what flatc lets them, and names and field
-// ids are unique.
+// lays them out, keys and unions are what flatc lets them be, and names
+// and field ids are unique.
 bool WellFormed(const reflection::Schema& s) {
   const int32_t objects = static_cast<int32_t>(s.objects()->size()), enums = static_cast<int32_t>(s.enums()->size());
   auto fits = [&](const reflection::Type* t) {
@@ -353,7 +366,7 @@ bool WellFormed(const reflection::Schema& s) {
         return false;
       }
     }
-    if (!o->is_struct() && !TableSlotsFit(*o)) return false;
+    if (!o->is_struct() && (!TableSlotsFit(*o) || !KeyFits(*o))) return false;
   }
   // Every struct's fields are known to be well typed before any layout
   // is read through them.

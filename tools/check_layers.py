@@ -30,7 +30,7 @@ MAY_INCLUDE = {
     # Applications of the library: its public API and bus/util's codecs.
     "bridge": {"public", "bus/util"},
     "prometheus": {"public"},
-    "examples": {"public"},
+    "examples": {"public", "adapters"},
     # Internal users, which may reach inside (never the tests).
     "storage/testing": {"public", "bus/util", "storage"},
     "tools": {"public", "bus/util", "bus/telemetry", "storage", "bus/core", "bus/dispatch", "bus/ops", "bus/api",
@@ -49,7 +49,7 @@ EXCEPTIONS = {
 # Part -> the third-party header directories its files may include.
 THIRD_PARTY = {
     "rocksdb": {"storage", "storage/testing", "tools", "bench"},
-    "flatbuffers": {"bus/core", "tools", "bench"},
+    "flatbuffers": {"bus/core", "tools", "bench", "adapters", "examples"},
     "spdlog": {"bus/telemetry", "bus/api", "tools", "bench", "adapters"},
     "fmt": {"bus/telemetry", "bus/api", "bridge", "tools", "bench"},
     "concurrentqueue": {"bus/core", "bus/dispatch", "bench"},

@@ -327,8 +327,8 @@ bool StructLayoutFits(const reflection::Schema& s, const reflection::Object& o) 
          o.bytesize() > 0;
 }
 
-// A union's members as flatc writes them: NONE = 0 without a type, and
-// every other (a tag of 1 to 255) a table, a struct or a string.
+// A union's members as flatc writes them: NONE = 0 without a type, always
+// there, and every other (a tag of 1 to 255) a table, a struct or a string.
 bool UnionMemberFits(const reflection::EnumVal& v) {
   const BaseType type = v.union_type() == nullptr ? BaseType::None : v.union_type()->base_type();
   if (v.value() == 0) return Str(v.name()) == "NONE" && type == BaseType::None;
@@ -378,6 +378,8 @@ bool WellFormed(const reflection::Schema& s) {
         !KnownTypes(*e->underlying_type()) || !enum_names.insert(e->name()->str()).second) {
       return false;
     }
+    // Values are sorted by value: a union's first is NONE.
+    if (e->is_union() && (e->values()->size() == 0 || e->values()->Get(0)->value() != 0)) return false;
     std::set<std::string> value_names;
     for (const reflection::EnumVal* v : *e->values()) {
       if (v->name() == nullptr || !fits(v->union_type()) || !value_names.insert(v->name()->str()).second) return false;

@@ -1,8 +1,10 @@
 // orders_demo: a small orders application on walbus, killed mid-stream.
 //
 // Approving an order is one transaction: the order row and the
-// "orders.order-approved.v1" event commit together or not at all. Two
-// subscribers react to it:
+// "orders.order-approved.v1" event commit together or not at all. Events
+// are FlatBuffers tables whose schemas (order_approved.fbs,
+// invoice_raised.fbs) the build turns into code and the bus checks every
+// payload against. Two subscribers react to it:
 //   invoicing  raises one invoice per order and publishes
 //              "invoicing.invoice-raised.v1";
 //   reporting  keeps a running count and total of approved orders.
@@ -44,6 +46,8 @@
 #include <utility>
 #include <vector>
 
+#include "orders_demo_events.h"  // generated from the .fbs files
+#include "walbus/adapters/flatbuffers.h"
 #include "walbus/bus.h"
 #include "walbus/event.h"
 #include "walbus/options.h"
@@ -55,8 +59,6 @@ namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
-constexpr char kOrderApproved[] = "orders.order-approved.v1";
-constexpr char kInvoiceRaised[] = "invoicing.invoice-raised.v1";
 constexpr int kApproverThreads = 2;
 
 struct Args {
@@ -87,15 +89,13 @@ std::optional<uint64_t> ParseU64(std::string_view text) {
   return value;
 }
 
-// Every event here is about one order (the subject), version 1 of it.
-// Fields are set one by one: a designated initializer that leaves out the
-// optional fields trips -Wmissing-field-initializers in g++ 12.
-walbus::EventSpec MakeEvent(std::string_view type, std::string_view order_id, std::string_view data) {
-  walbus::EventSpec spec;
-  spec.type = type;
-  spec.subject = order_id;
+// Every event here is about one order (the subject), version 1 of it; its
+// type comes from its table's schema.
+template <class Table>
+walbus::EventSpec MakeEvent(const std::string& order_id, flatbuffers::FlatBufferBuilder& fbb,
+                            flatbuffers::Offset<Table> root) {
+  walbus::EventSpec spec = walbus::TypedEvent(order_id, fbb, root);
   spec.subject_version = 1;
-  spec.data = data;
   return spec;
 }
 
@@ -113,17 +113,19 @@ walbus::Outcome Failed(const walbus::Status& s) {
 // there means the same approval took effect twice; that is recorded under
 // "doubles/<order id>" so the final check can count it. The inbox must make
 // it impossible.
-walbus::Outcome RaiseInvoice(const walbus::Event& e, walbus::HandlerContext& ctx) {
+walbus::Outcome RaiseInvoice(const walbus::Event& e, const orders::OrderApproved& order, walbus::HandlerContext& ctx) {
   auto existing = ctx.Get("invoices", e.subject);
   if (!existing.ok()) return Failed(existing.status());
   if (existing->has_value()) {
     walbus::Status s = ctx.Put("invoices", "doubles/" + e.subject, e.id.ToString());
     return s.ok() ? walbus::Outcome::Done() : Failed(s);
   }
-  if (walbus::Status s = ctx.Put("invoices", e.subject, "invoice for " + e.data); !s.ok()) {
+  if (walbus::Status s = ctx.Put("invoices", e.subject, "invoice for " + std::to_string(order.amount())); !s.ok()) {
     return Failed(s);
   }
-  auto id = ctx.Publish(MakeEvent(kInvoiceRaised, e.subject, e.data));
+  flatbuffers::FlatBufferBuilder fbb;
+  auto invoice = invoicing::CreateInvoiceRaisedDirect(fbb, order.order_id()->c_str(), order.amount());
+  auto id = ctx.Publish(MakeEvent(e.subject, fbb, invoice));
   if (!id.ok()) return Failed(id.status());
   return walbus::Outcome::Done();
 }
@@ -143,9 +145,8 @@ walbus::Result<uint64_t> ReadCounter(walbus::HandlerContext& ctx, std::string_vi
 // asserts the version of "report/totals" read before the counters; a
 // concurrent update makes the commit fail with Conflict and the bus runs the
 // handler again on fresh values.
-walbus::Outcome UpdateReport(const walbus::Event& e, walbus::HandlerContext& ctx) {
-  auto amount = ParseU64(e.data);
-  if (!amount) return walbus::Outcome::Reject("amount is not a decimal number");
+walbus::Outcome UpdateReport(const walbus::Event&, const orders::OrderApproved& order, walbus::HandlerContext& ctx) {
+  const uint64_t amount = order.amount();
   auto version = ctx.GetVersion("report", "totals");
   if (!version.ok()) return Failed(version.status());
   auto count = ReadCounter(ctx, "count");
@@ -156,7 +157,7 @@ walbus::Outcome UpdateReport(const walbus::Event& e, walbus::HandlerContext& ctx
   if (walbus::Status s = ctx.Put("report", "count", std::to_string(*count + 1)); !s.ok()) {
     return Failed(s);
   }
-  if (walbus::Status s = ctx.Put("report", "total", std::to_string(*total + *amount)); !s.ok()) {
+  if (walbus::Status s = ctx.Put("report", "total", std::to_string(*total + amount)); !s.ok()) {
     return Failed(s);
   }
   return walbus::Outcome::Done();
@@ -165,24 +166,27 @@ walbus::Outcome UpdateReport(const walbus::Event& e, walbus::HandlerContext& ctx
 // ---------------------------------------------------------------------------
 // The application side
 
-walbus::Status Subscribe(walbus::Bus& bus, std::string name, walbus::Handler handler) {
-  walbus::SubscriberOptions sub;
-  sub.name = std::move(name);
-  sub.types = {kOrderApproved};
-  sub.handler = std::move(handler);
-  return bus.Subscribe(std::move(sub));
-}
-
-// Opens the bus in `dir`, registers both subscribers and starts them.
+// Opens the bus in `dir`, registers the event schemas and both
+// subscribers, and starts them. With require_schemas, an event of a type
+// without a schema is refused at Publish.
 walbus::Status OpenBus(const Args& args, const std::string& dir, std::unique_ptr<walbus::Bus>* bus) {
   walbus::Options opt;
   opt.dir = dir;
   opt.durability = args.durability;
   opt.column_families = {"orders", "invoices", "report"};
   opt.source = "orders-demo";
+  opt.require_schemas = true;
   if (walbus::Status s = walbus::Bus::Open(opt, bus); !s.ok()) return s;
-  if (walbus::Status s = Subscribe(**bus, "invoicing", RaiseInvoice); !s.ok()) return s;
-  if (walbus::Status s = Subscribe(**bus, "reporting", UpdateReport); !s.ok()) return s;
+  if (walbus::Status s = orders_demo::RegisterEventSchemas(**bus); !s.ok()) return s;
+  using orders::OrderApproved;
+  if (walbus::Status s = (*bus)->Subscribe(walbus::TypedSubscriber<OrderApproved>("invoicing", RaiseInvoice));
+      !s.ok()) {
+    return s;
+  }
+  if (walbus::Status s = (*bus)->Subscribe(walbus::TypedSubscriber<OrderApproved>("reporting", UpdateReport));
+      !s.ok()) {
+    return s;
+  }
   return (*bus)->Start();
 }
 
@@ -200,7 +204,8 @@ walbus::Result<Approval> Approve(walbus::Bus& bus, int i) {
   if (existing->has_value()) return Approval::kAlreadyThere;
   if (walbus::Status s = tx.ExpectVersion("orders", id, 0); !s.ok()) return s;
   if (walbus::Status s = tx.Put("orders", id, amount); !s.ok()) return s;
-  auto event = tx.Publish(MakeEvent(kOrderApproved, id, amount));
+  flatbuffers::FlatBufferBuilder fbb;
+  auto event = tx.Publish(MakeEvent(id, fbb, orders::CreateOrderApprovedDirect(fbb, id.c_str(), AmountFor(i))));
   if (!event.ok()) return event.status();
   auto receipt = tx.Commit();
   if (!receipt.ok()) {

@@ -4,6 +4,7 @@
 // database instead, whose every stored version of --type NEW must extend.
 // walbus schema ls DIR: the event types with schemas in a database.
 // walbus schema show DIR TYPE: every version of one type's schema, as .fbs.
+// walbus schema generate: C++ bindings of event schemas (schema_codegen.h).
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
@@ -21,6 +22,7 @@
 #include "bus/core/schema_compat.h"
 #include "tools/walbus/commands.h"
 #include "tools/walbus/inspect_util.h"
+#include "tools/walbus/schema_codegen.h"
 #include "tools/walbus/schema_source.h"
 #include "tools/walbus/schema_text.h"
 
@@ -165,7 +167,38 @@ int RunShow(const std::string& dir, const std::string& type, uint32_t only_versi
   return 0;
 }
 
+// Writes `text` to `path` unless it holds it already: a build that
+// regenerates the same code recompiles nothing.
+Status WriteIfChanged(const std::string& path, const std::string& text) {
+  std::ifstream in(path, std::ios::binary);
+  if (in && std::string(std::istreambuf_iterator<char>(in), {}) == text) return Status::OK();
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << text;
+  if (!out.flush()) return Status::IOError("cannot write " + path);
+  return Status::OK();
+}
+
+int RunGenerate(const std::vector<std::string>& paths, const std::string& function, const std::string& header,
+                const std::string& source) {
+  std::vector<wi::BoundSchema> bound;
+  for (const std::string& path : paths) {
+    auto schema = LoadSchema(path);
+    if (!schema.ok()) return Fail("schema generate", schema.status());
+    auto binding = wi::BindSchema(path, *schema);
+    if (!binding.ok()) return Fail("schema generate", binding.status());
+    bound.push_back(std::move(*binding));
+  }
+  const std::string header_name = std::filesystem::path(header).filename().string();
+  auto code = wi::GenerateBindings(bound, function, header_name);
+  if (!code.ok()) return Fail("schema generate", code.status());
+  if (Status s = WriteIfChanged(header, code->header); !s.ok()) return Fail("schema generate", s);
+  if (Status s = WriteIfChanged(source, code->source); !s.ok()) return Fail("schema generate", s);
+  return 0;
+}
+
 struct Values {
+  std::vector<std::string> paths;
+  std::string function, header, source;
   std::string old_path, new_path, type, dir;
   uint32_t version = 0;
   bool json = false;
@@ -207,6 +240,20 @@ void AddSchemaCommand(CLI::App* app, Runners* runners) {
   runners->push_back([show, v]() -> std::optional<int> {
     if (!show->parsed()) return std::nullopt;
     return RunShow(v->dir, v->type, v->version, v->json);
+  });
+  CLI::App* generate = schema->add_subcommand(
+      "generate",
+      "C++ that binds event schemas to their event types (walbus/flatbuffers.h) and a function that "
+      "registers them; walbus_add_event_schemas runs it on the .bfbs files flatc wrote");
+  generate->add_option("schemas", v->paths, "Binary schemas (.bfbs) or sources (.fbs), one root table each")
+      ->required();
+  generate->add_option("--function", v->function, "The registration function, e.g. orders::RegisterEventSchemas")
+      ->required();
+  generate->add_option("--header", v->header, "The header to write")->required();
+  generate->add_option("--source", v->source, "The source to write")->required();
+  runners->push_back([generate, v]() -> std::optional<int> {
+    if (!generate->parsed()) return std::nullopt;
+    return RunGenerate(v->paths, v->function, v->header, v->source);
   });
 }
 

@@ -2,9 +2,12 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "bus/core/schema_compat.h"
 #include "tests/test_util.h"
@@ -165,6 +168,72 @@ TEST(SchemaCommandTest, ShowsEveryVersionAsSourceThatReadsTheSame) {
   EXPECT_NE(err.find("has 2 schema versions, not 3"), std::string::npos) << err;
   EXPECT_EQ(RunCliErrors("schema show " + dir.path() + " orders.other.v1", &err), 2);
   EXPECT_NE(err.find("no schema of orders.other.v1"), std::string::npos) << err;
+}
+
+std::string Read(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+TEST(SchemaCommandTest, GeneratesBindingsOfBoundSchemasOnly) {
+  TempDir dir;
+  const std::string bound = Write(dir, "order_approved.fbs", R"(attribute "walbus_event";
+namespace orders;
+table OrderApproved (walbus_event: "orders.order-approved.v1") { order_id: string (required); }
+root_type OrderApproved;
+file_identifier "ORDA";
+)");
+  const std::string header = dir.root() + "/events.h", source = dir.root() + "/events.cc";
+  const std::string outputs = " --header " + header + " --source " + source;
+  std::string out;
+  ASSERT_EQ(RunCliOutput("schema generate " + bound + " --function orders::RegisterEventSchemas" + outputs, &out), 0)
+      << out;
+  const std::string h = Read(header), cc = Read(source);
+  EXPECT_NE(h.find("#include \"order_approved_generated.h\""), std::string::npos) << h;
+  EXPECT_NE(h.find("namespace orders {"), std::string::npos) << h;
+  EXPECT_NE(h.find("walbus::Status RegisterEventSchemas(walbus::Bus& bus);"), std::string::npos) << h;
+  EXPECT_NE(h.find("struct EventContract<::orders::OrderApproved> {\n  static constexpr std::string_view kType = "
+                   "\"orders.order-approved.v1\";\n  static constexpr char kFileIdentifier[] = \"ORDA\";"),
+            std::string::npos)
+      << h;
+  EXPECT_NE(cc.find("#include \"events.h\""), std::string::npos) << cc;
+  EXPECT_NE(cc.find("return walbus::RegisterContracts<::orders::OrderApproved>(bus);"), std::string::npos) << cc;
+
+  // What cannot be bound is refused, naming the file, and nothing written.
+  struct Case {
+    std::string name, text, function, expected;
+  };
+  const std::string table = "namespace orders;\ntable OrderApproved";
+  const std::vector<Case> cases = {
+      {"unbound.fbs", table + " { id: string; }\nroot_type OrderApproved;\nfile_identifier \"ORDA\";\n", "F",
+       "unbound.fbs: root table orders.OrderApproved has no walbus_event attribute"},
+      {"unidentified.fbs",
+       "attribute \"walbus_event\";\n" + table +
+           " (walbus_event: \"orders.x.v1\") { id: string; }\n"
+           "root_type OrderApproved;\n",
+       "F", "unidentified.fbs: the schema has no file_identifier"},
+      {"badtype.fbs",
+       "attribute \"walbus_event\";\n" + table +
+           " (walbus_event: \"Not A Type\") { id: string; }\n"
+           "root_type OrderApproved;\nfile_identifier \"ORDA\";\n",
+       "F", "badtype.fbs: walbus_event of orders.OrderApproved:"},
+      {"order_approved.fbs", "", "not a::name", "--function not a::name is no C++ function name"},
+  };
+  for (const Case& c : cases) {
+    const std::string path = c.text.empty() ? bound : Write(dir, c.name, c.text);
+    const std::string other = dir.root() + "/other";
+    std::string err;
+    EXPECT_EQ(RunCliErrors("schema generate " + path + " --function '" + c.function + "' --header " + other +
+                               ".h --source " + other + ".cc",
+                           &err),
+              2)
+        << c.name;
+    EXPECT_NE(err.find(c.expected), std::string::npos) << err;
+    EXPECT_FALSE(std::filesystem::exists(other + ".h")) << c.name;
+  }
+  std::string err;
+  EXPECT_EQ(RunCliErrors("schema generate " + bound + " " + bound + " --function F" + outputs, &err), 2);
+  EXPECT_NE(err.find("two schemas bind event type orders.order-approved.v1"), std::string::npos) << err;
 }
 
 }  // namespace

@@ -3,8 +3,9 @@
 //
 //   opt.logger = std::make_shared<walbus::SpdlogLogger>(spdlog::basic_logger_mt("walbus", "walbus.log"));
 //
-// Header-only, and the one walbus header that includes a third-party one:
-// the library does not depend on the spdlog an application uses.
+// Header-only, an adapter: the only kind of walbus header that includes a
+// third-party one. The library does not depend on the spdlog an
+// application uses.
 //
 // Threading: as the spdlog logger it wraps (spdlog's _mt loggers are
 // thread-safe, which a walbus::Logger must be).

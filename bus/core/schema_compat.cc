@@ -261,6 +261,24 @@ bool TableSlotsFit(const reflection::Object& o) {
   return true;
 }
 
+// A field's type as flatc writes one: in a table a scalar, string, table,
+// struct, union or union tag, or a vector of one; in a struct a scalar, a
+// struct or a fixed array of either. An enum index names a union exactly
+// where the type is a union or its tag, and an enum only of an integer.
+// REQUIRES: the type's indices are in range.
+bool FieldTypeFits(const reflection::Schema& s, const reflection::Type& t, bool in_struct) {
+  const BaseType base = t.base_type();
+  const bool vector = base == BaseType::Vector, array = base == BaseType::Array;
+  const BaseType element = vector || array ? t.element() : base;
+  if (element == BaseType::None || element == BaseType::Vector || element == BaseType::Array) return false;
+  const bool union_typed = element == BaseType::Union || element == BaseType::UType;
+  if (in_struct ? vector || union_typed || element == BaseType::String : array) return false;
+  if (element == BaseType::Obj) return true;  // a struct's are checked with its layout
+  if (t.index() < 0) return !union_typed;
+  if (!union_typed && (element < BaseType::Byte || element > BaseType::ULong)) return false;
+  return s.enums()->Get(t.index())->is_union() == union_typed;
+}
+
 // A table's key as flatc allows it: at most one field, a scalar or a
 // string, and a string key required (flatc makes it so).
 bool KeyFits(const reflection::Object& o) {
@@ -362,7 +380,8 @@ bool WellFormed(const reflection::Schema& s) {
     if (o->is_struct() && !std::has_single_bit(static_cast<uint32_t>(o->minalign()))) return false;
     std::set<uint16_t> ids;
     for (const reflection::Field* f : *o->fields()) {
-      if (f->name() == nullptr || f->type() == nullptr || !fits(f->type()) || !ids.insert(f->id()).second) {
+      if (f->name() == nullptr || f->type() == nullptr || !fits(f->type()) || !ids.insert(f->id()).second ||
+          !FieldTypeFits(s, *f->type(), o->is_struct())) {
         return false;
       }
     }

@@ -32,7 +32,9 @@
 #include <thread>
 #include <vector>
 
+#include "fleet_demo_events.h"  // generated from the .fbs files
 #include "tools/nats_server.h"
+#include "walbus/adapters/flatbuffers.h"
 #include "walbus/bus.h"
 #include "walbus/jetstream.h"
 
@@ -43,8 +45,6 @@ using namespace std::chrono_literals;
 using walbus::Status;
 
 constexpr char kStream[] = "FLEET";
-constexpr char kOrderPlaced[] = "orders.order-placed.v1";
-constexpr char kOrderConfirmed[] = "orders.order-confirmed.v1";
 
 // Orders are subjects "<device>/order-<n>", so a confirmation names its device.
 std::string OrderId(const std::string& device, int n) { return device + "/order-" + std::to_string(n); }
@@ -74,37 +74,41 @@ struct Node {
   }
 };
 
+// The cloud confirms each order it receives.
+walbus::Outcome Confirm(const walbus::Event& e, const fleet::OrderPlaced& order, walbus::HandlerContext& ctx) {
+  if (Status s = Increment(ctx, "effects", "received/" + e.subject); !s.ok()) return walbus::Outcome::RetryAfter(10ms);
+  flatbuffers::FlatBufferBuilder fbb;
+  auto confirmed = fleet::CreateOrderConfirmedDirect(fbb, order.order_id()->c_str(), order.amount());
+  if (!ctx.Publish(walbus::TypedEvent(e.subject, fbb, confirmed)).ok()) return walbus::Outcome::RetryAfter(10ms);
+  return walbus::Outcome::Done();
+}
+
 // Opens `node` with its subscriber and a relay to `relay_url`; the inbound
-// consumer (which takes messages as they come) only when `online`.
+// consumer (which takes messages as they come) only when `online`. Every
+// node has both event schemas, so what arrives from the others is checked
+// against them before it is taken in (and quarantined when it fails).
 Status OpenNode(Node* node, const std::string& url, const std::string& relay_url, bool online) {
   walbus::Options options;
   options.dir = node->dir;
   options.source = node->name;
   options.durability = walbus::Durability::kBuffered;
   options.column_families = {"orders", "effects", "jetstream"};
+  options.require_schemas = true;
   if (Status s = walbus::Bus::Open(options, &node->bus); !s.ok()) return s;
+  if (Status s = fleet::RegisterEventSchemas(*node->bus); !s.ok()) return s;
   const bool cloud = node->name == "cloud";
-  walbus::SubscriberOptions handler;
-  handler.name = cloud ? "confirm" : "confirmations";
-  handler.types = {cloud ? kOrderPlaced : kOrderConfirmed};
   const std::string self = node->name;
-  handler.handler = [cloud, self](const walbus::Event& e, walbus::HandlerContext& ctx) {
-    if (cloud) {
-      if (Status s = Increment(ctx, "effects", "received/" + e.subject); !s.ok()) {
-        return walbus::Outcome::RetryAfter(10ms);
-      }
-      walbus::EventSpec confirmed;
-      confirmed.type = kOrderConfirmed;
-      confirmed.subject = e.subject;
-      confirmed.data = e.data;
-      if (!ctx.Publish(confirmed).ok()) return walbus::Outcome::RetryAfter(10ms);
-      return walbus::Outcome::Done();
-    }
+  auto confirmation = [self](const walbus::Event& e, const fleet::OrderConfirmed&, walbus::HandlerContext& ctx) {
     if (!e.subject.starts_with(self + "/")) return walbus::Outcome::Done();  // another device's order
     if (!Increment(ctx, "effects", "confirmed/" + e.subject).ok()) return walbus::Outcome::RetryAfter(10ms);
     return walbus::Outcome::Done();
   };
-  if (Status s = node->bus->Subscribe(std::move(handler)); !s.ok()) return s;
+  if (Status s =
+          cloud ? node->bus->Subscribe(walbus::TypedSubscriber<fleet::OrderPlaced>("confirm", Confirm))
+                : node->bus->Subscribe(walbus::TypedSubscriber<fleet::OrderConfirmed>("confirmations", confirmation));
+      !s.ok()) {
+    return s;
+  }
 
   walbus::jetstream::RelayOptions relay;
   relay.connection.url = relay_url;
@@ -132,11 +136,9 @@ Status PlaceOrders(Node& node, int first, int last) {
     walbus::Transaction tx = node.bus->Begin();
     const std::string id = OrderId(node.name, n);
     if (Status s = tx.Put("orders", id, "placed"); !s.ok()) return s;
-    walbus::EventSpec placed;
-    placed.type = kOrderPlaced;
-    placed.subject = id;
-    placed.data = "{\"amount\":" + std::to_string(10 + n % 90) + "}";
-    if (auto r = tx.Publish(placed); !r.ok()) return r.status();
+    flatbuffers::FlatBufferBuilder fbb;
+    auto placed = fleet::CreateOrderPlacedDirect(fbb, id.c_str(), static_cast<uint32_t>(10 + n % 90));
+    if (auto r = tx.Publish(walbus::TypedEvent(id, fbb, placed)); !r.ok()) return r.status();
     if (auto r = tx.Commit(); !r.ok()) return r.status();
   }
   return Status::OK();

@@ -51,6 +51,7 @@ REQUIRED_KEYS = [
     "publish_buffered_vs_rocksdb",
     "publish_sync_16p_eps",
     "publish_sync_16p_vs_sqlite_full",
+    "publish_schema_vs_plain",
     "e2e_buffered_eps",
     "e2e_buffered_vs_sqlite_normal",
     "e2e_sync_vs_sqlite_full",
@@ -178,6 +179,10 @@ def summarize(res):
         s["publish_sync_16p_eps"], res.value("Publish", eps, system="rocksdb", durability="sync", producers=16))
     s["publish_sync_1p_eps"] = res.value("Publish", eps, system="walbus", durability="sync", producers=1)
     s["publish_sync_16p_vs_1p"] = ratio(s["publish_sync_16p_eps"], s["publish_sync_1p_eps"])
+    # Payloads checked by their registered schema against the same without one.
+    contract = lambda system, p: res.value("PublishContract", eps, system=system, producers=p)
+    s["publish_schema_1p_vs_plain"] = ratio(contract("schema", 1), contract("plain", 1))
+    s["publish_schema_vs_plain"] = ratio(contract("schema", 4), contract("plain", 4))
 
     def e2e(system, durability, subscribers):
         return res.value("EndToEnd", eps, system=system, durability=durability, subscribers=subscribers)
@@ -236,6 +241,7 @@ def targets(s):
         at_least("e2e_buffered_eps", 100e3, "end to end kBuffered events/s"),
         at_least("publish_sync_16p_vs_sqlite_full", 6, "publish kSync 16 producers vs SQLite FULL"),
         at_least("publish_sync_16p_vs_1p", 1.0, "kSync grows with producers (16p / 1p)"),
+        at_least("publish_schema_vs_plain", 0.8, "publish with schema checks vs without (4 producers)"),
         at_most("latency_buffered_10k_p99_us", 1000, "p99 at 10k/s kBuffered (us)"),
         at_most("latency_sync_1k_p99_us", 2000, "p99 at 1k/s kSync (us)"),
         at_least("dispatch_vs_queue_ceiling", 0.25, "dispatch vs raw queue"),

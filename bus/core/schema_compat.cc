@@ -397,12 +397,20 @@ bool WellFormed(const reflection::Schema& s) {
         !KnownTypes(*e->underlying_type()) || !enum_names.insert(e->name()->str()).second) {
       return false;
     }
-    // Values are sorted by value: a union's first is NONE.
-    if (e->is_union() && (e->values()->size() == 0 || e->values()->Get(0)->value() != 0)) return false;
+    // An enum of an integer type has values; a union's, sorted by value,
+    // start with NONE.
+    const BaseType underlying = e->underlying_type()->base_type();
+    if (e->values()->size() == 0 || (e->is_union() ? underlying != BaseType::UType || e->values()->Get(0)->value() != 0
+                                                   : underlying < BaseType::Byte || underlying > BaseType::ULong)) {
+      return false;
+    }
     std::set<std::string> value_names;
     for (const reflection::EnumVal* v : *e->values()) {
       if (v->name() == nullptr || !fits(v->union_type()) || !value_names.insert(v->name()->str()).second) return false;
-      if (e->is_union() && !UnionMemberFits(*v)) return false;
+      if (e->is_union() ? !UnionMemberFits(*v)
+                        : v->union_type() != nullptr && v->union_type()->base_type() != BaseType::None) {
+        return false;
+      }
     }
   }
   return true;

@@ -102,7 +102,7 @@ Result<std::optional<std::string>> Attribute(const Headers& headers, std::string
 
 }  // namespace
 
-Headers ToHeaders(const Event& event) {
+Headers ToHeaders(const Event& event, std::string_view dataschema) {
   Headers h;
   const std::string id = event.id.ToString();
   h["ce-specversion"] = std::string(kSpecVersion);
@@ -116,6 +116,7 @@ Headers ToHeaders(const Event& event) {
   if (event.subject_version != 0) h["ce-subjectversion"] = std::to_string(event.subject_version);
   if (event.correlation_id) h["ce-correlationid"] = event.correlation_id->ToString();
   if (event.causation_id) h["ce-causationid"] = event.causation_id->ToString();
+  if (!dataschema.empty()) h["ce-dataschema"] = PercentEncode(dataschema);
   h[std::string(kMsgIdHeader)] = id;
   return h;
 }

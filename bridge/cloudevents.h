@@ -43,10 +43,11 @@ Result<std::optional<SenderPosition>> ReadPosition(const Headers& headers);
 
 // The headers of an event (ce-specversion, ce-id, ce-source, ce-type,
 // ce-subject, ce-time, and when set ce-datacontenttype, ce-traceparent,
-// ce-subjectversion, ce-correlationid, ce-causationid), plus Nats-Msg-Id.
-// Values are percent-encoded as the binding requires (PercentEncode), so
-// every byte of a subject, control characters included, arrives as sent.
-Headers ToHeaders(const Event& event);
+// ce-subjectversion, ce-correlationid, ce-causationid, and ce-dataschema
+// when `dataschema` is not empty), plus Nats-Msg-Id. Values are
+// percent-encoded as the binding requires (PercentEncode), so every byte
+// of a subject, control characters included, arrives as sent.
+Headers ToHeaders(const Event& event, std::string_view dataschema = {});
 
 // The event a message carries. Header names match in any case; values are
 // percent-decoded. The data's media type is ce-datacontenttype, else

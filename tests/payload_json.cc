@@ -3,11 +3,25 @@
 #include <flatbuffers/idl.h>
 
 namespace walbus::testing {
+namespace {
 
-std::string PayloadFromJson(std::string_view schema, std::string_view json, std::string* error) {
+flatbuffers::IDLOptions BinaryOptions() {
   flatbuffers::IDLOptions options;
   options.lang_to_generate = flatbuffers::IDLOptions::kBinary;
-  flatbuffers::Parser parser(options);
+  return options;
+}
+
+}  // namespace
+
+std::string BinarySchemaFromSource(std::string_view schema) {
+  flatbuffers::Parser parser(BinaryOptions());
+  if (!parser.Parse(std::string(schema).c_str())) return {};
+  parser.Serialize();
+  return std::string(reinterpret_cast<const char*>(parser.builder_.GetBufferPointer()), parser.builder_.GetSize());
+}
+
+std::string PayloadFromJson(std::string_view schema, std::string_view json, std::string* error) {
+  flatbuffers::Parser parser(BinaryOptions());
   const std::string schema_text(schema), json_text(json);
   if (!parser.Parse(schema_text.c_str()) || !parser.Parse(json_text.c_str())) {
     if (error != nullptr) *error = parser.error_;

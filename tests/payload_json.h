@@ -13,6 +13,10 @@ namespace walbus::testing {
 // parse; *error then says why.
 std::string PayloadFromJson(std::string_view schema, std::string_view json, std::string* error = nullptr);
 
+// The binary schema of the schema source `schema`, as flatc --binary
+// --schema writes it; empty when it does not parse.
+std::string BinarySchemaFromSource(std::string_view schema);
+
 }  // namespace walbus::testing
 
 #endif  // WALBUS_TESTS_PAYLOAD_JSON_H_

@@ -37,6 +37,12 @@ Status BusImpl::LoadContracts() {
   return Status::OK();
 }
 
+Result<SchemaVersion> BusImpl::LatestSchema(const std::string& type) const {
+  std::shared_ptr<const PayloadContract> contract = schemas_.Contract(type);
+  if (contract == nullptr) return Status::NotFound("no schema of " + type);
+  return SchemaVersion{contract->version(), SchemaHashText(contract->schema().Hash()), false};
+}
+
 Result<SchemaVersion> BusImpl::RegisterSchema(const std::string& type, std::string_view binary_schema) {
   if (Status s = ValidateEventType(type); !s.ok()) return s;
   auto schema = BinarySchema::FromBytes(std::string(binary_schema));

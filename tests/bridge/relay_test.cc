@@ -13,6 +13,7 @@
 
 #include "tests/bridge/bridge_node.h"
 #include "tests/bridge/nats_client.h"
+#include "tests/payload_json.h"
 #include "tests/test_util.h"
 #include "walbus/bus.h"
 #include "walbus/jetstream.h"
@@ -192,6 +193,35 @@ TEST(RelayTest, AcknowledgedMessagesTheServerLostAreRepublishedInOrderFromTheJou
   PublishRange(*bus, 400, 450, 20);
   ASSERT_TRUE(bus->WaitIdle(60s).ok());
   ExpectEachOnceInSubjectOrder(server, 450);
+}
+
+TEST(RelayTest, EventsOfATypeWithASchemaCarryItsDataSchema) {
+  NatsServer server;
+  ASSERT_TRUE(server.Start());
+  RelayedBus node(server);
+  constexpr const char* kSchema =
+      "namespace orders; table Placed { order_id: string (required); }\nroot_type Placed;\n"
+      "file_identifier \"ORPL\";";
+  constexpr char kTyped[] = "orders.placed.v1";
+  auto registered = node.bus->RegisterSchema(kTyped, testing::BinarySchemaFromSource(kSchema));
+  ASSERT_TRUE(registered.ok()) << registered.status().ToString();
+  {
+    Transaction tx = node.bus->Begin();
+    EventSpec typed;
+    typed.type = kTyped;
+    typed.subject = "order-1";
+    typed.data = testing::PayloadFromJson(kSchema, R"({"order_id": "order-1"})");
+    ASSERT_TRUE(tx.Publish(typed).ok());
+    ASSERT_TRUE(tx.Commit().ok());
+  }
+  PublishRange(*node.bus, 0, 1, 1);  // a type without a schema
+  ASSERT_TRUE(node.bus->WaitIdle(60s).ok());
+  const auto messages = testing::ReadStream(server.url(), kStream, "walbus.>");
+  ASSERT_EQ(messages.size(), 2u);
+  EXPECT_EQ(messages[0].headers.at("ce-type"), kTyped);
+  EXPECT_EQ(messages[0].headers.at("ce-dataschema"), DataSchemaUri(kTyped, *registered));
+  EXPECT_EQ(messages[0].headers.at("ce-dataschema"), "walbus:schema:orders.placed.v1:v1:" + registered->hash);
+  EXPECT_EQ(messages[1].headers.count("ce-dataschema"), 0u) << "a type without a schema has none";
 }
 
 TEST(RelayTest, PositionsAndJournalSurviveARestartOfTheDevice) {

@@ -4,6 +4,8 @@
 
 #include <vector>
 
+#include "walbus/contracts.h"
+
 namespace walbus::internal {
 
 struct PayloadReader::Reading {
@@ -36,9 +38,9 @@ Status PayloadReader::Add(PayloadContract contract) {
   if (!reading->parser.Deserialize(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size())) {
     return Status::InvalidArgument("the schema of " + reading->contract.type() + " does not read back for text");
   }
-  reading->dataschema = "walbus:schema:" + reading->contract.type() + ":v" +
-                        std::to_string(reading->contract.version()) + ":" +
-                        SchemaHashText(reading->contract.schema().Hash());
+  reading->dataschema = DataSchemaUri(
+      reading->contract.type(),
+      walbus::SchemaVersion{reading->contract.version(), SchemaHashText(reading->contract.schema().Hash()), false});
   const std::string type = reading->contract.type();
   types_[type] = std::move(reading);
   return Status::OK();

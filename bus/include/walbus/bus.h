@@ -118,6 +118,11 @@ class WALBUS_EXPORT Bus {
   [[nodiscard]] virtual Result<SchemaVersion> RegisterSchema(const std::string& type,
                                                              std::string_view binary_schema) = 0;
 
+  // The schema `type`'s payloads are checked against now (the latest
+  // accepted): its version and hash, `added` false. NotFound when the type
+  // has no schema. Never does I/O.
+  [[nodiscard]] virtual Result<SchemaVersion> LatestSchema(const std::string& type) const = 0;
+
   // Registers how to bring `from_type` to the later `to_type` (same base
   // name, higher version), replacing an earlier upcaster of `from_type`.
   // Subscribers paused on an event this makes translatable resume.

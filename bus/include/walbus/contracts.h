@@ -20,6 +20,12 @@ struct SchemaVersion {
   bool added = false;    // false: this very schema was accepted before
 };
 
+// The CloudEvents `dataschema` of a payload checked against `schema`, the
+// type's schema of that version: "walbus:schema:<type>:v<N>:<hash>".
+inline std::string DataSchemaUri(const std::string& type, const SchemaVersion& schema) {
+  return "walbus:schema:" + type + ":v" + std::to_string(schema.version) + ":" + schema.hash;
+}
+
 // The environment variable that makes CheckPinnedSchema pin a new schema
 // instead of failing on it: set to 1 for the one run that pins.
 inline constexpr char kPinContractsVariable[] = "WALBUS_PIN_CONTRACTS";

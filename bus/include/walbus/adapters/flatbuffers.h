@@ -99,11 +99,14 @@ const Table* PayloadAs(const Event& event) {
   return flatbuffers::GetRoot<Table>(bytes);
 }
 
+// A handler of Table's events: the event, its verified payload, the
+// context.
+template <class Table>
+using TypedHandlerFn = std::function<Outcome(const Event&, const Table&, HandlerContext&)>;
+
 // A handler that gets the verified Table beside the event. An event of
 // another type, or a payload that does not verify as Table, is rejected
 // (dead-lettered) without calling `handle`: neither gets better on a retry.
-template <class Table>
-using TypedHandlerFn = std::function<Outcome(const Event&, const Table&, HandlerContext&)>;
 template <class Table>
 Handler TypedHandler(TypedHandlerFn<Table> handle) {
   return [handle = std::move(handle)](const Event& event, HandlerContext& ctx) -> Outcome {
@@ -130,14 +133,16 @@ SubscriberOptions TypedSubscriber(std::string name, TypedHandlerFn<Table> handle
   return subscriber;
 }
 
+// Builds To's root from the verified From in the builder it is given.
+template <class From, class To>
+using TypedUpcasterFn =
+    std::function<Result<flatbuffers::Offset<To>>(const Event&, const From&, flatbuffers::FlatBufferBuilder&)>;
+
 // Registers an upcaster from From's event type to To's (Bus::RegisterUpcaster)
 // that reads the verified From and builds To's root in the builder it is
 // given; the builder is finished with To's file identifier. A From payload
 // that does not verify, or an error `upcast` returns, is a failed attempt
 // of the subscriber's handler.
-template <class From, class To>
-using TypedUpcasterFn =
-    std::function<Result<flatbuffers::Offset<To>>(const Event&, const From&, flatbuffers::FlatBufferBuilder&)>;
 template <class From, class To>
 [[nodiscard]] Status RegisterTypedUpcaster(Bus& bus, TypedUpcasterFn<From, To> upcast) {
   Upcaster upcaster = [upcast = std::move(upcast)](const Event& from) -> Result<std::string> {

@@ -31,24 +31,6 @@ std::string PathText(const Where* where) {
   return text;
 }
 
-size_t ScalarSize(BaseType t) {
-  switch (t) {
-    case BaseType::UType:
-    case BaseType::Bool:
-    case BaseType::Byte:
-    case BaseType::UByte: return 1;
-    case BaseType::Short:
-    case BaseType::UShort: return 2;
-    case BaseType::Int:
-    case BaseType::UInt:
-    case BaseType::Float: return 4;
-    case BaseType::Long:
-    case BaseType::ULong:
-    case BaseType::Double: return 8;
-    default: return 0;
-  }
-}
-
 const flatbuffers::Table& AsTable(const uint8_t* p) { return *reinterpret_cast<const flatbuffers::Table*>(p); }
 
 // One payload's walk. The schema passed BinarySchema::FromBytes, so every
@@ -117,7 +99,7 @@ class PayloadWalk {
     if (at == 0) return !field.required() || Fail(where, "a required field is missing");
     const uint8_t* slot = reinterpret_cast<const uint8_t*>(&table) + at;
     const BaseType base = type.base_type();
-    if (ScalarSize(base) != 0) return Inline(slot, ScalarSize(base), ScalarSize(base), where);
+    if (ScalarBytes(base) != 0) return Inline(slot, ScalarBytes(base), ScalarBytes(base), where);
     if (base == BaseType::Obj && Object(type).is_struct()) {
       return Inline(slot, Object(type).bytesize(), Object(type).minalign(), where);
     }
@@ -176,7 +158,7 @@ class PayloadWalk {
               const Where* where) {
     const reflection::Type& type = *field.type();
     const BaseType element = type.element();
-    size_t element_size = ScalarSize(element);
+    size_t element_size = ScalarBytes(element);
     if (element == BaseType::Obj && Object(type).is_struct()) element_size = Object(type).bytesize();
     if (element == BaseType::String || element == BaseType::Obj || element == BaseType::Union) {
       if (element_size == 0) element_size = sizeof(flatbuffers::uoffset_t);
@@ -186,7 +168,7 @@ class PayloadWalk {
     const uint32_t count = flatbuffers::ReadScalar<flatbuffers::uoffset_t>(vector);
     const uint8_t* first = vector + sizeof(flatbuffers::uoffset_t);
     if (element == BaseType::Union) return Unions(table, field, first, count, where);
-    if (ScalarSize(element) != 0 || (element == BaseType::Obj && Object(type).is_struct())) return true;
+    if (ScalarBytes(element) != 0 || (element == BaseType::Obj && Object(type).is_struct())) return true;
     if (!Spend(count, where)) return false;
     for (uint32_t i = 0; i < count; ++i) {
       const Where here{where, nullptr, i};

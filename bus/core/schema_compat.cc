@@ -292,25 +292,6 @@ bool KeyFits(const reflection::Object& o) {
   return true;
 }
 
-// A scalar's size in bytes; 0 for what is no scalar.
-uint32_t ScalarBytes(BaseType t) {
-  switch (t) {
-    case BaseType::UType:
-    case BaseType::Bool:
-    case BaseType::Byte:
-    case BaseType::UByte: return 1;
-    case BaseType::Short:
-    case BaseType::UShort: return 2;
-    case BaseType::Int:
-    case BaseType::UInt:
-    case BaseType::Float: return 4;
-    case BaseType::Long:
-    case BaseType::ULong:
-    case BaseType::Double: return 8;
-    default: return 0;
-  }
-}
-
 // A struct laid out as flatc lays it out: each field (scalars, structs,
 // fixed arrays of either) at the next offset its alignment allows, the
 // size rounded up to the struct's alignment, which is at least each
@@ -451,6 +432,24 @@ uint64_t BinarySchema::Hash() const {
 
 std::vector<std::string> CompatibilityViolations(const BinarySchema& prev, const BinarySchema& next) {
   return Comparison(prev.schema(), next.schema()).Run();
+}
+
+uint32_t ScalarBytes(BaseType t) {
+  switch (t) {
+    case BaseType::UType:
+    case BaseType::Bool:
+    case BaseType::Byte:
+    case BaseType::UByte: return 1;
+    case BaseType::Short:
+    case BaseType::UShort: return 2;
+    case BaseType::Int:
+    case BaseType::UInt:
+    case BaseType::Float: return 4;
+    case BaseType::Long:
+    case BaseType::ULong:
+    case BaseType::Double: return 8;
+    default: return 0;
+  }
 }
 
 std::string SchemaHashText(uint64_t hash) {

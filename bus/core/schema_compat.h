@@ -18,9 +18,7 @@
 #include "storage/records.h"
 #include "walbus/status.h"
 
-namespace reflection {
-struct Schema;
-}  // namespace reflection
+#include <flatbuffers/reflection_generated.h>
 
 namespace walbus::internal {
 
@@ -59,6 +57,9 @@ inline constexpr size_t kMaxSchemaBytes = storage::kMaxSchemaBytes;
 // an enum value renumbered or its underlying type changed; a union member
 // added before the end or bound to another table.
 std::vector<std::string> CompatibilityViolations(const BinarySchema& prev, const BinarySchema& next);
+
+// A scalar's size in bytes (a union's tag is one); 0 for what is no scalar.
+uint32_t ScalarBytes(reflection::BaseType t);
 
 // A schema's hash as listings show it: 16 lowercase hex digits.
 std::string SchemaHashText(uint64_t hash);

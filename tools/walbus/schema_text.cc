@@ -36,20 +36,6 @@ const char* ScalarName(BaseType t) {
   }
 }
 
-size_t ScalarSize(BaseType t) {
-  switch (t) {
-    case BaseType::Short:
-    case BaseType::UShort: return 2;
-    case BaseType::Int:
-    case BaseType::UInt:
-    case BaseType::Float: return 4;
-    case BaseType::Long:
-    case BaseType::ULong:
-    case BaseType::Double: return 8;
-    default: return 1;
-  }
-}
-
 std::string Unqualified(const std::string& name) {
   const size_t dot = name.rfind('.');
   return dot == std::string::npos ? name : name.substr(dot + 1);
@@ -229,7 +215,7 @@ class SchemaWriter {
       const reflection::Type& type = *field->type();
       const BaseType base = type.base_type() == BaseType::Array ? type.element() : type.base_type();
       const size_t size = base == BaseType::Obj ? static_cast<size_t>(schema_.objects()->Get(type.index())->minalign())
-                                                : ScalarSize(base);
+                                                : ScalarBytes(base);
       align = std::max(align, size);
     }
     return align;

@@ -271,6 +271,8 @@ bool FieldTypeFits(const reflection::Schema& s, const reflection::Type& t, bool 
   const bool vector = base == BaseType::Vector, array = base == BaseType::Array;
   const BaseType element = vector || array ? t.element() : base;
   if (element == BaseType::None || element == BaseType::Vector || element == BaseType::Array) return false;
+  // Only an array has a length, only a vector or array an element type.
+  if ((!array && t.fixed_length() != 0) || (!vector && !array && t.element() != BaseType::None)) return false;
   const bool union_typed = element == BaseType::Union || element == BaseType::UType;
   if (in_struct ? vector || union_typed || element == BaseType::String : array) return false;
   if (element == BaseType::Obj) return true;  // a struct's are checked with its layout

@@ -294,17 +294,19 @@ bool KeyFits(const reflection::Object& o) {
   return true;
 }
 
-// A struct laid out as flatc lays it out: each field (scalars, structs,
-// fixed arrays of either) at the next offset its alignment allows, the
-// size rounded up to the struct's alignment, which is at least each
-// field's. Reflection reads a struct's fields at their stored offsets
+// A struct laid out as flatc lays it out: fields numbered 0, 1, 2, ...,
+// each (a scalar, a struct, a fixed array of either) at the next offset
+// its alignment allows, the size rounded up to the struct's alignment,
+// which is at least each field's. Reflection reads a struct's fields at their stored offsets
 // within its stored size: any other layout reads past the struct.
 bool StructLayoutFits(const reflection::Schema& s, const reflection::Object& o) {
   std::vector<const reflection::Field*> fields(o.fields()->begin(), o.fields()->end());
   std::sort(fields.begin(), fields.end(), [](const auto* a, const auto* b) { return a->id() < b->id(); });
   uint64_t end = 0;
   uint32_t align = 1;
-  for (const reflection::Field* f : fields) {
+  for (size_t i = 0; i < fields.size(); ++i) {
+    const reflection::Field* f = fields[i];
+    if (f->id() != i) return false;  // numbered 0, 1, 2, ... in order
     const reflection::Type& t = *f->type();
     const bool array = t.base_type() == BaseType::Array;
     const BaseType base = array ? t.element() : t.base_type();

@@ -238,7 +238,7 @@ bool KnownTypes(const reflection::Type& t) {
 
 // A table's fields as flatc numbers them: ids 0, 1, 2, ... with none
 // missing, each at the vtable slot its id gives, and a union's value
-// after its type tag, `<value>_type` of the same union. Payloads are read
+// after its type tag, `<value>_type` of the same union, and no other tag. Payloads are read
 // at these slots (reflection reads a union's tag in the slot before its
 // value), and a schema that breaks them could not be written as source.
 bool TableSlotsFit(const reflection::Object& o) {
@@ -247,10 +247,13 @@ bool TableSlotsFit(const reflection::Object& o) {
     if (f->id() >= by_id.size() || f->offset() != flatbuffers::FieldIndexToOffset(f->id())) return false;
     by_id[f->id()] = f;
   }
+  size_t tags = 0, unions = 0;
   for (const reflection::Field* f : by_id) {
     const reflection::Type& t = *f->type();
     const bool vector = t.base_type() == BaseType::Vector;
+    tags += (vector ? t.element() : t.base_type()) == BaseType::UType;
     if ((vector ? t.element() : t.base_type()) != BaseType::Union) continue;
+    ++unions;
     const reflection::Field* tag = f->id() == 0 ? nullptr : by_id[f->id() - 1];
     if (tag == nullptr || Str(tag->name()) != Str(f->name()) + "_type" || tag->type()->index() != t.index() ||
         (vector ? tag->type()->base_type() != BaseType::Vector || tag->type()->element() != BaseType::UType
@@ -258,7 +261,7 @@ bool TableSlotsFit(const reflection::Object& o) {
       return false;
     }
   }
-  return true;
+  return tags == unions;  // each tag is one union's, the field after it
 }
 
 // A field's type as flatc writes one: in a table a scalar, string, table,
@@ -279,6 +282,17 @@ bool FieldTypeFits(const reflection::Schema& s, const reflection::Type& t, bool 
   if (t.index() < 0) return !union_typed;
   if (!union_typed && (element < BaseType::Byte || element > BaseType::ULong)) return false;
   return s.enums()->Get(t.index())->is_union() == union_typed;
+}
+
+// A scalar field's default as flatc stores it: in default_integer for an
+// integer or bool, in default_real for a float, the other zero, and both
+// zero for an optional scalar (its default is null) and a union's tag.
+bool DefaultFits(const reflection::Field& f) {
+  const BaseType t = f.type()->base_type();
+  const bool real = t == BaseType::Float || t == BaseType::Double;
+  const bool no_integer = real || f.optional() || t == BaseType::UType;
+  const bool no_real = !real || f.optional();
+  return (!no_integer || f.default_integer() == 0) && (!no_real || std::bit_cast<uint64_t>(f.default_real()) == 0);
 }
 
 // A table's key as flatc allows it: at most one field, a scalar or a
@@ -371,6 +385,9 @@ bool WellFormed(const reflection::Schema& s) {
       }
     }
     if (!o->is_struct() && (!TableSlotsFit(*o) || !KeyFits(*o))) return false;
+    for (const reflection::Field* f : *o->fields()) {
+      if (!DefaultFits(*f)) return false;
+    }
   }
   // Every struct's fields are known to be well typed before any layout
   // is read through them.
@@ -396,6 +413,12 @@ bool WellFormed(const reflection::Schema& s) {
                         : v->union_type() != nullptr && v->union_type()->base_type() != BaseType::None) {
         return false;
       }
+    }
+  }
+  // The root is one of the schema's tables (flatc stores it once, there).
+  if (const reflection::Object* root = s.root_table(); root != nullptr) {
+    if (root->is_struct() || std::find(s.objects()->begin(), s.objects()->end(), root) == s.objects()->end()) {
+      return false;
     }
   }
   return true;

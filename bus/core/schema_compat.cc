@@ -267,7 +267,8 @@ bool TableSlotsFit(const reflection::Object& o) {
 // A field's type as flatc writes one: in a table a scalar, string, table,
 // struct, union or union tag, or a vector of one; in a struct a scalar, a
 // struct or a fixed array of either. An enum index names a union exactly
-// where the type is a union or its tag, and an enum only of an integer.
+// where the type is a union or its tag, and an enum only of its own
+// integer type.
 // REQUIRES: the type's indices are in range.
 bool FieldTypeFits(const reflection::Schema& s, const reflection::Type& t, bool in_struct) {
   const BaseType base = t.base_type();
@@ -281,7 +282,9 @@ bool FieldTypeFits(const reflection::Schema& s, const reflection::Type& t, bool 
   if (element == BaseType::Obj) return true;  // a struct's are checked with its layout
   if (t.index() < 0) return !union_typed;
   if (!union_typed && (element < BaseType::Byte || element > BaseType::ULong)) return false;
-  return s.enums()->Get(t.index())->is_union() == union_typed;
+  const reflection::Enum& e = *s.enums()->Get(t.index());
+  // An enum's field has the enum's own integer type.
+  return e.is_union() == union_typed && (union_typed || e.underlying_type()->base_type() == element);
 }
 
 // A scalar field's default as flatc stores it: in default_integer for an

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <cstdint>
 #include <cstdio>
 #include <map>
 #include <set>
@@ -287,15 +288,34 @@ bool FieldTypeFits(const reflection::Schema& s, const reflection::Type& t, bool 
   return e.is_union() == union_typed && (union_typed || e.underlying_type()->base_type() == element);
 }
 
+// Whether an integer default fits its field's type (a bool's is 0 or 1);
+// a long's or ulong's always does (a ulong's is stored as its bits).
+bool DefaultInRange(BaseType t, int64_t v) {
+  switch (t) {
+    case BaseType::Bool: return v == 0 || v == 1;
+    case BaseType::Byte: return v >= INT8_MIN && v <= INT8_MAX;
+    case BaseType::UByte: return v >= 0 && v <= UINT8_MAX;
+    case BaseType::Short: return v >= INT16_MIN && v <= INT16_MAX;
+    case BaseType::UShort: return v >= 0 && v <= UINT16_MAX;
+    case BaseType::Int: return v >= INT32_MIN && v <= INT32_MAX;
+    case BaseType::UInt: return v >= 0 && v <= UINT32_MAX;
+    default: return true;
+  }
+}
+
 // A scalar field's default as flatc stores it: in default_integer for an
 // integer or bool, in default_real for a float, the other zero, and both
-// zero for an optional scalar (its default is null) and a union's tag.
+// zero for an optional scalar (its default is null) and a union's tag,
+// and within the range of its type.
 bool DefaultFits(const reflection::Field& f) {
   const BaseType t = f.type()->base_type();
   const bool real = t == BaseType::Float || t == BaseType::Double;
   const bool no_integer = real || f.optional() || t == BaseType::UType;
   const bool no_real = !real || f.optional();
-  return (!no_integer || f.default_integer() == 0) && (!no_real || std::bit_cast<uint64_t>(f.default_real()) == 0);
+  if ((no_integer && f.default_integer() != 0) || (no_real && std::bit_cast<uint64_t>(f.default_real()) != 0)) {
+    return false;
+  }
+  return no_integer || DefaultInRange(t, f.default_integer());
 }
 
 // A table's key as flatc allows it: at most one field, a scalar or a

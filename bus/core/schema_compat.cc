@@ -367,12 +367,22 @@ bool StructLayoutFits(const reflection::Schema& s, const reflection::Object& o) 
          o.bytesize() > 0;
 }
 
+// An enum value without a type, as every one but a union's members is:
+// none stored, or one of nothing.
+bool HasNoType(const reflection::EnumVal& v) {
+  const reflection::Type* t = v.union_type();
+  return t == nullptr || (t->base_type() == BaseType::None && t->element() == BaseType::None && t->index() == -1 &&
+                          t->fixed_length() == 0);
+}
+
 // A union's members as flatc writes them: NONE = 0 without a type, always
 // there, and every other (a tag of 1 to 255) a table, a struct or a string.
 bool UnionMemberFits(const reflection::EnumVal& v) {
-  const BaseType type = v.union_type() == nullptr ? BaseType::None : v.union_type()->base_type();
-  if (v.value() == 0) return Str(v.name()) == "NONE" && type == BaseType::None;
-  return v.value() > 0 && v.value() <= 255 && (type == BaseType::Obj || type == BaseType::String);
+  if (v.value() == 0) return Str(v.name()) == "NONE" && HasNoType(v);
+  const reflection::Type* t = v.union_type();
+  if (t == nullptr || t->element() != BaseType::None || t->fixed_length() != 0) return false;
+  const bool table = t->base_type() == BaseType::Obj, text = t->base_type() == BaseType::String && t->index() == -1;
+  return v.value() > 0 && v.value() <= 255 && (table || text);
 }
 
 // Whether the schema is one flatc could have written: every type names a
@@ -432,8 +442,7 @@ bool WellFormed(const reflection::Schema& s) {
     std::set<std::string> value_names;
     for (const reflection::EnumVal* v : *e->values()) {
       if (v->name() == nullptr || !fits(v->union_type()) || !value_names.insert(v->name()->str()).second) return false;
-      if (e->is_union() ? !UnionMemberFits(*v)
-                        : v->union_type() != nullptr && v->union_type()->base_type() != BaseType::None) {
+      if (e->is_union() ? !UnionMemberFits(*v) : !HasNoType(*v)) {
         return false;
       }
     }

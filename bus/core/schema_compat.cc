@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <map>
@@ -313,6 +314,10 @@ bool DefaultFits(const reflection::Field& f) {
   const bool no_integer = real || f.optional() || t == BaseType::UType;
   const bool no_real = !real || f.optional();
   if ((no_integer && f.default_integer() != 0) || (no_real && std::bit_cast<uint64_t>(f.default_real()) != 0)) {
+    return false;
+  }
+  // flatc stores every NaN default, "-nan" too, as the one quiet NaN.
+  if (std::isnan(f.default_real()) && std::bit_cast<uint64_t>(f.default_real()) != 0x7ff8000000000000ull) {
     return false;
   }
   return no_integer || DefaultInRange(t, f.default_integer());

@@ -31,8 +31,8 @@ import subprocess
 import sys
 
 GROUPS = [
-    # (group, benchmark name prefix)
-    ("publish", "Publish"),
+    # (group, the benchmark families it runs, as a regular expression)
+    ("publish", "Publish(Contract)?"),
     ("end-to-end", "EndToEnd"),
     ("latency", "Latency"),
     ("dispatch", "Dispatch"),
@@ -125,7 +125,7 @@ def run_group(bench, profile, group, prefix, out_path):
     # The console table streams through; the JSON file is what is read.
     rc = subprocess.call(cmd)
     if rc != 0:
-        raise SystemExit(f"bus_bench exited with {rc} in group {prefix}")
+        raise SystemExit(f"bus_bench exited with {rc} in group {group}")
 
 
 class Results:

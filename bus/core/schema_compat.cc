@@ -390,55 +390,33 @@ bool UnionMemberFits(const reflection::EnumVal& v) {
   return v.value() > 0 && v.value() <= 255 && (table || text);
 }
 
-// Whether the schema is one flatc could have written: every type names a
-// table or enum it holds (the verifier checks the bytes, not what the
-// indices point at, and reflection and flatc's Parser::Deserialize index
-// with them unchecked), table fields are numbered and slotted as flatc
-// numbers them, structs align to a power of two and are laid out as flatc
-// lays them out, keys and unions are what flatc lets them be, and names
-// and field ids are unique.
-bool WellFormed(const reflection::Schema& s) {
+// Whether every index of `t` names what it must: a table or struct for an
+// object, a union for a union or its tag, an enum or nothing for a
+// scalar. Reflection and flatc's Parser::Deserialize index with them
+// unchecked; the verifier checks the bytes, not what they point at.
+bool IndicesFit(const reflection::Schema& s, const reflection::Type* t) {
+  if (t == nullptr) return true;
+  if (!KnownTypes(*t)) return false;
   const int32_t objects = static_cast<int32_t>(s.objects()->size()), enums = static_cast<int32_t>(s.enums()->size());
-  auto fits = [&](const reflection::Type* t) {
-    if (t == nullptr) return true;
-    if (!KnownTypes(*t)) return false;
-    const BaseType base =
-        t->base_type() == BaseType::Vector || t->base_type() == BaseType::Array ? t->element() : t->base_type();
-    const int32_t index = t->index();
-    if (base == BaseType::Obj) return index >= 0 && index < objects;
-    if (base == BaseType::Union || base == BaseType::UType) return index >= 0 && index < enums;
-    return index < enums;  // -1, or the enum of a scalar
-  };
-  // Names and ids are unique, as flatc writes them: the comparison looks
-  // things up by them.
-  std::set<std::string> object_names, enum_names;
-  for (const reflection::Object* o : *s.objects()) {
-    if (o->name() == nullptr || o->fields() == nullptr || !object_names.insert(o->name()->str()).second) return false;
-    if (o->is_struct() && !std::has_single_bit(static_cast<uint32_t>(o->minalign()))) return false;
-    std::set<uint16_t> ids;
-    for (const reflection::Field* f : *o->fields()) {
-      if (f->name() == nullptr || f->type() == nullptr || !fits(f->type()) || !ids.insert(f->id()).second ||
-          !FieldTypeFits(s, *f->type(), o->is_struct())) {
-        return false;
-      }
-    }
-    if (!o->is_struct() && (!TableSlotsFit(*o) || !KeyFits(*o))) return false;
-    for (const reflection::Field* f : *o->fields()) {
-      if (!DefaultFits(*f)) return false;
-    }
-  }
-  // Every struct's fields are known to be well typed before any layout
-  // is read through them.
-  for (const reflection::Object* o : *s.objects()) {
-    if (o->is_struct() && !StructLayoutFits(s, *o)) return false;
-  }
+  const BaseType base =
+      t->base_type() == BaseType::Vector || t->base_type() == BaseType::Array ? t->element() : t->base_type();
+  const int32_t index = t->index();
+  if (base == BaseType::Obj) return index >= 0 && index < objects;
+  if (base == BaseType::Union || base == BaseType::UType) return index >= 0 && index < enums;
+  return index < enums;  // -1, or the enum of a scalar
+}
+
+// Enums as flatc writes them: unique names, an integer underlying type
+// and values (a union's start with NONE), each value typed as its kind
+// of enum allows.
+bool EnumsWellFormed(const reflection::Schema& s) {
+  std::set<std::string> names;
   for (const reflection::Enum* e : *s.enums()) {
     if (e->name() == nullptr || e->values() == nullptr || e->underlying_type() == nullptr ||
-        !KnownTypes(*e->underlying_type()) || !enum_names.insert(e->name()->str()).second) {
+        !KnownTypes(*e->underlying_type()) || !names.insert(e->name()->str()).second) {
       return false;
     }
-    // An enum of an integer type has values; a union's, sorted by value,
-    // start with NONE.
+    // Values are sorted by value.
     const BaseType underlying = e->underlying_type()->base_type();
     if (e->values()->size() == 0 || (e->is_union() ? underlying != BaseType::UType || e->values()->Get(0)->value() != 0
                                                    : underlying < BaseType::Byte || underlying > BaseType::ULong)) {
@@ -446,19 +424,52 @@ bool WellFormed(const reflection::Schema& s) {
     }
     std::set<std::string> value_names;
     for (const reflection::EnumVal* v : *e->values()) {
-      if (v->name() == nullptr || !fits(v->union_type()) || !value_names.insert(v->name()->str()).second) return false;
-      if (e->is_union() ? !UnionMemberFits(*v) : !HasNoType(*v)) {
+      if (v->name() == nullptr || !IndicesFit(s, v->union_type()) || !value_names.insert(v->name()->str()).second ||
+          (e->is_union() ? !UnionMemberFits(*v) : !HasNoType(*v))) {
         return false;
       }
     }
   }
-  // The root is one of the schema's tables (flatc stores it once, there).
-  if (const reflection::Object* root = s.root_table(); root != nullptr) {
-    if (root->is_struct() || std::find(s.objects()->begin(), s.objects()->end(), root) == s.objects()->end()) {
-      return false;
+  return true;
+}
+
+// Tables and structs as flatc writes them: unique names, fields with
+// unique ids of types flatc gives, tables numbered, slotted and keyed as
+// flatc does it, defaults stored as it stores them, structs aligned to a
+// power of two and laid out as it lays them out.
+// REQUIRES: EnumsWellFormed(s); field types are read through the enums.
+bool ObjectsWellFormed(const reflection::Schema& s) {
+  std::set<std::string> names;
+  for (const reflection::Object* o : *s.objects()) {
+    if (o->name() == nullptr || o->fields() == nullptr || !names.insert(o->name()->str()).second) return false;
+    if (o->is_struct() && !std::has_single_bit(static_cast<uint32_t>(o->minalign()))) return false;
+    std::set<uint16_t> ids;
+    for (const reflection::Field* f : *o->fields()) {
+      if (f->name() == nullptr || f->type() == nullptr || !IndicesFit(s, f->type()) || !ids.insert(f->id()).second ||
+          !FieldTypeFits(s, *f->type(), o->is_struct()) || !DefaultFits(*f)) {
+        return false;
+      }
     }
+    if (!o->is_struct() && (!TableSlotsFit(*o) || !KeyFits(*o))) return false;
+  }
+  // Every struct's fields are known to be well typed before any layout
+  // is read through them.
+  for (const reflection::Object* o : *s.objects()) {
+    if (o->is_struct() && !StructLayoutFits(s, *o)) return false;
   }
   return true;
+}
+
+// Whether the schema is one flatc could have written, so that reflection
+// reads it only where it holds what it says, and its source written back
+// reads as the same schema. Names and field ids are unique (the
+// comparison looks things up by them), and the root is one of the
+// schema's tables (flatc stores it once, there).
+bool WellFormed(const reflection::Schema& s) {
+  if (!EnumsWellFormed(s) || !ObjectsWellFormed(s)) return false;
+  const reflection::Object* root = s.root_table();
+  return root == nullptr ||
+         (!root->is_struct() && std::find(s.objects()->begin(), s.objects()->end(), root) != s.objects()->end());
 }
 
 }  // namespace

@@ -30,8 +30,10 @@ namespace {
 
 constexpr const char* kCfNames[] = {
     "walbus.meta",         "walbus.outbox",     "walbus.inbox",   "walbus.checkpoints", "walbus.retries",
-    "walbus.dead_letters", "walbus.quarantine", "walbus.replays", "walbus.versions",
+    "walbus.dead_letters", "walbus.quarantine", "walbus.replays", "walbus.versions",    "walbus.timers",
 };
+// Those every walbus database has had since its creation.
+constexpr size_t kOriginalCfCount = static_cast<size_t>(kFirstAddedCf);
 static_assert(std::size(kCfNames) == static_cast<size_t>(Cf::kCount));
 
 // Adds 8-byte little-endian counters. A malformed operand (which only a
@@ -292,7 +294,8 @@ Status ExistingColumnFamilies(const rocksdb::DBOptions& dbo, const OpenOptions& 
   // A finished walbus database missing one of its own column families
   // lost data: refuse it rather than create the column family empty. One
   // whose creation was cut short (no format version yet) is completed.
-  for (const char* ours : kCfNames) {
+  for (size_t c = 0; c < kOriginalCfCount; ++c) {
+    const char* ours = kCfNames[c];
     if (std::find(existing->begin(), existing->end(), ours) != existing->end()) continue;
     bool finished = false;
     if (Status f = HasFormatVersion(dbo, options.dir, *existing, &finished); !f.ok()) return f;
@@ -398,7 +401,7 @@ Status Db::AdoptHandles(const std::vector<std::string>& names) {
       app_handles_.push_back(all_handles_[i]);
     }
   }
-  for (size_t c = 0; c < std::size(kCfNames); ++c) {
+  for (size_t c = 0; c < kOriginalCfCount; ++c) {
     if (handles_[c] == nullptr) return Status::Corruption(options_.dir + " lacks column family " + kCfNames[c]);
   }
   return Status::OK();

@@ -81,8 +81,14 @@ enum class Cf : uint8_t {
   kQuarantine,
   kReplays,
   kVersions,
+  // Added after the first format: a database written before lacks it
+  // until a primary opens it (and creates it empty); a secondary then sees
+  // a null handle.
+  kTimers,
   kCount,
 };
+// The first of the column families a database may lack (see kTimers).
+inline constexpr Cf kFirstAddedCf = Cf::kTimers;
 const char* CfName(Cf cf);
 // True for names reserved to walbus ("default" and "walbus.*").
 bool IsReservedCfName(std::string_view name);
@@ -135,6 +141,8 @@ class Db {
   Db& operator=(const Db&) = delete;
 
   rocksdb::DB* raw() const { return db_.get(); }
+  // Null only for a column family added later (kFirstAddedCf on) that a
+  // secondary found missing.
   CfHandle* cf(Cf which) const { return handles_[static_cast<size_t>(which)]; }
   // nullptr when the application column family is unknown.
   CfHandle* AppCf(std::string_view name) const;

@@ -46,6 +46,7 @@ bool ParseNumberKey(std::string_view key, uint64_t* n) {
 
 constexpr uint32_t kIngestDedupTag = 0xFFFFFFFFu;
 constexpr uint32_t kIngestOrderTag = 0xFFFFFFFEu;
+constexpr uint32_t kTimerStateTag = 0xFFFFFFFDu;
 
 std::string IngestKey(uint32_t tag, std::string_view scope, std::string_view rest) {
   std::string k;
@@ -72,6 +73,42 @@ std::string IngestDedupKey(std::string_view scope, const EventId& id) {
 
 std::string IngestOrderKey(std::string_view scope, std::string_view order_key) {
   return IngestKey(kIngestOrderTag, scope, order_key);
+}
+
+std::string TimerStateKey(const EventId& id) {
+  std::string k;
+  k.reserve(4 + 16);
+  PutBe32(&k, kTimerStateTag);
+  k.append(IdBytes(id));
+  return k;
+}
+
+uint64_t TimerStateValue(TimerState state, uint64_t ms) {
+  assert(ms < (uint64_t{1} << 62));
+  return (ms << 2) | static_cast<uint64_t>(state);
+}
+
+bool ParseTimerStateValue(uint64_t value, TimerState* state, uint64_t* ms) {
+  const auto low = static_cast<uint8_t>(value & 3);
+  if (low == 0) return false;
+  *state = static_cast<TimerState>(low);
+  *ms = value >> 2;
+  return true;
+}
+
+std::string TimerKey(uint64_t due_ms, const EventId& id) {
+  std::string k;
+  k.reserve(8 + 16);
+  PutBe64(&k, due_ms);
+  k.append(IdBytes(id));
+  return k;
+}
+
+bool ParseTimerKey(std::string_view key, uint64_t* due_ms, EventId* id) {
+  if (key.size() != 8 + 16) return false;
+  *due_ms = GetBe64(key);
+  std::memcpy(id->bytes.data(), key.data() + 8, 16);
+  return true;
 }
 
 std::string InboxKey(uint32_t subscriber_id, std::string_view event_id16) {

@@ -50,6 +50,25 @@ std::string VersionKey(uint32_t cf_id, std::string_view key);
 std::string IngestDedupKey(std::string_view scope, const EventId& id);
 std::string IngestOrderKey(std::string_view scope, std::string_view order_key);
 
+// versions also hold the state of each scheduled event, under tag
+// 0xFFFFFFFD: be32 tag + 16-byte event id -> be64 TimerStateValue. The
+// state only moves forward (pending, then fired or cancelled), each move
+// an ExpectVersion on the value before, so the committer decides a cancel
+// racing a firing in commit order.
+std::string TimerStateKey(const EventId& id);
+enum class TimerState : uint8_t { kPending = 1, kFired = 2, kCancelled = 3 };
+// (ms << 2) | state: kPending holds the due moment, kFired and kCancelled
+// the moment they happened (timeline ms, bus/core/timeline.h).
+uint64_t TimerStateValue(TimerState state, uint64_t ms);
+// False for a value no state encodes (a corrupt record).
+bool ParseTimerStateValue(uint64_t value, TimerState* state, uint64_t* ms);
+
+// timers: be64(due, timeline ms) + 16-byte event id -> TimerRecord
+// (records.h): the scheduled events not yet fired, in the order they fall
+// due, so "what is due next" is one seek.
+std::string TimerKey(uint64_t due_ms, const EventId& id);
+bool ParseTimerKey(std::string_view key, uint64_t* due_ms, EventId* id);
+
 // replays: be64(action id) -> the record of one operator action: a
 // ReplayRecord, or a dead-letter action's JSON. Ids count up from 1 in the
 // order the actions were taken; kActionKeyPrefix (records.h) starts them.
@@ -80,6 +99,11 @@ enum class CheckpointField : uint8_t {
   // Under subscriber id 0 (no subscriber has it): quarantine counters.
   kQuarantined = 'q',        // uint64 counter, merged.
   kQuarantineEvicted = 'e',  // uint64 counter, merged.
+  // Under subscriber id 0 too: scheduled events waiting (merged with +1
+  // and, as 2^64 - 1, -1), fired and cancelled.
+  kScheduledPending = 'P',    // uint64 counter, merged.
+  kScheduledFired = 'F',      // uint64 counter, merged.
+  kScheduledCancelled = 'X',  // uint64 counter, merged.
 };
 std::string CheckpointKey(uint32_t subscriber_id, CheckpointField field, std::string_view subject = {});
 
@@ -87,6 +111,9 @@ std::string CheckpointKey(uint32_t subscriber_id, CheckpointField field, std::st
 inline constexpr std::string_view kMetaFormatVersion = "format_version";  // be32
 // be64: the outbox holds nothing below it (DeleteRange up to it ran).
 inline constexpr std::string_view kMetaTrimmedBelow = "trimmed_below";
+// be64(timeline ms) + be64(rewind ms): the timeline's last moment and the
+// wall clock's backward steps so far (bus/core/timeline.h).
+inline constexpr std::string_view kMetaTimeline = "timeline";
 // "sub/<name>" -> be32(id) + be64(registered at seq). Ids are never reused:
 // the next one is one above the highest registered.
 std::string SubscriberMetaKey(std::string_view name);

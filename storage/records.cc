@@ -167,6 +167,20 @@ bool DecodeQuarantine(std::string_view in, QuarantineRecord* r) {
          rd.Bytes(&r->reason, kMaxErrorBytes) && rd.Bytes(&r->raw, kMaxQuarantineRawBytes) && rd.AtEnd();
 }
 
+std::string EncodeTimer(const TimerRecord& r) {
+  std::string out(1, kFormat);
+  PutBe64(&out, r.scheduled_ms);
+  PutBe64(&out, r.scheduled_wall_ms);
+  PutBytes(&out, r.envelope);
+  return out;
+}
+
+bool DecodeTimer(std::string_view in, TimerRecord* r) {
+  Reader rd(in);
+  return rd.Format() && rd.U64(&r->scheduled_ms) && rd.U64(&r->scheduled_wall_ms) &&
+         rd.Bytes(&r->envelope, kMaxEnvelopeBytes) && rd.AtEnd();
+}
+
 std::string SubscriberSeqKey(uint32_t subscriber_id, uint64_t seq) {
   std::string k;
   k.reserve(12);

@@ -135,6 +135,16 @@ bool DecodeReplay(std::string_view in, ReplayRecord* r);
 // REQUIRES: event_id16.size() == 16.
 std::string ReplayScopeKey(uint64_t replay_id, std::string_view event_id16);
 
+// timers: TimerKey (keys.h) -> TimerRecord: a scheduled event, encoded as
+// the outbox will hold it once it fires.
+struct TimerRecord {
+  uint64_t scheduled_ms = 0;       // timeline ms when it was scheduled
+  uint64_t scheduled_wall_ms = 0;  // the wall clock then (unix ms), for people
+  std::string envelope;            // the event, as in the outbox
+};
+std::string EncodeTimer(const TimerRecord& r);
+bool DecodeTimer(std::string_view in, TimerRecord* r);
+
 // Keys: be32(subscriber id) + be64(seq) for retries and dead letters.
 std::string SubscriberSeqKey(uint32_t subscriber_id, uint64_t seq);
 bool ParseSubscriberSeqKey(std::string_view key, uint32_t* subscriber_id, uint64_t* seq);

@@ -78,6 +78,10 @@ Status BusImpl::OpenWithEnv(const Options& options, rocksdb::Env* env, std::uniq
       bus->db_.get(), bus->committer_.get(), bus->options_.clock.get(), bus->log_.get(), options.quarantine_max_entries,
       options.quarantine_max_bytes);
   if (Status s = bus->quarantine_->Load(); !s.ok()) return s;
+  if (Status s = bus->LoadTimeline(); !s.ok()) return s;
+  bus->scheduler_ = std::make_unique<Scheduler>(bus->db_.get(), bus->committer_.get(), bus->timeline_.get(),
+                                                bus->quarantine_.get(), bus->log_.get(), options.max_payload_bytes);
+  if (Status s = bus->scheduler_->Load(); !s.ok()) return s;
   DispatcherConfig dc;
   dc.worker_threads = options.worker_threads;
   dc.max_in_flight_per_subscriber = options.max_in_flight_per_subscriber;
@@ -92,6 +96,7 @@ Status BusImpl::OpenWithEnv(const Options& options, rocksdb::Env* env, std::uniq
   dc.clock = bus->options_.clock.get();
   dc.schemas = &bus->schemas_;
   dc.quarantine = bus->quarantine_.get();
+  dc.scheduler = bus->scheduler_.get();
   dc.log = bus->log_.get();
   bus->dispatcher_ = std::make_unique<Dispatcher>(bus.get(), bus->db_.get(), bus->committer_.get(), bus->tail_.get(),
                                                   &bus->registry_, dc);
@@ -105,6 +110,16 @@ Status BusImpl::OpenWithEnv(const Options& options, rocksdb::Env* env, std::uniq
     if (Status s = AdminServer::Start(options.dir, bus.get(), &bus->admin_); !s.ok()) return s;
   }
   *out = std::move(bus);
+  return Status::OK();
+}
+
+Status BusImpl::LoadTimeline() {
+  std::string value;
+  bool found = false;
+  if (Status s = db_->Get(db_->cf(storage::Cf::kMeta), storage::kMetaTimeline, &value, &found); !s.ok()) return s;
+  Timeline::State state;
+  if (found && !Timeline::Decode(value, &state)) return Status::Corruption("the stored timeline is malformed");
+  timeline_ = std::make_unique<Timeline>(options_.clock.get(), state);
   return Status::OK();
 }
 
@@ -164,6 +179,10 @@ Result<Receipt> BusImpl::CommitWrites(WriteSet* writes) {
 void BusImpl::OnCommitted(std::vector<std::shared_ptr<const Event>>& events) {
   tail_->Append(events);
   dispatcher_->NotifyCommitted();
+}
+
+void BusImpl::OnTimersChanged(const std::vector<TimerChange>& changes) {
+  if (scheduler_->OnTimersChanged(changes) && dispatcher_ != nullptr) dispatcher_->NotifyTimers();
 }
 
 Status BusImpl::Register(const std::string& name, Registry::Entry* entry) {
@@ -826,6 +845,7 @@ std::vector<MetricFamily> BusImpl::Metrics() {
   WriteProcessSubscriberMetrics(w, stats);
   if (read_storage) WriteReplayMetrics(w);
   WriteQuarantineMetrics(w);
+  WriteScheduledMetrics(w, read_storage);
   if (read_storage) WriteStorageMetrics(w);
   std::vector<MetricFamily> families = w.TakeFamilies();
   for (const auto& source : LiveMetricsSources()) source->CollectMetrics(&families);
@@ -992,6 +1012,34 @@ void BusImpl::WriteQuarantineMetrics(MetricsWriter& w) {
   w.Sample("walbus_quarantine_evicted_persisted", {}, static_cast<double>(evicted));
 }
 
+void BusImpl::WriteScheduledMetrics(MetricsWriter& w, bool read_storage) {
+  // Counted up to this many overdue timers: a scrape reads no more.
+  constexpr uint64_t kOverdueCountCap = 100000;
+  const Scheduler::Counts counts = scheduler_->counts();
+  const Scheduler::Counts at_open = scheduler_->counts_at_open();
+  w.Family("walbus_scheduled_pending", MetricType::kGauge,
+           "Scheduled events waiting for their time (not in the outbox, not backlog).");
+  w.Sample("walbus_scheduled_pending", {}, static_cast<double>(counts.pending));
+  if (const auto next = scheduler_->next_due_ms()) {
+    w.Family("walbus_scheduled_next_due_seconds", MetricType::kGauge,
+             "Seconds until the next scheduled event falls due; negative when it is overdue.");
+    const double now_ms = static_cast<double>(timeline_->NowMs());
+    w.Sample("walbus_scheduled_next_due_seconds", {}, (static_cast<double>(*next) - now_ms) / 1000.0);
+  }
+  if (read_storage) {
+    w.Family("walbus_scheduled_overdue", MetricType::kGauge,
+             "Scheduled events past their time and not fired yet (counted up to 100000).");
+    w.Sample("walbus_scheduled_overdue", {}, static_cast<double>(scheduler_->CountOverdue(kOverdueCountCap)));
+  }
+  w.Family("walbus_scheduled_fired_total", MetricType::kCounter, "Scheduled events that entered the outbox.");
+  w.Sample("walbus_scheduled_fired_total", {}, CountedSince(counts.fired, at_open.fired));
+  w.Family("walbus_scheduled_cancelled_total", MetricType::kCounter, "Scheduled events cancelled before they fired.");
+  w.Sample("walbus_scheduled_cancelled_total", {}, CountedSince(counts.cancelled, at_open.cancelled));
+  w.Family("walbus_scheduled_lateness_seconds", MetricType::kHistogram,
+           "How long after its due time a scheduled event entered the outbox.");
+  w.HistogramSamples("walbus_scheduled_lateness_seconds", {}, scheduler_->lateness().Read());
+}
+
 void BusImpl::WriteStorageMetrics(MetricsWriter& w) {
   w.Family("walbus_storage_sst_bytes", MetricType::kGauge, "Bytes of table files on disk, all column families.");
   w.Sample("walbus_storage_sst_bytes", {}, static_cast<double>(db_->SumProperty("rocksdb.total-sst-files-size")));
@@ -1086,6 +1134,8 @@ Status BusImpl::Close() {
   dispatcher_->CancelWaits();
   gate_.WaitForCallsToLeave();
   dispatcher_->Stop();
+  // Whether it ran or not: timers scheduled here fall due by it.
+  if (scheduler_ != nullptr) scheduler_->StoreTimeline();
   // The committer, dispatcher and registry stay (stopped) until destruction
   // so that a Stats() or WaitIdle() racing with Close() reads valid state.
   db_.reset();

@@ -68,6 +68,7 @@ class BusImpl final : public Bus, public CommitListener, public ScopeHost {
 
   // CommitListener: the leader hands over each group's events.
   void OnCommitted(std::vector<std::shared_ptr<const Event>>& events) override;
+  void OnTimersChanged(const std::vector<TimerChange>& changes) override;
 
   // Held by a public call for as long as it may use storage (CallGate).
   // Calls that wait for the dispatcher give up with Closed when Close()
@@ -85,6 +86,7 @@ class BusImpl final : public Bus, public CommitListener, public ScopeHost {
   storage::Db* db() const override { return db_.get(); }
   const Options& options() const override { return options_; }
   const SchemaRegistry& schemas() const override { return schemas_; }
+  Timeline& timeline() override { return *timeline_; }
   Result<Receipt> CommitTransaction(ScopeRep* scope) override;
   // Commits `writes` inside an admitted call, with the durability of
   // Options (a Transaction's, an ingested event's).
@@ -103,6 +105,8 @@ class BusImpl final : public Bus, public CommitListener, public ScopeHost {
   Status Recover(uint64_t* last_seq, uint64_t* trimmed_below);
   // Makes each type's latest accepted schema its payloads' contract.
   Status LoadContracts();
+  // The timeline as last stored.
+  Status LoadTimeline();
   Status Register(const std::string& name, Registry::Entry* entry) REQUIRES(registry_.mu);
   // The state of one event for one registered subscriber. `seq` is 0 when
   // unknown (then completion cannot be told without an inbox record).
@@ -143,6 +147,7 @@ class BusImpl final : public Bus, public CommitListener, public ScopeHost {
   void WriteProcessSubscriberMetrics(MetricsWriter& w, const BusStats& stats);
   void WriteReplayMetrics(MetricsWriter& w);
   void WriteQuarantineMetrics(MetricsWriter& w);
+  void WriteScheduledMetrics(MetricsWriter& w, bool read_storage);
   void WriteStorageMetrics(MetricsWriter& w);
   // @}
   // Visits every replay record (bus/dispatch/replay.cc).
@@ -165,6 +170,8 @@ class BusImpl final : public Bus, public CommitListener, public ScopeHost {
   SchemaRegistry schemas_;
   std::unique_ptr<BusLog> log_;
   std::unique_ptr<internal::Quarantine> quarantine_;
+  std::unique_ptr<Timeline> timeline_;
+  std::unique_ptr<Scheduler> scheduler_;
   std::unique_ptr<MetricsHttpServer> metrics_http_;  // Options::metrics_http; stopped first by Close()
   std::unique_ptr<AdminServer> admin_;               // Options::admin_socket; stopped first by Close()
   std::unique_ptr<Dispatcher> dispatcher_;

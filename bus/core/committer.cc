@@ -4,6 +4,7 @@
 #include <cassert>
 
 #include "bus/core/fault_point.h"
+#include "bus/core/timer_writes.h"
 #include "storage/keys.h"
 
 namespace walbus::internal {
@@ -168,6 +169,7 @@ Status Committer::CheckExpectations(const WriteSet& writes) {
         current = storage::GetBe64(value);
       }
     }
+    if (current != e.version && e.timer_state) return TimerStateConflict(e.description, current);
     if (current != e.version) {
       return Status::Conflict(e.description + " expected version " + std::to_string(e.version) + ", found " +
                               std::to_string(current));
@@ -195,6 +197,7 @@ bool Committer::WriteGroup(const std::vector<CommitRequest*>& group) {
   batch_.Clear();
   group_versions_.clear();
   group_events_.clear();
+  group_timers_.clear();
   group_counters_.clear();
   const uint64_t first = last_seq_.load(std::memory_order_relaxed) + 1;
   uint64_t next = first;
@@ -226,6 +229,7 @@ bool Committer::WriteGroup(const std::vector<CommitRequest*>& group) {
       group_events_.push_back(writes.events[i]);
       ++next;
     }
+    group_timers_.insert(group_timers_.end(), writes.timers.begin(), writes.timers.end());
     sync |= r->sync;
   }
   if (accepted == 0) return false;
@@ -254,6 +258,7 @@ bool Committer::WriteGroup(const std::vector<CommitRequest*>& group) {
     last_seq_.store(next - 1, std::memory_order_release);
     listener_->OnCommitted(group_events_);
   }
+  if (!group_timers_.empty()) listener_->OnTimersChanged(group_timers_);
   return sync;
 }
 

@@ -61,6 +61,9 @@ class CommitListener {
  public:
   virtual ~CommitListener() = default;
   virtual void OnCommitted(std::vector<std::shared_ptr<const Event>>& events) = 0;
+  // What each successful group did to scheduled events, after its events
+  // were handed over (same caller, same rules).
+  virtual void OnTimersChanged(const std::vector<TimerChange>& changes) = 0;
 };
 
 struct CommitLimits {
@@ -144,6 +147,7 @@ class Committer {
   storage::Batch batch_;
   std::unordered_map<std::string, uint64_t> group_versions_;
   std::vector<std::shared_ptr<const Event>> group_events_;
+  std::vector<TimerChange> group_timers_;
   // The group's counter additions, summed per key: one merge per counter
   // per write instead of one per commit (handler completions add to the
   // same few counters). Counter keys are only ever merged, never put or

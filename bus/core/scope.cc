@@ -7,6 +7,7 @@
 #include "bus/core/envelope.h"
 #include "bus/core/schema_registry.h"
 #include "bus/core/scope.h"
+#include "bus/core/timer_writes.h"
 #include "storage/keys.h"
 
 namespace walbus {
@@ -64,6 +65,31 @@ auto ReadIn(internal::ScopeHost* host, bool in_handler, std::string_view cf, con
   auto handle = key != nullptr ? CfForRead(host, cf, *key) : internal::AppColumnFamily(host->db(), cf);
   if (!handle.ok()) return handle.status();
   return read(*handle);
+}
+
+uint64_t UnixMillisOf(std::chrono::system_clock::time_point t) {
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count();
+  return ms < 0 ? 0 : static_cast<uint64_t>(ms);
+}
+
+// When `spec` falls due on the timeline; nullopt for an event published
+// now. InvalidArgument for both forms at once, a negative delay, or a time
+// beyond what a due moment holds.
+Status DueOf(const EventSpec& spec, internal::Timeline& timeline, std::optional<uint64_t>* due_ms) {
+  constexpr uint64_t kLatestDue = uint64_t{1} << 60;  // some 36 million years
+  if (spec.deliver_at && spec.deliver_after) {
+    return Status::InvalidArgument("an event sets deliver_at or deliver_after, not both");
+  }
+  if (spec.deliver_after) {
+    if (spec.deliver_after->count() < 0) return Status::InvalidArgument("deliver_after is negative");
+    const auto after = static_cast<uint64_t>(spec.deliver_after->count());
+    if (after >= kLatestDue) return Status::InvalidArgument("deliver_after is too far ahead");
+    *due_ms = timeline.NowMs() + after;
+  } else if (spec.deliver_at) {
+    *due_ms = timeline.AtWall(*spec.deliver_at);
+  }
+  if (*due_ms && **due_ms >= kLatestDue) return Status::InvalidArgument("deliver_at is too far ahead");
+  return Status::OK();
 }
 
 }  // namespace
@@ -190,15 +216,85 @@ Result<EventId> WriteScope::Publish(const EventSpec& spec) {
   }
   Status valid = internal::ValidateNewEvent(*event, options.max_payload_bytes);
   if (valid.ok()) valid = rep->host->schemas().Verify(event->type, event->data);
+  std::optional<uint64_t> due_ms;
+  if (valid.ok()) valid = DueOf(spec, rep->host->timeline(), &due_ms);
   if (!valid.ok()) {
     rep->Fail(valid);
     return valid;
   }
   std::string envelope = internal::EncodeEnvelope(*event);
+  if (due_ms) {
+    internal::AddSchedule(&rep->writes, rep->host->db(), *event, std::move(envelope), *due_ms,
+                          rep->host->timeline().NowMs(), UnixMillisOf(event->time));
+    return event->id;
+  }
   rep->writes.bytes += envelope.size() + 16;
   rep->writes.envelopes.push_back(std::move(envelope));
   rep->writes.events.push_back(std::move(event));
   return rep->writes.events.back()->id;
+}
+
+Status WriteScope::CancelScheduled(const EventId& id) {
+  ScopeRep* rep = rep_.get();
+  ScopeCall call(rep);
+  if (!call.admitted()) {
+    rep->Fail(internal::ClosedStatus());
+    return rep->error;
+  }
+  storage::Db* db = rep->host->db();
+  if (internal::DropOwnSchedule(&rep->writes, db, id)) return Status::OK();
+  const std::string state_key = storage::TimerStateKey(id);
+  for (const internal::Expectation& e : rep->writes.expects) {
+    if (e.version_key == state_key) return Status::OK();  // cancelled by this unit already
+  }
+  auto stored = rep->reader.Get(db, db->cf(storage::Cf::kVersions), state_key, nullptr);
+  Status s = stored.status();
+  if (s.ok() && !stored->has_value()) s = Status::NotFound("no event " + id.ToString() + " was scheduled");
+  if (s.ok() && (*stored)->size() != 8) s = Status::Corruption("state record of " + internal::DescribeTimer(id));
+  if (!s.ok()) {
+    rep->Fail(s);
+    return s;
+  }
+  const uint64_t value = storage::GetBe64(**stored);
+  storage::TimerState state{};
+  uint64_t ms = 0;
+  if (!storage::ParseTimerStateValue(value, &state, &ms) || state != storage::TimerState::kPending) {
+    // It fired or was cancelled as of the snapshot, and states only move
+    // forward: the commit could only refuse it.
+    s = internal::TimerStateConflict(internal::DescribeTimer(id), value);
+    rep->Fail(s);
+    return s;
+  }
+  internal::AddCancel(&rep->writes, db, id, value, rep->host->timeline().NowMs());
+  return Status::OK();
+}
+
+Result<ScheduledStatus> WriteScope::GetScheduled(const EventId& id) {
+  ScopeRep* rep = rep_.get();
+  ScopeCall call(rep);
+  if (!call.admitted()) return internal::ClosedStatus();
+  internal::Timeline& timeline = rep->host->timeline();
+  const std::string state_key = storage::TimerStateKey(id);
+  std::optional<uint64_t> value;
+  for (const internal::Expectation& e : rep->writes.expects) {
+    if (e.version_key == state_key) value = e.Next();  // this unit's own schedule or cancel
+  }
+  if (!value) {
+    storage::Db* db = rep->host->db();
+    auto stored = rep->reader.Get(db, db->cf(storage::Cf::kVersions), state_key, nullptr);
+    if (!stored.ok()) return stored.status();
+    if (!stored->has_value()) return ScheduledStatus{};
+    if ((*stored)->size() != 8) return Status::Corruption("state record of " + internal::DescribeTimer(id));
+    value = storage::GetBe64(**stored);
+  }
+  storage::TimerState state{};
+  uint64_t ms = 0;
+  if (!storage::ParseTimerStateValue(*value, &state, &ms)) {
+    return Status::Corruption("state record of " + internal::DescribeTimer(id));
+  }
+  constexpr ScheduledStatus::State kStates[] = {ScheduledStatus::State::kUnknown, ScheduledStatus::State::kPending,
+                                                ScheduledStatus::State::kFired, ScheduledStatus::State::kCancelled};
+  return ScheduledStatus{kStates[static_cast<uint8_t>(state)], timeline.ToWall(ms)};
 }
 
 Transaction::Transaction(Transaction&&) noexcept = default;

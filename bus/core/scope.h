@@ -12,6 +12,7 @@
 
 #include "bus/core/call_gate.h"
 #include "bus/core/state_reader.h"
+#include "bus/core/timeline.h"
 #include "bus/core/write_set.h"
 #include "storage/db.h"
 #include "walbus/bus.h"
@@ -31,6 +32,8 @@ class ScopeHost {
   virtual storage::Db* db() const = 0;
   virtual const Options& options() const = 0;
   virtual const SchemaRegistry& schemas() const = 0;
+  // The time scheduled events fall due in.
+  virtual Timeline& timeline() = 0;
   // Commits a Transaction's scope: InvalidArgument when it was committed
   // before, the first failed call's error, Closed, or the committer's.
   virtual Result<Receipt> CommitTransaction(ScopeRep* scope) = 0;

@@ -32,11 +32,22 @@ struct Op {
 // "The key's version must be `version`; commit sets it to next_version
 // (version + 1 when 0)."
 struct Expectation {
-  std::string version_key;  // storage::VersionKey(cf id, key)
+  std::string version_key;  // storage::VersionKey(cf id, key), or a TimerStateKey
   uint64_t version;
   std::string description;  // "orders/order-42", for the Conflict message
   uint64_t next_version = 0;
+  // A scheduled event's state (storage::TimerStateKey): the Conflict says
+  // what became of the event instead of quoting versions.
+  bool timer_state = false;
   uint64_t Next() const { return next_version != 0 ? next_version : version + 1; }
+};
+
+// What a commit does to one scheduled event, for the scheduler to learn
+// (CommitListener::OnTimersChanged).
+struct TimerChange {
+  enum class Kind : uint8_t { kScheduled, kFired, kCancelled };
+  Kind kind;
+  uint64_t due_ms;  // timeline ms
 };
 
 struct WriteSet {
@@ -45,7 +56,10 @@ struct WriteSet {
   // Events in publish order; seq is set by the committer.
   std::vector<std::shared_ptr<Event>> events;
   std::vector<std::string> envelopes;  // parallel to events
-  size_t bytes = 0;                    // approximate size of the batch this set adds
+  // Scheduled events this set schedules, fires or cancels (their writes
+  // are among `ops` and `expects`).
+  std::vector<TimerChange> timers;
+  size_t bytes = 0;  // approximate size of the batch this set adds
 
   void AddOp(Op op) {
     bytes += op.key.size() + op.value.size() + 16;

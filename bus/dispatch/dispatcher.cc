@@ -185,6 +185,7 @@ void Dispatcher::Loop() {
       auto until = std::chrono::duration_cast<std::chrono::milliseconds>(timers_.top().due - config_.clock->Now());
       wait = std::clamp(until, std::chrono::milliseconds(0), wait);
     }
+    if (scheduled_wait_) wait = std::min(wait, *scheduled_wait_);
     if (messages_.wait_dequeue_timed(m, std::chrono::duration_cast<std::chrono::microseconds>(wait))) {
       Handle(m);
       while (messages_.try_dequeue(m)) Handle(m);
@@ -198,6 +199,7 @@ void Dispatcher::Loop() {
     wake_owed_.store(false, std::memory_order_relaxed);
     std::atomic_thread_fence(std::memory_order_seq_cst);
     FireTimers(config_.clock->Now());
+    scheduled_wait_ = config_.scheduler->FireDue(DeliveryKeepsUp());
     for (auto& sub : subs_) {
       Fetch(sub.get());
       PumpReplay(sub.get());
@@ -211,6 +213,15 @@ void Dispatcher::Loop() {
   Checkpoint(true);
   RecordCleanStop();
   Trim(true);
+}
+
+bool Dispatcher::DeliveryKeepsUp() const {
+  const uint64_t last = committer_->last_seq();
+  for (const auto& sub : subs_) {
+    const uint64_t done = sub->watermark.load(std::memory_order_relaxed);
+    if (last > done && last - done > config_.max_in_flight_per_subscriber) return false;
+  }
+  return true;
 }
 
 void Dispatcher::RecordPause(Subscriber* sub, std::optional<std::reference_wrapper<const Event>> at) {

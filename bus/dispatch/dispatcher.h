@@ -36,6 +36,7 @@
 #include "bus/core/quarantine.h"
 #include "bus/core/schema_registry.h"
 #include "bus/dispatch/retention.h"
+#include "bus/dispatch/scheduler.h"
 #include "bus/dispatch/subscriber.h"
 #include "bus/dispatch/tail_cache.h"
 #include "bus/telemetry/log.h"
@@ -78,6 +79,7 @@ struct DispatcherConfig {
   const Clock* clock;
   const SchemaRegistry* schemas;
   Quarantine* quarantine;
+  Scheduler* scheduler;  // fires scheduled events on the dispatcher thread
   const BusLog* log;
 };
 
@@ -103,6 +105,9 @@ class Dispatcher {
   void Add(std::shared_ptr<Subscriber> subscriber);
   // New events were committed. Cheap; never blocks.
   void NotifyCommitted();
+  // A scheduled event falls due before the moment the dispatcher sleeps
+  // towards. Cheap; never blocks.
+  void NotifyTimers() { WakeDispatcher(); }
   // A translator was registered: paused subscribers try again.
   void ResumePaused();
   // Puts dead letters back in line (seqs of `subscriber`, any subjects) and
@@ -251,6 +256,9 @@ class Dispatcher {
   // @}
   bool AdvanceHorizons();
   void FireTimers(SteadyTime now);
+  // Whether every subscriber is within its window of the outbox's end:
+  // overdue scheduled events then fire at full speed (Scheduler).
+  bool DeliveryKeepsUp() const;
   void Checkpoint(bool force);
   void Trim(bool force);
   void PublishProgress();
@@ -312,6 +320,8 @@ class Dispatcher {
   std::vector<std::shared_ptr<Subscriber>> subs_;
   std::vector<WorkItem> ready_;  // made ready this iteration
   std::priority_queue<Timer, std::vector<Timer>, std::greater<Timer>> timers_;
+  // How long until the scheduler wants to run again (nullopt: no timer).
+  std::optional<std::chrono::milliseconds> scheduled_wait_;
   SteadyTime next_checkpoint_;
   SteadyTime next_trim_;
   uint64_t trimmed_below_;

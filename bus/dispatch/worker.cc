@@ -318,7 +318,7 @@ void Dispatcher::RunHandler(Run& run) {
   // Follow-up events are dispatched once committed, so they must be as
   // durable as a producer's; a completion alone may be lost on power loss
   // and is then redelivered (the effects went with it).
-  run.request.sync = config_.sync_follow_ups && !scope->events.empty();
+  run.request.sync = config_.sync_follow_ups && (!scope->events.empty() || !scope->timers.empty());
   run.on_success = Message::Kind::kDone;
 }
 

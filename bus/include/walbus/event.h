@@ -59,6 +59,7 @@ struct WALBUS_EXPORT EventId {
 //         "https://fleet.example/devices/7"; percent-encode anything else.
 //   content_type, traceparent: CloudEvents strings, as the subject.
 //   data: at most Options::max_payload_bytes.
+//   deliver_at, deliver_after: at most one of them (docs/time.md).
 struct EventSpec {
   // The event type, e.g. "orders.order-approved.v1" (rules above).
   std::string type;
@@ -77,6 +78,30 @@ struct EventSpec {
   std::optional<EventId> correlation_id;
   // W3C trace context, "00-<trace>-<span>-<flags>". Optional.
   std::string traceparent;
+  // Schedules the event: it is stored with the unit of work and enters
+  // the outbox (getting its seq, reaching subscribers and relays) once
+  // the wall clock reaches this time; at once when it is past. Until then
+  // it can be cancelled (WriteScope::CancelScheduled). docs/time.md.
+  std::optional<std::chrono::system_clock::time_point> deliver_at;
+  // The same, this much elapsed time after Publish: it keeps to elapsed
+  // time even when the wall clock steps back meanwhile. Not negative.
+  std::optional<std::chrono::milliseconds> deliver_after;
+};
+
+// Where a scheduled event stands (WriteScope::GetScheduled).
+struct ScheduledStatus {
+  // What became of it.
+  enum class State : uint8_t {
+    kUnknown,    // never scheduled here (or not yet committed)
+    kPending,    // waiting for its time
+    kFired,      // entered the outbox: an ordinary event now
+    kCancelled,  // cancelled before it fired
+  };
+  // What became of it.
+  State state = State::kUnknown;
+  // kPending: when it falls due; kFired, kCancelled: when that happened.
+  // Wall-clock time, as the bus reckons it now (docs/time.md).
+  std::chrono::system_clock::time_point at{};
 };
 
 // A committed event as a handler sees it.

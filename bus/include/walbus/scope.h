@@ -94,6 +94,19 @@ class WALBUS_EXPORT WriteScope {
   // subject or an oversized payload.
   Result<EventId> Publish(const EventSpec& event);
 
+  // Cancels a scheduled event (EventSpec::deliver_at), atomically with the
+  // rest of the unit. The commit decides it in commit order against the
+  // firing: it succeeds only while the event has not fired, and otherwise
+  // returns Conflict saying that it fired (or was cancelled) already, and
+  // writes nothing. Cancelling an event this unit scheduled itself drops
+  // it. NotFound (and the unit fails) for an id never scheduled here.
+  // Reschedule by cancelling and publishing anew in one unit.
+  Status CancelScheduled(const EventId& id);
+  // Where a scheduled event stands, as this unit's snapshot saw it (its own
+  // buffered cancel and schedules laid over). A handler that must not fail
+  // its commit on a timer that fired reads this before CancelScheduled.
+  Result<ScheduledStatus> GetScheduled(const EventId& id);
+
  protected:
   // Made by the bus as a Transaction or a HandlerContext, and moved or
   // destroyed only as one of those.

@@ -35,7 +35,10 @@ const Profile kProfiles[] = {
      .payload_sizes = {64, 65536},
      .payload_bytes_per_point = 4u << 20,
      .scan_keys = 20000,
-     .point_gets = 20000},
+     .point_gets = 20000,
+     .timer_fire_events = 20000,
+     .timer_pending_events = 50000,
+     .timer_lateness_seconds = 0.5},
     {.name = "quick",
      .publish_seconds = 0.3,
      .producer_counts = {1, 4, 16, 64},
@@ -52,7 +55,10 @@ const Profile kProfiles[] = {
      .payload_sizes = {64, 256, 1024, 4096, 16384, 65536},
      .payload_bytes_per_point = 64u << 20,
      .scan_keys = 300000,
-     .point_gets = 200000},
+     .point_gets = 200000,
+     .timer_fire_events = 200000,
+     .timer_pending_events = 1000000,
+     .timer_lateness_seconds = 3},
     {.name = "full",
      // Publish and end to end run three times each (bench/run_suite.py).
      .publish_seconds = 1.5,
@@ -70,7 +76,10 @@ const Profile kProfiles[] = {
      .payload_sizes = {64, 256, 1024, 4096, 16384, 65536},
      .payload_bytes_per_point = 512u << 20,
      .scan_keys = 1000000,
-     .point_gets = 1000000},
+     .point_gets = 1000000,
+     .timer_fire_events = 1000000,
+     .timer_pending_events = 10000000,
+     .timer_lateness_seconds = 10},
 };
 
 const Profile* g_profile = &kProfiles[2];

@@ -55,8 +55,11 @@ struct Profile {
   // this many payload bytes, whichever comes first: bounds the disk and
   // the tail cache (counted in events, so it grows with the payload).
   uint64_t payload_bytes_per_point;
-  uint64_t scan_keys;   // rows of the scan group's column family
-  uint64_t point_gets;  // point reads per scan-group Get run
+  uint64_t scan_keys;             // rows of the scan group's column family
+  uint64_t point_gets;            // point reads per scan-group Get run
+  uint64_t timer_fire_events;     // scheduled events fired at once
+  uint64_t timer_pending_events;  // scheduled events pending for the RSS figure
+  double timer_lateness_seconds;  // the lateness run under live load
 };
 
 // Selects the profile by name ("smoke", "quick", "full"); false if unknown.
@@ -71,6 +74,7 @@ void RegisterDispatchBenchmarks();
 void RegisterBacklogBenchmarks();
 void RegisterScalingBenchmarks();
 void RegisterScanBenchmarks();
+void RegisterTimerBenchmarks();
 
 // The backlog group's filler runs as a child process: this program with
 // these two flags (handled by main before Google Benchmark sees argv).

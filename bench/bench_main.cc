@@ -56,6 +56,7 @@ int main(int argc, char** argv) {
   bench::RegisterBacklogBenchmarks();
   bench::RegisterScalingBenchmarks();
   bench::RegisterScanBenchmarks();
+  bench::RegisterTimerBenchmarks();
   benchmark::AddCustomContext("profile", profile);
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();

@@ -39,6 +39,7 @@ GROUPS = [
     ("backlog", "Backlog"),
     ("scaling", "Scaling"),
     ("scan", "Scan"),
+    ("timers", "Timers"),
 ]
 
 # Runs per benchmark, interleaved at random, median reported (see above).
@@ -64,6 +65,10 @@ REQUIRED_KEYS = [
     "scan_view_vs_rocksdb",
     "scan_merged_vs_plain",
     "get_view_vs_rocksdb",
+    "schedule_publish_vs_plain",
+    "timer_fire_eps",
+    "timer_lateness_p99_ms",
+    "timers_10m_rss_mib",
 ]
 
 # Google Benchmark's own suffixes on a name; not parameters.
@@ -221,6 +226,16 @@ def summarize(res):
     s["scan_view_vs_rocksdb"] = ratio(s["scan_view_rows_per_second"], scan("rocksdb", "iterator"))
     s["scan_merged_vs_plain"] = ratio(scan("walbus", "merged"), scan("walbus", "transaction"))
     s["get_view_vs_rocksdb"] = ratio(scan("walbus", "get"), scan("rocksdb", "get"))
+
+    timers = lambda measure, counter, **p: res.value("Timers", counter, measure=measure, **p)
+    s["schedule_publish_vs_plain"] = ratio(timers("publish", eps, system="scheduled"),
+                                           timers("publish", eps, system="immediate"))
+    s["timer_fire_eps"] = timers("fire", eps)
+    s["timer_lateness_p99_ms"] = timers("lateness", "p99_ms")
+    # Named for the full profile's 10 million pending timers; the smaller
+    # profiles pend fewer (timers_pending says how many).
+    s["timers_10m_rss_mib"] = timers("pending", "rss_peak_mib")
+    s["timers_pending"] = timers("pending", "pending")
     return s
 
 
@@ -251,6 +266,9 @@ def targets(s):
         at_least("scan_view_vs_rocksdb", 0.9, "ReadView scan vs RocksDB iterator"),
         at_least("scan_merged_vs_plain", 0.5, "scan with 1,000 own writes vs without"),
         at_least("get_view_vs_rocksdb", 0.8, "ReadView Get vs RocksDB Get"),
+        at_least("schedule_publish_vs_plain", 0.8, "publish scheduled vs immediate (4 producers)"),
+        at_most("timer_lateness_p99_ms", 10, "timer lateness p99 under 10k/s live load (ms)"),
+        at_most("timers_10m_rss_mib", 256, "RSS with the timers pending (MiB)"),
     ]
 
 
@@ -348,6 +366,14 @@ def tables(res, s):
             ("point Get, ReadView vs RocksDB Get", "get", "rocksdb", "get")):
         w, b = rows_per_second("walbus", walbus_path), rows_per_second(base_system, base_path)
         t.add(label, w, b, ratio(w, b))
+    out.append(t)
+    t = Table("Timers (scheduled events)", ["measure", "value"])
+    for label, key in (("publish scheduled vs immediate, 4 producers", "schedule_publish_vs_plain"),
+                       ("fire, timers due at once, events/s", "timer_fire_eps"),
+                       ("lateness p99 under 10k/s live, ms", "timer_lateness_p99_ms"),
+                       ("timers pending", "timers_pending"),
+                       ("RSS with them pending, MiB", "timers_10m_rss_mib")):
+        t.add(label, s.get(key))
     out.append(t)
     return out
 

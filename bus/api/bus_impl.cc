@@ -806,6 +806,28 @@ Result<ActionReport> BusImpl::PurgeDeadLetters(const DeadLetterSelection& select
   return report;
 }
 
+Result<uint64_t> BusImpl::CancelScheduled(const EventId& id, const OperatorAction& action) {
+  InCall call(this);
+  if (!call.admitted()) return ClosedStatus();
+  if (action.operator_name.empty() || action.reason.empty()) {
+    return Status::InvalidArgument("an operator action needs an operator name and a reason");
+  }
+  Transaction tx = Begin();
+  if (Status s = tx.CancelScheduled(id); !s.ok()) return s;
+  if (action.dry_run) return uint64_t{0};
+  MutexLock lock(&actions_mu_);
+  uint64_t action_id = 0;
+  if (Status s = NextActionId(&action_id); !s.ok()) return s;
+  const std::string record = "{\"action\":\"scheduled-cancel\",\"operator\":" + JsonString(action.operator_name) +
+                             ",\"reason\":" + JsonString(action.reason) +
+                             ",\"time_ms\":" + std::to_string(ToUnixMillis(options_.clock->WallNow())) +
+                             ",\"event_id\":\"" + id.ToString() + "\"}";
+  WriteSet& writes = ScopeAccess::Rep(tx)->writes;
+  writes.AddOp(Op{Op::Kind::kPut, db_->cf(storage::Cf::kReplays), storage::ActionKey(action_id), record});
+  if (Status s = committer_->CommitOne(&writes, /*sync=*/true); !s.ok()) return s;
+  return action_id;
+}
+
 double BusImpl::AgeOfSeconds(uint64_t seq) {
   std::vector<std::shared_ptr<const Event>> cached;
   std::optional<std::chrono::system_clock::time_point> time;
@@ -1085,6 +1107,10 @@ BusStats BusImpl::Stats() {
   stats.writes_failing = committer_->writes_failing();
   stats.quarantined = quarantine_->added();
   stats.quarantine_evicted = quarantine_->evicted();
+  const Scheduler::Counts scheduled = scheduler_->counts();
+  stats.scheduled_pending = scheduled.pending;
+  stats.scheduled_fired = scheduled.fired;
+  stats.scheduled_cancelled = scheduled.cancelled;
   MutexLock lock(&registry_.mu);
   for (const auto& [name, e] : registry_.by_name) {
     SubscriberStats s;

@@ -58,6 +58,7 @@ class BusImpl final : public Bus, public CommitListener, public ScopeHost {
   Result<ReplayReport> Replay(const ReplayRequest& request) override;
   Status CancelReplay(uint64_t replay_id, const OperatorAction& action) override;
   Result<ReplayReport> GetReplay(uint64_t replay_id) override;
+  Result<uint64_t> CancelScheduled(const EventId& id, const OperatorAction& action) override;
   Status WaitIdle(std::chrono::milliseconds timeout) override;
   BusStats Stats() override;
   std::string MetricsText() override;

@@ -84,7 +84,8 @@ Status DueOf(const EventSpec& spec, internal::Timeline& timeline, std::optional<
     if (spec.deliver_after->count() < 0) return Status::InvalidArgument("deliver_after is negative");
     const auto after = static_cast<uint64_t>(spec.deliver_after->count());
     if (after >= kLatestDue) return Status::InvalidArgument("deliver_after is too far ahead");
-    *due_ms = timeline.NowMs() + after;
+    // Plus one: NowMs is rounded down, so the delay is never cut short.
+    *due_ms = timeline.NowMs() + after + 1;
   } else if (spec.deliver_at) {
     *due_ms = timeline.AtWall(*spec.deliver_at);
   }
@@ -277,11 +278,12 @@ Result<ScheduledStatus> WriteScope::GetScheduled(const EventId& id) {
   const std::string state_key = storage::TimerStateKey(id);
   std::optional<uint64_t> value;
   for (const internal::Expectation& e : rep->writes.expects) {
-    if (e.version_key == state_key) value = e.Next();  // this unit's own schedule or cancel
+    if (e.version_key == state_key) value = e.Next();  // this unit's own cancel
   }
   if (!value) {
+    // This unit's own schedule (a put of the state) laid over the snapshot.
     storage::Db* db = rep->host->db();
-    auto stored = rep->reader.Get(db, db->cf(storage::Cf::kVersions), state_key, nullptr);
+    auto stored = rep->reader.Get(db, db->cf(storage::Cf::kVersions), state_key, &rep->writes);
     if (!stored.ok()) return stored.status();
     if (!stored->has_value()) return ScheduledStatus{};
     if ((*stored)->size() != 8) return Status::Corruption("state record of " + internal::DescribeTimer(id));

@@ -64,7 +64,9 @@ uint64_t Timeline::NowMs() {
 uint64_t Timeline::AtWall(std::chrono::system_clock::time_point wall) {
   MutexLock lock(&mu_);
   AdvanceLocked();
-  return WallMs(wall) + state_.rewind_ms;
+  // Rounded up to the millisecond: a moment is never reached early.
+  const bool partial = wall.time_since_epoch() % std::chrono::milliseconds(1) != std::chrono::system_clock::duration(0);
+  return WallMs(wall) + (partial && UnixMs(wall) >= 0 ? 1 : 0) + state_.rewind_ms;
 }
 
 std::chrono::system_clock::time_point Timeline::ToWall(uint64_t timeline_ms) {

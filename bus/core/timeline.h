@@ -42,9 +42,11 @@ class Timeline {
   // stored, or {} for a database that never had timers.
   Timeline(const Clock* clock, State stored);
 
-  // The timeline's moment now: never below a moment returned before.
+  // The timeline's moment now, in whole milliseconds passed (rounded
+  // down): never below a moment returned before.
   uint64_t NowMs();
-  // The timeline moment of a wall-clock time (EventSpec::deliver_at).
+  // The timeline moment of a wall-clock time (EventSpec::deliver_at),
+  // rounded up to the millisecond.
   uint64_t AtWall(std::chrono::system_clock::time_point wall);
   // The wall-clock time of a timeline moment, by the current rewind.
   std::chrono::system_clock::time_point ToWall(uint64_t timeline_ms);

@@ -63,6 +63,7 @@ const std::vector<VerbSpec>& Verbs() {
         {"dry-run"}}},
       {"replay-cancel", AdminVerb::kReplayCancel, {{"replay"}, {"operator"}, {"reason"}}},
       {"replay-status", AdminVerb::kReplayStatus, {{"replay"}}},
+      {"scheduled-cancel", AdminVerb::kScheduledCancel, {{"id"}, {"operator"}, {"reason"}, {"dry-run"}}},
   };
   return kVerbs;
 }
@@ -183,6 +184,15 @@ Status Action(const Fields& f, OperatorAction* out) {
   out->operator_name = *who;
   out->reason = *why;
   return Flag("dry-run", f.One("dry-run"), &out->dry_run);
+}
+
+Status ScheduledEventId(const Fields& f, EventId* out) {
+  const std::string* text = f.One("id");
+  if (text == nullptr) return Invalid("id is required: the scheduled event's id");
+  std::optional<EventId> id = EventId::Parse(*text);
+  if (!id) return Invalid("id " + QuotedForMessage(*text) + " is not an event id (8-4-4-4-12 hex digits)");
+  *out = *id;
+  return Status::OK();
 }
 
 Status Time(std::string_view key, const std::string* text, std::chrono::system_clock::time_point* out) {
@@ -418,7 +428,8 @@ Status ParseAdminRequest(std::string_view text, AdminRequest* out) {
   }
   if (verb == nullptr) {
     return Invalid("unknown verb " + QuotedForMessage(verb_name) +
-                   "; known: ping, dlq-redrive, dlq-skip, dlq-purge, replay, replay-cancel, replay-status");
+                   "; known: ping, dlq-redrive, dlq-skip, dlq-purge, replay, replay-cancel, replay-status, "
+                   "scheduled-cancel");
   }
   Fields fields;
   for (int line_no = 2; !rest.empty(); ++line_no) {
@@ -456,6 +467,10 @@ Status ParseAdminRequest(std::string_view text, AdminRequest* out) {
       if (s.ok()) s = Action(fields, &out->action);
       break;
     case AdminVerb::kReplayStatus: s = ReplayId(fields, &out->replay_id); break;
+    case AdminVerb::kScheduledCancel:
+      s = ScheduledEventId(fields, &out->event_id);
+      if (s.ok()) s = Action(fields, &out->action);
+      break;
   }
   if (!s.ok()) {
     *out = AdminRequest{};
@@ -492,6 +507,12 @@ std::string ExecuteAdminRequest(Bus& bus, const AdminRequest& r) {
       return ReplayReply(after);
     }
     case AdminVerb::kReplayStatus: return ReplayReply(bus.GetReplay(r.replay_id));
+    case AdminVerb::kScheduledCancel: {
+      Result<uint64_t> action_id = bus.CancelScheduled(r.event_id, r.action);
+      if (!action_id.ok()) return ErrorReply(action_id.status());
+      return OkReply("{\"action\":\"scheduled-cancel\",\"event_id\":\"" + r.event_id.ToString() + "\",\"dry_run\":" +
+                     (r.action.dry_run ? "true" : "false") + ",\"action_id\":" + std::to_string(*action_id) + "}");
+    }
   }
   return ErrorReply(Status::InvalidArgument("unknown verb"));
 }

@@ -61,15 +61,25 @@ inline constexpr size_t kMaxAdminRequestBytes = 64 << 10;
 // Longest value (after unescaping); names and subjects have tighter rules.
 inline constexpr size_t kMaxAdminValueBytes = 1024;
 
-enum class AdminVerb : uint8_t { kPing, kDlqRedrive, kDlqSkip, kDlqPurge, kReplay, kReplayCancel, kReplayStatus };
+enum class AdminVerb : uint8_t {
+  kPing,
+  kDlqRedrive,
+  kDlqSkip,
+  kDlqPurge,
+  kReplay,
+  kReplayCancel,
+  kReplayStatus,
+  kScheduledCancel,
+};
 
 // A checked request.
 struct AdminRequest {
   AdminVerb verb = AdminVerb::kPing;
   DeadLetterSelection selection;  // dlq-*: all=true leaves every filter empty
-  OperatorAction action;          // dlq-*, replay-cancel
+  OperatorAction action;          // dlq-*, replay-cancel, scheduled-cancel
   ReplayRequest replay;           // replay (its own action)
   uint64_t replay_id = 0;         // replay-cancel, replay-status
+  EventId event_id;               // scheduled-cancel
 };
 
 // Parses and checks untrusted request text (the whole of it: nothing may

@@ -120,12 +120,7 @@ walbus::Status Send(walbus::Bus& bus, const char* type, const std::string& reser
 // Waits until no scheduled event is pending and every event is handled.
 walbus::Status WaitForTimers(walbus::Bus& bus) {
   const auto deadline = std::chrono::steady_clock::now() + 30s;
-  for (;;) {
-    double pending = 0;
-    for (const walbus::MetricFamily& f : bus.Metrics()) {
-      if (f.name == "walbus_scheduled_pending" && !f.samples.empty()) pending = f.samples[0].value;
-    }
-    if (pending == 0) break;
+  while (bus.Stats().scheduled_pending > 0) {
     if (std::chrono::steady_clock::now() > deadline) return walbus::Status::TimedOut("timers still pending");
     std::this_thread::sleep_for(20ms);
   }

@@ -23,7 +23,10 @@ TEST(TimelineTest, FollowsTheWallClock) {
   EXPECT_EQ(timeline.NowMs(), WallMs(clock));
   clock.Advance(1500ms);
   EXPECT_EQ(timeline.NowMs(), WallMs(clock));
-  EXPECT_EQ(timeline.AtWall(clock.WallNow() + 1min), WallMs(clock) + 60000);
+  const auto whole_ms = std::chrono::floor<std::chrono::milliseconds>(clock.WallNow());
+  EXPECT_EQ(timeline.AtWall(whole_ms + 1min), WallMs(clock) + 60000);
+  // A moment between two milliseconds falls due at the later one.
+  EXPECT_EQ(timeline.AtWall(whole_ms + 1min + 1us), WallMs(clock) + 60001);
 }
 
 TEST(TimelineTest, AStepBackIsRewoundAndTimeGoesOnAtTheMonotonicPace) {
@@ -36,7 +39,7 @@ TEST(TimelineTest, AStepBackIsRewoundAndTimeGoesOnAtTheMonotonicPace) {
   EXPECT_EQ(timeline.NowMs(), start + 10000);
   EXPECT_EQ(timeline.state().rewind_ms, uint64_t{7 * 24 * 3600 * 1000});
   // A wall-clock time names the same moment as the rewound wall clock.
-  EXPECT_EQ(timeline.AtWall(clock.WallNow()), timeline.NowMs());
+  EXPECT_EQ(timeline.AtWall(std::chrono::floor<std::chrono::milliseconds>(clock.WallNow())), timeline.NowMs());
   EXPECT_EQ(std::chrono::duration_cast<std::chrono::milliseconds>(timeline.ToWall(timeline.NowMs()) - clock.WallNow()),
             0ms);
 }

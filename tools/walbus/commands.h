@@ -18,6 +18,8 @@ void AddEventCommands(CLI::App* app, Runners* runners);
 void AddDeadLetterCommands(CLI::App* app, Runners* runners);
 // quarantine ls|show (quarantine_commands.cc).
 void AddQuarantineCommands(CLI::App* app, Runners* runners);
+// scheduled ls|show|cancel (scheduled_commands.cc).
+void AddScheduledCommands(CLI::App* app, Runners* runners);
 // replay: start, --status, --cancel (replay_command.cc).
 void AddReplayCommand(CLI::App* app, Runners* runners);
 // get, scan: the application's column families (state_commands.cc).

@@ -127,6 +127,36 @@ std::string QuarantineTable(const std::vector<QuarantineEntry>& entries);
 std::string QuarantineText(const QuarantineEntry& entry);
 std::string QuarantineJson(const QuarantineEntry& entry);
 
+// ---- scheduled events (inspect_scheduled.cc) ----
+
+// One scheduled event: its state record, and while pending its timer.
+struct ScheduledEntry {
+  EventId id;
+  // "pending", "fired", "cancelled"; "unknown" when never scheduled here,
+  // "unreadable" for a malformed record.
+  std::string state;
+  // Wall-clock unix ms, by the rewind stored with the database's timeline
+  // (docs/time.md): pending, when it falls due; fired and cancelled, when
+  // that happened.
+  int64_t at_ms = 0;
+  // Pending only: when it was scheduled, and the event (event_ok false
+  // with `error` when its record cannot be read).
+  int64_t scheduled_ms = 0;
+  bool event_ok = false;
+  Event event;
+  PayloadReading payload;
+  std::string error;
+};
+// Pending scheduled events in the order they fall due, at most `limit`.
+Status ListScheduled(const std::string& dir, std::vector<ScheduledEntry>* out, size_t limit);
+// Where the event `id` stands; *found is false when it was never scheduled.
+Status FindScheduled(const std::string& dir, const EventId& id, ScheduledEntry* out, bool* found);
+// A header and one row per entry: due, id, type, subject; every field of
+// one; one JSON object.
+std::string ScheduledTable(const std::vector<ScheduledEntry>& entries);
+std::string ScheduledText(const ScheduledEntry& entry);
+std::string ScheduledJson(const ScheduledEntry& entry);
+
 // ---- events: the outbox, one event's story, the inbox, export ----
 
 // Which outbox entries a listing shows. Empty strings and unset times

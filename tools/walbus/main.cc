@@ -68,6 +68,7 @@ int main(int argc, char** argv) {
   tools::AddBridgeCommand(&app, &runners);
   tools::AddDeadLetterCommands(&app, &runners);
   tools::AddQuarantineCommands(&app, &runners);
+  tools::AddScheduledCommands(&app, &runners);
   tools::AddEventCommands(&app, &runners);
   tools::AddStateCommands(&app, &runners);
   tools::AddSchemaCommand(&app, &runners);

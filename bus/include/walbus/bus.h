@@ -265,6 +265,13 @@ class WALBUS_EXPORT Bus {
   [[nodiscard]] virtual Status CancelReplay(uint64_t replay_id, const OperatorAction& action) = 0;
   // The record of one replay, its counts up to date. NotFound when none.
   [[nodiscard]] virtual Result<ReplayReport> GetReplay(uint64_t replay_id) = 0;
+  // An operator's cancel of a scheduled event (`walbus scheduled cancel`):
+  // WriteScope::CancelScheduled in a unit of its own, recorded (who, why,
+  // when) as an operator action in the same commit. Returns the action's
+  // id; 0 for a dry run, which only checks that the event is pending.
+  // InvalidArgument without an operator name and a reason; NotFound and
+  // Conflict as CancelScheduled.
+  [[nodiscard]] virtual Result<uint64_t> CancelScheduled(const EventId& id, const OperatorAction& action) = 0;
 
   // The counters of this bus; after Close(), the last ones.
   virtual BusStats Stats() = 0;

@@ -48,6 +48,9 @@ struct BusStats {
   bool writes_failing = false;
   uint64_t quarantined = 0;                  // Inputs refused into quarantine, ever.
   uint64_t quarantine_evicted = 0;           // Oldest quarantine entries dropped for the bounds.
+  uint64_t scheduled_pending = 0;            // Scheduled events waiting for their time (docs/time.md).
+  uint64_t scheduled_fired = 0;              // Scheduled events that entered the outbox, ever.
+  uint64_t scheduled_cancelled = 0;          // Scheduled events cancelled before they fired, ever.
   std::vector<SubscriberStats> subscribers;  // One per active subscriber.
 };
 

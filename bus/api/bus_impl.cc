@@ -1042,7 +1042,7 @@ void BusImpl::WriteScheduledMetrics(MetricsWriter& w, bool read_storage) {
   w.Family("walbus_scheduled_pending", MetricType::kGauge,
            "Scheduled events waiting for their time (not in the outbox, not backlog).");
   w.Sample("walbus_scheduled_pending", {}, static_cast<double>(counts.pending));
-  if (const auto next = scheduler_->next_due_ms()) {
+  if (const auto next = read_storage ? scheduler_->next_due_ms() : std::nullopt) {
     w.Family("walbus_scheduled_next_due_seconds", MetricType::kGauge,
              "Seconds until the next scheduled event falls due; negative when it is overdue.");
     const double now_ms = static_cast<double>(timeline_->NowMs());

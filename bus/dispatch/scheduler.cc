@@ -220,9 +220,23 @@ Scheduler::Counts Scheduler::counts() const {
 }
 
 std::optional<uint64_t> Scheduler::next_due_ms() const {
+  if (pending_.load(std::memory_order_relaxed) == 0) return std::nullopt;
+  if (earliest_added_.load() == 0) {
+    // The dispatcher has not looked yet since the open (the start value):
+    // the first pending timer is the answer.
+    std::optional<uint64_t> first;
+    Status s =
+        db_->ScanRange(db_->cf(storage::Cf::kTimers), nullptr, {}, false, [&](std::string_view key, std::string_view) {
+          uint64_t due_ms = 0;
+          EventId id;
+          if (storage::ParseTimerKey(key, &due_ms, &id)) first = due_ms;
+          return false;
+        });
+    return s.ok() ? first : std::nullopt;
+  }
   const uint64_t next =
       std::min(next_due_.load(std::memory_order_relaxed), earliest_added_.load(std::memory_order_relaxed));
-  if (next == kNone || pending_.load(std::memory_order_relaxed) == 0) return std::nullopt;
+  if (next == kNone) return std::nullopt;
   return next;
 }
 

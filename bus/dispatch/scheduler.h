@@ -68,7 +68,8 @@ class Scheduler {
   // As Load() found them.
   Counts counts_at_open() const { return at_open_; }
   // The next due moment as far as the scheduler knows (a cancelled timer
-  // may still hold it); nullopt when none waits.
+  // may still hold it); nullopt when none waits. Any thread. REQUIRES:
+  // storage is open (before the dispatcher's first look it seeks).
   std::optional<uint64_t> next_due_ms() const;
   // Pending timers due by now, counted up to `cap`. Any thread: reads
   // storage. REQUIRES: storage is open.

@@ -126,16 +126,21 @@ class PayloadWalk {
 
   // A union field: its type tag is the field before it (flatc's layout).
   // A tag the schema does not know is a newer producer's member: skipped.
+  // A value without a tag (absent or NONE) is refused: no flatc-built
+  // writer stores one, and readers that take the tag from the field
+  // stored before it (FlatBuffers' own JSON printer) would follow an
+  // offset this walk never checked.
   bool Union(const flatbuffers::Table& table, const reflection::Field& field, const uint8_t* slot, const Where* where) {
     const auto tag_field = static_cast<flatbuffers::voffset_t>(field.offset() - sizeof(flatbuffers::voffset_t));
     const flatbuffers::voffset_t tag_at = table.GetOptionalFieldOffset(tag_field);
     if (tag_at != 0 && !Inline(reinterpret_cast<const uint8_t*>(&table) + tag_at, 1, 1, where)) return false;
     const uint8_t tag = table.GetField<uint8_t>(tag_field, 0);
+    if (tag == 0) return Fail(where, "a union value without its type (its _type field is absent or NONE)");
     return Member(*schema_.enums()->Get(field.type()->index()), tag, slot, where);
   }
 
   bool Member(const reflection::Enum& union_enum, uint8_t tag, const uint8_t* slot, const Where* where) {
-    if (tag == 0) return true;  // NONE
+    if (tag == 0) return true;  // NONE: an empty member of a vector of unions
     const reflection::Type* member = nullptr;
     for (const reflection::EnumVal* value : *union_enum.values()) {
       if (value->value() == tag) member = value->union_type();

@@ -180,6 +180,39 @@ TEST(PayloadContractTest, NestingIsBounded) {
   EXPECT_NE(s.message().find("nested deeper than 64"), std::string::npos) << s.ToString();
 }
 
+// A union value stored without its type: FlatBuffers' JSON printer takes
+// the tag from whichever field was stored before it and follows the
+// value's offset as that member, where this walk would have checked
+// nothing. Built by hand: flatc writes the tag whenever it writes a value.
+std::string UnionValueTagged(const uint8_t* tag) {
+  flatbuffers::FlatBufferBuilder b;
+  const auto text = b.CreateString("leave at door");
+  flatbuffers::uoffset_t start = b.StartTable();
+  b.AddOffset(4, text);  // Note.text
+  const flatbuffers::Offset<flatbuffers::Table> note(b.EndTable(start));
+  const auto order_id = b.CreateString("o");
+  start = b.StartTable();
+  b.AddOffset(4, order_id);                             // OrderApproved.order_id, field 0
+  b.AddElement<int32_t>(6, 7, 3);                       // priority, field 1: a present field before the union
+  if (tag != nullptr) b.AddElement<uint8_t>(16, *tag);  // extra_type, field 6, stored even when NONE
+  b.AddOffset(18, note);                                // extra, field 7
+  b.Finish(flatbuffers::Offset<flatbuffers::Table>(b.EndTable(start)), "ORDA");
+  return std::string(reinterpret_cast<const char*>(b.GetBufferPointer()), b.GetSize());
+}
+
+TEST(PayloadContractTest, AUnionValueWithoutItsTypeIsRefused) {
+  const PayloadContract contract = Contract(kSchema);
+  const uint8_t note = 1;
+  EXPECT_TRUE(contract.Verify(UnionValueTagged(&note)).ok()) << contract.Verify(UnionValueTagged(&note)).ToString();
+  const uint8_t none = 0;
+  for (const uint8_t* tag : {static_cast<const uint8_t*>(nullptr), &none}) {
+    const Status s = contract.Verify(UnionValueTagged(tag));
+    ASSERT_TRUE(s.IsInvalidArgument()) << (tag == nullptr ? "absent" : "NONE");
+    EXPECT_NE(s.message().find("orders.OrderApproved.extra: a union value without its type"), std::string::npos)
+        << s.ToString();
+  }
+}
+
 TEST(PayloadContractTest, OffsetsSharedManyTimesAreBounded) {
   // 3000 lines that all point at one table whose every sku points at one
   // string is small; a vector of 3000 such tables pointing at one table

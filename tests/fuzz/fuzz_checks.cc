@@ -606,8 +606,9 @@ bool EveryNameDeclarable(const reflection::Schema& s) {
 // `walbus schema show` writes a schema back as source: when that source
 // parses, no compatibility rule may tell it from the schema it came from.
 bool CheckSchemaText(const internal::BinarySchema& schema, std::string* why) {
-  const std::string text = internal::SchemaSourceText(schema);
-  if (!EveryNameDeclarable(schema.schema())) return true;
+  std::vector<std::string> hidden;
+  const std::string text = internal::SchemaSourceText(schema, &hidden);
+  if (!EveryNameDeclarable(schema.schema()) || !hidden.empty()) return true;
   auto again = internal::ParseSchemaSource(text, "", "shown.fbs");
   if (!again.ok()) return true;
   std::vector<std::string> lines = internal::CompatibilityViolations(schema, *again);

@@ -68,7 +68,13 @@ std::string RealText(double value) {
 // union) comes before it.
 class SchemaWriter {
  public:
-  explicit SchemaWriter(const reflection::Schema& schema) : schema_(schema) {}
+  explicit SchemaWriter(const reflection::Schema& schema) : schema_(schema) {
+    for (const auto* object : *schema_.objects()) object_names_.insert(object->name()->str());
+    for (const auto* e : *schema_.enums()) enum_names_.insert(e->name()->str());
+  }
+
+  // What Write() could not name (see SchemaSourceText).
+  const std::vector<std::string>& hidden() const { return hidden_; }
 
   std::string Write() {
     DeclareAttributes();
@@ -98,6 +104,33 @@ class SchemaWriter {
       return EnumName(index);
     }
     return ScalarName(base);
+  }
+
+  // flatc looks up a type name written in namespace N innermost first
+  // (N.name, then each enclosing namespace's, then the name as written),
+  // enums before objects; there is no way to write "from the top". So a
+  // type written by its full name still resolves to a nearer type whose
+  // name ends the same way, when the schema has one.
+  bool Hidden(const std::string& qualified, bool is_enum) const {
+    for (std::string space = namespace_; !space.empty(); space = NamespaceOf(space)) {
+      const std::string nearer = space + "." + qualified;
+      if (enum_names_.count(nearer) != 0 || (!is_enum && object_names_.count(nearer) != 0)) return true;
+    }
+    return !is_enum && enum_names_.count(qualified) != 0;
+  }
+
+  // A comment line before a declaration whose type cannot be named from
+  // here, so a reader of the source is not misled; empty otherwise.
+  std::string HiddenNote(const reflection::Type& type) {
+    const bool element = type.base_type() == BaseType::Vector || type.base_type() == BaseType::Array;
+    const BaseType base = element ? type.element() : type.base_type();
+    if (type.index() < 0 || !(base == BaseType::Obj || base == BaseType::Union || base <= BaseType::ULong)) return "";
+    const bool is_enum = base != BaseType::Obj;
+    const std::string qualified = is_enum ? EnumName(type.index()) : ObjectName(type.index());
+    if (!Hidden(qualified, is_enum)) return "";
+    hidden_.push_back(qualified + " from namespace " + namespace_);
+    return "  // " + qualified + " is meant: a nearer type of that name hides it in namespace " + namespace_ +
+           ", so this line reads back as that type\n";
   }
 
   std::string TypeName(const reflection::Type& type) const {
@@ -185,7 +218,10 @@ class SchemaWriter {
     for (const auto* value : *e.values()) {
       if (e.is_union() && value->value() == 0) continue;  // NONE
       std::string line = "  " + value->name()->str();
-      if (e.is_union()) line += ": " + TypeName(*value->union_type());
+      if (e.is_union()) {
+        out_ += HiddenNote(*value->union_type());
+        line += ": " + TypeName(*value->union_type());
+      }
       // A flag is declared by its bit's position.
       const int64_t declared = bit_flags ? std::countr_zero(static_cast<uint64_t>(value->value())) : value->value();
       out_ += line + " = " + std::to_string(declared) + ",\n";
@@ -257,6 +293,7 @@ class SchemaWriter {
       if (field->deprecated()) field_flags.push_back("deprecated");
       if (field->required()) field_flags.push_back("required");
       if (field->key()) field_flags.push_back("key");
+      out_ += HiddenNote(type);
       out_ += "  " + field->name()->str() + ": " + TypeName(type) + DefaultText(*field) +
               AttributeText(field_flags, field->attributes()) + ";\n";
     }
@@ -274,12 +311,20 @@ class SchemaWriter {
   }
 
   const reflection::Schema& schema_;
+  std::set<std::string> object_names_;
+  std::set<std::string> enum_names_;
   std::string out_;
   std::string namespace_;
+  std::vector<std::string> hidden_;
 };
 
 }  // namespace
 
-std::string SchemaSourceText(const BinarySchema& schema) { return SchemaWriter(schema.schema()).Write(); }
+std::string SchemaSourceText(const BinarySchema& schema, std::vector<std::string>* hidden) {
+  SchemaWriter writer(schema.schema());
+  std::string text = writer.Write();
+  if (hidden != nullptr) *hidden = writer.hidden();
+  return text;
+}
 
 }  // namespace walbus::internal

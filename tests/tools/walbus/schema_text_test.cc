@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <vector>
 
 #include "tools/walbus/schema_source.h"
 
@@ -77,6 +78,28 @@ TEST(SchemaTextTest, WritesASchemaInTheRootNamespace) {
   ASSERT_TRUE(original.ok());
   EXPECT_EQ(SchemaSourceText(*original),
             "table Ping {\n  at: long;\n}\n\nroot_type Ping;\nfile_identifier \"PING\";\n");
+}
+
+TEST(SchemaTextTest, SaysWhereANearerTypeHidesTheOneMeant) {
+  // flatc resolves `orders.Line` in Order to the outer type: shop.orders.Line
+  // is declared only after Order. Written back with Line first, or in any
+  // order, the same words would name shop.orders.Line.
+  auto original = ParseSchemaSource(
+      "namespace orders; table Line { sku: string; }\n"
+      "namespace shop.orders; table Order { lines: [orders.Line]; } table Line { qty: int; }\n"
+      "root_type Order; file_identifier \"SHOP\";\n",
+      "", "shop.fbs");
+  ASSERT_TRUE(original.ok()) << original.status().ToString();
+  std::vector<std::string> hidden;
+  const std::string text = SchemaSourceText(*original, &hidden);
+  EXPECT_EQ(hidden, std::vector<std::string>{"orders.Line from namespace shop.orders"}) << text;
+  EXPECT_NE(text.find("  // orders.Line is meant: a nearer type of that name hides it in namespace shop.orders, so "
+                      "this line reads back as that type\n  lines: [orders.Line];\n"),
+            std::string::npos)
+      << text;
+  std::vector<std::string> none;
+  (void)SchemaSourceText(*ParseSchemaSource(kEverySchemaFeature, "", "orders.fbs"), &none);
+  EXPECT_TRUE(none.empty()) << none.front();
 }
 
 }  // namespace

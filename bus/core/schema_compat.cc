@@ -289,8 +289,9 @@ bool FieldTypeFits(const reflection::Schema& s, const reflection::Type& t, bool 
   return e.is_union() == union_typed && (union_typed || e.underlying_type()->base_type() == element);
 }
 
-// Whether an integer default fits its field's type (a bool's is 0 or 1);
-// a long's or ulong's always does (a ulong's is stored as its bits).
+// Whether an integer default fits its field's type as flatc stores it (a
+// bool's is 0 or 1). A ulong's is never negative: flatc stores a ulong
+// default above 2^63-1 as 0, so no schema of its has the bits of one.
 bool DefaultInRange(BaseType t, int64_t v) {
   switch (t) {
     case BaseType::Bool: return v == 0 || v == 1;
@@ -300,6 +301,7 @@ bool DefaultInRange(BaseType t, int64_t v) {
     case BaseType::UShort: return v >= 0 && v <= UINT16_MAX;
     case BaseType::Int: return v >= INT32_MIN && v <= INT32_MAX;
     case BaseType::UInt: return v >= 0 && v <= UINT32_MAX;
+    case BaseType::ULong: return v >= 0;
     default: return true;
   }
 }

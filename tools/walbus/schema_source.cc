@@ -2,6 +2,8 @@
 
 #include <flatbuffers/idl.h>
 
+#include <cstdint>
+
 namespace walbus::internal {
 namespace {
 
@@ -14,6 +16,27 @@ std::string FlatcVerdict(const BinarySchema& prev, const BinarySchema& next) {
     return {};
   }
   return candidate.ConformTo(base);
+}
+
+// flatc's binary schema keeps an integer default as an int64 and stores a
+// ulong default above 2^63-1 as 0: the schema walbus registers would
+// then disagree with the .fbs an application's code was generated from.
+Status CheckUlongDefaults(const flatbuffers::Parser& parser, const std::string& file_name) {
+  for (const flatbuffers::StructDef* object : parser.structs_.vec) {
+    for (const flatbuffers::FieldDef* field : object->fields.vec) {
+      if (field->value.type.base_type != flatbuffers::BASE_TYPE_ULONG || field->IsScalarOptional()) continue;
+      uint64_t value = 0;
+      if (flatbuffers::StringToNumber(field->value.constant.c_str(), &value) &&
+          value > static_cast<uint64_t>(INT64_MAX)) {
+        return Status::InvalidArgument(file_name + ": " + object->name + "." + field->name + ": the default " +
+                                       field->value.constant +
+                                       " is above 9223372036854775807 (2^63-1), which a binary schema cannot hold "
+                                       "(flatc stores it as 0); choose a smaller default or make the field optional "
+                                       "(= null)");
+      }
+    }
+  }
+  return Status::OK();
 }
 
 }  // namespace
@@ -30,6 +53,7 @@ Result<BinarySchema> ParseSchemaSource(std::string_view source, const std::strin
   if (!parser.Parse(text.c_str(), include_dir.empty() ? nullptr : include_paths, file_name.c_str())) {
     return Status::InvalidArgument(file_name + ": " + parser.error_);
   }
+  if (Status s = CheckUlongDefaults(parser, file_name); !s.ok()) return s;
   parser.Serialize();
   auto schema = BinarySchema::FromBytes(
       std::string(reinterpret_cast<const char*>(parser.builder_.GetBufferPointer()), parser.builder_.GetSize()));

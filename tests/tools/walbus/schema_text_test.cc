@@ -37,7 +37,7 @@ table OrderApproved (walbus_event: "orders.order-approved.v1") {
   weight: double = -inf (id: 5, unit: "kg");
   ratio: float = 0.5 (id: 6);
   spare: double = nan (id: 7);
-  big: ulong = 18446744073709551615 (id: 8);
+  big: ulong = 9223372036854775807 (id: 8);
   delta: byte = -7 (id: 9);
   rush: bool = true (id: 10);
   maybe: int = null (id: 11);

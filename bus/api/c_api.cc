@@ -92,6 +92,15 @@ int MissingArgument(char** err, const char* what) {
   return Fail(err, WALBUS_INVALID_ARGUMENT, message);
 }
 
+// Parses an event id argument; a code other than WALBUS_OK when it is none.
+int ParseId(const char* id, walbus::EventId* out, char** err) {
+  if (id == nullptr) return MissingArgument(err, "id");
+  std::optional<walbus::EventId> parsed = walbus::EventId::Parse(id);
+  if (!parsed) return Fail(err, WALBUS_INVALID_ARGUMENT, std::string("InvalidArgument: not an event id: ") + id);
+  *out = *parsed;
+  return WALBUS_OK;
+}
+
 int ScopePut(walbus::WriteScope* scope, const char* cf, const char* key, size_t key_len, const char* value,
              size_t value_len, char** err) {
   return Guard(err, [&] {
@@ -244,7 +253,37 @@ int ScopeExpectVersion(walbus::WriteScope* scope, const char* cf, const char* ke
   });
 }
 
-int ScopePublishSpec(walbus::WriteScope* scope, const walbus_event_spec* spec, char* id, char** err) {
+// When a published event falls due: at once when neither is set.
+struct Due {
+  std::optional<int64_t> at_unix_ms;
+  std::optional<uint64_t> after_ms;
+};
+
+// Sets e's deliver_at or deliver_after from `due`; a code other than
+// WALBUS_OK when the moment lies beyond what the clock can hold.
+int ApplyDue(const Due& due, walbus::EventSpec* e, char** err) {
+  using std::chrono::milliseconds;
+  constexpr int64_t kClockMs =
+      std::chrono::duration_cast<milliseconds>(std::chrono::system_clock::duration::max()).count();
+  if (due.at_unix_ms) {
+    if (*due.at_unix_ms > kClockMs || *due.at_unix_ms < -kClockMs) {
+      return Fail(err, WALBUS_INVALID_ARGUMENT,
+                  "InvalidArgument: deliver_at_unix_ms " + std::to_string(*due.at_unix_ms) +
+                      " lies beyond the clock's range (about the years 1678 to 2262)");
+    }
+    e->deliver_at = walbus::internal::FromUnixMillis(*due.at_unix_ms);
+  }
+  if (due.after_ms) {
+    if (*due.after_ms > static_cast<uint64_t>(kClockMs)) {
+      return Fail(err, WALBUS_INVALID_ARGUMENT,
+                  "InvalidArgument: delay_ms " + std::to_string(*due.after_ms) + " lies beyond the clock's range");
+    }
+    e->deliver_after = milliseconds(static_cast<int64_t>(*due.after_ms));
+  }
+  return WALBUS_OK;
+}
+
+int ScopePublishSpec(walbus::WriteScope* scope, const walbus_event_spec* spec, const Due& due, char* id, char** err) {
   return Guard(err, [&] {
     if (spec == nullptr) return MissingArgument(err, "spec");
     if (spec->type == nullptr) return MissingArgument(err, "spec->type");
@@ -258,9 +297,35 @@ int ScopePublishSpec(walbus::WriteScope* scope, const walbus_event_spec* spec, c
     if (spec->content_type != nullptr) e.content_type = spec->content_type;
     if (spec->source != nullptr) e.source = spec->source;
     if (spec->traceparent != nullptr) e.traceparent = spec->traceparent;
+    if (int code = ApplyDue(due, &e, err); code != WALBUS_OK) return code;
     walbus::Result<walbus::EventId> r = scope->Publish(e);
     if (!r.ok()) return Report(r.status(), err);
     if (id != nullptr) std::snprintf(id, 37, "%s", r->ToString().c_str());
+    return static_cast<int>(WALBUS_OK);
+  });
+}
+
+int ScopeCancelScheduled(walbus::WriteScope* scope, const char* id, char** err) {
+  return Guard(err, [&] {
+    walbus::EventId parsed;
+    if (int code = ParseId(id, &parsed, err); code != WALBUS_OK) return code;
+    return Report(scope->CancelScheduled(parsed), err);
+  });
+}
+
+int ScopeGetScheduled(walbus::WriteScope* scope, const char* id, int* state, int64_t* at_unix_ms, char** err) {
+  return Guard(err, [&] {
+    if (state == nullptr) return MissingArgument(err, "state");
+    walbus::EventId parsed;
+    if (int code = ParseId(id, &parsed, err); code != WALBUS_OK) return code;
+    walbus::Result<walbus::ScheduledStatus> status = scope->GetScheduled(parsed);
+    if (!status.ok()) return Report(status.status(), err);
+    static_assert(static_cast<int>(walbus::ScheduledStatus::State::kCancelled) == WALBUS_SCHEDULED_CANCELLED);
+    *state = static_cast<int>(status->state);
+    if (at_unix_ms != nullptr) {
+      *at_unix_ms =
+          status->state == walbus::ScheduledStatus::State::kUnknown ? 0 : walbus::internal::ToUnixMillis(status->at);
+    }
     return static_cast<int>(WALBUS_OK);
   });
 }
@@ -530,7 +595,28 @@ void walbus_event_spec_init(walbus_event_spec* spec) {
 
 int walbus_tx_publish_spec(walbus_tx_t* tx, const walbus_event_spec* spec, char* id, char** err) {
   if (tx == nullptr) return MissingArgument(err, "tx");
-  return ScopePublishSpec(&tx->tx, spec, id, err);
+  return ScopePublishSpec(&tx->tx, spec, Due{}, id, err);
+}
+
+int walbus_tx_publish_at(walbus_tx_t* tx, const walbus_event_spec* spec, int64_t deliver_at_unix_ms, char* id,
+                         char** err) {
+  if (tx == nullptr) return MissingArgument(err, "tx");
+  return ScopePublishSpec(&tx->tx, spec, Due{deliver_at_unix_ms, std::nullopt}, id, err);
+}
+
+int walbus_tx_publish_after(walbus_tx_t* tx, const walbus_event_spec* spec, uint64_t delay_ms, char* id, char** err) {
+  if (tx == nullptr) return MissingArgument(err, "tx");
+  return ScopePublishSpec(&tx->tx, spec, Due{std::nullopt, delay_ms}, id, err);
+}
+
+int walbus_tx_cancel_scheduled(walbus_tx_t* tx, const char* id, char** err) {
+  if (tx == nullptr) return MissingArgument(err, "tx");
+  return ScopeCancelScheduled(&tx->tx, id, err);
+}
+
+int walbus_tx_get_scheduled(walbus_tx_t* tx, const char* id, int* state, int64_t* at_unix_ms, char** err) {
+  if (tx == nullptr) return MissingArgument(err, "tx");
+  return ScopeGetScheduled(&tx->tx, id, state, at_unix_ms, err);
 }
 
 int walbus_ctx_delete(walbus_ctx_t* ctx, const char* column_family, const char* key, size_t key_len, char** err) {
@@ -552,7 +638,29 @@ int walbus_ctx_expect_version(walbus_ctx_t* ctx, const char* column_family, cons
 
 int walbus_ctx_publish_spec(walbus_ctx_t* ctx, const walbus_event_spec* spec, char* id, char** err) {
   if (ctx == nullptr) return MissingArgument(err, "ctx");
-  return ScopePublishSpec(ctx->ctx, spec, id, err);
+  return ScopePublishSpec(ctx->ctx, spec, Due{}, id, err);
+}
+
+int walbus_ctx_publish_at(walbus_ctx_t* ctx, const walbus_event_spec* spec, int64_t deliver_at_unix_ms, char* id,
+                          char** err) {
+  if (ctx == nullptr) return MissingArgument(err, "ctx");
+  return ScopePublishSpec(ctx->ctx, spec, Due{deliver_at_unix_ms, std::nullopt}, id, err);
+}
+
+int walbus_ctx_publish_after(walbus_ctx_t* ctx, const walbus_event_spec* spec, uint64_t delay_ms, char* id,
+                             char** err) {
+  if (ctx == nullptr) return MissingArgument(err, "ctx");
+  return ScopePublishSpec(ctx->ctx, spec, Due{std::nullopt, delay_ms}, id, err);
+}
+
+int walbus_ctx_cancel_scheduled(walbus_ctx_t* ctx, const char* id, char** err) {
+  if (ctx == nullptr) return MissingArgument(err, "ctx");
+  return ScopeCancelScheduled(ctx->ctx, id, err);
+}
+
+int walbus_ctx_get_scheduled(walbus_ctx_t* ctx, const char* id, int* state, int64_t* at_unix_ms, char** err) {
+  if (ctx == nullptr) return MissingArgument(err, "ctx");
+  return ScopeGetScheduled(ctx->ctx, id, state, at_unix_ms, err);
 }
 
 void walbus_subscriber_options_init(walbus_subscriber_options* options) {
@@ -610,12 +718,11 @@ int walbus_wait_caught_up(walbus_t* bus, uint64_t timeout_ms, char** err) {
 int walbus_wait_event(walbus_t* bus, uint64_t seq, const char* id, uint64_t timeout_ms, char** err) {
   return Guard(err, [&] {
     if (bus == nullptr) return MissingArgument(err, "bus");
-    if (id == nullptr) return MissingArgument(err, "id");
-    std::optional<walbus::EventId> parsed = walbus::EventId::Parse(id);
-    if (!parsed) return Fail(err, WALBUS_INVALID_ARGUMENT, std::string("InvalidArgument: not an event id: ") + id);
+    walbus::EventId parsed;
+    if (int code = ParseId(id, &parsed, err); code != WALBUS_OK) return code;
     walbus::Receipt receipt;
     receipt.first_seq = seq;
-    receipt.event_ids = {*parsed};
+    receipt.event_ids = {parsed};
     std::vector<walbus::DeliveryState> states;
     return Report(bus->bus->WaitHandled(receipt, {}, std::chrono::milliseconds(timeout_ms), &states), err);
   });
@@ -624,11 +731,10 @@ int walbus_wait_event(walbus_t* bus, uint64_t seq, const char* id, uint64_t time
 int walbus_event_status(walbus_t* bus, const char* id, walbus_delivery** deliveries, size_t* count, char** err) {
   return Guard(err, [&] {
     if (bus == nullptr) return MissingArgument(err, "bus");
-    if (id == nullptr) return MissingArgument(err, "id");
     if (deliveries == nullptr || count == nullptr) return MissingArgument(err, "deliveries");
-    std::optional<walbus::EventId> parsed = walbus::EventId::Parse(id);
-    if (!parsed) return Fail(err, WALBUS_INVALID_ARGUMENT, std::string("InvalidArgument: not an event id: ") + id);
-    walbus::Result<std::vector<walbus::DeliveryState>> states = bus->bus->EventStatus(*parsed);
+    walbus::EventId parsed;
+    if (int code = ParseId(id, &parsed, err); code != WALBUS_OK) return code;
+    walbus::Result<std::vector<walbus::DeliveryState>> states = bus->bus->EventStatus(parsed);
     if (int code = Report(states.status(), err); code != WALBUS_OK) return code;
     *deliveries = CopyDeliveries(*states);
     *count = states->size();
@@ -731,6 +837,9 @@ int walbus_stats(walbus_t* bus, walbus_bus_stats** stats, char** err) {
     out->commits = s.commits;
     out->nsubscribers = s.subscribers.size();
     out->subscribers = subs;
+    out->scheduled_pending = s.scheduled_pending;
+    out->scheduled_fired = s.scheduled_fired;
+    out->scheduled_cancelled = s.scheduled_cancelled;
     for (size_t i = 0; i < s.subscribers.size(); ++i) {
       const walbus::SubscriberStats& from = s.subscribers[i];
       std::memcpy(names, from.name.c_str(), from.name.size() + 1);

@@ -307,6 +307,147 @@ static void Operations(walbus_t* bus) {
   walbus_free_error(err);
 }
 
+// Scheduled events: "reminders.due.v1" events count by their data when
+// they fire; a "reminders.cancel.v1" event's handler cancels the scheduled
+// event its data names, reading where it stands first.
+struct Reminders {
+  atomic_int now;
+  atomic_int soon;
+  atomic_int later;
+  atomic_int cancelled_pending;  // the handler saw it pending, then cancelled it
+};
+
+static int Remind(void* user, const walbus_event* event, walbus_ctx_t* ctx) {
+  struct Reminders* r = user;
+  if (strcmp(event->type, "reminders.cancel.v1") == 0) {
+    char id[37];
+    snprintf(id, sizeof(id), "%.*s", (int)event->data_len, event->data);
+    int state = -1;
+    char* err = NULL;
+    int code = walbus_ctx_get_scheduled(ctx, id, &state, NULL, &err);
+    if (code == WALBUS_OK && state == WALBUS_SCHEDULED_PENDING) code = walbus_ctx_cancel_scheduled(ctx, id, &err);
+    walbus_free_error(err);
+    if (code != WALBUS_OK) return WALBUS_RETRY;
+    if (state == WALBUS_SCHEDULED_PENDING) atomic_fetch_add(&r->cancelled_pending, 1);
+    return WALBUS_DONE;
+  }
+  if (event->data_len == 3 && memcmp(event->data, "now", 3) == 0) atomic_fetch_add(&r->now, 1);
+  if (event->data_len == 4 && memcmp(event->data, "soon", 4) == 0) atomic_fetch_add(&r->soon, 1);
+  if (event->data_len == 5 && memcmp(event->data, "later", 5) == 0) atomic_fetch_add(&r->later, 1);
+  return WALBUS_DONE;
+}
+
+static int64_t NowUnixMs(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_REALTIME, &t);
+  return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
+}
+
+static int ScheduledState(walbus_t* bus, const char* id, int64_t* at) {
+  char* err = NULL;
+  int state = -1;
+  walbus_tx_t* tx = walbus_begin(bus);
+  Must(walbus_tx_get_scheduled(tx, id, &state, at, &err), err, "walbus_tx_get_scheduled");
+  walbus_tx_abort(tx);
+  return state;
+}
+
+static void ExpectInvalid(int code, char** err) {
+  CHECK(code == WALBUS_INVALID_ARGUMENT && *err != NULL && strstr(*err, "InvalidArgument") != NULL);
+  walbus_free_error(*err);
+  *err = NULL;
+}
+
+static void WaitUntilPositive(atomic_int* counter) {
+  for (int i = 0; i < 1000 && atomic_load(counter) == 0; ++i) nanosleep(&(struct timespec){0, 10 * 1000 * 1000}, NULL);
+}
+
+static void Scheduling(walbus_t* bus) {
+  static struct Reminders r;
+  atomic_init(&r.now, 0);
+  atomic_init(&r.soon, 0);
+  atomic_init(&r.later, 0);
+  atomic_init(&r.cancelled_pending, 0);
+  char* err = NULL;
+  const char* types[] = {"reminders.due.v1", "reminders.cancel.v1"};
+  Must(walbus_subscribe(bus, "reminders", types, 2, Remind, &r, &err), err, "walbus_subscribe");
+
+  walbus_event_spec spec;
+  walbus_event_spec_init(&spec);
+  spec.type = "reminders.due.v1";
+  spec.subject = "desk-1";
+  char now_id[37] = "", later_id[37] = "", soon_id[37] = "";
+  walbus_tx_t* tx = walbus_begin(bus);
+  spec.data = "now";
+  spec.data_len = 3;
+  Must(walbus_tx_publish_at(tx, &spec, 1000, now_id, &err), err, "walbus_tx_publish_at");  // long past
+  spec.data = "later";
+  spec.data_len = 5;
+  Must(walbus_tx_publish_after(tx, &spec, 3600 * 1000, later_id, &err), err, "walbus_tx_publish_after");
+  CHECK(ScheduledState(bus, later_id, NULL) == WALBUS_SCHEDULED_UNKNOWN);  // not committed yet
+  uint64_t seq = 7;
+  Must(walbus_tx_commit(tx, &seq, &err), err, "walbus_tx_commit");
+  CHECK(seq == 0);  // neither entered the outbox at commit
+  int64_t due = 0;
+  CHECK(ScheduledState(bus, later_id, &due) == WALBUS_SCHEDULED_PENDING);
+  CHECK(due > NowUnixMs() + 3500 * 1000 && due <= NowUnixMs() + 3600 * 1000 + 1000);
+  WaitUntilPositive(&r.now);
+  CHECK(atomic_load(&r.now) == 1);
+  CHECK(ScheduledState(bus, now_id, NULL) == WALBUS_SCHEDULED_FIRED);
+
+  // Elapsed time: 30 ms from now.
+  tx = walbus_begin(bus);
+  spec.data = "soon";
+  spec.data_len = 4;
+  Must(walbus_tx_publish_after(tx, &spec, 30, soon_id, &err), err, "walbus_tx_publish_after");
+  Must(walbus_tx_commit(tx, NULL, &err), err, "walbus_tx_commit");
+  WaitUntilPositive(&r.soon);
+  CHECK(atomic_load(&r.soon) == 1);
+
+  // A handler cancels the hour-long one.
+  tx = walbus_begin(bus);
+  Must(walbus_tx_publish(tx, "reminders.cancel.v1", "desk-1", later_id, 36, &err), err, "walbus_tx_publish");
+  Must(walbus_tx_commit(tx, NULL, &err), err, "walbus_tx_commit");
+  WaitUntilPositive(&r.cancelled_pending);
+  CHECK(atomic_load(&r.cancelled_pending) == 1);
+  CHECK(ScheduledState(bus, later_id, &due) == WALBUS_SCHEDULED_CANCELLED);
+  CHECK(due > 0 && due <= NowUnixMs());
+
+  // Cancelling what fired: the commit says so and writes nothing.
+  tx = walbus_begin(bus);
+  Must(walbus_tx_put(tx, "orders", "note", 4, "x", 1, &err), err, "walbus_tx_put");
+  CHECK(walbus_tx_cancel_scheduled(tx, now_id, &err) == WALBUS_CONFLICT);
+  CHECK(err != NULL && strstr(err, "fired already") != NULL);
+  walbus_free_error(err);
+  err = NULL;
+  CHECK(walbus_tx_commit(tx, NULL, &err) == WALBUS_CONFLICT);
+  walbus_free_error(err);
+  err = NULL;
+  walbus_tx_t* read = walbus_begin(bus);
+  char* value = (char*)"x";
+  Must(walbus_tx_get(read, "orders", "note", 4, &value, NULL, &err), err, "walbus_tx_get");
+  CHECK(value == NULL);
+  walbus_tx_abort(read);
+
+  walbus_bus_stats* stats = NULL;
+  Must(walbus_stats(bus, &stats, &err), err, "walbus_stats");
+  CHECK(stats->scheduled_pending == 0 && stats->scheduled_fired == 2 && stats->scheduled_cancelled == 1);
+  walbus_free_stats(stats);
+  CHECK(atomic_load(&r.later) == 0);
+
+  // Bad input is refused before anything is buffered.
+  tx = walbus_begin(bus);
+  ExpectInvalid(walbus_tx_publish_at(tx, &spec, INT64_MAX, NULL, &err), &err);
+  ExpectInvalid(walbus_tx_publish_after(tx, &spec, UINT64_MAX, NULL, &err), &err);
+  ExpectInvalid(walbus_tx_publish_at(tx, NULL, 0, NULL, &err), &err);
+  ExpectInvalid(walbus_tx_cancel_scheduled(tx, "not-an-id", &err), &err);
+  ExpectInvalid(walbus_tx_cancel_scheduled(tx, NULL, &err), &err);
+  ExpectInvalid(walbus_tx_get_scheduled(tx, now_id, NULL, NULL, &err), &err);
+  ExpectInvalid(walbus_ctx_cancel_scheduled(NULL, now_id, &err), &err);
+  Must(walbus_tx_commit(tx, &seq, &err), err, "walbus_tx_commit");
+  CHECK(seq == 0);
+}
+
 static int RemoveEntry(const char* path, const struct stat* sb, int flag, struct FTW* ftw) {
   (void)sb;
   (void)flag;
@@ -407,6 +548,7 @@ int main(int argc, char** argv) {
 
   Operations(bus);
   Reading(bus);
+  Scheduling(bus);
   Must(walbus_close(bus, &err), err, "walbus_close");
   if (made[0] != '\0') nftw(made, RemoveEntry, 16, FTW_DEPTH | FTW_PHYS);
   if (failures > 0) {
@@ -415,7 +557,7 @@ int main(int argc, char** argv) {
   }
   printf(
       "c_api_test: %d events handled once each, effects and counters as expected; versions, deletes, "
-      "policies, delivery states, scans and views as in C++\n",
+      "policies, delivery states, scans, views and scheduled events as in C++\n",
       kEvents);
   return 0;
 }

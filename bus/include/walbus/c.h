@@ -145,6 +145,10 @@ typedef struct walbus_bus_stats {
   uint64_t commits;                            // Successful commits in this process.
   size_t nsubscribers;                         // Number of entries in subscribers.
   const walbus_subscriber_stats* subscribers;  // One per active subscriber.
+  // Appended: walbus_stats() allocates this struct, so it may grow at its end.
+  uint64_t scheduled_pending;    // Scheduled events waiting for their time.
+  uint64_t scheduled_fired;      // Scheduled events that entered the outbox, ever.
+  uint64_t scheduled_cancelled;  // Scheduled events cancelled before they fired, ever.
 } walbus_bus_stats;
 
 // An event to publish (walbus::EventSpec); walbus_event_spec_init() sets
@@ -337,6 +341,54 @@ WALBUS_EXPORT int walbus_ctx_expect_version(walbus_ctx_t* ctx, const char* colum
                                             size_t key_len, uint64_t version, char** err);
 // walbus_tx_publish_spec in a handler: a follow-up of the handled event.
 WALBUS_EXPORT int walbus_ctx_publish_spec(walbus_ctx_t* ctx, const walbus_event_spec* spec, char* id, char** err);
+
+// Scheduled events (docs/time.md): an event that enters the outbox at a
+// later moment, unseen by subscribers until then and cancellable until it
+// fires; it gets its sequence number when it fires, so walbus_tx_commit's
+// first_seq does not count it. Scheduling and cancelling commit with the
+// transaction or the handler like every other write. The moment is an
+// argument rather than a field of walbus_event_spec, whose size programs
+// built against an older walbus.h rely on.
+
+// Where a scheduled event stands (walbus::ScheduledStatus::State).
+typedef enum walbus_scheduled_state {
+  WALBUS_SCHEDULED_UNKNOWN = 0,    // Never scheduled here (or not committed yet).
+  WALBUS_SCHEDULED_PENDING = 1,    // Waiting for its time.
+  WALBUS_SCHEDULED_FIRED = 2,      // Entered the outbox: an ordinary event now.
+  WALBUS_SCHEDULED_CANCELLED = 3,  // Cancelled before it fired.
+} walbus_scheduled_state;
+
+// Buffers an event that enters the outbox at deliver_at_unix_ms
+// (milliseconds since the Unix epoch, UTC; a moment already past fires at
+// once) (walbus::EventSpec::deliver_at). On success id (when not NULL, 37
+// bytes) gets its id, for walbus_tx_cancel_scheduled().
+WALBUS_EXPORT int walbus_tx_publish_at(walbus_tx_t* tx, const walbus_event_spec* spec, int64_t deliver_at_unix_ms,
+                                       char* id, char** err);
+// The same, delay_ms of elapsed time after this call
+// (walbus::EventSpec::deliver_after): it keeps to elapsed time when the
+// wall clock steps back meanwhile.
+WALBUS_EXPORT int walbus_tx_publish_after(walbus_tx_t* tx, const walbus_event_spec* spec, uint64_t delay_ms, char* id,
+                                          char** err);
+// Cancels the scheduled event `id` (36 characters) with the rest of the
+// transaction (walbus::WriteScope::CancelScheduled), decided in commit
+// order against the firing: when it fired or was cancelled first, this
+// call (if the transaction's snapshot shows it already) or else
+// walbus_tx_commit() fails with WALBUS_CONFLICT, saying which, and the
+// transaction writes nothing.
+WALBUS_EXPORT int walbus_tx_cancel_scheduled(walbus_tx_t* tx, const char* id, char** err);
+// Where the scheduled event `id` stands as the transaction sees it, its own
+// buffered writes included (walbus::WriteScope::GetScheduled): *state a
+// walbus_scheduled_state; *at_unix_ms (when not NULL) when it falls due
+// (pending) or when it fired or was cancelled, 0 when unknown.
+WALBUS_EXPORT int walbus_tx_get_scheduled(walbus_tx_t* tx, const char* id, int* state, int64_t* at_unix_ms, char** err);
+// The four above in a handler: they commit with its effects.
+WALBUS_EXPORT int walbus_ctx_publish_at(walbus_ctx_t* ctx, const walbus_event_spec* spec, int64_t deliver_at_unix_ms,
+                                        char* id, char** err);
+WALBUS_EXPORT int walbus_ctx_publish_after(walbus_ctx_t* ctx, const walbus_event_spec* spec, uint64_t delay_ms,
+                                           char* id, char** err);
+WALBUS_EXPORT int walbus_ctx_cancel_scheduled(walbus_ctx_t* ctx, const char* id, char** err);
+WALBUS_EXPORT int walbus_ctx_get_scheduled(walbus_ctx_t* ctx, const char* id, int* state, int64_t* at_unix_ms,
+                                           char** err);
 
 // Waits until every active subscriber has completed everything committed,
 // follow-ups at any depth included (walbus::Bus::WaitCaughtUp).

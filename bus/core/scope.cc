@@ -72,10 +72,11 @@ uint64_t UnixMillisOf(std::chrono::system_clock::time_point t) {
   return ms < 0 ? 0 : static_cast<uint64_t>(ms);
 }
 
-// When `spec` falls due on the timeline; nullopt for an event published
-// now. InvalidArgument for both forms at once, a negative delay, or a time
-// beyond what a due moment holds.
-Status DueOf(const EventSpec& spec, internal::Timeline& timeline, std::optional<uint64_t>* due_ms) {
+// When `spec`, published at `now_ms` on the timeline, falls due there.
+// InvalidArgument for both forms at once, a negative delay, or a time
+// beyond what a due moment holds. REQUIRES: spec sets one of the forms.
+Status DueOf(const EventSpec& spec, internal::Timeline& timeline, uint64_t now_ms, uint64_t* due_ms) {
+  assert(spec.deliver_at || spec.deliver_after);
   constexpr uint64_t kLatestDue = uint64_t{1} << 60;  // some 36 million years
   if (spec.deliver_at && spec.deliver_after) {
     return Status::InvalidArgument("an event sets deliver_at or deliver_after, not both");
@@ -85,11 +86,11 @@ Status DueOf(const EventSpec& spec, internal::Timeline& timeline, std::optional<
     const auto after = static_cast<uint64_t>(spec.deliver_after->count());
     if (after >= kLatestDue) return Status::InvalidArgument("deliver_after is too far ahead");
     // Plus one: NowMs is rounded down, so the delay is never cut short.
-    *due_ms = timeline.NowMs() + after + 1;
-  } else if (spec.deliver_at) {
+    *due_ms = now_ms + after + 1;
+  } else {
     *due_ms = timeline.AtWall(*spec.deliver_at);
   }
-  if (*due_ms && **due_ms >= kLatestDue) return Status::InvalidArgument("deliver_at is too far ahead");
+  if (*due_ms >= kLatestDue) return Status::InvalidArgument("deliver_at is too far ahead");
   return Status::OK();
 }
 
@@ -217,16 +218,20 @@ Result<EventId> WriteScope::Publish(const EventSpec& spec) {
   }
   Status valid = internal::ValidateNewEvent(*event, options.max_payload_bytes);
   if (valid.ok()) valid = rep->host->schemas().Verify(event->type, event->data);
-  std::optional<uint64_t> due_ms;
-  if (valid.ok()) valid = DueOf(spec, rep->host->timeline(), &due_ms);
+  const bool scheduled = spec.deliver_at || spec.deliver_after;
+  // One reading of the timeline: the moment it was scheduled, and the
+  // base of a deliver_after.
+  const uint64_t now_ms = scheduled ? rep->host->timeline().NowMs() : 0;
+  uint64_t due_ms = 0;
+  if (valid.ok() && scheduled) valid = DueOf(spec, rep->host->timeline(), now_ms, &due_ms);
   if (!valid.ok()) {
     rep->Fail(valid);
     return valid;
   }
   std::string envelope = internal::EncodeEnvelope(*event);
-  if (due_ms) {
-    internal::AddSchedule(&rep->writes, rep->host->db(), *event, std::move(envelope), *due_ms,
-                          rep->host->timeline().NowMs(), UnixMillisOf(event->time));
+  if (scheduled) {
+    internal::AddSchedule(&rep->writes, rep->host->db(), *event, std::move(envelope), due_ms, now_ms,
+                          UnixMillisOf(event->time));
     return event->id;
   }
   rep->writes.bytes += envelope.size() + 16;

@@ -199,7 +199,7 @@ void Dispatcher::Loop() {
     wake_owed_.store(false, std::memory_order_relaxed);
     std::atomic_thread_fence(std::memory_order_seq_cst);
     FireTimers(config_.clock->Now());
-    scheduled_wait_ = config_.scheduler->FireDue(DeliveryKeepsUp());
+    scheduled_wait_ = config_.scheduler->FireDue([this] { return DeliveryKeepsUp(); });
     for (auto& sub : subs_) {
       Fetch(sub.get());
       PumpReplay(sub.get());

@@ -79,7 +79,7 @@ bool Scheduler::OnTimersChanged(const std::vector<TimerChange>& changes) {
   return earliest < awaited_.load();
 }
 
-std::optional<std::chrono::milliseconds> Scheduler::FireDue(bool delivery_keeps_up) {
+std::optional<std::chrono::milliseconds> Scheduler::FireDue(const std::function<bool()>& delivery_keeps_up) {
   const uint64_t added = earliest_added_.exchange(kNone);
   if (added != kNone) {
     // A timer may now lie below where seeks start (its time was past, or
@@ -97,7 +97,7 @@ std::optional<std::chrono::milliseconds> Scheduler::FireDue(bool delivery_keeps_
   }
   std::optional<std::chrono::milliseconds> wait;
   if (next_due_.load(std::memory_order_relaxed) <= now_ms) {
-    if (!delivery_keeps_up && steady - last_batch_ < kMinBatchInterval) {
+    if (steady - last_batch_ < kMinBatchInterval && !delivery_keeps_up()) {
       wait = std::chrono::duration_cast<std::chrono::milliseconds>(kMinBatchInterval - (steady - last_batch_));
     } else {
       last_batch_ = steady;

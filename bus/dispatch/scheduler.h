@@ -18,6 +18,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -57,9 +58,9 @@ class Scheduler {
 
   // Fires what is due (at most a batch) and says how long the dispatcher
   // may sleep before calling again; nullopt when nothing is scheduled.
-  // `delivery_keeps_up`: every subscriber is within its window of the
-  // outbox's end.
-  std::optional<std::chrono::milliseconds> FireDue(bool delivery_keeps_up);
+  // `delivery_keeps_up` tells whether every subscriber is within its
+  // window of the outbox's end; asked only when a batch is due.
+  std::optional<std::chrono::milliseconds> FireDue(const std::function<bool()>& delivery_keeps_up);
   // Stores the timeline (at Close, and every kStoreTimelineEvery while
   // timers wait). REQUIRES: no FireDue runs meanwhile.
   void StoreTimeline();

@@ -106,12 +106,22 @@ class SchemaWriter {
     return ScalarName(base);
   }
 
+  // flatc's own type names: a type of the schema named as one of them
+  // (a table `uint` in no namespace) cannot be referred to at all.
+  static bool IsBuiltinTypeName(const std::string& name) {
+    static const std::set<std::string> kNames = {
+        "bool",   "byte", "ubyte", "short", "ushort", "int",   "uint",   "long",  "ulong",  "float",   "double",
+        "string", "int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64", "float32", "float64"};
+    return kNames.count(name) != 0;
+  }
+
   // flatc looks up a type name written in namespace N innermost first
   // (N.name, then each enclosing namespace's, then the name as written),
   // enums before objects; there is no way to write "from the top". So a
   // type written by its full name still resolves to a nearer type whose
   // name ends the same way, when the schema has one.
   bool Hidden(const std::string& qualified, bool is_enum) const {
+    if (IsBuiltinTypeName(qualified)) return true;
     for (std::string space = namespace_; !space.empty(); space = NamespaceOf(space)) {
       const std::string nearer = space + "." + qualified;
       if (enum_names_.count(nearer) != 0 || (!is_enum && object_names_.count(nearer) != 0)) return true;

@@ -381,12 +381,17 @@ WALBUS_EXPORT int walbus_tx_cancel_scheduled(walbus_tx_t* tx, const char* id, ch
 // walbus_scheduled_state; *at_unix_ms (when not NULL) when it falls due
 // (pending) or when it fired or was cancelled, 0 when unknown.
 WALBUS_EXPORT int walbus_tx_get_scheduled(walbus_tx_t* tx, const char* id, int* state, int64_t* at_unix_ms, char** err);
-// The four above in a handler: they commit with its effects.
+// walbus_tx_publish_at in a handler: commits with its effects.
 WALBUS_EXPORT int walbus_ctx_publish_at(walbus_ctx_t* ctx, const walbus_event_spec* spec, int64_t deliver_at_unix_ms,
                                         char* id, char** err);
+// walbus_tx_publish_after in a handler: commits with its effects.
 WALBUS_EXPORT int walbus_ctx_publish_after(walbus_ctx_t* ctx, const walbus_event_spec* spec, uint64_t delay_ms,
                                            char* id, char** err);
+// walbus_tx_cancel_scheduled in a handler: a conflict at commit reruns the
+// handler, which then sees the event fired (walbus_ctx_get_scheduled).
 WALBUS_EXPORT int walbus_ctx_cancel_scheduled(walbus_ctx_t* ctx, const char* id, char** err);
+// walbus_tx_get_scheduled in a handler: read it before cancelling, so a
+// fired event is recognised instead of failing the commit.
 WALBUS_EXPORT int walbus_ctx_get_scheduled(walbus_ctx_t* ctx, const char* id, int* state, int64_t* at_unix_ms,
                                            char** err);
 

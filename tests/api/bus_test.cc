@@ -866,22 +866,37 @@ TEST(BusTest, OpenRefusesWhatIsNotAWalbusDatabase) {
 
 TEST(BusTest, SecondProcessGetsAClearLockError) {
   TempDir dir;
-  auto bus = OpenBus(MakeOptions(dir));
-  int pipefd[2];
-  ASSERT_EQ(pipe(pipefd), 0);
+  // The second process is forked before this one opens the bus: a child of
+  // a process with threads may make only async-signal-safe calls, and Open
+  // allocates and locks (a lock some thread of the parent held at the fork
+  // stays held in the child forever; seen as a hang under ASan). The child
+  // tries once the parent holds the database.
+  int go[2];
+  int report_pipe[2];
+  ASSERT_EQ(pipe(go), 0);
+  ASSERT_EQ(pipe(report_pipe), 0);
   pid_t pid = fork();
   ASSERT_GE(pid, 0);
   if (pid == 0) {
+    close(go[1]);
+    close(report_pipe[0]);
+    char held = 0;
+    if (read(go[0], &held, 1) != 1) _exit(2);  // the parent failed before opening
     std::unique_ptr<Bus> second;
     Status s = Bus::Open(MakeOptions(dir), &second);
     std::string report = s.ToString();
-    ssize_t w = write(pipefd[1], report.data(), report.size());
+    ssize_t w = write(report_pipe[1], report.data(), report.size());
     _exit(w > 0 && s.IsBusy() ? 0 : 1);
   }
-  close(pipefd[1]);
+  close(go[0]);
+  close(report_pipe[1]);
+  auto bus = OpenBus(MakeOptions(dir));
+  ASSERT_NE(bus, nullptr);
+  ASSERT_EQ(write(go[1], "1", 1), 1);
+  close(go[1]);
   char buf[512] = {};
-  ssize_t n = read(pipefd[0], buf, sizeof(buf) - 1);
-  close(pipefd[0]);
+  ssize_t n = read(report_pipe[0], buf, sizeof(buf) - 1);
+  close(report_pipe[0]);
   int status = 0;
   waitpid(pid, &status, 0);
   std::string report(buf, n > 0 ? static_cast<size_t>(n) : 0);

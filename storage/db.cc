@@ -251,6 +251,11 @@ Status CheckDirectory(const OpenOptions& options, DirectoryState* d) {
   return Status::OK();
 }
 
+// The bound on RocksDB's info LOG: at most this many old files besides the
+// current one, none larger than this.
+constexpr size_t kInfoLogFileBytes = 1u << 20;
+constexpr size_t kInfoLogFilesKept = 4;
+
 // RocksDB's options for the database; *env is the private file system a
 // primary instance writes through (the Db keeps it, past its rocksdb::DB).
 rocksdb::DBOptions DatabaseOptions(const OpenOptions& options, std::unique_ptr<rocksdb::Env>* env) {
@@ -259,7 +264,11 @@ rocksdb::DBOptions DatabaseOptions(const OpenOptions& options, std::unique_ptr<r
   dbo.create_if_missing = primary && options.create_if_missing;
   dbo.create_missing_column_families = primary;
   dbo.max_background_jobs = 2;
-  dbo.keep_log_file_num = 4;
+  // RocksDB's info LOG grows without bound by default (it rolls only at an
+  // open, and keeps 1000 old ones): on a device that runs for months it
+  // fills the card. Bounded here to 4 old files of at most 1 MiB each.
+  dbo.max_log_file_size = kInfoLogFileBytes;
+  dbo.keep_log_file_num = kInfoLogFilesKept;
   // One bound for the memtables of every column family together (each has
   // 64 MiB of its own otherwise): memory stays flat under any backlog.
   dbo.db_write_buffer_size = 96u << 20;

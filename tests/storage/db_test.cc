@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 #include <rocksdb/db.h>
+#include <rocksdb/utilities/options_util.h>
 
 #include <sys/wait.h>
 #include <unistd.h>
@@ -296,6 +297,28 @@ TEST(DbTest, CreationKilledBeforeItsColumnFamiliesIsFinished) {
   s = OpenBus(default_only.path());
   EXPECT_TRUE(s.ok()) << s.ToString();
   EXPECT_TRUE(OpenBus(default_only.path()).ok());
+}
+
+// RocksDB's info LOG grows without bound by default: it rolls only at an
+// open and keeps 1000 old files. A device running for months must not fill
+// its card with it: each file is bounded in size and old ones in number.
+TEST(DbTest, RocksDbInfoLogIsBoundedInSizeAndCount) {
+  TempDir dir;
+  for (int open = 0; open < 10; ++open) ASSERT_TRUE(OpenBus(dir.path()).ok());
+  int logs = 0;
+  for (const auto& entry : fs::directory_iterator(dir.path())) {
+    if (entry.path().filename().string().rfind("LOG", 0) == 0) ++logs;
+  }
+  EXPECT_LE(logs, 5) << "the current LOG and at most four old ones, after ten opens";
+
+  rocksdb::DBOptions stored;
+  std::vector<rocksdb::ColumnFamilyDescriptor> cfs;
+  rocksdb::ConfigOptions config;
+  config.ignore_unknown_options = true;
+  ASSERT_TRUE(rocksdb::LoadLatestOptions(config, dir.path(), &stored, &cfs).ok());
+  EXPECT_GT(stored.max_log_file_size, 0u) << "0 is RocksDB's 'never roll while open'";
+  EXPECT_LE(stored.max_log_file_size, size_t{1} << 20);
+  EXPECT_LE(stored.keep_log_file_num, 4u);
 }
 
 }  // namespace

@@ -21,8 +21,8 @@ constexpr std::chrono::microseconds kMaxSyncLinger{1000};
 // requests. The leader signals it after releasing the queue's lock: a
 // condition variable notified under the lock would wake the thread only to
 // block it again on that lock.
-const std::shared_ptr<moodycamel::LightweightSemaphore>& ThisThreadWaker() {
-  thread_local const auto waker = std::make_shared<moodycamel::LightweightSemaphore>(0, kWakerSpins);
+const std::shared_ptr<Semaphore>& ThisThreadWaker() {
+  thread_local const auto waker = std::make_shared<Semaphore>(kWakerSpins);
   return waker;
 }
 
@@ -47,10 +47,10 @@ void Committer::Commit(std::span<CommitRequest* const> requests) NO_THREAD_SAFET
     queue_.push_back(r);
   }
   if (lingering_leader_ != nullptr && queue_.size() >= synced_group_target_) {
-    std::shared_ptr<moodycamel::LightweightSemaphore> leader = std::move(lingering_leader_);
+    std::shared_ptr<Semaphore> leader = std::move(lingering_leader_);
     lingering_leader_.reset();
     lock.Unlock();
-    leader->signal();
+    leader->Signal();
   }
   // Our requests are contiguous in the queue, so the first one not done is
   // either at the front (we lead) or behind someone else's. A wake-up
@@ -68,7 +68,7 @@ void Committer::Commit(std::span<CommitRequest* const> requests) NO_THREAD_SAFET
         continue;
       }
       lock.Unlock();
-      waker->wait();
+      waker->Wait();
     }
   }
 }
@@ -95,12 +95,11 @@ void Committer::LingerForSyncedGroup() {
   const auto deadline = std::chrono::steady_clock::now() + budget;
   const auto& self = ThisThreadWaker();
   lingering_leader_ = self;
-  while (queue_.size() < synced_group_target_) {
-    const auto left =
-        std::chrono::duration_cast<std::chrono::microseconds>(deadline - std::chrono::steady_clock::now());
-    if (left.count() <= 0) break;
+  while (queue_.size() < synced_group_target_ && std::chrono::steady_clock::now() < deadline) {
     mu_.Unlock();
-    self->wait(left.count());  // signalled by the arrival that completes the group
+    // Signalled by the arrival that completes the group. (A monotonic
+    // wait: a wall clock stepped back meanwhile does not stretch it.)
+    (void)self->WaitUntil(deadline);
     mu_.Lock();
   }
   lingering_leader_.reset();
@@ -135,10 +134,10 @@ void Committer::LeadGroup() {
         std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - started);
   }
   const auto& self = ThisThreadWaker();
-  std::vector<std::shared_ptr<moodycamel::LightweightSemaphore>> wake;
+  std::vector<std::shared_ptr<Semaphore>> wake;
   wake.reserve(group.size() + 1);
   // One signal per other thread: a caller's requests are contiguous.
-  auto wake_later = [&](const std::shared_ptr<moodycamel::LightweightSemaphore>& w) {
+  auto wake_later = [&](const std::shared_ptr<Semaphore>& w) {
     if (w != self && (wake.empty() || wake.back() != w)) wake.push_back(w);
   };
   for (CommitRequest* r : group) {
@@ -149,7 +148,7 @@ void Committer::LeadGroup() {
   }
   if (!queue_.empty()) wake_later(queue_.front()->waker);  // the next leader
   mu_.Unlock();
-  for (const auto& w : wake) w->signal();
+  for (const auto& w : wake) w->Signal();
   mu_.Lock();
 }
 

@@ -16,8 +16,6 @@
 #define WALBUS_BUS_CORE_COMMITTER_H_
 
 // The semaphore header relies on the queue's for its macros.
-#include <concurrentqueue/concurrentqueue.h>
-#include <concurrentqueue/lightweightsemaphore.h>
 
 #include <atomic>
 #include <cassert>
@@ -35,6 +33,7 @@
 #include "bus/core/write_set.h"
 #include "bus/telemetry/metrics.h"
 #include "bus/util/mutex.h"
+#include "bus/util/semaphore.h"
 #include "storage/db.h"
 
 namespace walbus::internal {
@@ -51,7 +50,7 @@ struct CommitRequest {
   std::atomic<bool> done{false};
   // The waiting thread's wake-up (see Committer::Commit). Shared, so that
   // a leader may still signal it after the request itself is gone.
-  std::shared_ptr<moodycamel::LightweightSemaphore> waker;
+  std::shared_ptr<Semaphore> waker;
 };
 
 // Receives the events of each successful group, in sequence order, before
@@ -141,7 +140,7 @@ class Committer {
   // leader waiting for its group to fill.
   size_t synced_group_target_ GUARDED_BY(mu_) = 1;
   std::chrono::microseconds last_synced_write_ GUARDED_BY(mu_){0};
-  std::shared_ptr<moodycamel::LightweightSemaphore> lingering_leader_ GUARDED_BY(mu_);
+  std::shared_ptr<Semaphore> lingering_leader_ GUARDED_BY(mu_);
 
   // Leader-only state: touched by one leader at a time.
   storage::Batch batch_;

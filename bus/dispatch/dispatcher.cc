@@ -18,16 +18,8 @@ namespace walbus::internal {
 namespace {
 
 constexpr size_t kFetchChunk = 1024;  // events read per outbox scan
-std::atomic<int64_t> idle_poll_ms{50};
 
 }  // namespace
-
-std::chrono::milliseconds IdlePoll() { return std::chrono::milliseconds(idle_poll_ms.load(std::memory_order_relaxed)); }
-
-std::chrono::milliseconds SetIdlePollForTesting(std::chrono::milliseconds poll) {
-  assert(poll.count() > 0);
-  return std::chrono::milliseconds(idle_poll_ms.exchange(poll.count(), std::memory_order_relaxed));
-}
 
 Dispatcher::Dispatcher(ScopeHost* scope_host, storage::Db* db, Committer* committer, TailCache* tail,
                        Registry* registry, DispatcherConfig config)
@@ -38,7 +30,8 @@ Dispatcher::Dispatcher(ScopeHost* scope_host, storage::Db* db, Committer* commit
       registry_(registry),
       config_(config),
       trimmed_below_(config.trimmed_below),
-      compaction_suggested_below_(config.trimmed_below) {
+      compaction_suggested_below_(config.trimmed_below),
+      clock_is_system_(config.clock == Clock::System().get()) {
   assert(config_.worker_threads >= 1);
 }
 
@@ -139,7 +132,7 @@ void Dispatcher::WakeDispatcher() {
 void Dispatcher::Send(Message m) {
   // Enqueue allocates only when the queue grows past its previous peak;
   // its length is bounded by the in-flight windows (see the header).
-  bool queued = messages_.enqueue(std::move(m));
+  bool queued = messages_.Enqueue(std::move(m));
   assert(queued);
   (void)queued;
 }
@@ -180,17 +173,20 @@ void Dispatcher::CancelWaits() {
 void Dispatcher::Loop() {
   Message m;
   while (true) {
-    auto wait = IdlePoll();
-    if (!timers_.empty()) {
-      auto until = std::chrono::duration_cast<std::chrono::milliseconds>(timers_.top().due - config_.clock->Now());
-      wait = std::clamp(until, std::chrono::milliseconds(0), wait);
+    // Idle, it sleeps: no look at a fixed rate, only at the next due moment.
+    const std::optional<SteadyTime> due = NextDueMoment();
+    bool woken = true;
+    if (due) {
+      woken = messages_.WaitDequeueUntil(m, *due);
+    } else {
+      messages_.WaitDequeue(m);
     }
-    if (scheduled_wait_) wait = std::min(wait, *scheduled_wait_);
-    if (messages_.wait_dequeue_timed(m, std::chrono::duration_cast<std::chrono::microseconds>(wait))) {
+    if (woken) {
       Handle(m);
-      while (messages_.try_dequeue(m)) Handle(m);
+      while (messages_.TryDequeue(m)) Handle(m);
     }
     if (stopping_.load()) break;
+    retry_soon_ = false;  // each step that fails below asks again
     // Awake: Fetch below sees every commit so far. The fence orders these
     // stores before Fetch's read of the committed seq, against the one in
     // NotifyCommitted: a commit either is seen or finds the flags clear
@@ -213,6 +209,28 @@ void Dispatcher::Loop() {
   Checkpoint(true);
   RecordCleanStop();
   Trim(true);
+}
+
+std::optional<Dispatcher::SteadyTime> Dispatcher::NextDueMoment() const {
+  const SteadyTime now = config_.clock->Now();
+  std::optional<SteadyTime> due;  // on config_.clock
+  auto consider = [&due](SteadyTime t) { due = due ? std::min(*due, t) : t; };
+  if (!timers_.empty()) consider(timers_.top().due);
+  if (scheduled_wait_) consider(now + *scheduled_wait_);
+  if (CheckpointDirty()) consider(next_checkpoint_);
+  if (trim_pending_) consider(next_trim_);
+  if (retry_soon_ || !ready_.empty()) consider(now + kRetryAfterError);
+  if (!due) return std::nullopt;
+  auto wait = std::max<SteadyTime::duration>(*due - now, SteadyTime::duration::zero());
+  if (!clock_is_system_) wait = std::min<SteadyTime::duration>(wait, kOwnClockRecheck);
+  return std::chrono::steady_clock::now() + wait;
+}
+
+bool Dispatcher::CheckpointDirty() const {
+  return std::any_of(subs_.begin(), subs_.end(), [](const auto& sub) {
+    return (sub->replay != nullptr && sub->replay->dirty) || sub->progress.watermark() > sub->durable_checkpoint ||
+           sub->duplicates_to_persist > 0;
+  });
 }
 
 bool Dispatcher::DeliveryKeepsUp() const {
@@ -520,7 +538,10 @@ void Dispatcher::ReadFromOutbox(Subscriber* sub, uint64_t from, size_t limit,
     out->push_back(std::move(event));
     return true;
   });
-  if (!s.ok()) config_.log->logger().error("walbus: reading the outbox from seq {} failed: {}", from, s.ToString());
+  if (!s.ok()) {
+    config_.log->logger().error("walbus: reading the outbox from seq {} failed (retried): {}", from, s.ToString());
+    retry_soon_ = true;
+  }
 }
 
 void Dispatcher::Route(Subscriber* sub, std::shared_ptr<const Event> event) {
@@ -602,16 +623,29 @@ void Dispatcher::Trim(bool force) {
   for (const auto& sub : subs_) {
     if (sub->replay != nullptr) safe = std::min(safe, sub->replay->NextSeq());
   }
+  // Whether the timed trim would trim anything: by count, arithmetic says;
+  // by size, only handled events (subscribers moving) change it; by age,
+  // time itself does. The dispatcher wakes for it only then.
+  const bool ages = config_.retention.age.count() > 0;
+  trim_pending_ = false;
   if (safe <= trimmed_below_) return;
   const bool due_by_time = force || now >= next_trim_;
   // Retention by count is arithmetic; by age or size it reads storage, so
   // it is judged on the timer only.
-  if (!due_by_time && config_.retention.reads_storage()) return;
+  if (!due_by_time && config_.retention.reads_storage()) {
+    trim_pending_ = ages || safe != safe_at_timed_trim_;
+    return;
+  }
   const RetentionPolicy count_only{config_.retention.events, {}, 0};
   uint64_t keep_from = RetentionFloor(*db_, due_by_time ? config_.retention : count_only, trimmed_below_, safe,
                                       config_.clock->WallNow(), config_.max_payload_bytes);
-  if (!due_by_time && keep_from - trimmed_below_ < config_.trim_every_events) return;
+  if (!due_by_time && keep_from - trimmed_below_ < config_.trim_every_events) {
+    trim_pending_ = keep_from > trimmed_below_;
+    return;
+  }
   next_trim_ = now + config_.trim_interval;
+  if (due_by_time) safe_at_timed_trim_ = safe;
+  trim_pending_ = ages && safe > std::max(keep_from, trimmed_below_);
   if (keep_from <= trimmed_below_) return;
   WriteSet scope;
   scope.AddOp(Op{Op::Kind::kDeleteRange, db_->cf(storage::Cf::kOutbox), storage::OutboxKey(trimmed_below_),
@@ -621,6 +655,7 @@ void Dispatcher::Trim(bool force) {
   scope.AddOp(Op{Op::Kind::kPut, db_->cf(storage::Cf::kMeta), std::string(storage::kMetaTrimmedBelow), v});
   if (Status s = committer_->CommitOne(&scope, /*sync=*/false); !s.ok()) {
     config_.log->logger().warn("walbus: outbox trim failed (retried later): {}", s.ToString());
+    trim_pending_ = true;
     return;
   }
   WALBUS_FAULT_POINT("trim.after_write");

@@ -39,6 +39,7 @@
 #include "bus/dispatch/scheduler.h"
 #include "bus/dispatch/subscriber.h"
 #include "bus/dispatch/tail_cache.h"
+#include "bus/dispatch/waiting_queue.h"
 #include "bus/telemetry/log.h"
 #include "bus/util/mutex.h"
 #include "storage/db.h"
@@ -54,14 +55,6 @@ class ScopeHost;
 struct QueueTraits : moodycamel::ConcurrentQueueDefaultTraits {
   static const int MAX_SEMA_SPINS = 64;
 };
-
-// How long the dispatcher and an idle worker sleep when nothing wakes them,
-// before they look again: a safety net, since every commit and completion
-// wakes whoever has work for it. Tests lengthen it, so that a lost wake-up
-// shows as a stall instead of a 50 ms delay.
-// SetIdlePollForTesting returns the poll it replaced.
-std::chrono::milliseconds IdlePoll();
-std::chrono::milliseconds SetIdlePollForTesting(std::chrono::milliseconds poll);
 
 struct DispatcherConfig {
   size_t worker_threads;
@@ -256,6 +249,13 @@ class Dispatcher {
   // @}
   bool AdvanceHorizons();
   void FireTimers(SteadyTime now);
+  // When the dispatcher must look again without being told (a retry or a
+  // scheduled event due, a dirty checkpoint, a trim with something to
+  // trim, a failed step to try again), on the steady clock; nullopt when
+  // only a message (a commit, a completion, a call) can give it work.
+  std::optional<SteadyTime> NextDueMoment() const;
+  // Whether a checkpoint would write anything.
+  bool CheckpointDirty() const;
   // Whether every subscriber is within its window of the outbox's end:
   // overdue scheduled events then fire at full speed (Scheduler).
   bool DeliveryKeepsUp() const;
@@ -302,7 +302,9 @@ class Dispatcher {
   Registry* const registry_;
   const DispatcherConfig config_;
 
-  moodycamel::BlockingConcurrentQueue<Message, QueueTraits> messages_;
+  // The dispatcher sleeps on messages_ towards a due moment: its waits run
+  // on the monotonic clock. Workers wait for work without a deadline.
+  WaitingQueue<Message, QueueTraits> messages_{QueueTraits::MAX_SEMA_SPINS};
   moodycamel::BlockingConcurrentQueue<WorkItem, QueueTraits> work_;
   std::atomic<bool> wake_pending_{false};
   // New events came while work was queued and the wake was deferred (see
@@ -324,11 +326,25 @@ class Dispatcher {
   std::optional<std::chrono::milliseconds> scheduled_wait_;
   SteadyTime next_checkpoint_;
   SteadyTime next_trim_;
+  // A timed trim at next_trim_ would trim something (see Trim).
+  bool trim_pending_ = false;
+  // Where subscribers stood at the last timed trim (retention by size
+  // changes only when they move).
+  uint64_t safe_at_timed_trim_ = 0;
+  // A step failed on storage (reading the outbox, writing the horizon): it
+  // is tried again after kRetryAfterError.
+  bool retry_soon_ = false;
+  static constexpr std::chrono::milliseconds kRetryAfterError{50};
   uint64_t trimmed_below_;
   // Trimmed outbox entries between compaction requests, and where the last
   // request ended. Owned by the dispatcher thread.
   static constexpr uint64_t kCompactAfterTrimmedEvents = 1u << 20;
   uint64_t compaction_suggested_below_;
+  // A clock of the application's (a test's) moves as it likes, and nothing
+  // tells the dispatcher: due moments on it are looked at again this often.
+  // The system clock's are waited for exactly.
+  static constexpr std::chrono::milliseconds kOwnClockRecheck{50};
+  const bool clock_is_system_;
 
   // For WaitFor: the subscribers added so far, and a signal on progress.
   Mutex progress_mu_;

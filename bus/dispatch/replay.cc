@@ -275,6 +275,7 @@ void Dispatcher::PumpReplay(Subscriber* sub) {
     if (!s.ok()) {
       config_.log->logger().error("walbus: replay {} reading the outbox at seq {} failed (retried): {}", job->id, from,
                                   s.ToString());
+      retry_soon_ = true;
       break;
     }
     if (!any) job->scan_from = r.to_seq + 1;  // nothing more is kept up to to_seq

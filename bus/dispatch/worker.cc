@@ -39,13 +39,14 @@ void Dispatcher::WorkerLoop() {
   MarkWorkerThread();
   std::vector<WorkItem> items(kWorkerBulk);
   while (true) {
-    size_t n = work_.wait_dequeue_bulk_timed(items.begin(), kWorkerBulk,
-                                             std::chrono::duration_cast<std::chrono::microseconds>(IdlePoll()));
+    // Asleep until work comes: the dispatcher's bulk enqueue, or Stop's
+    // empty item.
+    const size_t n = work_.wait_dequeue_bulk(items.begin(), kWorkerBulk);
+    assert(n > 0);
     if (stopping_workers_.load()) {  // queued work is redelivered on the next open
       WakeAWorkerToStop();           // the next one, which may be asleep
       break;
     }
-    if (n == 0) continue;
     // The queue is drained: the dispatcher's deferred wake is due now, so
     // that the events committed meanwhile reach the idle workers. (The
     // fence pairs with NotifyCommitted's: see there.)
@@ -386,7 +387,7 @@ void Dispatcher::RunGroup(std::span<WorkItem* const> items) {
     if (ResolveVersion(run, &replies)) RunHandler(run);
   }
   if (!runs.empty()) CommitRuns(runs, &replies);
-  bool queued = messages_.enqueue_bulk(std::make_move_iterator(replies.begin()), replies.size());
+  bool queued = messages_.EnqueueBulk(std::make_move_iterator(replies.begin()), replies.size());
   assert(queued);
   (void)queued;
 }

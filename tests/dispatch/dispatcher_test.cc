@@ -2,9 +2,9 @@
 // RocksDB in a temporary directory: how it learns of new events while its
 // workers are busy and work is queued for them.
 //
-// The idle poll (a safety net that would mask a lost wake-up as a 50 ms
-// delay) is lengthened past every timeout here: an event that is not
-// delivered for want of a wake-up fails the test.
+// The dispatcher has no idle poll that would mask a lost wake-up as a
+// short delay: an event that is not delivered for want of a wake-up fails
+// the test.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -15,8 +15,8 @@
 #include <thread>
 #include <vector>
 
-#include "bus/dispatch/dispatcher.h"
 #include "tests/test_util.h"
+#include "tools/process_stats.h"
 #include "walbus/bus.h"
 
 namespace walbus {
@@ -40,14 +40,7 @@ Receipt CommitEvent(Bus& bus, const std::string& subject) {
 
 class DispatcherTest : public ::testing::Test {
  protected:
-  void SetUp() override { previous_poll_ = internal::SetIdlePollForTesting(kLongerThanAnyWait); }
-  void TearDown() override { (void)internal::SetIdlePollForTesting(previous_poll_); }
-
-  static constexpr std::chrono::milliseconds kLongerThanAnyWait = 120s;
   static constexpr std::chrono::milliseconds kWait = 20s;
-
- private:
-  std::chrono::milliseconds previous_poll_{};
 };
 
 // A started bus with two workers (one can be held in a handler while the
@@ -206,6 +199,37 @@ TEST_F(DispatcherTest, EventsCommittedAtAnyMomentOfAHandOutAreDelivered) {
     ASSERT_TRUE(testing::Eventually([&] { return handled.load() == 4 * round + 4; })) << round;
   }
   ASSERT_TRUE(bus->WaitIdle(kWait).ok());
+}
+
+// Idle means asleep: with nothing to do, the bus's threads (dispatcher,
+// workers, RocksDB's) together wake at most about once a second. A
+// fixed-rate poll shows here as tens of wake-ups a second.
+TEST_F(DispatcherTest, AnIdleBusSleeps) {
+  TempDir dir;
+  Options opt = testing::TestOptions(dir);
+  opt.trim_interval = 200ms;
+  std::unique_ptr<Bus> bus = testing::OpenBus(opt);
+  ASSERT_NE(bus, nullptr);
+  SubscriberOptions sub;
+  sub.name = "projection";
+  sub.handler = [](const Event&, HandlerContext&) { return Outcome::Done(); };
+  ASSERT_TRUE(bus->Subscribe(std::move(sub)).ok());
+  ASSERT_TRUE(bus->Start().ok());
+  for (int i = 0; i < 100; ++i) CommitEvent(*bus, "order-" + std::to_string(i % 7));
+  ASSERT_TRUE(bus->WaitIdle(kWait).ok());
+  // What follows the last event: its checkpoint (5 ms) and its trim (200 ms).
+  std::this_thread::sleep_for(1s);
+  const uint64_t before = walbus::tools::OtherThreadsWakeups();
+  constexpr auto kIdle = 5s;
+  std::this_thread::sleep_for(kIdle);
+  const uint64_t wakeups = walbus::tools::OtherThreadsWakeups() - before;
+  RecordProperty("wakeups", std::to_string(wakeups));
+  EXPECT_LE(wakeups, 5u) << "wake-ups in " << kIdle.count() << " s of an idle bus";
+
+  // And asleep, it still wakes for work at once.
+  const Receipt r = CommitEvent(*bus, "order-after-idle");
+  std::vector<DeliveryState> states;
+  EXPECT_TRUE(bus->WaitHandled(r, {}, kWait, &states).ok());
 }
 
 }  // namespace

@@ -1,0 +1,46 @@
+// What this process reads of itself in /proc: its resident set, and how
+// often its threads slept and woke. For the stress tool, the benchmarks
+// and the tests that bound memory and idle wake-ups. Linux only.
+#ifndef WALBUS_TOOLS_PROCESS_STATS_H_
+#define WALBUS_TOOLS_PROCESS_STATS_H_
+
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+namespace walbus::tools {
+
+// The resident set, in MiB.
+inline double ResidentMiB() {
+  std::ifstream statm("/proc/self/statm");
+  uint64_t size_pages = 0, resident_pages = 0;
+  statm >> size_pages >> resident_pages;
+  return static_cast<double>(resident_pages) * static_cast<double>(::sysconf(_SC_PAGESIZE)) / (1024.0 * 1024.0);
+}
+
+// Voluntary context switches of every thread of the process but the
+// calling one, summed: each is a sleep that ended in a wake-up, so over an
+// idle period they count the wake-ups. A thread that ended meanwhile no
+// longer counts: compare readings taken while the same threads live.
+inline uint64_t OtherThreadsWakeups() {
+  const std::string self = std::to_string(::syscall(SYS_gettid));
+  uint64_t total = 0;
+  std::error_code ec;
+  for (std::filesystem::directory_iterator it("/proc/self/task", ec), end; !ec && it != end; it.increment(ec)) {
+    if (it->path().filename() == self) continue;
+    std::ifstream status(it->path() / "status");
+    for (std::string line; std::getline(status, line);) {
+      constexpr std::string_view kField = "voluntary_ctxt_switches:";
+      if (line.rfind(kField, 0) == 0) total += std::stoull(line.substr(kField.size()));
+    }
+  }
+  return total;
+}
+
+}  // namespace walbus::tools
+
+#endif  // WALBUS_TOOLS_PROCESS_STATS_H_

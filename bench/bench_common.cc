@@ -12,6 +12,7 @@
 #include <system_error>
 
 #include "bus/core/envelope.h"
+#include "tools/process_stats.h"
 
 namespace bench {
 namespace {
@@ -38,7 +39,8 @@ const Profile kProfiles[] = {
      .point_gets = 20000,
      .timer_fire_events = 20000,
      .timer_pending_events = 50000,
-     .timer_lateness_seconds = 0.5},
+     .timer_lateness_seconds = 0.5,
+     .idle_seconds = 1},
     {.name = "quick",
      .publish_seconds = 0.3,
      .producer_counts = {1, 4, 16, 64},
@@ -58,7 +60,8 @@ const Profile kProfiles[] = {
      .point_gets = 200000,
      .timer_fire_events = 200000,
      .timer_pending_events = 1000000,
-     .timer_lateness_seconds = 3},
+     .timer_lateness_seconds = 3,
+     .idle_seconds = 5},
     {.name = "full",
      // Publish and end to end run three times each (bench/run_suite.py).
      .publish_seconds = 1.5,
@@ -79,7 +82,8 @@ const Profile kProfiles[] = {
      .point_gets = 1000000,
      .timer_fire_events = 1000000,
      .timer_pending_events = 10000000,
-     .timer_lateness_seconds = 10},
+     .timer_lateness_seconds = 10,
+     .idle_seconds = 10},
 };
 
 const Profile* g_profile = &kProfiles[2];
@@ -156,12 +160,7 @@ TempDir::~TempDir() {
   fs::remove_all(root_, ec);
 }
 
-double RssMiB() {
-  std::ifstream statm("/proc/self/statm");
-  uint64_t size_pages = 0, resident_pages = 0;
-  statm >> size_pages >> resident_pages;
-  return MiB(resident_pages * static_cast<uint64_t>(::sysconf(_SC_PAGESIZE)));
-}
+double RssMiB() { return walbus::tools::ResidentMiB(); }
 
 uint64_t DirBytes(const fs::path& dir) {
   uint64_t total = 0;

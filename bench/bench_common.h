@@ -60,6 +60,7 @@ struct Profile {
   uint64_t timer_fire_events;     // scheduled events fired at once
   uint64_t timer_pending_events;  // scheduled events pending for the RSS figure
   double timer_lateness_seconds;  // the lateness run under live load
+  double idle_seconds;            // an idle bus watched for wake-ups
 };
 
 // Selects the profile by name ("smoke", "quick", "full"); false if unknown.
@@ -75,6 +76,7 @@ void RegisterBacklogBenchmarks();
 void RegisterScalingBenchmarks();
 void RegisterScanBenchmarks();
 void RegisterTimerBenchmarks();
+void RegisterDeviceBenchmarks();
 
 // The backlog group's filler runs as a child process: this program with
 // these two flags (handled by main before Google Benchmark sees argv).

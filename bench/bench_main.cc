@@ -57,6 +57,7 @@ int main(int argc, char** argv) {
   bench::RegisterScalingBenchmarks();
   bench::RegisterScanBenchmarks();
   bench::RegisterTimerBenchmarks();
+  bench::RegisterDeviceBenchmarks();
   benchmark::AddCustomContext("profile", profile);
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();

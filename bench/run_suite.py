@@ -40,6 +40,7 @@ GROUPS = [
     ("scaling", "Scaling"),
     ("scan", "Scan"),
     ("timers", "Timers"),
+    ("devices", "Devices"),
 ]
 
 # Runs per benchmark, interleaved at random, median reported (see above).
@@ -69,6 +70,7 @@ REQUIRED_KEYS = [
     "timer_fire_eps",
     "timer_lateness_p99_ms",
     "timers_10m_rss_mib",
+    "idle_wakeups_per_s",
 ]
 
 # Google Benchmark's own suffixes on a name; not parameters.
@@ -236,6 +238,8 @@ def summarize(res):
     # profiles pend fewer (timers_pending says how many).
     s["timers_10m_rss_mib"] = timers("pending", "rss_peak_mib")
     s["timers_pending"] = timers("pending", "pending")
+
+    s["idle_wakeups_per_s"] = res.value("Devices", "wakeups_per_s", measure="idle")
     return s
 
 
@@ -269,6 +273,7 @@ def targets(s):
         at_least("schedule_publish_vs_plain", 0.8, "publish scheduled vs immediate (4 producers)"),
         at_most("timer_lateness_p99_ms", 10, "timer lateness p99 under 10k/s live load (ms)"),
         at_most("timers_10m_rss_mib", 256, "RSS with the timers pending (MiB)"),
+        at_most("idle_wakeups_per_s", 1, "idle bus: wake-ups of its threads per second"),
     ]
 
 
@@ -374,6 +379,9 @@ def tables(res, s):
                        ("timers pending", "timers_pending"),
                        ("RSS with them pending, MiB", "timers_10m_rss_mib")):
         t.add(label, s.get(key))
+    out.append(t)
+    t = Table("Devices", ["measure", "value"])
+    t.add("idle bus, wake-ups of its threads per second", s.get("idle_wakeups_per_s"))
     out.append(t)
     return out
 

@@ -73,6 +73,7 @@
 #include <vector>
 
 #include "tools/nats_server.h"
+#include "tools/process_stats.h"
 #include "tools/workload.h"
 #include "walbus/bus.h"
 #include "walbus/event.h"
@@ -495,13 +496,6 @@ Status RunProducers(walbus::Bus& bus, const Config& cfg, SteadyClock::time_point
 
 // ---- soak progress ----
 
-double RssMiB() {
-  std::ifstream statm("/proc/self/statm");
-  uint64_t size_pages = 0, resident_pages = 0;
-  statm >> size_pages >> resident_pages;
-  return static_cast<double>(resident_pages) * static_cast<double>(::sysconf(_SC_PAGESIZE)) / (1024.0 * 1024.0);
-}
-
 // The sum of the sizes of the files under `dir`. RocksDB adds and removes
 // files meanwhile; a file that vanishes during the walk is not counted.
 double DiskMiB(const std::string& dir) {
@@ -555,7 +549,7 @@ class SoakReporter {
     while (true) {
       const bool stopping =
           cv_.wait_until(lock, std::min(SteadyClock::now() + kSampleEvery, next_report), [this] { return stop_; });
-      const double rss = RssMiB();
+      const double rss = walbus::tools::ResidentMiB();
       const double disk = DiskMiB(cfg_.dir);
       peaks_.rss_mib = std::max(peaks_.rss_mib, rss);
       peaks_.disk_mib = std::max(peaks_.disk_mib, disk);

@@ -20,6 +20,7 @@
 
 #include "storage/db.h"
 #include "tests/test_util.h"
+#include "tools/process_stats.h"
 #include "tools/walbus/inspect.h"
 #include "walbus/bus.h"
 
@@ -68,13 +69,6 @@ constexpr bool kSanitizedBuild = false;
 #else
 constexpr bool kSanitizedBuild = false;
 #endif
-
-double RssMiB() {
-  std::ifstream statm("/proc/self/statm");
-  uint64_t size_pages = 0, resident_pages = 0;
-  statm >> size_pages >> resident_pages;
-  return static_cast<double>(resident_pages) * static_cast<double>(::sysconf(_SC_PAGESIZE)) / (1024.0 * 1024.0);
-}
 
 double SecondsSince(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -170,7 +164,7 @@ struct OrderCheck {
 // Samples the resident set every 100 ms until destroyed; keeps the peak.
 class RssSampler {
  public:
-  RssSampler() : peak_(RssMiB()), thread_([this] { Run(); }) {}
+  RssSampler() : peak_(walbus::tools::ResidentMiB()), thread_([this] { Run(); }) {}
   ~RssSampler() { Stop(); }
   void Stop() {
     if (!thread_.joinable()) return;
@@ -188,7 +182,7 @@ class RssSampler {
     Sample();
   }
   void Sample() {
-    const double now = RssMiB();
+    const double now = walbus::tools::ResidentMiB();
     if (now > peak_.load()) peak_.store(now);
   }
   std::atomic<bool> stop_{false};
@@ -231,7 +225,7 @@ TEST(BacklogTest, MillionEventBacklogStaysInBoundedMemoryAndDrainsInOrder) {
     ASSERT_TRUE(bus->Subscribe(std::move(drain)).ok());
     ASSERT_EQ(bus->Stats().subscribers.at(0).checkpoint, 0u);
 
-    rss_before = RssMiB();
+    rss_before = walbus::tools::ResidentMiB();
     RssSampler sampler;
     const auto drain_start = std::chrono::steady_clock::now();
     ASSERT_TRUE(bus->Start().ok());

@@ -172,9 +172,13 @@ void Dispatcher::CancelWaits() {
 
 void Dispatcher::Loop() {
   Message m;
+  // The first pass looks before it sleeps: what the open found (timers
+  // scheduled before Start, overdue ones) is due without any message.
+  bool first_pass = true;
   while (true) {
     // Idle, it sleeps: no look at a fixed rate, only at the next due moment.
-    const std::optional<SteadyTime> due = NextDueMoment();
+    const std::optional<SteadyTime> due = first_pass ? std::chrono::steady_clock::now() : NextDueMoment();
+    first_pass = false;
     bool woken = true;
     if (due) {
       woken = messages_.WaitDequeueUntil(m, *due);

@@ -174,6 +174,21 @@ TEST(SchedulerTest, ATimeInThePastFiresAtOnce) {
   ASSERT_TRUE(testing::Eventually([&] { return seen.Has(id); }));
 }
 
+// Scheduled before Start, with no subscriber to wake the dispatcher: its
+// first look finds them (the bridge relays what fires, subscriber or not).
+TEST(SchedulerTest, TimersScheduledBeforeStartFireWithoutASubscriber) {
+  TempDir dir;
+  auto bus = testing::OpenBus(testing::TestOptions(dir));
+  ASSERT_NE(bus, nullptr);
+  const EventId due = Schedule(*bus, Expiry("reservation-1", 1ms));
+  const EventId later = Schedule(*bus, Expiry("reservation-2", 300ms));
+  std::this_thread::sleep_for(5ms);
+  ASSERT_TRUE(bus->Start().ok());
+  EXPECT_TRUE(testing::Eventually([&] { return StateOf(*bus, due) == ScheduledStatus::State::kFired; }));
+  EXPECT_TRUE(testing::Eventually([&] { return StateOf(*bus, later) == ScheduledStatus::State::kFired; }));
+  EXPECT_EQ(bus->Stats().scheduled_pending, 0u);
+}
+
 TEST(SchedulerTest, BadSchedulesAreRefusedAndWriteNothing) {
   TempDir dir;
   auto clock = std::make_shared<ManualClock>();

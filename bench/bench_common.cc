@@ -40,7 +40,8 @@ const Profile kProfiles[] = {
      .timer_fire_events = 20000,
      .timer_pending_events = 50000,
      .timer_lateness_seconds = 0.5,
-     .idle_seconds = 1},
+     .idle_seconds = 1,
+     .wear_seconds = 1},
     {.name = "quick",
      .publish_seconds = 0.3,
      .producer_counts = {1, 4, 16, 64},
@@ -61,7 +62,8 @@ const Profile kProfiles[] = {
      .timer_fire_events = 200000,
      .timer_pending_events = 1000000,
      .timer_lateness_seconds = 3,
-     .idle_seconds = 5},
+     .idle_seconds = 5,
+     .wear_seconds = 10},
     {.name = "full",
      // Publish and end to end run three times each (bench/run_suite.py).
      .publish_seconds = 1.5,
@@ -83,7 +85,8 @@ const Profile kProfiles[] = {
      .timer_fire_events = 1000000,
      .timer_pending_events = 10000000,
      .timer_lateness_seconds = 10,
-     .idle_seconds = 10},
+     .idle_seconds = 10,
+     .wear_seconds = 60},
 };
 
 const Profile* g_profile = &kProfiles[2];

@@ -61,6 +61,7 @@ struct Profile {
   uint64_t timer_pending_events;  // scheduled events pending for the RSS figure
   double timer_lateness_seconds;  // the lateness run under live load
   double idle_seconds;            // an idle bus watched for wake-ups
+  double wear_seconds;            // the steady load whose device writes are counted
 };
 
 // Selects the profile by name ("smoke", "quick", "full"); false if unknown.

@@ -5,7 +5,17 @@
 //          do for idle_seconds: the wake-ups of all its threads
 //          (dispatcher, workers, RocksDB's), per second. A fixed-rate poll
 //          anywhere shows as tens per second; the goal is at most one.
+//   wear   a steady 2,000 events/s (one producer, paced; 2 subscribers,
+//          1000 subjects; kBuffered) for wear_seconds: the bytes the
+//          process sent to the device (/proc/self/io write_bytes less
+//          cancelled_write_bytes: the WAL, table files from flushes and
+//          compactions, the MANIFEST) per logical byte committed (the keys
+//          and values the application wrote, its events' subjects and
+//          data, and the handlers' effects). The goal is at most 3.
+#include <atomic>
+#include <fstream>
 #include <memory>
+#include <string>
 #include <thread>
 
 #include "bench/bench_common.h"
@@ -16,6 +26,22 @@ namespace {
 
 constexpr uint64_t kBurstEvents = 1000;
 constexpr uint64_t kSubjects = 100;
+constexpr double kWearRateEps = 2000;
+constexpr uint64_t kWearSubjects = 1000;
+
+// Bytes this process had written to the device, less those it wrote to
+// files deleted before they reached it.
+uint64_t DeviceBytesWritten() {
+  std::ifstream io("/proc/self/io");
+  uint64_t written = 0, cancelled = 0;
+  for (std::string field; io >> field;) {
+    uint64_t value = 0;
+    io >> value;
+    if (field == "write_bytes:") written = value;
+    if (field == "cancelled_write_bytes:") cancelled = value;
+  }
+  return written - std::min(written, cancelled);
+}
 
 void RunIdle(benchmark::State& state) {
   const double idle_seconds = CurrentProfile().idle_seconds;
@@ -46,8 +72,57 @@ void RunIdle(benchmark::State& state) {
   }
 }
 
+void RunWear(benchmark::State& state) {
+  const double seconds = CurrentProfile().wear_seconds;
+  for (auto _ : state) {
+    TempDir dir;
+    std::unique_ptr<walbus::Bus> bus;
+    if (Failed(state, ErrorText(walbus::Bus::Open(BusOptions(dir.path(), walbus::Durability::kBuffered), &bus))))
+      return;
+    std::atomic<uint64_t> effect_bytes{0};
+    for (const char* name : {"reactor-a", "reactor-b"}) {
+      walbus::SubscriberOptions sub;
+      sub.name = name;
+      sub.handler = [&effect_bytes](const walbus::Event& e, walbus::HandlerContext& ctx) {
+        walbus::Outcome outcome = WriteEffect(e, ctx);
+        // WriteEffect's key and its one-byte value.
+        const size_t key = ctx.SubscriberName().size() + 1 + e.subject.size() + 1 + std::to_string(e.seq).size();
+        effect_bytes.fetch_add(key + 1, std::memory_order_relaxed);
+        return outcome;
+      };
+      if (Failed(state, ErrorText(bus->Subscribe(std::move(sub))))) return;
+    }
+    if (Failed(state, ErrorText(bus->Start()))) return;
+    const uint64_t device_before = DeviceBytesWritten();
+    uint64_t logical = 0;
+    const auto started = Clock::now();
+    const auto period = std::chrono::duration<double>(1.0 / kWearRateEps);
+    uint64_t i = 0;
+    for (; Clock::now() - started < std::chrono::duration<double>(seconds); ++i) {
+      std::this_thread::sleep_until(started + std::chrono::duration_cast<Clock::duration>(period * i));
+      const std::string key = DomainKey(0, i);
+      const std::string subject = SubjectOf(i, kWearSubjects);
+      if (Failed(state, ErrorText(CommitOne(*bus, key, subject, EventData())))) return;
+      logical += key.size() + DomainValue().size() + subject.size() + EventData().size();
+    }
+    if (Failed(state, ErrorText(bus->WaitIdle(std::chrono::minutes(1))))) return;
+    const double elapsed = std::chrono::duration<double>(Clock::now() - started).count();
+    const uint64_t device = DeviceBytesWritten() - device_before;
+    logical += effect_bytes.load();
+    bus->Close().IgnoreError();
+    state.SetIterationTime(elapsed);
+    state.counters["events"] = static_cast<double>(i);
+    state.counters["logical_mib"] = MiB(logical);
+    state.counters["device_mib"] = MiB(device);
+    state.counters["device_bytes_per_logical_byte"] = static_cast<double>(device) / static_cast<double>(logical);
+  }
+}
+
 }  // namespace
 
-void RegisterDeviceBenchmarks() { RegisterMeasurement(BenchName("Devices", {{"measure", "idle"}}), RunIdle); }
+void RegisterDeviceBenchmarks() {
+  RegisterMeasurement(BenchName("Devices", {{"measure", "idle"}}), RunIdle);
+  RegisterMeasurement(BenchName("Devices", {{"measure", "wear"}}), RunWear);
+}
 
 }  // namespace bench

@@ -71,6 +71,7 @@ REQUIRED_KEYS = [
     "timer_lateness_p99_ms",
     "timers_10m_rss_mib",
     "idle_wakeups_per_s",
+    "disk_write_amplification",
 ]
 
 # Google Benchmark's own suffixes on a name; not parameters.
@@ -240,6 +241,7 @@ def summarize(res):
     s["timers_pending"] = timers("pending", "pending")
 
     s["idle_wakeups_per_s"] = res.value("Devices", "wakeups_per_s", measure="idle")
+    s["disk_write_amplification"] = res.value("Devices", "device_bytes_per_logical_byte", measure="wear")
     return s
 
 
@@ -274,6 +276,7 @@ def targets(s):
         at_most("timer_lateness_p99_ms", 10, "timer lateness p99 under 10k/s live load (ms)"),
         at_most("timers_10m_rss_mib", 256, "RSS with the timers pending (MiB)"),
         at_most("idle_wakeups_per_s", 1, "idle bus: wake-ups of its threads per second"),
+        at_most("disk_write_amplification", 3, "device bytes written per logical byte at 2,000 events/s"),
     ]
 
 
@@ -382,6 +385,7 @@ def tables(res, s):
     out.append(t)
     t = Table("Devices", ["measure", "value"])
     t.add("idle bus, wake-ups of its threads per second", s.get("idle_wakeups_per_s"))
+    t.add("device bytes written per logical byte, 2,000 events/s", s.get("disk_write_amplification"))
     out.append(t)
     return out
 

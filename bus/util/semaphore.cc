@@ -6,6 +6,7 @@
 #include <cassert>
 #include <cerrno>
 #include <limits>
+#include <thread>
 
 namespace walbus::internal {
 namespace {
@@ -72,15 +73,29 @@ bool Semaphore::WaitUntil(std::chrono::steady_clock::time_point deadline) {
   if (Spin()) return true;
   if (count_.fetch_sub(1, std::memory_order_acquire) > 0) return true;
   if (SleepForPostUntil(deadline)) return true;
-  // Timed out: withdraw as a sleeper, unless a Signal already counted this
-  // thread as one. Then its post is on the way (or there): take it, so that
-  // it does not wake a later wait that nothing signalled.
-  int64_t c = count_.load(std::memory_order_relaxed);
-  while (c < 0) {
-    if (count_.compare_exchange_weak(c, c + 1, std::memory_order_relaxed, std::memory_order_relaxed)) return false;
+  return Withdraw();
+}
+
+bool Semaphore::Withdraw() {
+  // Timed out: withdraw as a sleeper (a negative count has room for it).
+  // A count that is not negative means a Signal counted this thread as a
+  // sleeper: its post is on the way or there, and is taken here, lest it
+  // wake a later wait that nothing signalled. Never a blocking wait for
+  // it: another sleeper may take that post first, which makes the count
+  // negative again, and this thread then withdraws after all. (Waiting
+  // for the post would sleep past the deadline until the next Signal.)
+  while (true) {
+    int64_t c = count_.load(std::memory_order_relaxed);
+    if (c < 0) {
+      if (count_.compare_exchange_weak(c, c + 1, std::memory_order_relaxed, std::memory_order_relaxed)) return false;
+      continue;
+    }
+    if (sem_trywait(&sleepers_) == 0) {
+      AfterPost();
+      return true;
+    }
+    std::this_thread::yield();  // the Signal that counted it is posting
   }
-  SleepForPost();
-  return true;
 }
 
 int64_t Semaphore::available() const { return std::max<int64_t>(count_.load(std::memory_order_relaxed), 0); }

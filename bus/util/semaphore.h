@@ -45,6 +45,8 @@ class Semaphore {
   // Sleeps until a Signal that counted this thread as a sleeper posts.
   void SleepForPost();
   bool SleepForPostUntil(std::chrono::steady_clock::time_point deadline);
+  // After a timed-out sleep: false once withdrawn, true if it took a post.
+  bool Withdraw();
   void AfterPost();
 
   // Takeable when positive; when negative, that many threads sleep on

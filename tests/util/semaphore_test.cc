@@ -65,18 +65,24 @@ TEST(SemaphoreTest, AFarDeadlineWaitsForTheSignal) {
 // Timeouts racing signals: a waiter that times out just as a signal counts
 // it as a sleeper must take that signal's post, or the post would wake a
 // later wait that nothing signalled (and the signal would be lost to the
-// count). Every signal is taken exactly once, and none is invented.
+// count); and it must not wait for that post if another sleeper took it,
+// or it would sleep past its deadline until the next signal (after the
+// last one: for ever). Every signal is taken exactly once, none is
+// invented, and every waiter returns.
 TEST(SemaphoreTest, TimeoutsRacingSignalsNeitherLoseNorInventOne) {
   Semaphore s(/*spins=*/0);
   constexpr int64_t kSignals = 100000;
+  constexpr int kWaiters = 4;
   std::atomic<int64_t> taken{0};
+  std::atomic<int> returned{0};
   std::vector<std::thread> waiters;
-  for (int w = 0; w < 3; ++w) {
+  for (int w = 0; w < kWaiters; ++w) {
     waiters.emplace_back([&, w] {
       std::mt19937 rng(w);
       while (taken.load() < kSignals) {
-        if (s.WaitUntil(Steady::now() + std::chrono::microseconds(rng() % 50))) taken.fetch_add(1);
+        if (s.WaitUntil(Steady::now() + std::chrono::microseconds(rng() % 20))) taken.fetch_add(1);
       }
+      returned.fetch_add(1);
     });
   }
   std::mt19937 rng(7);
@@ -86,6 +92,12 @@ TEST(SemaphoreTest, TimeoutsRacingSignalsNeitherLoseNorInventOne) {
     sent += burst;
     if (rng() % 8 == 0) std::this_thread::sleep_for(std::chrono::microseconds(rng() % 30));
   }
+  // A waiter stuck past its deadline fails here instead of hanging the
+  // test; the extra signals then release it.
+  const auto deadline = Steady::now() + 20s;
+  while (returned.load() < kWaiters && Steady::now() < deadline) std::this_thread::sleep_for(1ms);
+  EXPECT_EQ(returned.load(), kWaiters) << "a wait slept past its deadline";
+  if (returned.load() < kWaiters) s.Signal(kWaiters);
   for (auto& t : waiters) t.join();
   EXPECT_EQ(taken.load(), kSignals);
   EXPECT_EQ(s.available(), 0);

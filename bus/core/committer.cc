@@ -186,10 +186,33 @@ void Committer::AddToCounter(const Op& op) {
     }
   }
   if (group_counters_.size() >= kMaxSummedCounters) {
-    batch_.AddCounter(op.cf, op.key, op.delta);  // unusual: many distinct counters
+    // Unusual: many distinct counters. Merged; its known value is stale.
+    batch_.AddCounter(op.cf, op.key, op.delta);
+    auto known = counter_values_.find(op.cf);
+    if (known != counter_values_.end()) {
+      auto it = known->second.find(op.key);
+      if (it != known->second.end()) known->second.erase(it);
+    }
     return;
   }
-  group_counters_.push_back(CounterSum{op.cf, op.key, op.delta});
+  group_counters_.push_back(CounterSum{op.cf, op.key, op.delta, std::nullopt});
+}
+
+void Committer::AddCounterWrite(CounterSum* sum) {
+  auto& values = counter_values_[sum->cf];
+  auto it = values.find(sum->key);
+  if (it == values.end()) {
+    std::string stored;
+    bool found = false;
+    uint64_t current = 0;
+    if (!db_->Get(sum->cf, sum->key, &stored, &found).ok() || (found && !storage::DecodeCounter(stored, &current))) {
+      batch_.AddCounter(sum->cf, sum->key, sum->delta);  // storage sums it, as before
+      return;
+    }
+    it = values.emplace(sum->key, current).first;
+  }
+  sum->value = it->second + sum->delta;  // wraps as the merge does: a delta may be -1
+  batch_.Put(sum->cf, sum->key, storage::EncodeCounter(*sum->value));
 }
 
 bool Committer::WriteGroup(const std::vector<CommitRequest*>& group) {
@@ -232,7 +255,7 @@ bool Committer::WriteGroup(const std::vector<CommitRequest*>& group) {
     sync |= r->sync;
   }
   if (accepted == 0) return false;
-  for (const CounterSum& c : group_counters_) batch_.AddCounter(c.cf, c.key, c.delta);
+  for (CounterSum& c : group_counters_) AddCounterWrite(&c);
   WALBUS_FAULT_POINT("commit.before_write");
   const auto started = std::chrono::steady_clock::now();
   Status written = batch_.Commit(db_, sync);
@@ -240,11 +263,15 @@ bool Committer::WriteGroup(const std::vector<CommitRequest*>& group) {
   WALBUS_FAULT_POINT("commit.after_write");
   writes_failing_.store(!written.ok(), std::memory_order_relaxed);
   if (!written.ok()) {
+    counter_values_.clear();
     (written.IsResourceExhausted() ? no_space_failures_ : other_write_failures_)
         .fetch_add(1, std::memory_order_relaxed);
     for (CommitRequest* r : group)
       if (r->status.ok()) r->status = written;
     return false;
+  }
+  for (const CounterSum& c : group_counters_) {
+    if (c.value) counter_values_[c.cf].find(c.key)->second = *c.value;
   }
   commits_.fetch_add(accepted, std::memory_order_relaxed);
   groups_.fetch_add(1, std::memory_order_relaxed);

@@ -25,6 +25,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <string>
 #include <unordered_map>
@@ -118,6 +119,11 @@ class Committer {
   // Adds a kAddCounter op to the group's sums (or, past a bound on distinct
   // keys, straight to the batch).
   void AddToCounter(const Op& op);
+  // Adds the summed counter's write to the batch: its new value when the
+  // current one is known (read from storage at its first touch), else the
+  // delta, merged.
+  struct CounterSum;
+  void AddCounterWrite(CounterSum* sum);
   Status CheckExpectations(const WriteSet& writes);
 
   storage::Db* const db_;
@@ -147,16 +153,25 @@ class Committer {
   std::unordered_map<std::string, uint64_t> group_versions_;
   std::vector<std::shared_ptr<const Event>> group_events_;
   std::vector<TimerChange> group_timers_;
-  // The group's counter additions, summed per key: one merge per counter
-  // per write instead of one per commit (handler completions add to the
-  // same few counters). Counter keys are only ever merged, never put or
-  // deleted, so moving their merges to the end of the batch changes nothing.
+  // The group's counter additions, summed per key: one write per counter
+  // per group instead of one per commit (handler completions add to the
+  // same few counters). Counter keys are only ever added to, never put or
+  // deleted by anything else, so moving their writes to the end of the
+  // batch changes nothing.
   struct CounterSum {
     storage::CfHandle* cf;
     std::string key;
     uint64_t delta;
+    std::optional<uint64_t> value;  // the value written, when put
   };
   std::vector<CounterSum> group_counters_;
+  // Each counter's value after the last write that touched it. A group
+  // puts the new value instead of merging its delta: on every merge,
+  // RocksDB walks the key's stacked operands in the memtable (to fold them
+  // past max_successive_merges), which cost a scheduled publish (one
+  // counter per commit) a fifth of its throughput. Dropped after a failed
+  // write: what storage holds is then read again.
+  std::map<storage::CfHandle*, std::map<std::string, uint64_t, std::less<>>> counter_values_;
 };
 
 }  // namespace walbus::internal

@@ -60,10 +60,10 @@ void RunIdle(benchmark::State& state) {
     if (Failed(state, ErrorText(bus->WaitIdle(std::chrono::minutes(1))))) return;
     // What follows the last event: its checkpoint, then its timed trim.
     std::this_thread::sleep_for(options.trim_interval + options.checkpoint_interval + std::chrono::milliseconds(500));
-    const uint64_t before = walbus::tools::OtherThreadsWakeups();
+    const uint64_t before = walbus::tools::BusThreadsWakeups();
     const auto started = Clock::now();
     std::this_thread::sleep_for(std::chrono::duration<double>(idle_seconds));
-    const uint64_t wakeups = walbus::tools::OtherThreadsWakeups() - before;
+    const uint64_t wakeups = walbus::tools::BusThreadsWakeups() - before;
     const double seconds = std::chrono::duration<double>(Clock::now() - started).count();
     bus->Close().IgnoreError();
     state.SetIterationTime(seconds);

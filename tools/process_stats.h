@@ -4,7 +4,6 @@
 #ifndef WALBUS_TOOLS_PROCESS_STATS_H_
 #define WALBUS_TOOLS_PROCESS_STATS_H_
 
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cstdint>
@@ -22,16 +21,19 @@ inline double ResidentMiB() {
   return static_cast<double>(resident_pages) * static_cast<double>(::sysconf(_SC_PAGESIZE)) / (1024.0 * 1024.0);
 }
 
-// Voluntary context switches of every thread of the process but the
-// calling one, summed: each is a sleep that ended in a wake-up, so over an
-// idle period they count the wake-ups. A thread that ended meanwhile no
-// longer counts: compare readings taken while the same threads live.
-inline uint64_t OtherThreadsWakeups() {
-  const std::string self = std::to_string(::syscall(SYS_gettid));
+// Voluntary context switches of the bus's threads (walbus's, named
+// walbus-*, and RocksDB's, rocksdb:*), summed: each is a sleep that ended
+// in a wake-up, so over an idle period they count the wake-ups. Other
+// threads (the caller's, a sanitizer runtime's) are not the bus's. A
+// thread that ended meanwhile no longer counts: compare readings taken
+// while the same threads live.
+inline uint64_t BusThreadsWakeups() {
   uint64_t total = 0;
   std::error_code ec;
   for (std::filesystem::directory_iterator it("/proc/self/task", ec), end; !ec && it != end; it.increment(ec)) {
-    if (it->path().filename() == self) continue;
+    std::string name;
+    std::getline(std::ifstream(it->path() / "comm"), name);
+    if (name.rfind("walbus-", 0) != 0 && name.rfind("rocksdb:", 0) != 0) continue;
     std::ifstream status(it->path() / "status");
     for (std::string line; std::getline(status, line);) {
       constexpr std::string_view kField = "voluntary_ctxt_switches:";

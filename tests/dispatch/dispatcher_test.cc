@@ -219,10 +219,10 @@ TEST_F(DispatcherTest, AnIdleBusSleeps) {
   ASSERT_TRUE(bus->WaitIdle(kWait).ok());
   // What follows the last event: its checkpoint (5 ms) and its trim (200 ms).
   std::this_thread::sleep_for(1s);
-  const uint64_t before = walbus::tools::OtherThreadsWakeups();
+  const uint64_t before = walbus::tools::BusThreadsWakeups();
   constexpr auto kIdle = 5s;
   std::this_thread::sleep_for(kIdle);
-  const uint64_t wakeups = walbus::tools::OtherThreadsWakeups() - before;
+  const uint64_t wakeups = walbus::tools::BusThreadsWakeups() - before;
   RecordProperty("wakeups", std::to_string(wakeups));
   EXPECT_LE(wakeups, 5u) << "wake-ups in " << kIdle.count() << " s of an idle bus";
 

@@ -80,15 +80,17 @@ bool Scheduler::OnTimersChanged(const std::vector<TimerChange>& changes) {
 }
 
 std::optional<std::chrono::milliseconds> Scheduler::FireDue(const std::function<bool()>& delivery_keeps_up) {
-  const uint64_t added = earliest_added_.exchange(kNone);
-  if (added != kNone) {
+  uint64_t added = earliest_added_.load();
+  while (added != kNone) {
     // A timer may now lie below where seeks start (its time was past, or
     // earlier than any pending one): start there.
     if (FirstKeyAt(added) < scan_from_) {
       scan_from_ = FirstKeyAt(added);
       scan_from_due_.store(added, std::memory_order_relaxed);
     }
-    next_due_.store(std::min(next_due_.load(std::memory_order_relaxed), added), std::memory_order_relaxed);
+    LowerTo(next_due_, added);
+    // Emptied only if nothing earlier came meanwhile (else: take that too).
+    if (earliest_added_.compare_exchange_weak(added, kNone)) break;
   }
   const uint64_t now_ms = timeline_->NowMs();
   const auto steady = Steady::now();
@@ -96,7 +98,7 @@ std::optional<std::chrono::milliseconds> Scheduler::FireDue(const std::function<
     StoreTimeline();
   }
   std::optional<std::chrono::milliseconds> wait;
-  if (next_due_.load(std::memory_order_relaxed) <= now_ms) {
+  if (next_due_.load() <= now_ms) {
     if (steady - last_batch_ < kMinBatchInterval && !delivery_keeps_up()) {
       wait = std::chrono::duration_cast<std::chrono::milliseconds>(kMinBatchInterval - (steady - last_batch_));
     } else {
@@ -195,7 +197,7 @@ bool Scheduler::FireBatch(uint64_t now_ms) {
     scan_from_ = last_key;
     scan_from_due_.store(storage::GetBe64(last_key), std::memory_order_relaxed);
   }
-  next_due_.store(next, std::memory_order_relaxed);
+  next_due_.store(next);
   return true;
 }
 
@@ -221,9 +223,13 @@ Scheduler::Counts Scheduler::counts() const {
 
 std::optional<uint64_t> Scheduler::next_due_ms() const {
   if (pending_.load(std::memory_order_relaxed) == 0) return std::nullopt;
-  if (earliest_added_.load() == 0) {
-    // The dispatcher has not looked yet since the open (the start value):
-    // the first pending timer is the answer.
+  // In this order: a timer FireDue took out of earliest_added_ is in
+  // next_due_ by then.
+  const uint64_t added = earliest_added_.load();
+  const uint64_t known = next_due_.load();
+  if (known == kUnknown) {
+    // The dispatcher has not read storage yet since the open: the first
+    // pending timer is the answer.
     std::optional<uint64_t> first;
     Status s =
         db_->ScanRange(db_->cf(storage::Cf::kTimers), nullptr, {}, false, [&](std::string_view key, std::string_view) {
@@ -234,8 +240,7 @@ std::optional<uint64_t> Scheduler::next_due_ms() const {
         });
     return s.ok() ? first : std::nullopt;
   }
-  const uint64_t next =
-      std::min(next_due_.load(std::memory_order_relaxed), earliest_added_.load(std::memory_order_relaxed));
+  const uint64_t next = std::min(known, added);
   if (next == kNone) return std::nullopt;
   return next;
 }

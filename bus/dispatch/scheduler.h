@@ -79,6 +79,8 @@ class Scheduler {
 
  private:
   static constexpr uint64_t kNone = ~uint64_t{0};
+  // next_due_ before FireBatch first read storage: look at once.
+  static constexpr uint64_t kUnknown = 0;
   // Reads up to kFireBatch due timers from scan_from_ and fires them;
   // sets next_due_. Returns false when storage failed (try again later).
   bool FireBatch(uint64_t now_ms);
@@ -98,9 +100,11 @@ class Scheduler {
   std::atomic<uint64_t> fired_{0};
   std::atomic<uint64_t> cancelled_{0};
   // The earliest due among timers committed since FireDue last looked.
-  std::atomic<uint64_t> earliest_added_{0};  // 0 at start: look at once
-  std::atomic<uint64_t> next_due_{kNone};    // as FireDue last knew it
-  std::atomic<uint64_t> awaited_{0};         // the moment the dispatcher sleeps towards
+  // Every committed timer is in one of these two until it fires: FireDue
+  // lowers next_due_ before it empties earliest_added_.
+  std::atomic<uint64_t> earliest_added_{kNone};
+  std::atomic<uint64_t> next_due_{kUnknown};  // as FireDue last knew it
+  std::atomic<uint64_t> awaited_{0};          // the moment the dispatcher sleeps towards
   Histogram lateness_{Histogram::SecondsBounds()};
 
   // Dispatcher thread only.

@@ -16,6 +16,7 @@
 #include <random>
 #include <set>
 #include <sstream>
+#include <stop_token>
 #include <string>
 #include <thread>
 #include <vector>
@@ -160,6 +161,57 @@ TEST(SchedulerTest, FiresAfterItsDueTimeAndNotBefore) {
   EXPECT_EQ(MetricValue(*bus, "walbus_scheduled_fired_total"), 1);
   EXPECT_EQ(MetricValue(*bus, "walbus_scheduled_lateness_seconds"), 1);
   EXPECT_EQ(MetricValue(*bus, "walbus_scheduled_next_due_seconds"), -1);  // none waits
+}
+
+// Read all the while: as the dispatcher takes its first look after each
+// open and as earlier timers come, the gauge shows the earliest pending
+// timer, never none and never the start value.
+TEST(SchedulerTest, TheNextDueGaugeHoldsWhileTheDispatcherLooks) {
+  constexpr int kRounds = 40;
+  constexpr int kEarlierPerRound = 20;
+  constexpr auto kStep = 10ms;
+  TempDir dir;
+  auto clock = std::make_shared<ManualClock>();  // never advanced
+  {
+    auto bus = testing::OpenBus(ClockedOptions(dir, clock));
+    ASSERT_NE(bus, nullptr);
+    Schedule(*bus, Expiry("reservation-0", 15min));
+    ASSERT_TRUE(bus->Close().ok());
+  }
+  const double lowest = std::chrono::duration<double>(15min - kRounds * kEarlierPerRound * kStep).count();
+  int scheduled = 0;
+  for (int round = 0; round < kRounds; ++round) {
+    auto bus = testing::OpenBus(ClockedOptions(dir, clock));
+    ASSERT_NE(bus, nullptr);
+    std::vector<double> wrong;
+    std::atomic<size_t> reads{0};
+    std::jthread reader([&](std::stop_token stop) {
+      while (!stop.stop_requested()) {
+        const double v = MetricValue(*bus, "walbus_scheduled_next_due_seconds");
+        if (v < lowest - 1 || v > 901) wrong.push_back(v);
+        ++reads;
+      }
+    });
+    // Reading before the start, through it, and after the last timer.
+    const auto read_once_more = [&reads] {
+      const size_t seen = reads.load();
+      while (reads.load() < seen + 2) std::this_thread::yield();
+    };
+    read_once_more();
+    ASSERT_TRUE(bus->Start().ok());
+    for (int i = 0; i < kEarlierPerRound; ++i) {
+      ++scheduled;
+      Schedule(*bus, Expiry("reservation-" + std::to_string(scheduled), 15min - scheduled * kStep));
+    }
+    read_once_more();
+    reader.request_stop();
+    reader.join();
+    EXPECT_TRUE(wrong.empty()) << "round " << round << ": " << wrong.size() << " wrong reads, the first "
+                               << wrong.front();
+    EXPECT_NEAR(MetricValue(*bus, "walbus_scheduled_next_due_seconds"),
+                std::chrono::duration<double>(15min - scheduled * kStep).count(), 0.01);
+    ASSERT_TRUE(bus->Close().ok());
+  }
 }
 
 TEST(SchedulerTest, ATimeInThePastFiresAtOnce) {

@@ -3,6 +3,7 @@
 #include "storage/private_fs.h"
 
 #include <fcntl.h>
+#include <rocksdb/cache.h>
 #include <rocksdb/compaction_filter.h>
 #include <rocksdb/db.h>
 #include <rocksdb/experimental.h>
@@ -11,6 +12,7 @@
 #include <rocksdb/slice_transform.h>
 #include <rocksdb/table.h>
 #include <rocksdb/write_batch.h>
+#include <rocksdb/write_buffer_manager.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -69,9 +71,35 @@ class InboxWindowFilter : public rocksdb::CompactionFilter {
   const std::shared_ptr<const InboxRetention> retention_;
 };
 
-rocksdb::ColumnFamilyOptions OptionsFor(std::string_view name,
+// The memory RocksDB may hold (OpenOptions::memory_bytes), shared by
+// every column family: one block cache, and the memtables charged to it.
+struct Memory {
+  explicit Memory(size_t bytes)
+      : cache(rocksdb::NewLRUCache(bytes)),
+        // Stalls writers while the memtables hold more than their share,
+        // until flushes free it: the bound holds under any burst (without,
+        // each column family may hold two full memtables).
+        write_buffers(std::make_shared<rocksdb::WriteBufferManager>(bytes / 4 * 3, cache, /*allow_stall=*/true)),
+        // One column family may fill half of the memtables' share (64 MiB
+        // at most, RocksDB's default): a busy outbox flushes less often
+        // than an even split would make it, and the rest still fits.
+        memtable_bytes(std::min<size_t>(size_t{64} << 20, bytes / 8 * 3)) {}
+  std::shared_ptr<rocksdb::Cache> cache;
+  std::shared_ptr<rocksdb::WriteBufferManager> write_buffers;
+  size_t memtable_bytes;
+};
+
+rocksdb::ColumnFamilyOptions OptionsFor(std::string_view name, const Memory& memory,
                                         const rocksdb::CompactionFilter* inbox_filter = nullptr) {
   rocksdb::ColumnFamilyOptions cf;
+  cf.write_buffer_size = memory.memtable_bytes;
+  rocksdb::BlockBasedTableOptions table;
+  table.block_cache = memory.cache;
+  // Indexes and filters in the cache, not beside it in each open table:
+  // a growing database (a long backlog) does not grow memory with it. The
+  // newest tables' stay pinned, as the reads of the tail need them.
+  table.cache_index_and_filter_blocks = true;
+  table.pin_l0_filter_and_index_blocks_in_cache = true;
   if (name == CfName(Cf::kInbox)) cf.compaction_filter = inbox_filter;
   // A subscriber's inbox keys (its id, then a time-ordered event id) arrive
   // nearly in order: memtable inserts start from where the subscriber's
@@ -91,10 +119,9 @@ rocksdb::ColumnFamilyOptions OptionsFor(std::string_view name,
   }
   if (name == CfName(Cf::kInbox) || name == CfName(Cf::kVersions)) {
     // Point lookups that mostly miss: a Bloom filter keeps them off disk.
-    rocksdb::BlockBasedTableOptions table;
     table.filter_policy.reset(rocksdb::NewBloomFilterPolicy(10));
-    cf.table_factory.reset(rocksdb::NewBlockBasedTableFactory(table));
   }
+  cf.table_factory.reset(rocksdb::NewBlockBasedTableFactory(table));
   return cf;
 }
 
@@ -121,8 +148,9 @@ Status FromRocks(const rocksdb::Status& s, std::string_view what) {
 // writes only once every column family exists.
 Status HasFormatVersion(const rocksdb::DBOptions& dbo, const std::string& dir, const std::vector<std::string>& names,
                         bool* found) {
+  const Memory memory(kMinMemoryBytes);  // a glance: the smallest will do
   std::vector<rocksdb::ColumnFamilyDescriptor> descriptors;
-  for (const auto& n : names) descriptors.emplace_back(n, OptionsFor(n));
+  for (const auto& n : names) descriptors.emplace_back(n, OptionsFor(n, memory));
   std::vector<rocksdb::ColumnFamilyHandle*> handles;
   rocksdb::DB* raw = nullptr;
   rocksdb::Status s = rocksdb::DB::OpenForReadOnly(dbo, dir, descriptors, &handles, &raw);
@@ -258,7 +286,8 @@ constexpr size_t kInfoLogFilesKept = 4;
 
 // RocksDB's options for the database; *env is the private file system a
 // primary instance writes through (the Db keeps it, past its rocksdb::DB).
-rocksdb::DBOptions DatabaseOptions(const OpenOptions& options, std::unique_ptr<rocksdb::Env>* env) {
+rocksdb::DBOptions DatabaseOptions(const OpenOptions& options, const Memory& memory,
+                                   std::unique_ptr<rocksdb::Env>* env) {
   const bool primary = options.mode == OpenOptions::Mode::kPrimary;
   rocksdb::DBOptions dbo;
   dbo.create_if_missing = primary && options.create_if_missing;
@@ -269,9 +298,9 @@ rocksdb::DBOptions DatabaseOptions(const OpenOptions& options, std::unique_ptr<r
   // fills the card. Bounded here to 4 old files of at most 1 MiB each.
   dbo.max_log_file_size = kInfoLogFileBytes;
   dbo.keep_log_file_num = kInfoLogFilesKept;
-  // One bound for the memtables of every column family together (each has
-  // 64 MiB of its own otherwise): memory stays flat under any backlog.
-  dbo.db_write_buffer_size = 96u << 20;
+  // One bound for the memtables of every column family together, within
+  // the block cache: memory stays flat under any backlog.
+  dbo.write_buffer_manager = memory.write_buffers;
   // Column families written rarely (meta, checkpoints) would otherwise pin
   // old log files: every open then replays gigabytes of log, slowly and
   // into full memtables. Past this much log, the oldest is flushed.
@@ -353,11 +382,13 @@ Status OpenError(const rocksdb::Status& s, const std::string& dir) {
 Status Db::Open(const OpenOptions& options, std::unique_ptr<Db>* out) {
   out->reset();
   if (options.dir.empty()) return Status::InvalidArgument("no database directory given");
+  if (options.memory_bytes < kMinMemoryBytes) return Status::InvalidArgument("memory_bytes is below 4 MiB");
   const bool primary = options.mode == OpenOptions::Mode::kPrimary;
   DirectoryState dir;
   if (Status s = CheckDirectory(options, &dir); !s.ok()) return s;
+  const Memory memory(options.memory_bytes);
   std::unique_ptr<rocksdb::Env> db_env;
-  rocksdb::DBOptions dbo = DatabaseOptions(options, &db_env);
+  rocksdb::DBOptions dbo = DatabaseOptions(options, memory, &db_env);
   std::vector<std::string> existing, names;
   if (Status s = ExistingColumnFamilies(dbo, options, dir, &existing); !s.ok()) return s;
   if (Status s = ColumnFamiliesToOpen(options, std::move(existing), &names); !s.ok()) return s;
@@ -369,7 +400,7 @@ Status Db::Open(const OpenOptions& options, std::unique_ptr<Db>* out) {
     db->inbox_filter_ = std::make_unique<InboxWindowFilter>(options.inbox_retention);
   }
   std::vector<rocksdb::ColumnFamilyDescriptor> descriptors;
-  for (const auto& n : names) descriptors.emplace_back(n, OptionsFor(n, db->inbox_filter_.get()));
+  for (const auto& n : names) descriptors.emplace_back(n, OptionsFor(n, memory, db->inbox_filter_.get()));
   rocksdb::DB* raw = nullptr;
   rocksdb::Status s;
   if (primary) {

@@ -104,6 +104,10 @@ class InboxRetention {
   virtual bool MayDrop(uint32_t subscriber_id, uint64_t seq, uint64_t handled_unix_ms) const = 0;
 };
 
+// OpenOptions::memory_bytes: its default and its smallest value.
+inline constexpr size_t kDefaultMemoryBytes = size_t{128} << 20;
+inline constexpr size_t kMinMemoryBytes = size_t{4} << 20;
+
 struct OpenOptions {
   enum class Mode : uint8_t {
     kPrimary,    // Read-write; takes the directory lock.
@@ -126,6 +130,11 @@ struct OpenOptions {
   // Optional (primary only): drops inbox records in compactions. Shared
   // with the caller, which keeps it informed (checkpoints).
   std::shared_ptr<const InboxRetention> inbox_retention;
+  // What RocksDB may hold in memory: one block cache of this size for
+  // every column family, its table indexes and filters included, to which
+  // the memtables (up to 3/4 of it) are charged. A soft bound: RocksDB
+  // may pass it briefly until a flush ends. REQUIRES: >= kMinMemoryBytes.
+  size_t memory_bytes = kDefaultMemoryBytes;
 };
 
 class Db {

@@ -120,6 +120,7 @@ struct Config {
   double timeout = 600;           // seconds the bridged load may take
   uint64_t retain_events = 0;     // Options::retain_events of every bus
   double inbox_window = 0;        // seconds; Options::inbox_window of every bus
+  size_t memory_budget_mib = 0;   // Options::memory_budget of every bus; 0: its default
   bool soak() const { return soak_seconds > 0; }
   bool bridged() const { return !bridge.empty(); }
   bool devices() const { return kill_devices_every > 0; }
@@ -245,6 +246,10 @@ std::optional<int> ParseArgs(int argc, char** argv, Config* cfg) {
                  "(Options::inbox_window); 0 keeps them")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 1e9));
+  app.add_option("--memory-budget-mib", cfg->memory_budget_mib,
+                 "Options::memory_budget of every bus, in MiB (0: its default); a soak reports the peak RSS")
+      ->capture_default_str()
+      ->check(CLI::Range(size_t{0}, size_t{1} << 20));
   app.add_option("--workers", cfg->workers, "Handler worker threads")
       ->capture_default_str()
       ->check(CLI::Range(size_t{1}, size_t{256}));
@@ -274,6 +279,11 @@ std::optional<int> ParseArgs(int argc, char** argv, Config* cfg) {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? kExitPassed : kExitError;
+  }
+  if (cfg->memory_budget_mib > 0 && cfg->memory_budget_mib < (walbus::kMinMemoryBudget >> 20)) {
+    std::cerr << "walbus-stress: --memory-budget-mib must be 0 (the default) or at least "
+              << (walbus::kMinMemoryBudget >> 20) << "\n";
+    return kExitError;
   }
   if (cfg->soak() && cfg->rate <= 0) {
     std::cerr << "walbus-stress: --soak needs a --rate above 0\n";
@@ -395,6 +405,7 @@ Status OpenAt(const Config& cfg, const std::string& dir, std::unique_ptr<walbus:
       dir, cfg.durability == "sync" ? walbus::Durability::kSync : walbus::Durability::kBuffered, cfg.workers);
   options.retain_events = cfg.retain_events;
   options.inbox_window = std::chrono::milliseconds(static_cast<int64_t>(cfg.inbox_window * 1000));
+  if (cfg.memory_budget_mib > 0) options.memory_budget = cfg.memory_budget_mib << 20;
   return walbus::Bus::Open(options, bus);
 }
 
@@ -512,6 +523,9 @@ double DiskMiB(const std::string& dir) {
 
 struct SoakPeaks {
   double rss_mib = 0;
+  // The peak over the first quarter of the soak: what memory rose to while
+  // caches and memtables filled. Flat afterwards when rss_mib is no higher.
+  double warmup_rss_mib = 0;
   double disk_mib = 0;
 };
 
@@ -554,6 +568,8 @@ class SoakReporter {
       peaks_.rss_mib = std::max(peaks_.rss_mib, rss);
       peaks_.disk_mib = std::max(peaks_.disk_mib, disk);
       const auto now = SteadyClock::now();
+      if (std::chrono::duration<double>(now - start_).count() <= cfg_.soak_seconds / 4)
+        peaks_.warmup_rss_mib = peaks_.rss_mib;
       if (!stopping && now < next_report) continue;
       const uint64_t events = committed_.load(std::memory_order_relaxed);
       const double interval = std::chrono::duration<double>(now - last_report).count();
@@ -873,7 +889,9 @@ class Device {
              "--seed",
              n(cfg.seed),
              "--workers",
-             n(cfg.workers)};
+             n(cfg.workers),
+             "--memory-budget-mib",
+             n(cfg.memory_budget_mib)};
   }
   ~Device() { Kill(); }
 
@@ -1149,9 +1167,11 @@ void PrintJson(const Config& cfg, const std::vector<ProducerResult>& results, do
   std::printf("{");
   if (cfg.soak()) {
     std::printf(
-        "\"mode\":\"soak\",\"soak_seconds\":%.1f,\"target_rate\":%.1f,\"peak_rss_mib\":%.1f,"
-        "\"peak_disk_mib\":%.1f,",
-        cfg.soak_seconds, cfg.rate, peaks.rss_mib, peaks.disk_mib);
+        "\"mode\":\"soak\",\"soak_seconds\":%.1f,\"target_rate\":%.1f,\"memory_budget_mib\":%zu,"
+        "\"peak_rss_mib\":%.1f,\"warmup_peak_rss_mib\":%.1f,\"peak_disk_mib\":%.1f,",
+        cfg.soak_seconds, cfg.rate,
+        cfg.memory_budget_mib > 0 ? cfg.memory_budget_mib : walbus::kDefaultMemoryBudget >> 20, peaks.rss_mib,
+        peaks.warmup_rss_mib, peaks.disk_mib);
   }
   if (cfg.bridged()) {
     std::printf(

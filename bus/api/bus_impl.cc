@@ -7,6 +7,7 @@
 #include <set>
 #include <thread>
 
+#include "bus/api/memory_budget.h"
 #include "bus/core/envelope.h"
 #include "bus/core/fault_point.h"
 #include "bus/dispatch/recovery.h"
@@ -26,6 +27,7 @@ Status ValidateOptions(const Options& o) {
   if (o.dir.empty()) return Status::InvalidArgument("Options::dir is empty");
   if (o.worker_threads < 1 || o.worker_threads > 256)
     return Status::InvalidArgument("Options::worker_threads must be 1..256");
+  if (o.memory_budget < kMinMemoryBudget) return Status::InvalidArgument("Options::memory_budget must be >= 8 MiB");
   if (o.max_in_flight_per_subscriber < 16 || o.max_in_flight_per_subscriber > (1u << 22))
     return Status::InvalidArgument("Options::max_in_flight_per_subscriber must be 16..4194304");
   if (o.tail_cache_events < 16 || o.tail_cache_events > (1u << 24))
@@ -45,11 +47,13 @@ Status ValidateOptions(const Options& o) {
 
 Status BusImpl::Open(const Options& options, std::unique_ptr<Bus>* out) { return OpenWithEnv(options, nullptr, out); }
 
-Status BusImpl::OpenWithEnv(const Options& options, rocksdb::Env* env, std::unique_ptr<Bus>* out) {
+Status BusImpl::OpenWithEnv(const Options& requested, rocksdb::Env* env, std::unique_ptr<Bus>* out) {
   out->reset();
-  if (Status s = ValidateOptions(options); !s.ok()) return s;
+  if (Status s = ValidateOptions(requested); !s.ok()) return s;
+  const Options options = WithinMemoryBudget(requested);
   std::unique_ptr<BusImpl> bus(new BusImpl(options));
   storage::OpenOptions so;
+  so.memory_bytes = StorageShare(options.memory_budget);
   so.dir = options.dir;
   so.create_if_missing = options.create_if_missing;
   so.share_with_group = options.share_with_group;

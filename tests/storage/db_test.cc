@@ -321,5 +321,60 @@ TEST(DbTest, RocksDbInfoLogIsBoundedInSizeAndCount) {
   EXPECT_LE(stored.keep_log_file_num, 4u);
 }
 
+uint64_t IntProperty(Db& db, CfHandle* cf, const std::string& name) {
+  uint64_t value = 0;
+  EXPECT_TRUE(db.raw()->GetIntProperty(cf, name, &value)) << name;
+  return value;
+}
+
+uint64_t MemtableBytes(Db& db) {
+  uint64_t sum = 0;
+  for (size_t c = 0; c < static_cast<size_t>(Cf::kCount); ++c) {
+    if (db.cf(static_cast<Cf>(c)) != nullptr)
+      sum += IntProperty(db, db.cf(static_cast<Cf>(c)), "rocksdb.size-all-mem-tables");
+  }
+  return sum;
+}
+
+// 32 MiB through an 8 MiB bound as fast as it goes: the memtables of every
+// column family stay within their 3/4 of it, charged to the one cache.
+TEST(DbTest, MemoryStaysWithinOneCacheWithTheMemtablesChargedToIt) {
+  constexpr size_t kBound = size_t{8} << 20;
+  TempDir dir;
+  OpenOptions so;
+  so.dir = dir.path();
+  so.memory_bytes = kBound;
+  std::unique_ptr<Db> db;
+  ASSERT_TRUE(Db::Open(so, &db).ok());
+  const std::string value(1024, 'v');
+  uint64_t peak = 0;
+  for (uint64_t seq = 1; seq <= 32 * 1024; ++seq) {
+    Batch b;
+    b.Put(db->cf(seq % 2 == 0 ? Cf::kOutbox : Cf::kInbox), OutboxKey(seq), value);
+    ASSERT_TRUE(b.Commit(db.get(), false).ok());
+    if (seq % 256 == 0) peak = std::max(peak, MemtableBytes(*db));
+  }
+  // Writers stall past 3/4 of it until a flush frees room; what passes it
+  // is the write under way and the memtables' last arena blocks.
+  EXPECT_LE(peak, kBound / 4 * 3 + (size_t{1} << 20));
+  EXPECT_GT(peak, kBound / 8) << "the memtables were used";
+  for (Cf c : {Cf::kOutbox, Cf::kInbox, Cf::kMeta}) {
+    EXPECT_EQ(IntProperty(*db, db->cf(c), "rocksdb.block-cache-capacity"), kBound) << "one cache for all";
+  }
+  EXPECT_GE(IntProperty(*db, db->cf(Cf::kMeta), "rocksdb.block-cache-usage"), MemtableBytes(*db) / 2)
+      << "the memtables are charged to the cache";
+}
+
+TEST(DbTest, AMemoryBoundBelowTheSmallestIsRefused) {
+  TempDir dir;
+  OpenOptions so;
+  so.dir = dir.path();
+  so.memory_bytes = kMinMemoryBytes - 1;
+  std::unique_ptr<Db> db;
+  Status s = Db::Open(so, &db);
+  EXPECT_TRUE(s.IsInvalidArgument()) << s.ToString();
+  EXPECT_FALSE(fs::exists(fs::path(dir.path()) / "CURRENT")) << "nothing was created";
+}
+
 }  // namespace
 }  // namespace walbus::storage

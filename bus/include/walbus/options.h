@@ -29,6 +29,10 @@ enum class Durability : uint8_t {
   kBuffered,
 };
 
+// Options::memory_budget: its default and its smallest value.
+inline constexpr size_t kDefaultMemoryBudget = size_t{256} << 20;
+inline constexpr size_t kMinMemoryBudget = size_t{8} << 20;
+
 // How a Bus is opened: its directory, column families, durability, and the
 // bounds on its threads, memory and disk use.
 struct Options {
@@ -62,6 +66,16 @@ struct Options {
   // Threads that run handlers, shared by all subscribers. Default 2.
   // REQUIRES: 1 <= worker_threads <= 256.
   size_t worker_threads = 2;
+
+  // Bytes of memory for everything that grows with load, shared out as
+  // docs/devices.md ("Choosing a memory budget") shows: RocksDB's block
+  // cache and memtables (half), the tail cache (a quarter), each
+  // subscriber's in-flight window and the commit group bounds. The fields
+  // below bound further when set lower than their share. Resident memory
+  // is about the budget plus 10-20 MiB of code, stacks and allocator.
+  // Default 256 MiB (today's bounds: no slower than without a budget).
+  // REQUIRES: memory_budget >= 8 MiB.
+  size_t memory_budget = kDefaultMemoryBudget;
 
   // Events per subscriber held in memory between fetch and completion. A
   // larger backlog stays on disk and is read in order when room frees up

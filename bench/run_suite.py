@@ -3,8 +3,9 @@
 targets, and writes build/bench/summary.json (and summary.md, the same
 tables in Markdown).
 
-    bench/run_suite.py            full profile (about 15-20 minutes on 2 cores)
-    bench/run_suite.py --quick    reduced sizes, under 3 minutes
+    bench/run_suite.py            full profile (about 30 minutes on 2 cores,
+                                  10 of them the small-budget soak)
+    bench/run_suite.py --quick    reduced sizes, about 4 minutes
     bench/run_suite.py --smoke    seconds; only shows that everything runs
     bench/run_suite.py --only publish,latency
                                   rerun some groups; the summary takes the
@@ -43,6 +44,19 @@ GROUPS = [
     ("devices", "Devices"),
 ]
 
+# Groups that run walbus-stress rather than bus_bench: (group, its arguments
+# by profile). The soak is the small-device point: 2,000 events/s within a
+# 16 MiB memory budget; its peak resident set and how far it rose after the
+# first quarter (warm-up). The idle run is a bus within the smallest budget
+# with next to nothing to do: its resident set.
+SOAK_ARGS = ["--rate", "2000", "--subscribers", "2", "--subjects", "1000", "--memory-budget-mib", "16"]
+STRESS_GROUPS = {
+    "soak": {"full": ["--soak", "600"] + SOAK_ARGS, "quick": ["--soak", "60"] + SOAK_ARGS,
+             "smoke": ["--soak", "3"] + SOAK_ARGS},
+    "idle": {p: ["--soak", "10" if p != "smoke" else "2", "--rate", "1", "--memory-budget-mib", "8"]
+             for p in ("full", "quick", "smoke")},
+}
+
 # Runs per benchmark, interleaved at random, median reported (see above).
 # The smoke profile runs each once: it only shows that everything runs.
 REPETITIONS = {"publish": 3, "end-to-end": 3, "scan": 3}
@@ -62,6 +76,7 @@ REQUIRED_KEYS = [
     "dispatch_vs_queue_ceiling",
     "backlog_rss_mib",
     "backlog_events",
+    "backlog_1m_rss_mib_budget16",
     "recovery_first_delivery_ms",
     "scan_view_vs_rocksdb",
     "scan_merged_vs_plain",
@@ -71,6 +86,8 @@ REQUIRED_KEYS = [
     "timer_lateness_p99_ms",
     "timers_10m_rss_mib",
     "idle_wakeups_per_s",
+    "soak_rss_mib_budget16",
+    "idle_rss_mib_budget8",
     "disk_write_amplification",
 ]
 
@@ -136,11 +153,29 @@ def run_group(bench, profile, group, prefix, out_path):
         raise SystemExit(f"bus_bench exited with {rc} in group {group}")
 
 
+def run_stress(stress, profile, group, out_path):
+    cmd = [stress] + STRESS_GROUPS[group][profile] + ["--report-every", "30"]
+    print(f"==> {' '.join(cmd)}", flush=True)
+    done = subprocess.run(cmd, stdout=subprocess.PIPE, text=True)
+    if done.returncode != 0:
+        raise SystemExit(f"walbus-stress exited with {done.returncode} in group {group}:\n{done.stdout}")
+    lines = done.stdout.strip().splitlines()
+    print("\n".join(lines[:-1]))  # the progress lines; the last is the result
+    with open(out_path, "w") as f:
+        f.write(lines[-1] + "\n")
+
+
+def load_stress(path):
+    with open(path) as f:
+        return json.load(f)
+
+
 class Results:
     """The rows of every group, looked up by family and parameters."""
 
-    def __init__(self, groups):
+    def __init__(self, groups, stress):
         self.groups = groups
+        self.stress = stress  # walbus-stress's result by group
 
     def rows(self, family, **params):
         out = []
@@ -159,6 +194,10 @@ class Results:
 
 def ratio(a, b):
     return a / b if a is not None and b not in (None, 0) else None
+
+
+def difference(a, b):
+    return a - b if a is not None and b is not None else None
 
 
 def summarize(res):
@@ -211,8 +250,14 @@ def summarize(res):
     s["queue_eps"] = res.value("Dispatch", eps, system="queue", path="spsc")
     s["dispatch_vs_queue_ceiling"] = ratio(s["dispatch_eps"], s["queue_eps"])
 
-    backlog = res.rows("Backlog")
+    backlog = res.rows("Backlog", budget_mib="default")
     b = backlog[0]["counters"] if len(backlog) == 1 else {}
+    small = res.rows("Backlog", budget_mib=16)
+    small = small[0]["counters"] if len(small) == 1 else {}
+    # Named for the full profile's million events; smaller profiles drain
+    # fewer (backlog_events_budget16 says how many).
+    s["backlog_1m_rss_mib_budget16"] = small.get("rss_peak_mib")
+    s["backlog_events_budget16"] = small.get("events")
     s["backlog_events"] = b.get("events")
     s["backlog_rss_mib"] = b.get("rss_peak_mib")
     s["backlog_disk_mib"] = b.get("disk_with_backlog_mib")
@@ -240,8 +285,19 @@ def summarize(res):
     s["timers_10m_rss_mib"] = timers("pending", "rss_peak_mib")
     s["timers_pending"] = timers("pending", "pending")
 
+    soak = res.stress["soak"]
+    s["soak_rss_mib_budget16"] = soak.get("peak_rss_mib")
+    s["soak_rss_growth_after_warmup_mib_budget16"] = difference(soak.get("peak_rss_mib"),
+                                                                           soak.get("warmup_peak_rss_mib"))
+    s["soak_seconds_budget16"] = soak.get("soak_seconds")
+    s["soak_anon_rss_mib_budget16"] = soak.get("peak_anon_rss_mib")
+    s["idle_rss_mib_budget8"] = res.stress["idle"].get("peak_rss_mib")
+    s["idle_anon_rss_mib_budget8"] = res.stress["idle"].get("peak_anon_rss_mib")
     s["idle_wakeups_per_s"] = res.value("Devices", "wakeups_per_s", measure="idle")
-    s["disk_write_amplification"] = res.value("Devices", "device_bytes_per_logical_byte", measure="wear")
+    s["disk_write_amplification"] = res.value("Devices", "device_bytes_per_logical_byte", measure="wear",
+                                              budget_mib="default")
+    s["disk_write_amplification_budget16"] = res.value("Devices", "device_bytes_per_logical_byte", measure="wear",
+                                                       budget_mib=16)
     return s
 
 
@@ -267,6 +323,7 @@ def targets(s):
         at_most("latency_sync_1k_p99_us", 2000, "p99 at 1k/s kSync (us)"),
         at_least("dispatch_vs_queue_ceiling", 0.25, "dispatch vs raw queue"),
         at_most("backlog_rss_mib", 256, "RSS with the backlog pending (MiB)"),
+        at_most("backlog_1m_rss_mib_budget16", 48, "RSS draining 1M events, 16 MiB budget (MiB)"),
         at_most("recovery_first_delivery_ms", 1000, "Open to first delivery (ms)"),
         at_most("outbox_entries_after_catch_up", 10000, "outbox entries after catch-up"),
         at_least("scan_view_vs_rocksdb", 0.9, "ReadView scan vs RocksDB iterator"),
@@ -275,6 +332,8 @@ def targets(s):
         at_least("schedule_publish_vs_plain", 0.8, "publish scheduled vs immediate (4 producers)"),
         at_most("timer_lateness_p99_ms", 10, "timer lateness p99 under 10k/s live load (ms)"),
         at_most("timers_10m_rss_mib", 256, "RSS with the timers pending (MiB)"),
+        at_most("soak_rss_mib_budget16", 40, "RSS at 2,000 events/s, 16 MiB budget (MiB)"),
+        at_most("idle_rss_mib_budget8", 12, "idle RSS, the smallest budget (MiB)"),
         at_most("idle_wakeups_per_s", 1, "idle bus: wake-ups of its threads per second"),
         at_most("disk_write_amplification", 3, "device bytes written per logical byte at 2,000 events/s"),
     ]
@@ -351,7 +410,10 @@ def tables(res, s):
     out.append(t)
     t = Table("Backlog and recovery", ["measure", "value"])
     for label, key in (("events pending", "backlog_events"), ("disk with the backlog, MiB", "backlog_disk_mib"),
-                       ("RSS peak while draining, MiB", "backlog_rss_mib"), ("Open, ms", "recovery_open_ms"),
+                       ("RSS peak while draining, MiB", "backlog_rss_mib"),
+                       ("events pending, 16 MiB memory budget", "backlog_events_budget16"),
+                       ("RSS peak while draining them, MiB", "backlog_1m_rss_mib_budget16"),
+                       ("Open, ms", "recovery_open_ms"),
                        ("Open to first delivery, ms", "recovery_first_delivery_ms"),
                        ("Open to caught up, s", "recovery_catch_up_seconds"),
                        ("catch-up events/s", "recovery_catch_up_eps"),
@@ -384,8 +446,15 @@ def tables(res, s):
         t.add(label, s.get(key))
     out.append(t)
     t = Table("Devices", ["measure", "value"])
+    t.add("soak seconds at 2,000 events/s, 16 MiB budget", s.get("soak_seconds_budget16"))
+    t.add("RSS peak in it, MiB", s.get("soak_rss_mib_budget16"))
+    t.add("RSS growth after its first quarter, MiB", s.get("soak_rss_growth_after_warmup_mib_budget16"))
+    t.add("  of it anonymous (heap, stacks), MiB", s.get("soak_anon_rss_mib_budget16"))
+    t.add("idle bus RSS, 8 MiB budget, MiB", s.get("idle_rss_mib_budget8"))
+    t.add("  of it anonymous (heap, stacks), MiB", s.get("idle_anon_rss_mib_budget8"))
     t.add("idle bus, wake-ups of its threads per second", s.get("idle_wakeups_per_s"))
     t.add("device bytes written per logical byte, 2,000 events/s", s.get("disk_write_amplification"))
+    t.add("  the same within a 16 MiB budget", s.get("disk_write_amplification_budget16"))
     out.append(t)
     return out
 
@@ -410,14 +479,14 @@ def main():
     size = ap.add_mutually_exclusive_group()
     size.add_argument("--quick", action="store_const", dest="profile", const="quick")
     size.add_argument("--smoke", action="store_const", dest="profile", const="smoke")
-    ap.add_argument("--only", help="comma-separated groups: " + ",".join(g for g, _ in GROUPS))
+    ap.add_argument("--only", help="comma-separated groups: " + ",".join([g for g, _ in GROUPS] + list(STRESS_GROUPS)))
     ap.add_argument("--build-dir", default=os.environ.get("WALBUS_BUILD_DIR", "build"))
     args = ap.parse_args()
     profile = args.profile or "full"
-    selected = [g for g, _ in GROUPS]
+    selected = [g for g, _ in GROUPS] + list(STRESS_GROUPS)
     if args.only:
         selected = [g.strip() for g in args.only.split(",")]
-        unknown = set(selected) - {g for g, _ in GROUPS}
+        unknown = set(selected) - {g for g, _ in GROUPS} - set(STRESS_GROUPS)
         if unknown:
             ap.error(f"unknown group(s): {', '.join(sorted(unknown))}")
 
@@ -428,6 +497,10 @@ def main():
     for group, prefix in GROUPS:
         if group in selected:
             run_group(bench, profile, group, prefix, os.path.join(group_dir, group + ".json"))
+    stress = os.path.join(args.build_dir, "bin", "walbus-stress")
+    for group in STRESS_GROUPS:
+        if group in selected:
+            run_stress(stress, profile, group, os.path.join(group_dir, group + ".json"))
 
     groups = {}
     for group, _ in GROUPS:
@@ -435,7 +508,13 @@ def main():
         if not os.path.exists(path):
             raise SystemExit(f"no {profile} results for group '{group}': run it (--only {group})")
         groups[group] = load_group(path)
-    res = Results(groups)
+    stress_results = {}
+    for group in STRESS_GROUPS:
+        path = os.path.join(group_dir, group + ".json")
+        if not os.path.exists(path):
+            raise SystemExit(f"no {profile} results for group '{group}': run it (--only {group})")
+        stress_results[group] = load_stress(path)
+    res = Results(groups, stress_results)
     s = summarize(res)
     missing = [k for k in REQUIRED_KEYS if not isinstance(s.get(k), (int, float))]
     if missing:
@@ -457,6 +536,7 @@ def main():
     summary["machine"] = machine()
     summary["targets"] = {key: {"value": v, "bound": bound, "met": met} for _, key, v, bound, met in goals}
     summary["groups"] = {g: {"date": groups[g]["context"].get("date"), "rows": groups[g]["rows"]} for g in groups}
+    summary["stress"] = stress_results
     with open(os.path.join(out_dir, "summary.json"), "w") as f:
         json.dump(summary, f, indent=1)
     with open(os.path.join(out_dir, "summary.md"), "w") as f:

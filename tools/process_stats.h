@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <string_view>
 
 namespace walbus::tools {
 
@@ -19,6 +20,19 @@ inline double ResidentMiB() {
   uint64_t size_pages = 0, resident_pages = 0;
   statm >> size_pages >> resident_pages;
   return static_cast<double>(resident_pages) * static_cast<double>(::sysconf(_SC_PAGESIZE)) / (1024.0 * 1024.0);
+}
+
+// The anonymous part of the resident set (heap, stacks: what only this
+// process holds), in MiB. The rest is mapped files, mostly the shared
+// libraries' code: shared with other processes, and dropped by the kernel
+// under memory pressure as it can be read back.
+inline double AnonymousResidentMiB() {
+  std::ifstream status("/proc/self/status");
+  constexpr std::string_view kField = "RssAnon:";
+  for (std::string line; std::getline(status, line);) {
+    if (line.rfind(kField, 0) == 0) return std::stod(line.substr(kField.size())) / 1024.0;  // in kB
+  }
+  return 0;
 }
 
 // Voluntary context switches of the bus's threads (walbus's, named

@@ -15,15 +15,18 @@
 // shows as lag instead of a lower offered load), and every --report-every
 // seconds prints a progress line on stdout:
 //
-//   {"t":..,"events":..,"rate":..,"rss_mib":..,"disk_mib":..,
-//    "lag_events":..,"outbox_backlog":..,"in_flight":..}
+//   {"t":..,"events":..,"rate":..,"rss_mib":..,"anon_rss_mib":..,"disk_mib":..,
+//    "lag_events":..,"outbox_backlog":..,"in_flight":..,
+//    "storage_cache_mib":..,"memtable_mib":..,"table_readers_mib":..}
 //
 // t is seconds since the producers started; events the events committed so
 // far and rate those of the last interval per second; rss_mib the resident
-// set of this process; disk_mib the size of the files in the database
+// set of this process, anon_rss_mib its anonymous part; disk_mib the size of the files in the database
 // directory; lag_events the largest last_seq - checkpoint of a subscriber;
 // outbox_backlog the events not yet passed by every subscriber (as in
-// `walbus stats`); in_flight the events the subscribers hold in memory.
+// `walbus stats`); in_flight the events the subscribers hold in memory;
+// the last three storage's memory (metrics walbus_storage_cache_bytes,
+// _memtable_bytes, _table_readers_bytes), the memtables within the cache.
 // Lines go on through the drain after the producers stop, and a last one
 // shows the state once every subscriber has caught up.
 //
@@ -526,6 +529,7 @@ struct SoakPeaks {
   // The peak over the first quarter of the soak: what memory rose to while
   // caches and memtables filled. Flat afterwards when rss_mib is no higher.
   double warmup_rss_mib = 0;
+  double anon_rss_mib = 0;  // the peak of its anonymous part (process_stats.h)
   double disk_mib = 0;
 };
 
@@ -565,7 +569,9 @@ class SoakReporter {
           cv_.wait_until(lock, std::min(SteadyClock::now() + kSampleEvery, next_report), [this] { return stop_; });
       const double rss = walbus::tools::ResidentMiB();
       const double disk = DiskMiB(cfg_.dir);
+      const double anon = walbus::tools::AnonymousResidentMiB();
       peaks_.rss_mib = std::max(peaks_.rss_mib, rss);
+      peaks_.anon_rss_mib = std::max(peaks_.anon_rss_mib, anon);
       peaks_.disk_mib = std::max(peaks_.disk_mib, disk);
       const auto now = SteadyClock::now();
       if (std::chrono::duration<double>(now - start_).count() <= cfg_.soak_seconds / 4)
@@ -574,7 +580,7 @@ class SoakReporter {
       const uint64_t events = committed_.load(std::memory_order_relaxed);
       const double interval = std::chrono::duration<double>(now - last_report).count();
       PrintLine(std::chrono::duration<double>(now - start_).count(), events,
-                interval > 0 ? static_cast<double>(events - last_events) / interval : 0.0, rss, disk);
+                interval > 0 ? static_cast<double>(events - last_events) / interval : 0.0, rss, anon, disk);
       if (stopping) return;
       last_report = now;
       last_events = events;
@@ -582,7 +588,15 @@ class SoakReporter {
     }
   }
 
-  void PrintLine(double t, uint64_t events, double rate, double rss, double disk) {
+  // A gauge of the bus's in MiB; 0 when it has none of that name.
+  double MetricMiB(const std::string& name) const {
+    for (const walbus::MetricFamily& f : bus_.Metrics()) {
+      if (f.name == name && !f.samples.empty()) return f.samples[0].value / (1024.0 * 1024.0);
+    }
+    return 0;
+  }
+
+  void PrintLine(double t, uint64_t events, double rate, double rss, double anon, double disk) {
     const walbus::BusStats stats = bus_.Stats();
     uint64_t lag = 0, min_checkpoint = stats.last_seq, in_flight = 0;
     for (const walbus::SubscriberStats& sub : stats.subscribers) {
@@ -592,10 +606,14 @@ class SoakReporter {
       in_flight += sub.in_flight;
     }
     std::printf(
-        "{\"t\":%.1f,\"events\":%llu,\"rate\":%.1f,\"rss_mib\":%.1f,\"disk_mib\":%.1f,\"lag_events\":%llu,"
-        "\"outbox_backlog\":%llu,\"in_flight\":%llu}\n",
-        t, static_cast<unsigned long long>(events), rate, rss, disk, static_cast<unsigned long long>(lag),
-        static_cast<unsigned long long>(stats.last_seq - min_checkpoint), static_cast<unsigned long long>(in_flight));
+        "{\"t\":%.1f,\"events\":%llu,\"rate\":%.1f,\"rss_mib\":%.1f,\"anon_rss_mib\":%.1f,\"disk_mib\":%.1f,"
+        "\"lag_events\":%llu,"
+        "\"outbox_backlog\":%llu,\"in_flight\":%llu,\"storage_cache_mib\":%.1f,\"memtable_mib\":%.1f,"
+        "\"table_readers_mib\":%.1f}\n",
+        t, static_cast<unsigned long long>(events), rate, rss, anon, disk, static_cast<unsigned long long>(lag),
+        static_cast<unsigned long long>(stats.last_seq - min_checkpoint), static_cast<unsigned long long>(in_flight),
+        MetricMiB("walbus_storage_cache_bytes"), MetricMiB("walbus_storage_memtable_bytes"),
+        MetricMiB("walbus_storage_table_readers_bytes"));
     std::fflush(stdout);
   }
 
@@ -1168,10 +1186,10 @@ void PrintJson(const Config& cfg, const std::vector<ProducerResult>& results, do
   if (cfg.soak()) {
     std::printf(
         "\"mode\":\"soak\",\"soak_seconds\":%.1f,\"target_rate\":%.1f,\"memory_budget_mib\":%zu,"
-        "\"peak_rss_mib\":%.1f,\"warmup_peak_rss_mib\":%.1f,\"peak_disk_mib\":%.1f,",
+        "\"peak_rss_mib\":%.1f,\"warmup_peak_rss_mib\":%.1f,\"peak_anon_rss_mib\":%.1f,\"peak_disk_mib\":%.1f,",
         cfg.soak_seconds, cfg.rate,
         cfg.memory_budget_mib > 0 ? cfg.memory_budget_mib : walbus::kDefaultMemoryBudget >> 20, peaks.rss_mib,
-        peaks.warmup_rss_mib, peaks.disk_mib);
+        peaks.warmup_rss_mib, peaks.anon_rss_mib, peaks.disk_mib);
   }
   if (cfg.bridged()) {
     std::printf(

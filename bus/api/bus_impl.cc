@@ -1072,6 +1072,13 @@ void BusImpl::WriteStorageMetrics(MetricsWriter& w) {
   w.Family("walbus_storage_memtable_bytes", MetricType::kGauge, "Bytes of memtables, all column families.");
   w.Sample("walbus_storage_memtable_bytes", {},
            static_cast<double>(db_->SumProperty("rocksdb.cur-size-all-mem-tables")));
+  w.Family("walbus_storage_cache_bytes", MetricType::kGauge,
+           "Bytes held in storage's block cache, the memtables' charge included (Options::memory_budget).");
+  w.Sample("walbus_storage_cache_bytes", {}, static_cast<double>(db_->DbProperty("rocksdb.block-cache-usage")));
+  w.Family("walbus_storage_table_readers_bytes", MetricType::kGauge,
+           "Bytes of open table files' readers outside the block cache.");
+  w.Sample("walbus_storage_table_readers_bytes", {},
+           static_cast<double>(db_->SumProperty("rocksdb.estimate-table-readers-mem")));
   w.Family("walbus_storage_write_stopped", MetricType::kGauge, "1 while storage stops writes (a write stall).");
   w.Sample("walbus_storage_write_stopped", {}, db_->DbProperty("rocksdb.is-write-stopped") > 0 ? 1 : 0);
   w.Family("walbus_storage_delayed_write_rate_bytes_per_second", MetricType::kGauge,

@@ -83,16 +83,24 @@ struct Memory {
         // One column family may fill half of the memtables' share (64 MiB
         // at most, RocksDB's default): a busy outbox flushes less often
         // than an even split would make it, and the rest still fits.
-        memtable_bytes(std::min<size_t>(size_t{64} << 20, bytes / 8 * 3)) {}
+        memtable_bytes(std::min<size_t>(size_t{64} << 20, bytes / 8 * 3)),
+        // A compaction builds each output table's filter and index in
+        // memory, outside the cache: about 8 bytes per key. Tables of at
+        // most half the cache keep that a fraction of it (64 MiB at most,
+        // RocksDB's default); at a 16 MiB budget, 64 MiB tables made
+        // a compaction's peak 14 MiB above the soak's steady state.
+        table_file_bytes(std::min<size_t>(size_t{64} << 20, bytes / 2)) {}
   std::shared_ptr<rocksdb::Cache> cache;
   std::shared_ptr<rocksdb::WriteBufferManager> write_buffers;
   size_t memtable_bytes;
+  size_t table_file_bytes;
 };
 
 rocksdb::ColumnFamilyOptions OptionsFor(std::string_view name, const Memory& memory,
                                         const rocksdb::CompactionFilter* inbox_filter = nullptr) {
   rocksdb::ColumnFamilyOptions cf;
   cf.write_buffer_size = memory.memtable_bytes;
+  cf.target_file_size_base = memory.table_file_bytes;
   rocksdb::BlockBasedTableOptions table;
   table.block_cache = memory.cache;
   // Indexes and filters in the cache, not beside it in each open table:

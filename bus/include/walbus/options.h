@@ -29,8 +29,9 @@ enum class Durability : uint8_t {
   kBuffered,
 };
 
-// Options::memory_budget: its default and its smallest value.
+// Options::memory_budget's default.
 inline constexpr size_t kDefaultMemoryBudget = size_t{256} << 20;
+// Options::memory_budget's smallest value.
 inline constexpr size_t kMinMemoryBudget = size_t{8} << 20;
 
 // How a Bus is opened: its directory, column families, durability, and the

@@ -19,6 +19,7 @@
 // scheduling of threads is not, so a failure is reproduced by rerunning
 // its seed a few times). Prints one JSON summary; exit 0 when every check
 // passed, 1 when one failed, 2 on bad usage or an error.
+#include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -61,6 +62,10 @@ struct Round {
   std::string fault_point;  // empty: killed by the timer
   uint64_t countdown = 0;
   uint32_t kill_after_ms = 0;
+  // The kill delay counts from the fork, so the kill may strike while the
+  // child opens and recovers; otherwise from the moment its bus started
+  // (the child's start-up takes long on a slow or emulated machine).
+  bool timed_from_fork = false;
 };
 
 struct Totals {
@@ -90,6 +95,7 @@ Round PlanRound(const Config& cfg, uint64_t index) {
   std::mt19937_64 rng(seq);
   r.seed = rng();
   r.kill_after_ms = 20 + static_cast<uint32_t>(rng() % cfg.max_round_ms);
+  r.timed_from_fork = rng() % 4 == 0;
   const auto& points = walbus::internal::fault::AllPoints();
   if (walbus::internal::fault::kEnabled && rng() % 3 != 0) {
     r.fault_point = std::string(points[rng() % points.size()]);
@@ -98,6 +104,12 @@ Round PlanRound(const Config& cfg, uint64_t index) {
   }
   return r;
 }
+
+// The child's first line on the pipe, once its bus started; every other
+// line is an acknowledged commit.
+constexpr char kStartedLine[] = "started";
+// A child not started by then is stuck: the round fails.
+constexpr auto kStartTimeout = std::chrono::minutes(2);
 
 void WriteLine(int fd, const std::string& line) {
   const std::string l = line + "\n";
@@ -115,6 +127,7 @@ void WriteLine(int fd, const std::string& line) {
     std::cerr << "walbus-crash: child: " << s.ToString() << "\n";
     _exit(2);
   }
+  WriteLine(fd, kStartedLine);
   std::vector<std::thread> producers;
   for (size_t p = 0; p < cfg.producers; ++p) {
     producers.emplace_back([&, p] {
@@ -138,13 +151,52 @@ void WriteLine(int fd, const std::string& line) {
   _exit(0);
 }
 
-// Kills the child after the round's delay unless a fault point did first.
-// Returns true when the child died by itself (a fault point).
-bool KillChild(pid_t pid, const Round& round) {
-  const auto deadline = Clock::now() + std::chrono::milliseconds(round.kill_after_ms);
-  int status = 0;
+enum class Start { kStarted, kDied, kStuck };
+
+// Waits until the child wrote its start line (what it wrote after that
+// stays in *read) or died (*status).
+Start AwaitStart(pid_t pid, int fd, std::string* read, int* status) {
+  const auto deadline = Clock::now() + kStartTimeout;
+  const std::string started = std::string(kStartedLine) + "\n";
   while (Clock::now() < deadline) {
-    if (waitpid(pid, &status, WNOHANG) == pid) return WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL;
+    if (read->starts_with(started)) return Start::kStarted;
+    pollfd p{.fd = fd, .events = POLLIN, .revents = 0};
+    if (poll(&p, 1, 10) > 0) {
+      char buf[4096];
+      const ssize_t n = ::read(fd, buf, sizeof(buf));
+      if (n > 0) read->append(buf, static_cast<size_t>(n));
+    }
+    if (!read->starts_with(started) && waitpid(pid, status, WNOHANG) == pid) return Start::kDied;
+  }
+  return Start::kStuck;
+}
+
+// A child that died by itself: SIGKILL is a fault point's; anything else
+// (an exit on an error the child reported, a crash) fails the run.
+walbus::Result<bool> DiedByItself(int status) {
+  if (WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) return true;
+  return Status::IOError(WIFEXITED(status) ? "the child exited with code " + std::to_string(WEXITSTATUS(status))
+                                           : "the child died of signal " + std::to_string(WTERMSIG(status)));
+}
+
+// Kills the child after the round's delay unless a fault point did first.
+// Returns whether the child died by itself (a fault point); *read gets
+// what the child wrote while it was waited for.
+walbus::Result<bool> KillChild(pid_t pid, const Round& round, int fd, std::string* read) {
+  int status = 0;
+  if (!round.timed_from_fork) {
+    switch (AwaitStart(pid, fd, read, &status)) {
+      case Start::kStarted: break;
+      case Start::kDied: return DiedByItself(status);
+      case Start::kStuck:
+        kill(pid, SIGKILL);
+        waitpid(pid, &status, 0);
+        return Status::TimedOut("the child's bus did not start within two minutes");
+    }
+  }
+  const auto deadline = Clock::now() + std::chrono::milliseconds(round.kill_after_ms);
+  while (Clock::now() < deadline) {
+    if (waitpid(pid, &status, WNOHANG) == pid) return DiedByItself(status);
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }
   kill(pid, SIGKILL);
@@ -152,16 +204,22 @@ bool KillChild(pid_t pid, const Round& round) {
   return false;
 }
 
-std::map<std::string, uint64_t> ReadAcknowledged(int fd, uint64_t* count) {
-  std::string all;
+// The newest acknowledged version of each subject in what the child wrote:
+// `read` and then the rest of the pipe.
+std::map<std::string, uint64_t> ReadAcknowledged(int fd, std::string read, uint64_t* count) {
   char buf[65536];
   ssize_t n;
-  while ((n = read(fd, buf, sizeof(buf))) > 0) all.append(buf, static_cast<size_t>(n));
+  while ((n = ::read(fd, buf, sizeof(buf))) > 0) read.append(buf, static_cast<size_t>(n));
   std::map<std::string, uint64_t> newest;
-  std::istringstream in(all);
-  std::string subject;
-  uint64_t version = 0;
-  while (in >> subject >> version) {
+  std::istringstream in(read);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line == kStartedLine) continue;
+    std::istringstream fields(line);
+    std::string subject;
+    uint64_t version = 0;
+    // A line cut short by the kill was never acknowledged in full.
+    if (!(fields >> subject >> version) || in.eof()) continue;
     newest[subject] = std::max(newest[subject], version);
     ++*count;
   }
@@ -205,13 +263,15 @@ Status RunRound(const Config& cfg, const Round& round, std::map<std::string, uin
     RunChild(cfg, round, fds[1]);
   }
   close(fds[1]);
-  const bool by_fault_point = KillChild(pid, round);
+  std::string read;
+  const walbus::Result<bool> by_fault_point = KillChild(pid, round, fds[0], &read);
   uint64_t count = 0;
-  std::map<std::string, uint64_t> acknowledged = ReadAcknowledged(fds[0], &count);
+  std::map<std::string, uint64_t> acknowledged = ReadAcknowledged(fds[0], std::move(read), &count);
   close(fds[0]);
+  if (!by_fault_point.ok()) return by_fault_point.status();
   ++totals->rounds;
   totals->acknowledged += count;
-  ++(by_fault_point ? totals->killed_by_fault_point : totals->killed_by_timer);
+  ++(*by_fault_point ? totals->killed_by_fault_point : totals->killed_by_timer);
   return CheckAfterKill(cfg, acknowledged, checkpoints, totals);
 }
 
@@ -287,6 +347,9 @@ int main(int argc, char** argv) {
     std::cerr << "walbus-crash: " << s.ToString() << " (seed " << cfg.seed << ")\n";
     return 2;
   }
+  // Rounds that all ended before a commit was acknowledged checked nothing.
+  if (totals.acknowledged == 0)
+    totals.failures.push_back("no round acknowledged a commit before its kill: nothing was checked");
   for (const std::string& f : totals.failures)
     std::cerr << "walbus-crash: FAILED: " << f << " (seed " << cfg.seed << ")\n";
   const bool passed = totals.failures.empty();

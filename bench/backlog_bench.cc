@@ -38,8 +38,8 @@ constexpr int kFillProducers = 2;
 constexpr auto kCatchUpTimeout = std::chrono::hours(1);
 const char* const kSubscriber = "catch-up";
 
-// The small-device point: this budget, and a backlog of at most this many.
-constexpr size_t kSmallBudgetMiB = 16;
+// The small-device point: a backlog of at most this many within
+// kSmallBudgetMiB.
 constexpr uint64_t kSmallBudgetEvents = 1000000;
 
 // `budget_mib` 0: the default memory budget.

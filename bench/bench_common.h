@@ -99,6 +99,10 @@ inline constexpr size_t kDomainBytes = 100;
 inline constexpr size_t kEventDataBytes = 200;
 inline const char* const kEventType = "bench.item-recorded.v1";
 
+// The small device's memory budget, as the goals name it: the
+// backlog, devices and soak groups measure within it.
+inline constexpr size_t kSmallBudgetMiB = 16;
+
 // Deterministic incompressible bytes (RocksDB and SQLite would otherwise
 // profit from compressible filler that real payloads do not have).
 std::string RandomBytes(size_t n, uint32_t seed);

@@ -30,7 +30,6 @@ constexpr uint64_t kBurstEvents = 1000;
 constexpr uint64_t kSubjects = 100;
 constexpr double kWearRateEps = 2000;
 constexpr uint64_t kWearSubjects = 1000;
-constexpr size_t kSmallBudgetMiB = 16;
 
 // Bytes this process had written to the device, less those it wrote to
 // files deleted before they reached it.

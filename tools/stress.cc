@@ -588,9 +588,9 @@ class SoakReporter {
     }
   }
 
-  // A gauge of the bus's in MiB; 0 when it has none of that name.
-  double MetricMiB(const std::string& name) const {
-    for (const walbus::MetricFamily& f : bus_.Metrics()) {
+  // The gauge `name` of `metrics` in MiB; 0 when there is none of that name.
+  static double MetricMiB(const std::vector<walbus::MetricFamily>& metrics, const std::string& name) {
+    for (const walbus::MetricFamily& f : metrics) {
       if (f.name == name && !f.samples.empty()) return f.samples[0].value / (1024.0 * 1024.0);
     }
     return 0;
@@ -598,6 +598,7 @@ class SoakReporter {
 
   void PrintLine(double t, uint64_t events, double rate, double rss, double anon, double disk) {
     const walbus::BusStats stats = bus_.Stats();
+    const std::vector<walbus::MetricFamily> metrics = bus_.Metrics();
     uint64_t lag = 0, min_checkpoint = stats.last_seq, in_flight = 0;
     for (const walbus::SubscriberStats& sub : stats.subscribers) {
       const uint64_t checkpoint = std::min(sub.checkpoint, stats.last_seq);
@@ -612,8 +613,8 @@ class SoakReporter {
         "\"table_readers_mib\":%.1f}\n",
         t, static_cast<unsigned long long>(events), rate, rss, anon, disk, static_cast<unsigned long long>(lag),
         static_cast<unsigned long long>(stats.last_seq - min_checkpoint), static_cast<unsigned long long>(in_flight),
-        MetricMiB("walbus_storage_cache_bytes"), MetricMiB("walbus_storage_memtable_bytes"),
-        MetricMiB("walbus_storage_table_readers_bytes"));
+        MetricMiB(metrics, "walbus_storage_cache_bytes"), MetricMiB(metrics, "walbus_storage_memtable_bytes"),
+        MetricMiB(metrics, "walbus_storage_table_readers_bytes"));
     std::fflush(stdout);
   }
 

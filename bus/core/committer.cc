@@ -195,7 +195,7 @@ void Committer::AddToCounter(const Op& op) {
     }
     return;
   }
-  group_counters_.push_back(CounterSum{op.cf, op.key, op.delta, std::nullopt});
+  group_counters_.push_back(CounterSum{.cf = op.cf, .key = op.key, .delta = op.delta});
 }
 
 void Committer::AddCounterWrite(CounterSum* sum) {
@@ -212,7 +212,8 @@ void Committer::AddCounterWrite(CounterSum* sum) {
     it = values.emplace(sum->key, current).first;
   }
   sum->value = it->second + sum->delta;  // wraps as the merge does: a delta may be -1
-  batch_.Put(sum->cf, sum->key, storage::EncodeCounter(*sum->value));
+  sum->known = &it->second;
+  batch_.Put(sum->cf, sum->key, storage::EncodeCounter(sum->value));
 }
 
 bool Committer::WriteGroup(const std::vector<CommitRequest*>& group) {
@@ -271,7 +272,7 @@ bool Committer::WriteGroup(const std::vector<CommitRequest*>& group) {
     return false;
   }
   for (const CounterSum& c : group_counters_) {
-    if (c.value) counter_values_[c.cf].find(c.key)->second = *c.value;
+    if (c.known != nullptr) *c.known = c.value;
   }
   commits_.fetch_add(accepted, std::memory_order_relaxed);
   groups_.fetch_add(1, std::memory_order_relaxed);

@@ -25,7 +25,6 @@
 #include <map>
 #include <memory>
 #include <mutex>
-#include <optional>
 #include <span>
 #include <string>
 #include <unordered_map>
@@ -162,7 +161,11 @@ class Committer {
     storage::CfHandle* cf;
     std::string key;
     uint64_t delta;
-    std::optional<uint64_t> value;  // the value written, when put
+    // When the group puts the new value: it, and its entry in
+    // counter_values_ (a map's nodes stay put; entries go only while a
+    // group is put together, or all at once after a failed write).
+    uint64_t value = 0;
+    uint64_t* known = nullptr;
   };
   std::vector<CounterSum> group_counters_;
   // Each counter's value after the last write that touched it. A group

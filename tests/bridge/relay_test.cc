@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <map>
+#include <memory>
 #include <random>
 #include <set>
 #include <thread>
@@ -226,6 +227,47 @@ TEST(RelayTest, EventsOfATypeWithASchemaCarryItsDataSchema) {
   EXPECT_EQ(messages[0].headers["ce-dataschema"], "walbus:schema:orders.placed.v1:v1:" + registered->hash);
   EXPECT_EQ(messages[1].headers.at("ce-type"), kType);
   EXPECT_EQ(messages[1].headers.count("ce-dataschema"), 0u) << "a type without a schema has none";
+}
+
+// The relay reads the outbox alone: a scheduled event reaches the stream
+// once it fired, after the subject's events that entered the outbox
+// before it; one cancelled before its time never does.
+TEST(RelayTest, AScheduledEventIsRelayedOnlyOnceItFires) {
+  NatsServer server;
+  ASSERT_TRUE(server.Start());
+  TempDir dir;
+  auto clock = std::make_shared<testing::ManualClock>();
+  Options options = RelayBusOptions(dir);
+  options.clock = clock;
+  auto bus = testing::OpenBus(options);
+  ASSERT_NE(bus, nullptr);
+  std::unique_ptr<Relay> relay;
+  ASSERT_TRUE(Relay::Attach(bus.get(), MakeRelayOptions(server), &relay).ok());
+  ASSERT_TRUE(bus->Start().ok());
+  EventId cancelled;
+  {
+    Transaction tx = bus->Begin();
+    for (int i : {3, 4, 5}) {
+      EventSpec later{.type = kType, .subject = SubjectKey(0, 1), .data = std::to_string(i)};
+      later.deliver_after = std::chrono::minutes(i);
+      auto id = tx.Publish(later);
+      ASSERT_TRUE(id.ok()) << id.status().ToString();
+      if (i == 5) cancelled = *id;
+    }
+    ASSERT_TRUE(tx.Commit().ok());
+  }
+  PublishRange(*bus, 0, 3, 1);
+  ASSERT_TRUE(bus->WaitIdle(60s).ok());
+  ExpectEachOnceInSubjectOrder(server, 3);
+  {
+    Transaction tx = bus->Begin();
+    ASSERT_TRUE(tx.CancelScheduled(cancelled).ok());
+    ASSERT_TRUE(tx.Commit().ok());
+  }
+  clock->Advance(std::chrono::minutes(10));
+  ASSERT_TRUE(testing::Eventually([&] { return relay->Stats().published == 5; }));
+  ASSERT_TRUE(bus->WaitIdle(60s).ok());
+  ExpectEachOnceInSubjectOrder(server, 5);
 }
 
 TEST(RelayTest, PositionsAndJournalSurviveARestartOfTheDevice) {

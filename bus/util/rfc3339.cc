@@ -3,7 +3,6 @@
 #include <cctype>
 #include <cstdint>
 #include <cstdio>
-#include <ctime>
 
 namespace walbus::internal {
 namespace {
@@ -30,29 +29,45 @@ bool Expect(std::string_view text, size_t* pos, char c) {
   return true;
 }
 
+// The civil time of `count` units (`per_second` of them a second) since
+// the Unix epoch, with `digits` decimals; empty outside the years 0-9999.
+// C++'s calendar, not gmtime: a 32-bit time_t (armhf) ends in 2038.
+std::string FormatUtc(int64_t count, int64_t per_second, int digits) {
+  using namespace std::chrono;
+  constexpr int64_t kYear0 = -62167219200;      // 0000-01-01T00:00:00Z
+  constexpr int64_t kYear10000 = 253402300800;  // 10000-01-01T00:00:00Z
+  // Floor division: negating `count` would overflow near INT64_MIN.
+  int64_t secs = count / per_second;
+  int64_t fraction = count % per_second;
+  if (fraction < 0) {
+    fraction += per_second;
+    --secs;
+  }
+  if (secs < kYear0 || secs >= kYear10000) return {};
+  const sys_seconds t{seconds(secs)};
+  const sys_days day = floor<days>(t);
+  const year_month_day ymd{day};
+  const hh_mm_ss<seconds> time{t - day};
+  char buf[96];  // room for any int the compiler cannot rule out
+  std::snprintf(buf, sizeof buf, "%04d-%02u-%02uT%02d:%02d:%02lld.%0*lldZ", static_cast<int>(ymd.year()),
+                static_cast<unsigned>(ymd.month()), static_cast<unsigned>(ymd.day()),
+                static_cast<int>(time.hours().count()), static_cast<int>(time.minutes().count()),
+                static_cast<long long>(time.seconds().count()), digits, static_cast<long long>(fraction));
+  return buf;
+}
+
 }  // namespace
 
 std::string FormatRfc3339(std::chrono::system_clock::time_point t) {
   using namespace std::chrono;
-  const auto micros = duration_cast<microseconds>(t.time_since_epoch()).count();
-  int64_t seconds = micros / 1000000;
-  int64_t fraction = micros % 1000000;
-  if (fraction < 0) {
-    fraction += 1000000;
-    --seconds;
-  }
-  const std::time_t tt = static_cast<std::time_t>(seconds);
-  std::tm tm{};
-  gmtime_r(&tt, &tm);
-  char buf[96];
-  std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%06lldZ", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
-                tm.tm_hour, tm.tm_min, tm.tm_sec, static_cast<long long>(fraction));
-  return buf;
+  // The clock's range (about 1678-2262) is inside the years 0-9999.
+  return FormatUtc(floor<microseconds>(t).time_since_epoch().count(), 1000000, 6);
 }
+
+std::string FormatRfc3339Millis(int64_t unix_ms) { return FormatUtc(unix_ms, 1000, 3); }
 
 bool ParseRfc3339(std::string_view text, std::chrono::system_clock::time_point* out) {
   size_t pos = 0;
-  std::tm tm{};
   int year = 0, month = 0, day = 0, hour = 0, minute = 0, second = 0;
   if (!ReadNumber(text, &pos, 4, &year) || !Expect(text, &pos, '-') || !ReadNumber(text, &pos, 2, &month) ||
       !Expect(text, &pos, '-') || !ReadNumber(text, &pos, 2, &day) || !Expect(text, &pos, 't') ||
@@ -88,18 +103,15 @@ bool ParseRfc3339(std::string_view text, std::chrono::system_clock::time_point* 
     return false;
   }
   if (pos != text.size()) return false;
-  tm.tm_year = year - 1900;
-  tm.tm_mon = month - 1;
-  tm.tm_mday = day;
-  tm.tm_hour = hour;
-  tm.tm_min = minute;
-  tm.tm_sec = second;
-  const std::time_t utc = timegm(&tm);
+  using namespace std::chrono;
+  const year_month_day date{std::chrono::year(year), std::chrono::month(static_cast<unsigned>(month)),
+                            std::chrono::day(static_cast<unsigned>(day))};
+  if (!date.ok()) return false;  // 2026-02-30
   // The clock counts nanoseconds in 64 bits: about the years 1678 to 2262.
   constexpr int64_t kClockRangeSeconds = 9'000'000'000;
-  const int64_t unix_seconds = static_cast<int64_t>(utc) - offset_seconds;
+  const int64_t unix_seconds =
+      int64_t{sys_days(date).time_since_epoch().count()} * 86400 + hour * 3600 + minute * 60 + second - offset_seconds;
   if (unix_seconds <= -kClockRangeSeconds || unix_seconds >= kClockRangeSeconds) return false;
-  using namespace std::chrono;
   *out = system_clock::time_point(duration_cast<system_clock::duration>(seconds(unix_seconds) + nanoseconds(nanos)));
   return true;
 }

@@ -3,7 +3,6 @@
 #include "tools/walbus/inspect_util.h"
 
 #include <stdlib.h>
-#include <time.h>
 
 #include <algorithm>
 #include <chrono>
@@ -18,6 +17,7 @@
 #include "bus/telemetry/metrics.h"
 #include "bus/util/escape.h"
 #include "bus/util/hex.h"
+#include "bus/util/rfc3339.h"
 #include "bus/util/unix_time.h"
 #include "bus/util/utf8.h"
 #include "storage/db.h"
@@ -68,26 +68,11 @@ bool IsJsonContentType(std::string_view ct) {
 
 std::string Hex(std::string_view s, size_t max_bytes) { return HexEncode(s.substr(0, max_bytes)); }
 
-// "2024-05-01T12:34:56.789Z"; the bare number when out of gmtime's range.
+// "2024-05-01T12:34:56.789Z"; the bare number outside the years 0-9999
+// (a corrupt record's time is cast from uint64).
 std::string IsoTimeMs(int64_t unix_ms) {
-  // Floor division; negating unix_ms would overflow near INT64_MIN (a
-  // corrupt record's time is cast from uint64).
-  int64_t secs = unix_ms / 1000;
-  int64_t ms = unix_ms % 1000;
-  if (ms < 0) {
-    ms += 1000;
-    --secs;
-  }
-  const time_t t = static_cast<time_t>(secs);
-  struct tm tm {};
-  if (static_cast<int64_t>(t) != secs || gmtime_r(&t, &tm) == nullptr || tm.tm_year + 1900 > 9999 ||
-      tm.tm_year + 1900 < 0) {
-    return std::to_string(unix_ms) + " ms";
-  }
-  char buf[96];  // room for any int the compiler cannot rule out
-  snprintf(buf, sizeof(buf), "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
-           tm.tm_hour, tm.tm_min, tm.tm_sec, static_cast<int>(ms));
-  return buf;
+  std::string text = FormatRfc3339Millis(unix_ms);
+  return text.empty() ? std::to_string(unix_ms) + " ms" : text;
 }
 
 std::string IsoTime(std::chrono::system_clock::time_point t) { return IsoTimeMs(ToUnixMillis(t)); }

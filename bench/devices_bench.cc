@@ -15,7 +15,6 @@
 //          Twice: with the default memory budget and with 16 MiB, whose
 //          small memtables flush (and compact) more often.
 #include <atomic>
-#include <fstream>
 #include <memory>
 #include <string>
 #include <thread>
@@ -31,19 +30,7 @@ constexpr uint64_t kSubjects = 100;
 constexpr double kWearRateEps = 2000;
 constexpr uint64_t kWearSubjects = 1000;
 
-// Bytes this process had written to the device, less those it wrote to
-// files deleted before they reached it.
-uint64_t DeviceBytesWritten() {
-  std::ifstream io("/proc/self/io");
-  uint64_t written = 0, cancelled = 0;
-  for (std::string field; io >> field;) {
-    uint64_t value = 0;
-    io >> value;
-    if (field == "write_bytes:") written = value;
-    if (field == "cancelled_write_bytes:") cancelled = value;
-  }
-  return written - std::min(written, cancelled);
-}
+using walbus::tools::DeviceBytesWritten;
 
 void RunIdle(benchmark::State& state) {
   const double idle_seconds = CurrentProfile().idle_seconds;

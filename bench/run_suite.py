@@ -87,6 +87,7 @@ REQUIRED_KEYS = [
     "timers_10m_rss_mib",
     "idle_wakeups_per_s",
     "soak_rss_mib_budget16",
+    "soak_disk_write_amplification_budget16",
     "idle_rss_mib_budget8",
     "disk_write_amplification",
 ]
@@ -291,6 +292,7 @@ def summarize(res):
                                                                            soak.get("warmup_peak_rss_mib"))
     s["soak_seconds_budget16"] = soak.get("soak_seconds")
     s["soak_anon_rss_mib_budget16"] = soak.get("peak_anon_rss_mib")
+    s["soak_disk_write_amplification_budget16"] = soak.get("device_bytes_per_logical_byte")
     s["idle_rss_mib_budget8"] = res.stress["idle"].get("peak_rss_mib")
     s["idle_anon_rss_mib_budget8"] = res.stress["idle"].get("peak_anon_rss_mib")
     s["idle_wakeups_per_s"] = res.value("Devices", "wakeups_per_s", measure="idle")
@@ -450,6 +452,7 @@ def tables(res, s):
     t.add("RSS peak in it, MiB", s.get("soak_rss_mib_budget16"))
     t.add("RSS growth after its first quarter, MiB", s.get("soak_rss_growth_after_warmup_mib_budget16"))
     t.add("  of it anonymous (heap, stacks), MiB", s.get("soak_anon_rss_mib_budget16"))
+    t.add("device bytes written per logical byte in it", s.get("soak_disk_write_amplification_budget16"))
     t.add("idle bus RSS, 8 MiB budget, MiB", s.get("idle_rss_mib_budget8"))
     t.add("  of it anonymous (heap, stacks), MiB", s.get("idle_anon_rss_mib_budget8"))
     t.add("idle bus, wake-ups of its threads per second", s.get("idle_wakeups_per_s"))

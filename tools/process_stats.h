@@ -1,11 +1,12 @@
-// What this process reads of itself in /proc: its resident set, and how
-// often its threads slept and woke. For the stress tool, the benchmarks
+// What this process reads of itself in /proc: its resident set, how often
+// its threads slept and woke, and what it wrote to the device. For the stress tool, the benchmarks
 // and the tests that bound memory and idle wake-ups. Linux only.
 #ifndef WALBUS_TOOLS_PROCESS_STATS_H_
 #define WALBUS_TOOLS_PROCESS_STATS_H_
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
@@ -55,6 +56,21 @@ inline uint64_t BusThreadsWakeups() {
     }
   }
   return total;
+}
+
+// Bytes this process had written to the device (write_bytes: the WAL,
+// table files from flushes and compactions, the MANIFEST), less those it
+// wrote to files deleted before they reached it (cancelled_write_bytes).
+inline uint64_t DeviceBytesWritten() {
+  std::ifstream io("/proc/self/io");
+  uint64_t written = 0, cancelled = 0;
+  for (std::string field; io >> field;) {
+    uint64_t value = 0;
+    io >> value;
+    if (field == "write_bytes:") written = value;
+    if (field == "cancelled_write_bytes:") cancelled = value;
+  }
+  return written - std::min(written, cancelled);
 }
 
 }  // namespace walbus::tools

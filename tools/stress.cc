@@ -16,13 +16,14 @@
 // seconds prints a progress line on stdout:
 //
 //   {"t":..,"events":..,"rate":..,"rss_mib":..,"anon_rss_mib":..,"disk_mib":..,
-//    "lag_events":..,"outbox_backlog":..,"in_flight":..,
+//    "device_written_mib":..,"lag_events":..,"outbox_backlog":..,"in_flight":..,
 //    "storage_cache_mib":..,"memtable_mib":..,"table_readers_mib":..}
 //
 // t is seconds since the producers started; events the events committed so
 // far and rate those of the last interval per second; rss_mib the resident
 // set of this process, anon_rss_mib its anonymous part; disk_mib the size of the files in the database
-// directory; lag_events the largest last_seq - checkpoint of a subscriber;
+// directory; device_written_mib what the process wrote to the device since
+// the soak started (/proc/self/io, process_stats.h); lag_events the largest last_seq - checkpoint of a subscriber;
 // outbox_backlog the events not yet passed by every subscriber (as in
 // `walbus stats`); in_flight the events the subscribers hold in memory;
 // the last three storage's memory (metrics walbus_storage_cache_bytes,
@@ -39,8 +40,10 @@
 // databases), which --kill-server-every SECONDS kills (SIGKILL) and starts
 // again on that period; --bridge nats://HOST:PORT uses a running one.
 //
-// Then prints one JSON object on stdout (in a soak with "mode":"soak" and
-// the peak RSS and disk size, sampled four times a second). Exit status: 0
+// Then prints one JSON object on stdout (in a soak with "mode":"soak", the
+// peak RSS and disk size, sampled four times a second, and the device
+// bytes written per logical byte committed: keys, values, events' subjects
+// and data, the handlers' effects). Exit status: 0
 // when every check passed, 1 when a check failed, 2 on bad usage or an
 // error.
 #include <CLI/CLI.hpp>
@@ -510,6 +513,8 @@ Status RunProducers(walbus::Bus& bus, const Config& cfg, SteadyClock::time_point
 
 // ---- soak progress ----
 
+double MiB(uint64_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.0); }
+
 // The sum of the sizes of the files under `dir`. RocksDB adds and removes
 // files meanwhile; a file that vanishes during the walk is not counted.
 double DiskMiB(const std::string& dir) {
@@ -521,7 +526,7 @@ double DiskMiB(const std::string& dir) {
     const uintmax_t size = it->file_size(file_ec);
     if (!file_ec) bytes += size;
   }
-  return static_cast<double>(bytes) / (1024.0 * 1024.0);
+  return MiB(bytes);
 }
 
 struct SoakPeaks {
@@ -531,6 +536,10 @@ struct SoakPeaks {
   double warmup_rss_mib = 0;
   double anon_rss_mib = 0;  // the peak of its anonymous part (process_stats.h)
   double disk_mib = 0;
+  // At the last sample, since the soak started: what the process wrote to
+  // the device, and the logical bytes committed (workload.h).
+  double device_written_mib = 0;
+  double logical_mib = 0;
 };
 
 // Samples memory and disk four times a second (for the peaks) and prints a
@@ -540,7 +549,13 @@ class SoakReporter {
  public:
   SoakReporter(walbus::Bus& bus, const Config& cfg, SteadyClock::time_point start,
                const std::atomic<uint64_t>& committed)
-      : bus_(bus), cfg_(cfg), start_(start), committed_(committed), thread_([this] { Run(); }) {}
+      : bus_(bus),
+        cfg_(cfg),
+        start_(start),
+        committed_(committed),
+        device_start_(walbus::tools::DeviceBytesWritten()),
+        logical_start_(LogicalBytesCommitted()),
+        thread_([this] { Run(); }) {}
   ~SoakReporter() { Stop(); }
 
   void Stop() {
@@ -573,6 +588,8 @@ class SoakReporter {
       peaks_.rss_mib = std::max(peaks_.rss_mib, rss);
       peaks_.anon_rss_mib = std::max(peaks_.anon_rss_mib, anon);
       peaks_.disk_mib = std::max(peaks_.disk_mib, disk);
+      peaks_.device_written_mib = MiB(walbus::tools::DeviceBytesWritten() - device_start_);
+      peaks_.logical_mib = MiB(LogicalBytesCommitted() - logical_start_);
       const auto now = SteadyClock::now();
       if (std::chrono::duration<double>(now - start_).count() <= cfg_.soak_seconds / 4)
         peaks_.warmup_rss_mib = peaks_.rss_mib;
@@ -580,7 +597,8 @@ class SoakReporter {
       const uint64_t events = committed_.load(std::memory_order_relaxed);
       const double interval = std::chrono::duration<double>(now - last_report).count();
       PrintLine(std::chrono::duration<double>(now - start_).count(), events,
-                interval > 0 ? static_cast<double>(events - last_events) / interval : 0.0, rss, anon, disk);
+                interval > 0 ? static_cast<double>(events - last_events) / interval : 0.0, rss, anon, disk,
+                peaks_.device_written_mib);
       if (stopping) return;
       last_report = now;
       last_events = events;
@@ -596,7 +614,7 @@ class SoakReporter {
     return 0;
   }
 
-  void PrintLine(double t, uint64_t events, double rate, double rss, double anon, double disk) {
+  void PrintLine(double t, uint64_t events, double rate, double rss, double anon, double disk, double device) {
     const walbus::BusStats stats = bus_.Stats();
     const std::vector<walbus::MetricFamily> metrics = bus_.Metrics();
     uint64_t lag = 0, min_checkpoint = stats.last_seq, in_flight = 0;
@@ -608,10 +626,10 @@ class SoakReporter {
     }
     std::printf(
         "{\"t\":%.1f,\"events\":%llu,\"rate\":%.1f,\"rss_mib\":%.1f,\"anon_rss_mib\":%.1f,\"disk_mib\":%.1f,"
-        "\"lag_events\":%llu,"
+        "\"device_written_mib\":%.1f,\"lag_events\":%llu,"
         "\"outbox_backlog\":%llu,\"in_flight\":%llu,\"storage_cache_mib\":%.1f,\"memtable_mib\":%.1f,"
         "\"table_readers_mib\":%.1f}\n",
-        t, static_cast<unsigned long long>(events), rate, rss, anon, disk, static_cast<unsigned long long>(lag),
+        t, static_cast<unsigned long long>(events), rate, rss, anon, disk, device, static_cast<unsigned long long>(lag),
         static_cast<unsigned long long>(stats.last_seq - min_checkpoint), static_cast<unsigned long long>(in_flight),
         MetricMiB(metrics, "walbus_storage_cache_bytes"), MetricMiB(metrics, "walbus_storage_memtable_bytes"),
         MetricMiB(metrics, "walbus_storage_table_readers_bytes"));
@@ -622,6 +640,8 @@ class SoakReporter {
   const Config& cfg_;
   const SteadyClock::time_point start_;
   const std::atomic<uint64_t>& committed_;
+  const uint64_t device_start_;
+  const uint64_t logical_start_;
   std::mutex mu_;
   std::condition_variable cv_;
   bool stop_ = false;  // GUARDED_BY(mu_)
@@ -1187,10 +1207,12 @@ void PrintJson(const Config& cfg, const std::vector<ProducerResult>& results, do
   if (cfg.soak()) {
     std::printf(
         "\"mode\":\"soak\",\"soak_seconds\":%.1f,\"target_rate\":%.1f,\"memory_budget_mib\":%zu,"
-        "\"peak_rss_mib\":%.1f,\"warmup_peak_rss_mib\":%.1f,\"peak_anon_rss_mib\":%.1f,\"peak_disk_mib\":%.1f,",
+        "\"peak_rss_mib\":%.1f,\"warmup_peak_rss_mib\":%.1f,\"peak_anon_rss_mib\":%.1f,\"peak_disk_mib\":%.1f,"
+        "\"device_written_mib\":%.1f,\"logical_mib\":%.1f,\"device_bytes_per_logical_byte\":%.2f,",
         cfg.soak_seconds, cfg.rate,
         cfg.memory_budget_mib > 0 ? cfg.memory_budget_mib : walbus::kDefaultMemoryBudget >> 20, peaks.rss_mib,
-        peaks.warmup_rss_mib, peaks.anon_rss_mib, peaks.disk_mib);
+        peaks.warmup_rss_mib, peaks.anon_rss_mib, peaks.disk_mib, peaks.device_written_mib, peaks.logical_mib,
+        peaks.logical_mib > 0 ? peaks.device_written_mib / peaks.logical_mib : 0.0);
   }
   if (cfg.bridged()) {
     std::printf(

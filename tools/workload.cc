@@ -54,6 +54,7 @@ Options BusOptions(const std::string& dir, Durability durability, size_t workers
 namespace {
 
 std::atomic<int64_t> max_item_latency_ms{0};
+std::atomic<uint64_t> logical_bytes{0};
 
 Outcome HandleFault(const Event& e, HandlerContext& ctx) {
   if (e.data == "poison") throw std::runtime_error("poison event " + e.id.ToString());
@@ -68,6 +69,8 @@ Outcome HandleFault(const Event& e, HandlerContext& ctx) {
 }  // namespace
 
 int64_t MaxItemLatencyMs() { return max_item_latency_ms.load(); }
+
+uint64_t LogicalBytesCommitted() { return logical_bytes.load(std::memory_order_relaxed); }
 
 Result<uint64_t> FaultEffects(Transaction& tx, const std::string& subscriber, const EventId& id) {
   return ReadCounter(tx, kEffectsCf, subscriber + "/fault/" + id.ToString());
@@ -104,9 +107,14 @@ Outcome HandleItem(const Event& e, HandlerContext& ctx) {
     s = ctx.Put(kOrderCf, ViolationKey(sub, e.subject, e.subject_version),
                 "after " + std::to_string(*last) + " at seq " + std::to_string(e.seq));
   }
-  if (s.ok()) s = ctx.Put(kOrderCf, order_key, std::to_string(e.subject_version));
-  if (s.ok()) s = ctx.Put(kEffectsCf, effect_key, std::to_string(*applied + 1));
-  return s.ok() ? Outcome::Done() : Outcome::RetryAfter(kHandlerRetry);
+  const std::string order = std::to_string(e.subject_version);
+  const std::string effect = std::to_string(*applied + 1);
+  if (s.ok()) s = ctx.Put(kOrderCf, order_key, order);
+  if (s.ok()) s = ctx.Put(kEffectsCf, effect_key, effect);
+  if (!s.ok()) return Outcome::RetryAfter(kHandlerRetry);
+  logical_bytes.fetch_add(order_key.size() + order.size() + effect_key.size() + effect.size(),
+                          std::memory_order_relaxed);
+  return Outcome::Done();
 }
 
 Status SubscribeAll(Bus& bus, size_t count, const Handler& handler, const RetryPolicy& retry) {
@@ -142,6 +150,7 @@ Status CommitItem(Bus& bus, const std::string& subject, const std::string& paylo
   }
   *version = *current + 1;
   *receipt = std::move(*committed);
+  logical_bytes.fetch_add(2 * (subject.size() + payload.size()), std::memory_order_relaxed);  // state + event
   return Status::OK();
 }
 

@@ -50,6 +50,10 @@ Result<uint64_t> FaultEffects(Transaction& tx, const std::string& subscriber, co
 // The longest commit-to-handler delay of a kEventType event seen by
 // HandleItem in this process, in milliseconds.
 int64_t MaxItemLatencyMs();
+// The bytes of keys and values (and of events' subjects and data) that
+// CommitItem and HandleItem committed in this process: the logical bytes a
+// device's writes are measured against.
+uint64_t LogicalBytesCommitted();
 
 // One attempt to advance `subject`: read its version v, assert it, write the
 // state, publish version v + 1. Conflict when another producer got there

@@ -431,6 +431,7 @@ int walbus_open(const walbus_options* options, walbus_t** bus, char** err) {
     }
     if (options->source != nullptr) opt.source = options->source;
     if (options->worker_threads != 0) opt.worker_threads = options->worker_threads;
+    if (options->memory_budget != 0) opt.memory_budget = options->memory_budget;
     auto handle = std::make_unique<walbus_t>();
     if (int code = Report(walbus::Bus::Open(opt, &handle->bus), err); code != WALBUS_OK) return code;
     *bus = handle.release();

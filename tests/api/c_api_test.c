@@ -478,6 +478,14 @@ int main(int argc, char** argv) {
   opt.durability = WALBUS_DURABILITY_BUFFERED;
   walbus_t* bus = NULL;
   char* err = NULL;
+  // A budget below the smallest is refused, and nothing is opened.
+  opt.memory_budget = 1u << 20;
+  CHECK(walbus_open(&opt, &bus, &err) == WALBUS_INVALID_ARGUMENT && bus == NULL);
+  CHECK(err != NULL && strstr(err, "memory_budget") != NULL);
+  walbus_free_error(err);
+  err = NULL;
+  // The rest runs within a small device's budget.
+  opt.memory_budget = 16u << 20;
   Must(walbus_open(&opt, &bus, &err), err, "walbus_open");
 
   struct Seen seen;

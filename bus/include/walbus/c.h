@@ -102,6 +102,10 @@ typedef struct walbus_options {
   const char* source;
   // Threads that run handlers; 0 for the default (2).
   size_t worker_threads;
+  // Bytes for what grows with load (walbus::Options::memory_budget: the
+  // storage cache and memtables, the tail cache, the queues); 0 for the
+  // default (256 MiB). At least 8 MiB.
+  size_t memory_budget;
 } walbus_options;
 
 // A committed event as a handler sees it. Every pointer is valid only

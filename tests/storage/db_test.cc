@@ -374,6 +374,31 @@ TEST(DbTest, MemoryStaysWithinOneCacheWithTheMemtablesChargedToIt) {
       << "the memtables are charged to the cache";
 }
 
+// A compaction builds each output table's index and filter in memory,
+// outside the cache: tables are at most half of the bound (64 MiB at most),
+// in every column family.
+TEST(DbTest, CompactionOutputTablesAreSizedFromTheMemoryBound) {
+  for (const size_t bound : {size_t{8} << 20, size_t{512} << 20}) {
+    TempDir dir;
+    OpenOptions so;
+    so.dir = dir.path();
+    so.memory_bytes = bound;
+    std::unique_ptr<Db> db;
+    ASSERT_TRUE(Db::Open(so, &db).ok());
+    db.reset();
+    rocksdb::DBOptions stored;
+    std::vector<rocksdb::ColumnFamilyDescriptor> cfs;
+    rocksdb::ConfigOptions config;
+    config.ignore_unknown_options = true;
+    ASSERT_TRUE(rocksdb::LoadLatestOptions(config, dir.path(), &stored, &cfs).ok());
+    ASSERT_GE(cfs.size(), static_cast<size_t>(Cf::kCount));  // and "default"
+    for (const auto& cf : cfs) {
+      EXPECT_EQ(cf.options.target_file_size_base, std::min<uint64_t>(uint64_t{64} << 20, bound / 2))
+          << cf.name << " within " << (bound >> 20) << " MiB";
+    }
+  }
+}
+
 TEST(DbTest, AMemoryBoundBelowTheSmallestIsRefused) {
   TempDir dir;
   OpenOptions so;

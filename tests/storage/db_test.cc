@@ -308,6 +308,15 @@ TEST(DbTest, CreationKilledBeforeItsColumnFamiliesIsFinished) {
   EXPECT_TRUE(OpenBus(default_only.path()).ok());
 }
 
+// What RocksDB stored of its options for the database in `dir` (its
+// OPTIONS file).
+void LoadStoredOptions(const std::string& dir, rocksdb::DBOptions* db_options,
+                       std::vector<rocksdb::ColumnFamilyDescriptor>* cfs) {
+  rocksdb::ConfigOptions config;
+  config.ignore_unknown_options = true;
+  ASSERT_TRUE(rocksdb::LoadLatestOptions(config, dir, db_options, cfs).ok());
+}
+
 // RocksDB's info LOG grows without bound by default: it rolls only at an
 // open and keeps 1000 old files. A device running for months must not fill
 // its card with it: each file is bounded in size and old ones in number.
@@ -322,12 +331,22 @@ TEST(DbTest, RocksDbInfoLogIsBoundedInSizeAndCount) {
 
   rocksdb::DBOptions stored;
   std::vector<rocksdb::ColumnFamilyDescriptor> cfs;
-  rocksdb::ConfigOptions config;
-  config.ignore_unknown_options = true;
-  ASSERT_TRUE(rocksdb::LoadLatestOptions(config, dir.path(), &stored, &cfs).ok());
+  ASSERT_NO_FATAL_FAILURE(LoadStoredOptions(dir.path(), &stored, &cfs));
   EXPECT_GT(stored.max_log_file_size, 0u) << "0 is RocksDB's 'never roll while open'";
   EXPECT_LE(stored.max_log_file_size, size_t{1} << 20);
   EXPECT_LE(stored.keep_log_file_num, 4u);
+}
+
+// Storage on `dir` within `bound` bytes of memory; null (the test failed)
+// when it does not open.
+std::unique_ptr<Db> OpenWithin(const TempDir& dir, size_t bound) {
+  OpenOptions so;
+  so.dir = dir.path();
+  so.memory_bytes = bound;
+  std::unique_ptr<Db> db;
+  Status s = Db::Open(so, &db);
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  return db;
 }
 
 uint64_t IntProperty(Db& db, CfHandle* cf, const std::string& name) {
@@ -350,11 +369,8 @@ uint64_t MemtableBytes(Db& db) {
 TEST(DbTest, MemoryStaysWithinOneCacheWithTheMemtablesChargedToIt) {
   constexpr size_t kBound = size_t{8} << 20;
   TempDir dir;
-  OpenOptions so;
-  so.dir = dir.path();
-  so.memory_bytes = kBound;
-  std::unique_ptr<Db> db;
-  ASSERT_TRUE(Db::Open(so, &db).ok());
+  std::unique_ptr<Db> db = OpenWithin(dir, kBound);
+  ASSERT_NE(db, nullptr);
   const std::string value(1024, 'v');
   uint64_t peak = 0;
   for (uint64_t seq = 1; seq <= 32 * 1024; ++seq) {
@@ -380,17 +396,10 @@ TEST(DbTest, MemoryStaysWithinOneCacheWithTheMemtablesChargedToIt) {
 TEST(DbTest, CompactionOutputTablesAreSizedFromTheMemoryBound) {
   for (const size_t bound : {size_t{8} << 20, size_t{512} << 20}) {
     TempDir dir;
-    OpenOptions so;
-    so.dir = dir.path();
-    so.memory_bytes = bound;
-    std::unique_ptr<Db> db;
-    ASSERT_TRUE(Db::Open(so, &db).ok());
-    db.reset();
+    ASSERT_NE(OpenWithin(dir, bound), nullptr);  // and closed
     rocksdb::DBOptions stored;
     std::vector<rocksdb::ColumnFamilyDescriptor> cfs;
-    rocksdb::ConfigOptions config;
-    config.ignore_unknown_options = true;
-    ASSERT_TRUE(rocksdb::LoadLatestOptions(config, dir.path(), &stored, &cfs).ok());
+    ASSERT_NO_FATAL_FAILURE(LoadStoredOptions(dir.path(), &stored, &cfs));
     ASSERT_GE(cfs.size(), static_cast<size_t>(Cf::kCount));  // and "default"
     for (const auto& cf : cfs) {
       EXPECT_EQ(cf.options.target_file_size_base, std::min<uint64_t>(uint64_t{64} << 20, bound / 2))

@@ -214,12 +214,11 @@ std::map<std::string, uint64_t> ReadAcknowledged(int fd, std::string read, uint6
   std::istringstream in(read);
   std::string line;
   while (std::getline(in, line)) {
-    if (line == kStartedLine) continue;
+    // Each line is one write of less than PIPE_BUF: whole, or not there.
     std::istringstream fields(line);
     std::string subject;
     uint64_t version = 0;
-    // A line cut short by the kill was never acknowledged in full.
-    if (!(fields >> subject >> version) || in.eof()) continue;
+    if (line == kStartedLine || !(fields >> subject >> version)) continue;
     newest[subject] = std::max(newest[subject], version);
     ++*count;
   }

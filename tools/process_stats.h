@@ -1,6 +1,7 @@
 // What this process reads of itself in /proc: its resident set, how often
-// its threads slept and woke, and what it wrote to the device. For the stress tool, the benchmarks
-// and the tests that bound memory and idle wake-ups. Linux only.
+// its threads slept and woke, and what it wrote to the device. For the
+// stress tool, the benchmarks and the tests that bound memory and idle
+// wake-ups. Linux only.
 #ifndef WALBUS_TOOLS_PROCESS_STATS_H_
 #define WALBUS_TOOLS_PROCESS_STATS_H_
 

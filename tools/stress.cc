@@ -21,10 +21,11 @@
 //
 // t is seconds since the producers started; events the events committed so
 // far and rate those of the last interval per second; rss_mib the resident
-// set of this process, anon_rss_mib its anonymous part; disk_mib the size of the files in the database
-// directory; device_written_mib what the process wrote to the device since
-// the soak started (/proc/self/io, process_stats.h); lag_events the largest last_seq - checkpoint of a subscriber;
-// outbox_backlog the events not yet passed by every subscriber (as in
+// set of this process, anon_rss_mib its anonymous part; disk_mib the size
+// of the files in the database directory; device_written_mib what the
+// process wrote to the device since the soak started (/proc/self/io,
+// process_stats.h); lag_events the largest last_seq - checkpoint of a
+// subscriber; outbox_backlog the events not yet passed by every subscriber (as in
 // `walbus stats`); in_flight the events the subscribers hold in memory;
 // the last three storage's memory (metrics walbus_storage_cache_bytes,
 // _memtable_bytes, _table_readers_bytes), the memtables within the cache.

@@ -228,7 +228,11 @@ bool Committer::WriteGroup(const std::vector<CommitRequest*>& group) {
   size_t accepted = 0;
   for (CommitRequest* r : group) {
     WriteSet& writes = *r->writes;
-    r->status = CheckExpectations(writes);
+    // `after` came earlier in the queue, so its status is final (a failed
+    // write of this group later fails both).
+    r->status = r->after != nullptr && !r->after->status.ok()
+                    ? Status::Conflict("the commit it was made on top of failed")
+                    : CheckExpectations(writes);
     if (!r->status.ok()) continue;
     ++accepted;
     for (const Op& op : writes.ops) {

@@ -42,6 +42,10 @@ struct CommitRequest {
   WriteSet* writes = nullptr;
   // Needs fsync before completing (kSync producer commits, follow-ups).
   bool sync = false;
+  // Committed only if this request, earlier in the same Commit() call,
+  // was: its writes were made on top of that one's (a handler's turn).
+  // Otherwise the status is Conflict and nothing of it is written.
+  const CommitRequest* after = nullptr;
   // Results, valid once Commit() returned.
   Status status;
   uint64_t first_seq = 0;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cassert>
 #include <map>
+#include <span>
 #include <utility>
 #include <vector>
 
@@ -52,25 +53,9 @@ Range RangeOf(const ScanOptions& options) {
 // the keys written before it), so a key's own state wins over the ranges.
 class OwnRows {
  public:
-  // `writes` may be null: none.
-  OwnRows(const WriteSet* writes, storage::CfHandle* cf, const Range& range) {
-    if (writes == nullptr) return;
-    for (const Op& op : writes->ops) {
-      if (op.cf != cf) continue;
-      switch (op.kind) {
-        case Op::Kind::kPut:
-          if (range.Contains(op.key)) rows_[op.key] = op.value;
-          break;
-        case Op::Kind::kDelete:
-          if (range.Contains(op.key)) rows_[op.key] = std::nullopt;
-          break;
-        case Op::Kind::kDeleteRange:
-          rows_.erase(rows_.lower_bound(op.key), rows_.lower_bound(op.value));
-          deleted_.emplace_back(op.key, op.value);
-          break;
-        case Op::Kind::kAddCounter: break;  // not on application column families
-      }
-    }
+  // `layers`: write sets oldest first, each laid over the ones before.
+  OwnRows(std::span<const WriteSet* const> layers, storage::CfHandle* cf, const Range& range) {
+    for (const WriteSet* writes : layers) Add(*writes, cf, range);
     MergeDeletedRanges();
   }
 
@@ -90,6 +75,25 @@ class OwnRows {
   }
 
  private:
+  void Add(const WriteSet& writes, storage::CfHandle* cf, const Range& range) {
+    for (const Op& op : writes.ops) {
+      if (op.cf != cf) continue;
+      switch (op.kind) {
+        case Op::Kind::kPut:
+          if (range.Contains(op.key)) rows_[op.key] = op.value;
+          break;
+        case Op::Kind::kDelete:
+          if (range.Contains(op.key)) rows_[op.key] = std::nullopt;
+          break;
+        case Op::Kind::kDeleteRange:
+          rows_.erase(rows_.lower_bound(op.key), rows_.lower_bound(op.value));
+          deleted_.emplace_back(op.key, op.value);
+          break;
+        case Op::Kind::kAddCounter: break;  // not on application column families
+      }
+    }
+  }
+
   void MergeDeletedRanges() {
     std::sort(deleted_.begin(), deleted_.end());
     std::vector<std::pair<std::string, std::string>> merged;
@@ -164,17 +168,25 @@ OwnWrite LatestOwnWrite(const WriteSet& writes, storage::CfHandle* cf, std::stri
   return OwnWrite{};
 }
 
+OwnWrite StateReader::LatestLaidOver(const WriteSet* own, storage::CfHandle* cf, std::string_view key) const {
+  if (own != nullptr) {
+    if (OwnWrite w = LatestOwnWrite(*own, cf, key); w.state != OwnWrite::State::kNone) return w;
+  }
+  for (auto it = earlier_.rbegin(); it != earlier_.rend(); ++it) {
+    if (OwnWrite w = LatestOwnWrite(**it, cf, key); w.state != OwnWrite::State::kNone) return w;
+  }
+  return OwnWrite{};
+}
+
 void StateReader::TakeSnapshot(storage::Db* db) {
   if (snapshot_ == nullptr) snapshot_ = db->NewSnapshot();
 }
 
 Result<std::optional<std::string>> StateReader::Get(storage::Db* db, storage::CfHandle* cf, std::string_view key,
                                                     const WriteSet* own) {
-  if (own != nullptr) {
-    OwnWrite w = LatestOwnWrite(*own, cf, key);
-    if (w.state == OwnWrite::State::kDeleted) return std::optional<std::string>();
-    if (w.state == OwnWrite::State::kValue) return std::optional<std::string>(*w.value);
-  }
+  const OwnWrite w = LatestLaidOver(own, cf, key);
+  if (w.state == OwnWrite::State::kDeleted) return std::optional<std::string>();
+  if (w.state == OwnWrite::State::kValue) return std::optional<std::string>(*w.value);
   TakeSnapshot(db);
   std::string value;
   bool found = false;
@@ -199,6 +211,15 @@ Result<uint64_t> VersionAt(const storage::Db& db, const storage::Snapshot* snaps
 
 Result<uint64_t> StateReader::Version(storage::Db* db, storage::CfHandle* cf, std::string_view column_family,
                                       std::string_view key) {
+  if (!earlier_.empty()) {
+    const std::string version_key = storage::VersionKey(storage::Db::CfId(cf), key);
+    for (auto it = earlier_.rbegin(); it != earlier_.rend(); ++it) {
+      const std::vector<Expectation>& expects = (*it)->expects;
+      auto e = std::find_if(expects.rbegin(), expects.rend(),
+                            [&](const Expectation& x) { return x.version_key == version_key; });
+      if (e != expects.rend()) return e->Next();
+    }
+  }
   TakeSnapshot(db);
   return VersionAt(*db, snapshot_.get(), cf, column_family, key);
 }
@@ -211,13 +232,14 @@ Result<uint64_t> CommittedVersion(const storage::Db& db, storage::CfHandle* cf, 
 namespace {
 
 // The rows `options` selects as `snapshot` saw them (the latest state when
-// null), `own` laid over them.
+// null), `layers` (oldest first) laid over them.
 Status ScanMerged(const storage::Db& db, const storage::Snapshot* snapshot, storage::CfHandle* cf,
-                  const ScanOptions& options, const WriteSet* own, const RowVisitor& visit, bool* more) {
+                  const ScanOptions& options, std::span<const WriteSet* const> layers, const RowVisitor& visit,
+                  bool* more) {
   if (more != nullptr) *more = false;
   const Range range = RangeOf(options);
   if (range.empty()) return Status::OK();
-  const OwnRows own_rows(own, cf, range);
+  const OwnRows own_rows(layers, cf, range);
   const auto own_in_order = own_rows.InOrder(options.reverse);
   size_t next_own = 0, emitted = 0;
   bool stopped = false;
@@ -261,12 +283,15 @@ Status ScanMerged(const storage::Db& db, const storage::Snapshot* snapshot, stor
 Status StateReader::Scan(storage::Db* db, storage::CfHandle* cf, const ScanOptions& options, const WriteSet* own,
                          const RowVisitor& visit, bool* more) {
   TakeSnapshot(db);
-  return ScanMerged(*db, snapshot_.get(), cf, options, own, visit, more);
+  if (own == nullptr) return ScanMerged(*db, snapshot_.get(), cf, options, earlier_, visit, more);
+  std::vector<const WriteSet*> layers = earlier_;
+  layers.push_back(own);
+  return ScanMerged(*db, snapshot_.get(), cf, options, layers, visit, more);
 }
 
 Status ScanCommitted(const storage::Db& db, storage::CfHandle* cf, const ScanOptions& options, const RowVisitor& visit,
                      bool* more) {
-  return ScanMerged(db, nullptr, cf, options, nullptr, visit, more);
+  return ScanMerged(db, nullptr, cf, options, {}, visit, more);
 }
 
 Result<ScanPage> StateReader::ScanPageOf(storage::Db* db, storage::CfHandle* cf, const ScanOptions& options,

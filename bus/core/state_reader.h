@@ -12,6 +12,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "bus/core/write_set.h"
 #include "storage/db.h"
@@ -56,11 +57,18 @@ class StateReader {
   void TakeSnapshot(storage::Db* db);
   // Lets storage forget the snapshot; the next read takes a new one.
   void Release() { snapshot_.reset(); }
+  // The writes of units this one is made on top of before they commit (the
+  // runs before it in a handler's turn), oldest first: every read sees
+  // them under the unit's own writes, and a version they assert as
+  // advanced. REQUIRES: they stay unchanged while this reader reads.
+  void LayOver(std::vector<const WriteSet*> earlier) { earlier_ = std::move(earlier); }
 
-  // `own` (may be null): the writes laid over committed state.
+  // `own` (may be null): the writes laid over committed state (and over
+  // the earlier units').
   Result<std::optional<std::string>> Get(storage::Db* db, storage::CfHandle* cf, std::string_view key,
                                          const WriteSet* own);
-  // The committed version of cf/key; `column_family` names it in errors.
+  // The committed version of cf/key, or the one an earlier unit's commit
+  // will give it; `column_family` names it in errors.
   Result<uint64_t> Version(storage::Db* db, storage::CfHandle* cf, std::string_view column_family,
                            std::string_view key);
   // Visits the rows `options` select in their order, `own` laid over
@@ -72,7 +80,11 @@ class StateReader {
   Result<ScanPage> ScanPageOf(storage::Db* db, storage::CfHandle* cf, const ScanOptions& options, const WriteSet* own);
 
  private:
+  // What the earlier units and then `own` (may be null) leave at cf/key.
+  OwnWrite LatestLaidOver(const WriteSet* own, storage::CfHandle* cf, std::string_view key) const;
+
   std::unique_ptr<storage::Snapshot> snapshot_;
+  std::vector<const WriteSet*> earlier_;
 };
 
 }  // namespace walbus::internal

@@ -302,6 +302,8 @@ void Dispatcher::ForgetCleanStop(const Subscriber& sub) {
 }
 
 void Dispatcher::Handle(Message& m) {
+  // What the turn left unrun waits behind this event as if never handed out.
+  if (m.ends_turn) m.sub->keys.at(m.event->subject).in_turn = 1;
   switch (m.kind) {
     case Message::Kind::kWake: break;
     case Message::Kind::kAdd:
@@ -399,6 +401,11 @@ void Dispatcher::Complete(Subscriber* sub, const Event& event) {
   } else if (!out_of_line) {
     sub->progress.Complete(event.seq);
   }
+  assert(key.in_turn > 0);
+  if (--key.in_turn > 0) {  // the next event runs in the same turn
+    key.head_busy = true;
+    return;
+  }
   if (sub->holds.Waiting(event.subject)) {
     ApplyRedrive(sub, event.subject);  // now that the subject is idle
   } else if (key.events.empty()) {
@@ -437,7 +444,29 @@ void Dispatcher::Submit(Subscriber* sub, KeyQueue& key) {
       item.replaying ||
       (!item.redrive && (key.check_stored || (!key.charged && item.event->seq <= sub->recovered_horizon)));
   if (!item.redrive && !item.replaying) item.parked_behind = sub->holds.ParkedBehind(item.event->subject);
+  AddFollowers(*sub, key, &item);
+  key.in_turn = 1 + item.followers.size();
   ready_.push_back(std::move(item));
+}
+
+void Dispatcher::AddFollowers(const Subscriber& sub, const KeyQueue& key, WorkItem* item) const {
+  // Only an event on its first run, in line, with nothing stored to look
+  // for, leads a turn, and only such events follow it: the turn has no
+  // inbox to read, no retry record, no attempt to charge first.
+  auto plain = [&](const Event& event) {
+    return event.seq > sub.recovered_horizon && !sub.out_of_line.Contains(event.seq);
+  };
+  if (key.events.size() < 2 || item->attempt != 1 || item->conflict_reruns != 0 || item->check_stored ||
+      item->redrive || item->replaying || item->parked_behind != 0 || !plain(*item->event)) {
+    return;
+  }
+  size_t bytes = item->event->data.size();
+  for (size_t i = 1; i < key.events.size() && item->followers.size() + 1 < kMaxTurnEvents; ++i) {
+    const std::shared_ptr<const Event>& next = key.events[i];
+    bytes += next->data.size();
+    if (bytes > kMaxTurnBytes || !plain(*next)) break;
+    item->followers.push_back(next);
+  }
 }
 
 bool Dispatcher::AdvanceHorizons() {
@@ -449,7 +478,8 @@ bool Dispatcher::AdvanceHorizons() {
   std::vector<std::pair<Subscriber*, uint64_t>> raised;
   for (const WorkItem& item : ready_) {
     Subscriber* sub = item.sub;
-    if (item.event->seq <= sub->durable_horizon) continue;
+    const uint64_t last = item.followers.empty() ? item.event->seq : item.followers.back()->seq;
+    if (last <= sub->durable_horizon) continue;
     bool seen = false;
     for (auto& [s, h] : raised) seen |= s == sub;
     if (seen) continue;

@@ -139,6 +139,10 @@ class Dispatcher {
     bool replaying = false;         // run again by a replay
     uint64_t replay_id = 0;         // replaying: which replay
     uint64_t replay_scope = 0;      // kFreshScope: the replay's id, its inbox scope
+    // A turn: the events of the subject after `event`, run after it in
+    // order by the same worker, each on top of the writes of those before
+    // (see Submit).
+    std::vector<std::shared_ptr<const Event>> followers;
   };
   struct Message {
     enum class Kind : uint8_t {
@@ -179,6 +183,9 @@ class Dispatcher {
     };
     std::unique_ptr<Control> control;
     uint32_t run_attempt = 0;  // kRerun: the attempt number of the run that conflicted
+    // The last answer of a turn that left events unrun: they wait in their
+    // queue as if never handed out.
+    bool ends_turn = false;
   };
   // One handler run whose writes await their commit.
   struct Run {
@@ -191,6 +198,12 @@ class Dispatcher {
     double handler_seconds = 0;          // how long the handler ran
     Event upcast;                        // the event as the handler sees it, when upcast
     const Event* event = nullptr;        // what the handler runs on
+    // Events of its turn after this one, run or not; the run before it in
+    // the turn (its request is made on top of that one's), if any.
+    size_t turn_left = 0;
+    const Run* turn_previous = nullptr;
+    bool turn_followed = false;  // the next event of its turn ran on top of it
+    bool turn_went_on = false;   // ... and this one was done and committed
   };
   struct Timer {
     std::chrono::steady_clock::time_point due;
@@ -234,8 +247,16 @@ class Dispatcher {
   // kFreshScope replay's own scope.
   std::pair<storage::CfHandle*, std::string> InboxSlot(const WorkItem& item) const;
   void PutInboxRecord(WriteSet* scope, const WorkItem& item, uint64_t now_ms, uint32_t runs);
-  // Queues the key's front event for a worker (sent by FlushReady).
+  // Queues the key's front event for a worker (sent by FlushReady), with
+  // the events behind it when they can run in one turn.
   void Submit(Subscriber* sub, KeyQueue& key);
+  // Bounds a turn: a hot subject shares the workers with the others.
+  static constexpr size_t kMaxTurnEvents = 32;
+  static constexpr size_t kMaxTurnBytes = 256 * 1024;          // payload bytes
+  static constexpr std::chrono::milliseconds kMaxTurnTime{2};  // of handler runs
+  // Adds to `item` (the key's front event) the events that may run after
+  // it in the same turn.
+  void AddFollowers(const Subscriber& sub, const KeyQueue& key, WorkItem* item) const;
   void FlushReady();
   // Persists a horizon above every seq about to be handed to workers.
   // Keeps where `sub` is paused (`at`), or that it is not (nullopt), in
@@ -277,8 +298,14 @@ class Dispatcher {
   // run now (it was answered or its reads failed).
   bool PrepareItem(WorkItem& item, std::deque<Run>* runs, std::vector<Message>* replies, WriteSet* pre_run);
   // Brings the event to a version the subscriber takes; false when the run
-  // was answered instead (paused, or failed).
-  bool ResolveVersion(Run& run, std::vector<Message>* replies);
+  // has its outcome instead (paused, or failed).
+  bool ResolveVersion(Run& run);
+  // A run of `item`, its context made, in `runs`.
+  Run& NewRun(WorkItem& item, std::deque<Run>* runs);
+  // Runs `head` and then, while each is done and within kMaxTurnTime, its
+  // followers, each on top of the writes of those before it; the runs go
+  // to `runs`, the followers' items to `followers`.
+  void RunTurn(WorkItem& head, std::deque<Run>* runs, std::deque<WorkItem>* followers);
   // Runs the handler; fills the run's scope with its completion writes.
   void RunHandler(Run& run);
   // Turns a failed attempt into a retry record (and kRetry) or, once the
@@ -286,7 +313,11 @@ class Dispatcher {
   void FailAttempt(Run& run, std::string error, std::chrono::milliseconds delay, bool permanent);
   void AddDeadLetter(WriteSet* scope, const WorkItem& item, uint32_t attempts, uint64_t first_failure_ms,
                      std::string_view error);
+  // Commits the runs in order and answers each; a turn's answers end at
+  // its first event not done and committed.
   void CommitRuns(std::deque<Run>& runs, std::vector<Message>* replies);
+  // The answer to one run once its commit returned (or it was paused).
+  Message Answer(const Run& run);
   // One log line for a committed outcome (failures rate-limited).
   void LogOutcome(const Run& run) const;
   std::chrono::milliseconds Backoff(const Subscriber& sub, uint32_t attempt) const;

@@ -42,9 +42,14 @@ struct KeyQueueHead {
 };
 
 // The events of one subject waiting for one subscriber, oldest first. The
-// front one is the only one that may be running (per-key order).
+// front one is the only one that may be running (per-key order), except
+// in a turn: the first `in_turn` events, handed to one worker together,
+// which runs them one after another.
 struct KeyQueue : KeyQueueHead {
   std::deque<std::shared_ptr<const Event>> events;
+  // Events from the front handed to a worker and not answered yet (0 when
+  // none is). Kept by PopFront: a turn outlives its front event.
+  size_t in_turn = 0;
 
   // The front event is done; the next one starts afresh. (The deque is
   // kept: a new one would cost two allocations per handled event.)

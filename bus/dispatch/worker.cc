@@ -215,7 +215,7 @@ void Dispatcher::FailAttempt(Run& run, std::string error, std::chrono::milliseco
   run.error = std::move(error);
 }
 
-bool Dispatcher::ResolveVersion(Run& run, std::vector<Message>* replies) {
+bool Dispatcher::ResolveVersion(Run& run) {
   WorkItem& item = *run.item;
   Subscriber& sub = *item.sub;
   Result<SchemaRegistry::Resolution> r = config_.schemas->Resolve(*item.event, sub.types, &run.upcast);
@@ -237,7 +237,6 @@ bool Dispatcher::ResolveVersion(Run& run, std::vector<Message>* replies) {
   // Paused: nothing is written; the event waits at the front of its subject.
   run.request.writes->ops.clear();
   run.on_success = Message::Kind::kPaused;
-  replies->push_back(Message{Message::Kind::kPaused, &sub, item.event});
   return false;
 }
 
@@ -245,15 +244,17 @@ void Dispatcher::RunHandler(Run& run) {
   WorkItem& item = *run.item;
   Subscriber& sub = *item.sub;
   const Event& event = *run.event;
-  const ScopeRep& context = *ScopeAccess::Rep(*run.ctx);
+  ScopeRep& context = *ScopeAccess::Rep(*run.ctx);
   WriteSet* scope = run.request.writes;
   if (sub.skip_stale && event.subject_version != 0) {
-    std::string value;
-    bool found = false;
-    Status s = db_->Get(db_->cf(storage::Cf::kCheckpoints),
-                        storage::CheckpointKey(sub.id, storage::CheckpointField::kAppliedVersion, event.subject),
-                        &value, &found);
-    if (s.ok() && found && value.size() == 8 && storage::GetBe64(value) >= event.subject_version) {
+    // Through the context's reader: the runs before it in its turn applied
+    // versions too.
+    Result<std::optional<std::string>> applied = context.reader.Get(
+        db_, db_->cf(storage::Cf::kCheckpoints),
+        storage::CheckpointKey(sub.id, storage::CheckpointField::kAppliedVersion, event.subject), nullptr);
+    const Status& s = applied.status();
+    if (s.ok() && applied->has_value() && (*applied)->size() == 8 &&
+        storage::GetBe64(**applied) >= event.subject_version) {
       run.on_success = Message::Kind::kStale;
       PutInboxRecord(scope, item, WallMillis(), /*runs=*/0);
       scope->AddOp(Op{Op::Kind::kAddCounter,
@@ -355,8 +356,11 @@ void Dispatcher::RunGroup(std::span<WorkItem* const> items) {
     if (!s.ok()) {
       config_.log->logger().warn("walbus: recording attempts before running failed: {}", s.ToString());
       for (WorkItem* item : to_run) {
-        replies.push_back(Message{Message::Kind::kRetry, item->sub, item->event, Backoff(*item->sub, item->attempt),
-                                  item->attempt - 1, item->first_failure_ms, true, nullptr});
+        Message retry{
+            Message::Kind::kRetry,  item->sub, item->event, Backoff(*item->sub, item->attempt), item->attempt - 1,
+            item->first_failure_ms, true,      nullptr};
+        retry.ends_turn = !item->followers.empty();
+        replies.push_back(std::move(retry));
       }
       to_run.clear();
     }
@@ -368,28 +372,57 @@ void Dispatcher::RunGroup(std::span<WorkItem* const> items) {
     run.ctx = ScopeAccess::NewContext(std::move(rep));
     AddDeadLetter(run.request.writes, *run.item, run.item->attempt - 1, run.item->first_failure_ms, run.error);
   }
-  for (WorkItem* item : to_run) {
-    Subscriber& sub = *item->sub;
-    auto rep = std::make_unique<ScopeRep>(scope_host_);
-    rep->writes.ops.reserve(4);  // a handler's write or two, the inbox record, a counter
-    rep->parent = item->event.get();
-    rep->subscriber_name = sub.name;
-    rep->attempt = item->attempt;
-    if (item->replaying) {
-      rep->replay = HandlerContext::ReplayRun{
-          item->replay_id, item->replay_scope != 0 ? ReplayMode::kFreshScope : ReplayMode::kSameInbox};
-    }
-    Run& run = runs.emplace_back();
-    run.item = item;
-    run.event = item->event.get();
-    run.request.writes = &rep->writes;
-    run.ctx = ScopeAccess::NewContext(std::move(rep));
-    if (ResolveVersion(run, &replies)) RunHandler(run);
-  }
+  std::deque<WorkItem> followers;  // the turns' later events, as items of their own
+  for (WorkItem* item : to_run) RunTurn(*item, &runs, &followers);
   if (!runs.empty()) CommitRuns(runs, &replies);
   bool queued = messages_.EnqueueBulk(std::make_move_iterator(replies.begin()), replies.size());
   assert(queued);
   (void)queued;
+}
+
+Dispatcher::Run& Dispatcher::NewRun(WorkItem& item, std::deque<Run>* runs) {
+  auto rep = std::make_unique<ScopeRep>(scope_host_);
+  rep->writes.ops.reserve(4);  // a handler's write or two, the inbox record, a counter
+  rep->parent = item.event.get();
+  rep->subscriber_name = item.sub->name;
+  rep->attempt = item.attempt;
+  if (item.replaying) {
+    rep->replay = HandlerContext::ReplayRun{item.replay_id,
+                                            item.replay_scope != 0 ? ReplayMode::kFreshScope : ReplayMode::kSameInbox};
+  }
+  Run& run = runs->emplace_back();
+  run.item = &item;
+  run.event = item.event.get();
+  run.request.writes = &rep->writes;
+  run.ctx = ScopeAccess::NewContext(std::move(rep));
+  return run;
+}
+
+void Dispatcher::RunTurn(WorkItem& head, std::deque<Run>* runs, std::deque<WorkItem>* followers) {
+  const auto started = std::chrono::steady_clock::now();
+  Run* previous = &NewRun(head, runs);
+  previous->turn_left = head.followers.size();
+  if (ResolveVersion(*previous)) RunHandler(*previous);
+  std::vector<const WriteSet*> earlier;
+  for (const std::shared_ptr<const Event>& event : head.followers) {
+    // The turn ends at the first event that is not simply done, and once
+    // it has run long enough: what is left waits for the next turn.
+    if (previous->on_success != Message::Kind::kDone || std::chrono::steady_clock::now() - started >= kMaxTurnTime) {
+      return;
+    }
+    earlier.push_back(previous->request.writes);
+    WorkItem& item = followers->emplace_back();
+    item.sub = head.sub;
+    item.event = event;
+    Run& run = NewRun(item, runs);
+    run.turn_left = previous->turn_left - 1;
+    run.turn_previous = previous;
+    run.request.after = &previous->request;
+    ScopeAccess::Rep(*run.ctx)->reader.LayOver(earlier);
+    previous->turn_followed = true;
+    if (ResolveVersion(run)) RunHandler(run);
+    previous = &run;
+  }
 }
 
 void Dispatcher::LogOutcome(const Run& run) const {
@@ -431,44 +464,52 @@ void Dispatcher::CommitRuns(std::deque<Run>& runs, std::vector<Message>* replies
   committer_->Commit(requests);
   WALBUS_FAULT_POINT("handler.after_commit");
   for (Run& r : runs) {
-    if (r.on_success == Message::Kind::kPaused) continue;  // answered already
-    WorkItem& item = *r.item;
-    Subscriber& sub = *item.sub;
-    const Status& s = r.request.status;
-    if (s.ok()) LogOutcome(r);
-    if (s.ok() && r.on_success == Message::Kind::kRetry) {
-      replies->push_back(Message{Message::Kind::kRetry, &sub, item.event, r.delay, item.attempt, item.first_failure_ms,
-                                 false, nullptr});
-    } else if (s.ok()) {
-      replies->push_back(Message{r.on_success, &sub, item.event});
-    } else if (s.IsConflict()) {
-      // Optimistic concurrency at work, rerun by design: counted
-      // (walbus_subscriber_conflicts_total), not a warning.
-      sub.conflicts.fetch_add(1, std::memory_order_relaxed);
-      config_.log->logger().debug("walbus: {}'s outcome for seq={} met a concurrent update, run again: {}", sub.name,
-                                  item.event->seq, s.ToString());
-      if (item.conflict_reruns + 1 <= sub.retry.max_conflict_reruns) {
-        Message rerun{Message::Kind::kRerun, &sub, item.event, {}, item.conflict_reruns + 1};
-        rerun.run_attempt = item.attempt;
-        replies->push_back(std::move(rerun));
-      } else {
-        // Past its budget it counts as a failed attempt (the retry record
-        // comes with the next failure or the dead letter).
-        replies->push_back(Message{Message::Kind::kRetry, &sub, item.event, Backoff(sub, item.attempt), item.attempt,
-                                   item.first_failure_ms, true, nullptr});
-      }
-    } else {
-      // Any other commit error leaves the outcome unknown, so the next run
-      // looks at the inbox first.
-      static LogLimiter limiter(10);
-      if (uint64_t held = 0; limiter.Allow(&held)) {
-        config_.log->logger().warn("walbus: committing {}'s outcome for seq={} failed: {} ({} similar lines held back)",
-                                   sub.name, item.event->seq, s.ToString(), held);
-      }
-      replies->push_back(Message{Message::Kind::kRetry, &sub, item.event, Backoff(sub, item.attempt), item.attempt,
-                                 item.first_failure_ms, true, nullptr});
-    }
+    // A run made on top of one that ended its turn was refused by the
+    // committer: its event waits in its queue as if never handed out.
+    if (r.turn_previous != nullptr && !r.turn_previous->turn_went_on) continue;
+    Message reply = Answer(r);
+    r.turn_went_on = r.turn_followed && r.request.status.ok() && r.on_success == Message::Kind::kDone;
+    reply.ends_turn = r.turn_left > 0 && !r.turn_went_on;
+    replies->push_back(std::move(reply));
   }
+}
+
+Dispatcher::Message Dispatcher::Answer(const Run& r) {
+  WorkItem& item = *r.item;
+  Subscriber& sub = *item.sub;
+  if (r.on_success == Message::Kind::kPaused) return Message{Message::Kind::kPaused, &sub, item.event};
+  const Status& s = r.request.status;
+  if (s.ok()) {
+    LogOutcome(r);
+    if (r.on_success != Message::Kind::kRetry) return Message{r.on_success, &sub, item.event};
+    return Message{Message::Kind::kRetry, &sub,  item.event, r.delay, item.attempt,
+                   item.first_failure_ms, false, nullptr};
+  }
+  if (s.IsConflict()) {
+    // Optimistic concurrency at work, rerun by design: counted
+    // (walbus_subscriber_conflicts_total), not a warning.
+    sub.conflicts.fetch_add(1, std::memory_order_relaxed);
+    config_.log->logger().debug("walbus: {}'s outcome for seq={} met a concurrent update, run again: {}", sub.name,
+                                item.event->seq, s.ToString());
+    if (item.conflict_reruns + 1 <= sub.retry.max_conflict_reruns) {
+      Message rerun{Message::Kind::kRerun, &sub, item.event, {}, item.conflict_reruns + 1};
+      rerun.run_attempt = item.attempt;
+      return rerun;
+    }
+    // Past its budget it counts as a failed attempt (the retry record
+    // comes with the next failure or the dead letter).
+    return Message{Message::Kind::kRetry, &sub, item.event, Backoff(sub, item.attempt), item.attempt,
+                   item.first_failure_ms, true, nullptr};
+  }
+  // Any other commit error leaves the outcome unknown, so the next run
+  // looks at the inbox first.
+  static LogLimiter limiter(10);
+  if (uint64_t held = 0; limiter.Allow(&held)) {
+    config_.log->logger().warn("walbus: committing {}'s outcome for seq={} failed: {} ({} similar lines held back)",
+                               sub.name, item.event->seq, s.ToString(), held);
+  }
+  return Message{Message::Kind::kRetry, &sub, item.event, Backoff(sub, item.attempt), item.attempt,
+                 item.first_failure_ms, true, nullptr};
 }
 
 }  // namespace walbus::internal

@@ -8,7 +8,9 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdio>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <thread>
@@ -455,6 +457,177 @@ TEST(WorkerTest, StaleVersionsAreSkippedAndCounted) {
   EXPECT_EQ(st.stale_skipped, 2u);
   Transaction reader = bus->Begin();
   EXPECT_EQ(reader.Get("effects", "order-1").value(), std::optional<std::string>("6"));
+}
+
+// A hot subject: the events queued behind its front one run in turns, each
+// handler on top of the uncommitted writes of those before it.
+constexpr int kHotEvents = 300;
+constexpr const char* kHotSubject = "account-7";
+
+// Publishes kHotEvents events of one subject in one commit, their data
+// "0", "1", ...: once the first is running, the rest wait behind it.
+void PublishHotSubject(Bus& bus) {
+  Transaction tx = bus.Begin();
+  for (int i = 0; i < kHotEvents; ++i) {
+    EventSpec e;
+    e.type = kType;
+    e.subject = kHotSubject;
+    e.data = std::to_string(i);
+    ASSERT_TRUE(tx.Publish(e).ok());
+  }
+  ASSERT_TRUE(tx.Commit().ok());
+}
+
+// Counts the hot subject's events in effects/count, read and rewritten
+// under ExpectVersion, and keeps a row per event under "log/": every run
+// of event i must see a count of i, i rows, and the count's version i.
+struct HotCounter {
+  Bus* bus = nullptr;
+  std::atomic<int> calls{0};
+  std::atomic<int> ahead_of_storage{0};  // runs that read a count not committed yet
+  // Its answer for event `index` before the counting (Done: count it).
+  std::function<Outcome(int index, HandlerContext& ctx)> twist;
+  // Without it, only the turn's order of commits keeps the count right.
+  bool assert_versions = true;
+
+  SubscriberOptions Subscriber() {
+    SubscriberOptions s;
+    s.name = "ledger";
+    s.retry = FastRetries(5);
+    s.handler = [this](const Event& e, HandlerContext& ctx) -> Outcome {
+      ++calls;
+      const int index = std::stoi(e.data);
+      if (twist) {
+        if (Outcome o = twist(index, ctx); o.kind() != Outcome::Kind::kDone) return o;
+      }
+      Result<VersionedValue> count = ctx.GetWithVersion("effects", "count");
+      if (!count.ok()) return Outcome::RetryAfter(1ms);
+      const int n = count->value ? std::stoi(*count->value) : 0;
+      EXPECT_EQ(n, index) << "event " << index << " must see the effect of each event before it, once";
+      if (assert_versions) {
+        EXPECT_EQ(count->version, static_cast<uint64_t>(index));
+      }
+      Result<ScanPage> rows = ctx.Scan("effects", ScanOptions{.prefix = "log/"});
+      EXPECT_TRUE(rows.ok());
+      if (rows.ok()) {
+        EXPECT_EQ(rows->rows.size(), static_cast<size_t>(index));
+      }
+      std::optional<std::string> stored = bus->Read().Get("effects", "count").value();
+      if (n != (stored ? std::stoi(*stored) : 0)) ++ahead_of_storage;
+      if (assert_versions) {
+        EXPECT_TRUE(ctx.ExpectVersion("effects", "count", count->version).ok());
+      }
+      EXPECT_TRUE(ctx.Put("effects", "count", std::to_string(n + 1)).ok());
+      char row[16];
+      std::snprintf(row, sizeof(row), "log/%05d", index);
+      EXPECT_TRUE(ctx.Put("effects", row, e.data).ok());
+      return Outcome::Done();
+    };
+    return s;
+  }
+
+  void ExpectAllCounted() {
+    EXPECT_EQ(bus->Read().Get("effects", "count").value(), std::optional<std::string>(std::to_string(kHotEvents)));
+    EXPECT_EQ(bus->Stats().subscribers[0].handled, static_cast<uint64_t>(kHotEvents));
+  }
+};
+
+TEST(WorkerTest, AHotSubjectRunsInTurnsEachOnTopOfTheWritesBeforeIt) {
+  TempDir dir;
+  auto bus = OpenBus(MakeOptions(dir));
+  HotCounter counter{.bus = bus.get()};
+  ASSERT_TRUE(bus->Subscribe(counter.Subscriber()).ok());
+  PublishHotSubject(*bus);
+  ASSERT_TRUE(bus->Start().ok());
+  ASSERT_TRUE(bus->WaitIdle(30s).ok());
+  counter.ExpectAllCounted();
+  EXPECT_EQ(counter.calls.load(), kHotEvents);
+  EXPECT_GT(counter.ahead_of_storage.load(), 0) << "no event ran on top of uncommitted writes: no turn formed";
+  EXPECT_EQ(bus->Stats().subscribers[0].conflicts, 0u) << "a version asserted in a turn must count the ones before";
+}
+
+TEST(WorkerTest, AFailureInATurnCommitsTheEventsBeforeItAndRunsTheRestAfterIt) {
+  TempDir dir;
+  auto bus = OpenBus(MakeOptions(dir));
+  HotCounter counter{.bus = bus.get()};
+  std::atomic<int> failures{0};
+  counter.twist = [&](int index, HandlerContext& ctx) {
+    if (ctx.Attempt() > 1) return Outcome::Done();
+    if (index == 100) {
+      ++failures;
+      return Outcome::RetryAfter(1ms);
+    }
+    if (index == 150) {
+      ++failures;
+      throw std::runtime_error("the ledger is busy");
+    }
+    return Outcome::Done();
+  };
+  ASSERT_TRUE(bus->Subscribe(counter.Subscriber()).ok());
+  PublishHotSubject(*bus);
+  ASSERT_TRUE(bus->Start().ok());
+  ASSERT_TRUE(bus->WaitIdle(30s).ok());
+  counter.ExpectAllCounted();
+  EXPECT_EQ(failures.load(), 2);
+  EXPECT_EQ(counter.calls.load(), kHotEvents + 2);
+  EXPECT_EQ(bus->Stats().subscribers[0].retries, 2u);
+}
+
+TEST(WorkerTest, AConflictInATurnRerunsItsEventAndWhatFollows) {
+  TempDir dir;
+  auto bus = OpenBus(MakeOptions(dir));
+  HotCounter counter{.bus = bus.get(), .assert_versions = false};
+  std::atomic<bool> interfered{false};
+  counter.twist = [&](int index, HandlerContext& ctx) {
+    if (index != 100 || interfered.exchange(true)) return Outcome::Done();
+    // Event 100 asserts the version of a key another commit moves first.
+    const uint64_t v = ctx.GetVersion("effects", "guard").value();
+    Transaction other = bus->Begin();
+    EXPECT_TRUE(other.ExpectVersion("effects", "guard", v).ok());
+    EXPECT_TRUE(other.Put("effects", "guard", "moved").ok());
+    EXPECT_TRUE(other.Commit().ok());
+    EXPECT_TRUE(ctx.ExpectVersion("effects", "guard", v).ok());
+    return Outcome::Done();
+  };
+  ASSERT_TRUE(bus->Subscribe(counter.Subscriber()).ok());
+  PublishHotSubject(*bus);
+  ASSERT_TRUE(bus->Start().ok());
+  ASSERT_TRUE(bus->WaitIdle(30s).ok());
+  counter.ExpectAllCounted();
+  EXPECT_EQ(bus->Stats().subscribers[0].conflicts, 1u);
+  EXPECT_GT(counter.calls.load(), kHotEvents) << "event 100 ran again";
+}
+
+TEST(WorkerTest, StaleSkipsInATurnSeeTheVersionsAppliedBeforeThem) {
+  TempDir dir;
+  auto bus = OpenBus(MakeOptions(dir));
+  SubscriberOptions s;
+  s.name = "projection";
+  s.skip_stale = true;
+  std::atomic<int> calls{0};
+  s.handler = [&](const Event& e, HandlerContext& ctx) {
+    ++calls;
+    if (!ctx.Put("effects", e.subject, std::to_string(e.subject_version)).ok()) return Outcome::RetryAfter(1ms);
+    return Outcome::Done();
+  };
+  ASSERT_TRUE(bus->Subscribe(std::move(s)).ok());
+  // Queued behind one another: the repeated versions run in the same turn
+  // as the first of theirs.
+  Transaction tx = bus->Begin();
+  for (uint64_t version : {1, 2, 2, 3, 4, 4, 4, 5}) {
+    EventSpec e;
+    e.type = kType;
+    e.subject = "order-1";
+    e.subject_version = version;
+    ASSERT_TRUE(tx.Publish(e).ok());
+  }
+  ASSERT_TRUE(tx.Commit().ok());
+  ASSERT_TRUE(bus->Start().ok());
+  ASSERT_TRUE(bus->WaitIdle(10s).ok());
+  SubscriberStats st = bus->Stats().subscribers[0];
+  EXPECT_EQ(calls.load(), 5);
+  EXPECT_EQ(st.handled, 5u);
+  EXPECT_EQ(st.stale_skipped, 3u);
 }
 
 TEST(WorkerTest, FailingSubjectBacksOffAndNeverDelaysOthers) {

@@ -83,6 +83,15 @@ Status Committer::CommitOne(WriteSet* writes, bool sync, uint64_t* first_seq) {
   return request.status;
 }
 
+Status Committer::CommitUnsynced(WriteSet* writes) {
+  CommitRequest request;
+  request.writes = writes;
+  request.unsynced_group = true;
+  CommitRequest* requests[] = {&request};
+  Commit(requests);
+  return request.status;
+}
+
 std::map<std::string, uint64_t> Committer::PublishedByType() const {
   MutexLock lock(&types_mu_);
   return published_by_type_;
@@ -106,10 +115,15 @@ void Committer::LingerForSyncedGroup() {
 }
 
 void Committer::LeadGroup() {
-  LingerForSyncedGroup();
+  // A synced request behind an unsynced group's leader gets a leader of
+  // its own, who lingers for the others if it should.
+  const bool unsynced = queue_.front()->unsynced_group;
+  assert(!unsynced || !queue_.front()->sync);
+  if (!unsynced) LingerForSyncedGroup();
   std::vector<CommitRequest*> group;
   size_t bytes = 0;
   for (CommitRequest* r : queue_) {
+    if (unsynced && r->sync) break;
     if (!group.empty() &&
         (group.size() >= limits_.max_group_commits || bytes + r->writes->bytes > limits_.max_group_bytes)) {
       break;

@@ -46,6 +46,11 @@ struct CommitRequest {
   // was: its writes were made on top of that one's (a handler's turn).
   // Otherwise the status is Conflict and nothing of it is written.
   const CommitRequest* after = nullptr;
+  // The dispatcher's own records (horizon, checkpoints, trims): never
+  // fsynced, and when this request leads, its group neither lingers for
+  // synced commits nor takes one in, so the dispatcher does not wait out
+  // a producer's fsync it has no need of. REQUIRES: !sync.
+  bool unsynced_group = false;
   // Results, valid once Commit() returned.
   Status status;
   uint64_t first_seq = 0;
@@ -89,6 +94,9 @@ class Committer {
   // Commit() of one request. Returns its status; *first_seq (optional) gets
   // the seq of its first event.
   Status CommitOne(WriteSet* writes, bool sync, uint64_t* first_seq = nullptr);
+  // CommitOne of a request in an unsynced group (CommitRequest::
+  // unsynced_group): for the dispatcher's records.
+  Status CommitUnsynced(WriteSet* writes);
 
   uint64_t last_seq() const { return last_seq_.load(std::memory_order_acquire); }
   uint64_t commits() const { return commits_.load(std::memory_order_relaxed); }

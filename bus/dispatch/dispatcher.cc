@@ -260,7 +260,7 @@ void Dispatcher::RecordPause(Subscriber* sub, std::optional<std::reference_wrapp
   } else {
     scope.AddOp(Op{Op::Kind::kDelete, db_->cf(storage::Cf::kCheckpoints), key, {}});
   }
-  if (Status s = committer_->CommitOne(&scope, /*sync=*/false); !s.ok()) {
+  if (Status s = committer_->CommitUnsynced(&scope); !s.ok()) {
     config_.log->logger().warn("walbus: recording {}'s pause failed (the tool may not show it): {}", sub->name,
                                s.ToString());
   }
@@ -491,7 +491,7 @@ bool Dispatcher::AdvanceHorizons() {
     raised.emplace_back(sub, horizon);
   }
   if (raised.empty()) return true;
-  if (Status s = committer_->CommitOne(&scope, /*sync=*/false); !s.ok()) {
+  if (Status s = committer_->CommitUnsynced(&scope); !s.ok()) {
     config_.log->logger().warn("walbus: writing the dispatch horizon failed (retried): {}", s.ToString());
     return false;
   }
@@ -627,7 +627,7 @@ void Dispatcher::Checkpoint(bool force) {
   }
   if (scope.ops.empty()) return;
   WALBUS_FAULT_POINT("checkpoint.before_write");
-  if (Status s = committer_->CommitOne(&scope, /*sync=*/false); !s.ok()) {
+  if (Status s = committer_->CommitUnsynced(&scope); !s.ok()) {
     for (auto& sub : subs_) {
       if (sub->replay != nullptr) sub->replay->dirty = true;  // written next time
     }
@@ -687,7 +687,7 @@ void Dispatcher::Trim(bool force) {
   std::string v;
   storage::PutBe64(&v, keep_from);
   scope.AddOp(Op{Op::Kind::kPut, db_->cf(storage::Cf::kMeta), std::string(storage::kMetaTrimmedBelow), v});
-  if (Status s = committer_->CommitOne(&scope, /*sync=*/false); !s.ok()) {
+  if (Status s = committer_->CommitUnsynced(&scope); !s.ok()) {
     config_.log->logger().warn("walbus: outbox trim failed (retried later): {}", s.ToString());
     trim_pending_ = true;
     return;

@@ -352,7 +352,7 @@ void Dispatcher::RunGroup(std::span<WorkItem* const> items) {
     if (PrepareItem(*item, &runs, &replies, &pre_run)) to_run.push_back(item);
   }
   if (!pre_run.ops.empty()) {
-    Status s = committer_->CommitOne(&pre_run, /*sync=*/false);
+    Status s = committer_->CommitUnsynced(&pre_run);
     if (!s.ok()) {
       config_.log->logger().warn("walbus: recording attempts before running failed: {}", s.ToString());
       for (WorkItem* item : to_run) {
@@ -458,7 +458,11 @@ void Dispatcher::CommitRuns(std::deque<Run>& runs, std::vector<Message>* replies
   std::vector<CommitRequest*> requests;
   requests.reserve(runs.size());
   for (Run& r : runs) {
-    if (r.on_success != Message::Kind::kPaused) requests.push_back(&r.request);
+    if (r.on_success == Message::Kind::kPaused) continue;
+    // A completion without follow-ups needs no fsync: it does not wait for
+    // producers' (the worker would sit on its next events meanwhile).
+    r.request.unsynced_group = !r.request.sync;
+    requests.push_back(&r.request);
   }
   WALBUS_FAULT_POINT("handler.before_commit");
   committer_->Commit(requests);

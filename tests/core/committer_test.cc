@@ -16,6 +16,8 @@
 #include <vector>
 
 #include "bus/api/bus_impl.h"
+#include "bus/core/committer.h"
+#include "storage/db.h"
 #include "storage/testing/fault_fs.h"
 #include "tests/test_util.h"
 #include "walbus/bus.h"
@@ -155,6 +157,49 @@ TEST(CommitterTest, GroupsSmallerThanAWorkersBatchSplitIt) {
   Options options = testing::TestOptions(dir, Durability::kSync);
   options.max_group_commits = 2;
   CommitBesideAHandler(options);
+}
+
+// Commits nothing to the dispatcher: a committer on its own database.
+struct NoListener : internal::CommitListener {
+  void OnCommitted(std::vector<std::shared_ptr<const Event>>&) override {}
+  void OnTimersChanged(const std::vector<internal::TimerChange>&) override {}
+};
+
+// The dispatcher's records lead groups of their own: a synced request
+// queued right behind one is not taken into its group (it gets a group,
+// and an fsync, of its own), while a plain unsynced request's group takes
+// it in. Both calls queue [unsynced, synced] in one go, so the leader is
+// the same thread either way and the group count tells.
+TEST(CommitterTest, AnUnsyncedGroupTakesNoSyncedRequestIn) {
+  TempDir dir;
+  storage::OpenOptions so;
+  so.dir = dir.path();
+  std::unique_ptr<storage::Db> db;
+  ASSERT_TRUE(storage::Db::Open(so, &db).ok());
+  NoListener listener;
+  internal::Committer committer(db.get(), internal::CommitLimits{.max_group_commits = 64, .max_group_bytes = 1 << 20},
+                                0, &listener);
+  auto record = [&](const std::string& key) {
+    internal::WriteSet writes;
+    writes.AddOp(internal::Op{internal::Op::Kind::kPut, db->cf(storage::Cf::kCheckpoints), key, "v"});
+    return writes;
+  };
+  for (bool dispatcher_record : {false, true}) {
+    internal::WriteSet first = record("first"), second = record("second");
+    internal::CommitRequest unsynced, synced;
+    unsynced.writes = &first;
+    unsynced.unsynced_group = dispatcher_record;
+    synced.writes = &second;
+    synced.sync = true;
+    internal::CommitRequest* both[] = {&unsynced, &synced};
+    const uint64_t groups_before = committer.groups();
+    committer.Commit(both);
+    ASSERT_TRUE(unsynced.status.ok()) << unsynced.status.ToString();
+    ASSERT_TRUE(synced.status.ok()) << synced.status.ToString();
+    EXPECT_EQ(committer.groups() - groups_before, dispatcher_record ? 2u : 1u)
+        << (dispatcher_record ? "the dispatcher's record" : "a plain unsynced request");
+  }
+  EXPECT_EQ(committer.commits(), 4u);
 }
 
 // The committer writes each counter's new value (one put per group, from

@@ -10,7 +10,9 @@ charts of the run that docs/performance.md reports:
 
 Writes publish_throughput.png (events/s against producer threads, walbus,
 raw RocksDB and SQLite, buffered and synced) and latency_percentiles.png
-(publish-to-handler p50, p99 and p99.9 against the offered load).
+(publish-to-handler p50, p99 and p99.9 against the offered load) and
+delivery_ratios.png (what delivery costs: walbus end to end against
+itself, with the goals).
 """
 
 import json
@@ -88,13 +90,45 @@ set key top left
     return script
 
 
+# walbus against itself: (summary key, label, goal).
+DELIVERY_RATIOS = [
+    ("e2e_hot_subject_vs_spread", "1 subject vs 1,000", 0.5),
+    ("e2e_3subs_vs_1sub", "3 subscribers vs 1", 0.6),
+    ("e2e_vs_publish_only", "end to end vs publish alone", 0.75),
+]
+
+
+def delivery_chart(summary, path):
+    s = summary
+    lines = [f'{i} {s.get(key) or 0} {goal} "{label}"' for i, (key, label, goal) in enumerate(DELIVERY_RATIOS)]
+    top = max([1.1] + [1.15 * (s.get(key) or 0) for key, _, _ in DELIVERY_RATIOS])
+    script = datablock("ratios", lines)
+    script += f"""
+set terminal pngcairo size 900,480 font "sans,11"
+set output "{path}"
+set title "What delivery costs, end to end kBuffered ({summary['profile']} run): ratios within one run"
+set style fill solid 0.6 border -1
+set boxwidth 0.5
+set yrange [0:{top:.2f}]
+set xrange [-0.6:{len(DELIVERY_RATIOS) - 0.4}]
+set ylabel "ratio (1 = free)"
+set grid ytics
+set key top right
+plot $ratios using 1:2:xtic(4) with boxes title 'measured', \\
+     $ratios using 1:3 with points pt 5 ps 2 lc rgb 'gray30' title 'goal', \\
+     $ratios using 1:2:(sprintf("%.2f", $2)) with labels offset 0,0.8 notitle
+"""
+    return script
+
+
 def main():
     summary_path = sys.argv[1] if len(sys.argv) > 1 else "build/bench/summary.json"
     out_dir = sys.argv[2] if len(sys.argv) > 2 else "build/bench/img"
     with open(summary_path) as f:
         summary = json.load(f)
     os.makedirs(out_dir, exist_ok=True)
-    for name, make in (("publish_throughput.png", publish_chart), ("latency_percentiles.png", latency_chart)):
+    for name, make in (("publish_throughput.png", publish_chart), ("latency_percentiles.png", latency_chart),
+                       ("delivery_ratios.png", delivery_chart)):
         path = os.path.join(out_dir, name)
         subprocess.run(["gnuplot"], input=make(summary, path), text=True, check=True)
         print(f"wrote {path}")

@@ -73,6 +73,10 @@ REQUIRED_KEYS = [
     "e2e_sync_vs_sqlite_full",
     "latency_buffered_10k_p99_us",
     "latency_sync_1k_p99_us",
+    "latency_sync_10k_p99_us",
+    "e2e_hot_subject_vs_spread",
+    "e2e_3subs_vs_1sub",
+    "e2e_vs_publish_only",
     "dispatch_vs_queue_ceiling",
     "backlog_rss_mib",
     "backlog_events",
@@ -245,6 +249,19 @@ def summarize(res):
 
     s["latency_buffered_10k_p99_us"] = res.value("Latency", "p99_us", durability="buffered", rate_eps=10000)
     s["latency_sync_1k_p99_us"] = res.value("Latency", "p99_us", durability="sync", rate_eps=1000)
+    s["latency_sync_10k_p99_us"] = res.value("Latency", "p99_us", durability="sync", rate_eps=10000)
+
+    # What delivery costs, walbus against itself: one hot subject against
+    # 1,000 (the same scaling run), three subscribers against one, and end
+    # to end against publishing alone with the same four producers.
+    scaling = lambda subjects: res.value("Scaling", eps, subjects=subjects)
+    s["e2e_hot_subject_vs_spread"] = ratio(scaling(1), scaling(1000))
+    s["e2e_3subs_vs_1sub"] = ratio(s["e2e_buffered_3sub_eps"], s["e2e_buffered_eps"])
+    e2e_rows = res.rows("EndToEnd", system="walbus", durability="buffered", subscribers=1)
+    e2e_producers = e2e_rows[0]["params"].get("producers") if len(e2e_rows) == 1 else None
+    s["e2e_vs_publish_only"] = ratio(
+        s["e2e_buffered_eps"],
+        res.value("Publish", eps, system="walbus", durability="buffered", producers=e2e_producers))
 
     s["dispatch_eps"] = res.value("Dispatch", eps, system="walbus", path="handler")
     s["dispatch_filtered_eps"] = res.value("Dispatch", eps, system="walbus", path="filtered")
@@ -323,6 +340,10 @@ def targets(s):
         at_least("publish_schema_vs_plain", 0.8, "publish with schema checks vs without (4 producers)"),
         at_most("latency_buffered_10k_p99_us", 1000, "p99 at 10k/s kBuffered (us)"),
         at_most("latency_sync_1k_p99_us", 2000, "p99 at 1k/s kSync (us)"),
+        at_most("latency_sync_10k_p99_us", 2000, "p99 at 10k/s kSync (us)"),
+        at_least("e2e_hot_subject_vs_spread", 0.5, "end to end, 1 subject vs 1,000"),
+        at_least("e2e_3subs_vs_1sub", 0.6, "end to end, 3 subscribers vs 1 (events/s)"),
+        at_least("e2e_vs_publish_only", 0.75, "end to end vs publish alone (4 producers)"),
         at_least("dispatch_vs_queue_ceiling", 0.25, "dispatch vs raw queue"),
         at_most("backlog_rss_mib", 256, "RSS with the backlog pending (MiB)"),
         at_most("backlog_1m_rss_mib_budget16", 48, "RSS draining 1M events, 16 MiB budget (MiB)"),

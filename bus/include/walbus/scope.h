@@ -32,7 +32,9 @@ struct ScopeAccess;
 // Reads are repeatable: every read of one scope (Get, GetVersion,
 // GetWithVersion, Scan) sees committed state as one snapshot, taken at the
 // scope's first read and kept until it commits or is destroyed, with the
-// scope's own buffered writes laid over it. What the reads protect at
+// scope's own buffered writes laid over it (and, in a handler run in a
+// turn, the writes of the events of its subject before it in the turn,
+// which commit with it: docs/ordering.md). What the reads protect at
 // commit is only what ExpectVersion asserts (docs/ordering.md): a commit
 // checks the versions it expects, never the rows it scanned, so another
 // commit may add or remove rows in a scanned range meanwhile (a phantom).

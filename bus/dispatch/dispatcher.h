@@ -36,6 +36,7 @@
 #include "bus/core/quarantine.h"
 #include "bus/core/schema_registry.h"
 #include "bus/dispatch/retention.h"
+#include "bus/dispatch/run_gate.h"
 #include "bus/dispatch/scheduler.h"
 #include "bus/dispatch/subscriber.h"
 #include "bus/dispatch/tail_cache.h"
@@ -337,6 +338,8 @@ class Dispatcher {
   // on the monotonic clock. Workers wait for work without a deadline.
   WaitingQueue<Message, QueueTraits> messages_{QueueTraits::MAX_SEMA_SPINS};
   moodycamel::BlockingConcurrentQueue<WorkItem, QueueTraits> work_;
+  // Workers' runs: side by side, or one alone (RunBatch).
+  RunGate run_gate_;
   std::atomic<bool> wake_pending_{false};
   // New events came while work was queued and the wake was deferred (see
   // NotifyCommitted).

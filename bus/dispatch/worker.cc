@@ -325,21 +325,26 @@ void Dispatcher::RunHandler(Run& run) {
 }
 
 void Dispatcher::RunBatch(std::vector<WorkItem>& items, size_t n) {
-  // An event that may have been running when the process stopped runs on
-  // its own, its attempt recorded first: if it takes the process down
-  // again, only it is charged, not the events that shared its batch.
+  // An event that may have been running when the process stopped runs
+  // alone, its attempt recorded first: no other handler of this bus runs
+  // until its outcome has committed, so if it takes the process down
+  // again, only it is charged, not the events that ran beside it.
   std::vector<WorkItem*> together;
   together.reserve(n);
   for (size_t i = 0; i < n; ++i) {
     WorkItem& item = items[i];
     if (item.check_stored && item.sub->MayHaveBeenRunning(item.event->seq)) {
+      RunGate::Pass pass(&run_gate_, RunGate::Pass::Kind::kAlone);
       WorkItem* alone[] = {&item};
       RunGroup(alone);
     } else {
       together.push_back(&item);
     }
   }
-  if (!together.empty()) RunGroup(together);
+  if (!together.empty()) {
+    RunGate::Pass pass(&run_gate_, RunGate::Pass::Kind::kShared);
+    RunGroup(together);
+  }
 }
 
 void Dispatcher::RunGroup(std::span<WorkItem* const> items) {

@@ -373,6 +373,64 @@ TEST(WorkerTest, CleanRestartChargesNoAttempt) {
   EXPECT_TRUE(DeadLetters(dir.path()).empty());
 }
 
+// Appends one byte to `path`: a mark that survives the process's abort.
+void AppendMark(const std::string& path, char mark) {
+  int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
+  if (fd < 0 || write(fd, &mark, 1) != 1) _exit(3);
+  close(fd);
+}
+
+std::string ReadMarks(const std::string& path) {
+  std::ifstream in(path);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+// Runs the application again and again in a child process, each time
+// until it is idle or until a handler aborts it, at most 10 times:
+// `subscribe` adds its subscriber, `publish` its events on the first run.
+// Returns how many children ran, and whether the last one came up and
+// finished cleanly.
+struct Relaunches {
+  int children = 0;
+  bool finished = false;
+};
+Relaunches RelaunchUntilClean(const Options& options, const std::function<SubscriberOptions()>& subscriber,
+                              const std::function<bool(Bus&)>& publish) {
+  Relaunches r;
+  for (; r.children < 10 && !r.finished; ++r.children) {
+    pid_t pid = fork();
+    EXPECT_GE(pid, 0);
+    if (pid < 0) return r;
+    if (pid == 0) {
+      std::unique_ptr<Bus> bus;
+      if (!Bus::Open(options, &bus).ok()) _exit(2);
+      if (!bus->Subscribe(subscriber()).ok() || !bus->Start().ok()) _exit(2);
+      if (bus->Stats().last_seq == 0 && !publish(*bus)) _exit(4);
+      _exit(bus->WaitIdle(10s).ok() && bus->Close().ok() ? 0 : 5);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    r.finished = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+    if (!r.finished && !(WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT)) {
+      ADD_FAILURE() << "child status " << status;
+      return r;
+    }
+  }
+  return r;
+}
+
+bool PublishAll(Bus& bus, const std::vector<std::pair<std::string, std::string>>& subject_data) {
+  Transaction tx = bus.Begin();
+  for (const auto& [subject, data] : subject_data) {
+    EventSpec e;
+    e.type = kType;
+    e.subject = subject;
+    e.data = data;
+    if (!tx.Publish(e).ok()) return false;
+  }
+  return tx.Commit().ok();
+}
+
 // A handler that takes the whole process down on one event: each run
 // counts as an attempt before it starts, so after the budget the event is
 // dead-lettered without running and the application comes up again.
@@ -380,52 +438,26 @@ TEST(WorkerTest, HandlerThatAbortsTheProcessIsDeadLetteredAfterItsBudget) {
   TempDir dir;
   const std::string runs_file = dir.root() + "/poison-runs";
   constexpr uint32_t kBudget = 3;
-  int children = 0;
-  bool finished = false;
-  for (; children < 10 && !finished; ++children) {
-    pid_t pid = fork();
-    ASSERT_GE(pid, 0);
-    if (pid == 0) {
-      std::unique_ptr<Bus> bus;
-      if (!Bus::Open(MakeOptions(dir), &bus).ok()) _exit(2);
-      SubscriberOptions s;
-      s.name = "crashy";
-      s.retry = FastRetries(kBudget);
-      s.handler = [&runs_file](const Event& e, HandlerContext& ctx) {
-        if (e.data == "poison") {
-          int fd = open(runs_file.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
-          if (write(fd, "x", 1) != 1) _exit(3);
-          close(fd);
-          abort();
-        }
-        if (!ctx.Put("effects", e.subject, "done").ok()) return Outcome::RetryAfter(1ms);
-        return Outcome::Done();
-      };
-      if (!bus->Subscribe(std::move(s)).ok() || !bus->Start().ok()) _exit(2);
-      if (bus->Stats().last_seq == 0) {
-        Transaction tx = bus->Begin();
-        EventSpec poison, fine;
-        poison.type = fine.type = kType;
-        poison.subject = "order-1";
-        poison.data = "poison";
-        fine.subject = "order-2";
-        fine.data = "fine";
-        if (!tx.Publish(poison).ok() || !tx.Publish(fine).ok() || !tx.Commit().ok()) _exit(4);
+  auto subscriber = [&] {
+    SubscriberOptions s;
+    s.name = "crashy";
+    s.retry = FastRetries(kBudget);
+    s.handler = [&runs_file](const Event& e, HandlerContext& ctx) {
+      if (e.data == "poison") {
+        AppendMark(runs_file, 'x');
+        abort();
       }
-      _exit(bus->WaitIdle(10s).ok() && bus->Close().ok() ? 0 : 5);
-    }
-    int status = 0;
-    waitpid(pid, &status, 0);
-    finished = WIFEXITED(status) && WEXITSTATUS(status) == 0;
-    if (!finished) {
-      ASSERT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT) << "child status " << status;
-    }
-  }
-  ASSERT_TRUE(finished) << "the application must come up again";
-  std::ifstream runs(runs_file);
-  std::string marks((std::istreambuf_iterator<char>(runs)), std::istreambuf_iterator<char>());
-  EXPECT_EQ(marks.size(), kBudget) << "the poison ran exactly its budget";
-  EXPECT_EQ(children, static_cast<int>(kBudget) + 1);
+      if (!ctx.Put("effects", e.subject, "done").ok()) return Outcome::RetryAfter(1ms);
+      return Outcome::Done();
+    };
+    return s;
+  };
+  Relaunches r = RelaunchUntilClean(MakeOptions(dir), subscriber, [](Bus& bus) {
+    return PublishAll(bus, {{"order-1", "poison"}, {"order-2", "fine"}});
+  });
+  ASSERT_TRUE(r.finished) << "the application must come up again";
+  EXPECT_EQ(ReadMarks(runs_file).size(), kBudget) << "the poison ran exactly its budget";
+  EXPECT_EQ(r.children, static_cast<int>(kBudget) + 1);
   auto letters = DeadLetters(dir.path());
   ASSERT_EQ(letters.size(), 1u);
   EXPECT_EQ(letters[0].event.data, "poison");
@@ -433,6 +465,65 @@ TEST(WorkerTest, HandlerThatAbortsTheProcessIsDeadLetteredAfterItsBudget) {
   auto bus = OpenBus(MakeOptions(dir));
   Transaction reader = bus->Begin();
   EXPECT_EQ(reader.Get("effects", "order-2").value(), std::optional<std::string>("done"));
+}
+
+// After a crash, every event that may have been running runs alone: no
+// other handler runs until its outcome commits. Otherwise a poison run
+// beside it takes the process down again and charges it a recorded
+// attempt each time, until the innocent event is dead-lettered too. Slow
+// handlers on many subjects and four workers make runs overlap whenever
+// the bus lets them.
+TEST(WorkerTest, EventsThatMayHaveBeenRunningRunAloneAfterACrash) {
+  TempDir dir;
+  const std::string runs_file = dir.root() + "/poison-runs";
+  const std::string overlaps_file = dir.root() + "/overlaps";
+  constexpr uint32_t kBudget = 3;
+  constexpr int kFineSubjects = 6;
+  constexpr int kEventsPerSubject = 3;
+  Options options = MakeOptions(dir);
+  options.worker_threads = 4;
+  // In the child: handlers running now, and whether one of them runs alone.
+  static std::atomic<int> running{0};
+  static std::atomic<bool> alone_running{false};
+  auto subscriber = [&] {
+    SubscriberOptions s;
+    s.name = "crashy";
+    s.retry = FastRetries(kBudget);
+    s.handler = [&](const Event& e, HandlerContext& ctx) {
+      const bool must_be_alone = ctx.Attempt() > 1;  // these never fail: charged for a crash
+      if (running.fetch_add(1) != 0 && must_be_alone) AppendMark(overlaps_file, 'a');
+      if (alone_running.load()) AppendMark(overlaps_file, 'b');
+      if (e.data == "poison") {
+        AppendMark(runs_file, 'x');
+        abort();
+      }
+      alone_running.store(must_be_alone);
+      std::this_thread::sleep_for(5ms);
+      alone_running.store(false);
+      running.fetch_sub(1);
+      std::string count = ctx.Get("effects", e.subject).value().value_or("");
+      if (!ctx.Put("effects", e.subject, count + "x").ok()) return Outcome::RetryAfter(1ms);
+      return Outcome::Done();
+    };
+    return s;
+  };
+  std::vector<std::pair<std::string, std::string>> events = {{"order-1", "poison"}};
+  for (int n = 0; n < kEventsPerSubject; ++n) {
+    for (int k = 0; k < kFineSubjects; ++k) events.emplace_back("fine-" + std::to_string(k), "fine");
+  }
+  Relaunches r = RelaunchUntilClean(options, subscriber, [&](Bus& bus) { return PublishAll(bus, events); });
+  ASSERT_TRUE(r.finished) << "the application must come up again";
+  EXPECT_EQ(ReadMarks(overlaps_file), "") << "a: a charged event ran beside another; b: one ran beside it";
+  EXPECT_EQ(ReadMarks(runs_file).size(), kBudget);
+  auto letters = DeadLetters(dir.path());
+  ASSERT_EQ(letters.size(), 1u) << "an event that ran beside the poison was charged for its crashes";
+  EXPECT_EQ(letters[0].event.data, "poison");
+  auto bus = OpenBus(MakeOptions(dir));
+  ReadView reader = bus->Read();
+  for (int k = 0; k < kFineSubjects; ++k) {
+    EXPECT_EQ(reader.Get("effects", "fine-" + std::to_string(k)).value(),
+              std::optional<std::string>(std::string(kEventsPerSubject, 'x')));
+  }
 }
 
 TEST(WorkerTest, StaleVersionsAreSkippedAndCounted) {
@@ -526,7 +617,13 @@ struct HotCounter {
     return s;
   }
 
-  void ExpectAllCounted() {
+  // Subscribes, publishes the hot subject, lets every event be handled and
+  // checks the count.
+  void Run() {
+    ASSERT_TRUE(bus->Subscribe(Subscriber()).ok());
+    PublishHotSubject(*bus);
+    ASSERT_TRUE(bus->Start().ok());
+    ASSERT_TRUE(bus->WaitIdle(30s).ok());
     EXPECT_EQ(bus->Read().Get("effects", "count").value(), std::optional<std::string>(std::to_string(kHotEvents)));
     EXPECT_EQ(bus->Stats().subscribers[0].handled, static_cast<uint64_t>(kHotEvents));
   }
@@ -536,11 +633,7 @@ TEST(WorkerTest, AHotSubjectRunsInTurnsEachOnTopOfTheWritesBeforeIt) {
   TempDir dir;
   auto bus = OpenBus(MakeOptions(dir));
   HotCounter counter{.bus = bus.get()};
-  ASSERT_TRUE(bus->Subscribe(counter.Subscriber()).ok());
-  PublishHotSubject(*bus);
-  ASSERT_TRUE(bus->Start().ok());
-  ASSERT_TRUE(bus->WaitIdle(30s).ok());
-  counter.ExpectAllCounted();
+  counter.Run();
   EXPECT_EQ(counter.calls.load(), kHotEvents);
   EXPECT_GT(counter.ahead_of_storage.load(), 0) << "no event ran on top of uncommitted writes: no turn formed";
   EXPECT_EQ(bus->Stats().subscribers[0].conflicts, 0u) << "a version asserted in a turn must count the ones before";
@@ -563,11 +656,7 @@ TEST(WorkerTest, AFailureInATurnCommitsTheEventsBeforeItAndRunsTheRestAfterIt) {
     }
     return Outcome::Done();
   };
-  ASSERT_TRUE(bus->Subscribe(counter.Subscriber()).ok());
-  PublishHotSubject(*bus);
-  ASSERT_TRUE(bus->Start().ok());
-  ASSERT_TRUE(bus->WaitIdle(30s).ok());
-  counter.ExpectAllCounted();
+  counter.Run();
   EXPECT_EQ(failures.load(), 2);
   EXPECT_EQ(counter.calls.load(), kHotEvents + 2);
   EXPECT_EQ(bus->Stats().subscribers[0].retries, 2u);
@@ -589,11 +678,7 @@ TEST(WorkerTest, AConflictInATurnRerunsItsEventAndWhatFollows) {
     EXPECT_TRUE(ctx.ExpectVersion("effects", "guard", v).ok());
     return Outcome::Done();
   };
-  ASSERT_TRUE(bus->Subscribe(counter.Subscriber()).ok());
-  PublishHotSubject(*bus);
-  ASSERT_TRUE(bus->Start().ok());
-  ASSERT_TRUE(bus->WaitIdle(30s).ok());
-  counter.ExpectAllCounted();
+  counter.Run();
   EXPECT_EQ(bus->Stats().subscribers[0].conflicts, 1u);
   EXPECT_GT(counter.calls.load(), kHotEvents) << "event 100 ran again";
 }

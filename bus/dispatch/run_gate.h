@@ -1,0 +1,60 @@
+// RunGate: the workers' handler runs go side by side, or one goes alone.
+//
+// After a crash, an event that may have been running when the process died
+// runs alone (crash-loop protection, docs/design.md): while its attempt is
+// recorded, its handler runs and its outcome commits, no other handler
+// runs. If it takes the process down again, no other event was running, so
+// none is charged the run. Ordinary runs share the gate. A run waiting to go
+// alone keeps new shared runs out, so it waits only for those under way,
+// never for a stream of new ones.
+//
+// Threading: thread-safe. A pass belongs to the thread that took it; a
+// thread holds at most one pass at a time (a second would wait for itself).
+#ifndef WALBUS_BUS_DISPATCH_RUN_GATE_H_
+#define WALBUS_BUS_DISPATCH_RUN_GATE_H_
+
+#include <cstddef>
+
+#include "bus/util/mutex.h"
+
+namespace walbus::internal {
+
+class RunGate {
+ public:
+  RunGate() = default;
+  RunGate(const RunGate&) = delete;
+  RunGate& operator=(const RunGate&) = delete;
+
+  // Holds the gate for its scope: shared with other shared passes, or alone.
+  class Pass {
+   public:
+    enum class Kind : bool { kShared, kAlone };
+    Pass(RunGate* gate, Kind kind);
+    ~Pass();
+    Pass(const Pass&) = delete;
+    Pass& operator=(const Pass&) = delete;
+
+   private:
+    RunGate* const gate_;
+    const Kind kind_;
+  };
+
+  // For tests: how many wait to go alone now.
+  size_t alone_waiting_for_testing() const EXCLUDES(mu_);
+
+ private:
+  void EnterShared() EXCLUDES(mu_);
+  void LeaveShared() EXCLUDES(mu_);
+  void EnterAlone() EXCLUDES(mu_);
+  void LeaveAlone() EXCLUDES(mu_);
+
+  mutable Mutex mu_;
+  CondVar changed_;
+  size_t shared_ GUARDED_BY(mu_) = 0;
+  size_t alone_waiting_ GUARDED_BY(mu_) = 0;
+  bool alone_ GUARDED_BY(mu_) = false;
+};
+
+}  // namespace walbus::internal
+
+#endif  // WALBUS_BUS_DISPATCH_RUN_GATE_H_

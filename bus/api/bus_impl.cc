@@ -181,7 +181,11 @@ Result<Receipt> BusImpl::CommitWrites(WriteSet* writes) {
 }
 
 void BusImpl::OnCommitted(std::vector<std::shared_ptr<const Event>>& events) {
-  tail_->Append(events);
+  // Without a subscriber (the bridge's relay is one) nobody reads the
+  // tail: its events would only be held until evicted, growing the heap
+  // of a bus that just publishes. A subscriber added meanwhile finds these
+  // seqs missing from the tail and reads them from the outbox.
+  if (dispatcher_->has_subscribers()) tail_->Append(events);
   dispatcher_->NotifyCommitted();
 }
 
@@ -908,6 +912,10 @@ void BusImpl::WriteCommitMetrics(MetricsWriter& w, const BusStats& stats) {
   for (const auto& [type, n] : committer_->PublishedByType()) {
     w.Sample("walbus_events_published_total", MetricsWriter::Label("type", type), static_cast<double>(n));
   }
+  w.Family("walbus_tail_cache_bytes", MetricType::kGauge,
+           "Bytes of recent events held in memory for the subscribers (Options::tail_cache_bytes); "
+           "none while the bus has no subscriber.");
+  w.Sample("walbus_tail_cache_bytes", {}, static_cast<double>(tail_->bytes()));
   w.Family("walbus_commits_total", MetricType::kCounter,
            "Commits (transactions, handler completions, checkpoints) written.");
   w.Sample("walbus_commits_total", {}, static_cast<double>(stats.commits));

@@ -99,6 +99,10 @@ class Dispatcher {
   void Add(std::shared_ptr<Subscriber> subscriber);
   // New events were committed. Cheap; never blocks.
   void NotifyCommitted();
+  // Whether a subscriber was ever added: until then committed events need
+  // no tail cache (a subscriber added later reads them from the outbox).
+  // Any thread; never blocks.
+  bool has_subscribers() const { return has_subscribers_.load(std::memory_order_acquire); }
   // A scheduled event falls due before the moment the dispatcher sleeps
   // towards. Cheap; never blocks.
   void NotifyTimers() { WakeDispatcher(); }

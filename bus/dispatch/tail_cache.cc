@@ -47,4 +47,9 @@ size_t TailCache::Read(uint64_t from_seq, size_t limit, std::vector<std::shared_
   return n;
 }
 
+size_t TailCache::bytes() const {
+  MutexLock lock(&mu_);
+  return bytes_;
+}
+
 }  // namespace walbus::internal

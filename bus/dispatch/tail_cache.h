@@ -37,6 +37,9 @@ class TailCache {
   // they are present, at most `limit`. Returns how many were appended.
   size_t Read(uint64_t from_seq, size_t limit, std::vector<std::shared_ptr<const Event>>* out) const;
 
+  // What the cached events count against max_bytes now.
+  size_t bytes() const;
+
  private:
   mutable Mutex mu_;
   // Drops the cached event with this seq, if it is still there.

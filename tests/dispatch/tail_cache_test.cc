@@ -39,6 +39,18 @@ TEST(TailCacheTest, LargePayloadsEvictTheOldestByBytes) {
   for (uint64_t seq = 1; seq <= 10; ++seq) cache.Append({MakeEvent(seq, big)});
   EXPECT_EQ(Cached(cache, 8, 10), (std::vector<uint64_t>{8, 9, 10})) << "three fit in the byte bound";
   EXPECT_TRUE(Cached(cache, 7, 10).empty());
+  EXPECT_EQ(cache.bytes(), 3 * per_event);
+}
+
+TEST(TailCacheTest, SeqsNeverAppendedReadAsMissing) {
+  // The bus appends nothing while it has no subscriber: a seq skipped then
+  // is read from disk, the ones after it from the cache.
+  TailCache cache(16, 1 << 20);
+  EXPECT_EQ(cache.bytes(), 0u);
+  cache.Append({MakeEvent(5, 10), MakeEvent(6, 10)});
+  EXPECT_TRUE(Cached(cache, 3, 10).empty());
+  EXPECT_EQ(Cached(cache, 5, 10), (std::vector<uint64_t>{5, 6}));
+  EXPECT_EQ(cache.bytes(), 2 * TailCache::Footprint(*MakeEvent(5, 10)));
 }
 
 TEST(TailCacheTest, TheNewestEventStaysEvenAboveTheBound) {

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -116,6 +117,35 @@ TEST(MetricsTest, CountersStartAtZeroInEachProcessAndPersistedGaugesCarryOn) {
     const std::string name = line.substr(7, line.find(' ', 7) - 7);
     EXPECT_EQ(counter, name.ends_with("_total")) << line;
   }
+}
+
+// A bus that only publishes holds no events in memory; a subscriber added
+// later reads what it missed from the outbox, and the tail from then on.
+TEST(MetricsTest, TheTailCacheHoldsEventsOnlyForSubscribers) {
+  TempDir dir;
+  std::atomic<int> handled{0};
+  auto subscriber = [&] {
+    SubscriberOptions s;
+    s.name = "invoicing";
+    s.handler = [&](const Event&, HandlerContext&) -> Outcome {
+      handled.fetch_add(1);
+      return Outcome::Done();
+    };
+    return s;
+  };
+  {
+    auto bus = testing::OpenBus(testing::TestOptions(dir));
+    ASSERT_TRUE(bus->Subscribe(subscriber()).ok());  // registered: it resumes from here
+  }
+  auto bus = testing::OpenBus(testing::TestOptions(dir));
+  ASSERT_TRUE(bus->Start().ok());
+  for (int i = 0; i < 100; ++i) Publish(*bus, "order-" + std::to_string(i), std::string(200, 'x'));
+  EXPECT_EQ(Value(bus->MetricsText(), "walbus_tail_cache_bytes"), 0);
+  ASSERT_TRUE(bus->Subscribe(subscriber()).ok());
+  for (int i = 0; i < 10; ++i) Publish(*bus, "order-" + std::to_string(i), std::string(200, 'y'));
+  ASSERT_TRUE(bus->WaitIdle(10s).ok());
+  EXPECT_EQ(handled.load(), 110) << "the events published before it subscribed come from the outbox";
+  EXPECT_GE(Value(bus->MetricsText(), "walbus_tail_cache_bytes"), 10 * 200);
 }
 
 class FixedSource final : public MetricsSource {

@@ -21,30 +21,46 @@ RunGate::Pass::~Pass() {
 }
 
 void RunGate::EnterShared() {
-  MutexLock lock(&mu_);
-  while (alone_ || alone_waiting_ > 0) changed_.Wait(&lock);
-  ++shared_;
+  uint64_t state = state_.load(std::memory_order_relaxed);
+  while (true) {
+    if ((state & kAloneBit) == 0) {
+      if (state_.compare_exchange_weak(state, state + 1, std::memory_order_acquire, std::memory_order_relaxed)) return;
+      continue;
+    }
+    MutexLock lock(&mu_);
+    // LeaveAlone clears the bit and notifies under the mutex: seen set
+    // here, under it, the notification is still to come.
+    while ((state_.load(std::memory_order_relaxed) & kAloneBit) != 0) changed_.Wait(&lock);
+    state = state_.load(std::memory_order_relaxed);
+  }
 }
 
 void RunGate::LeaveShared() {
-  MutexLock lock(&mu_);
-  assert(shared_ > 0);
-  // Only a run waiting to go alone waits for the shared ones to leave.
-  if (--shared_ == 0 && alone_waiting_ > 0) changed_.NotifyAll();
+  const uint64_t before = state_.fetch_sub(1, std::memory_order_release);
+  assert((before & ~kAloneBit) > 0);
+  // The last shared pass out, with an alone pass waiting for it.
+  if (before == (kAloneBit | 1)) {
+    MutexLock lock(&mu_);
+    changed_.NotifyAll();
+  }
 }
 
 void RunGate::EnterAlone() {
   MutexLock lock(&mu_);
   ++alone_waiting_;
-  while (alone_ || shared_ > 0) changed_.Wait(&lock);
+  while (alone_taken_) changed_.Wait(&lock);
+  alone_taken_ = true;
+  state_.fetch_or(kAloneBit, std::memory_order_relaxed);
+  // The shared passes under way leave; new ones wait for the bit.
+  while (state_.load(std::memory_order_acquire) != kAloneBit) changed_.Wait(&lock);
   --alone_waiting_;
-  alone_ = true;
 }
 
 void RunGate::LeaveAlone() {
   MutexLock lock(&mu_);
-  assert(alone_);
-  alone_ = false;
+  assert(alone_taken_);
+  alone_taken_ = false;
+  state_.fetch_and(~kAloneBit, std::memory_order_release);
   changed_.NotifyAll();
 }
 

@@ -8,12 +8,17 @@
 // alone keeps new shared runs out, so it waits only for those under way,
 // never for a stream of new ones.
 //
+// A shared pass is one compare-and-swap in and one decrement out, and
+// never sleeps unless a run goes alone: the workers take one per batch.
+//
 // Threading: thread-safe. A pass belongs to the thread that took it; a
 // thread holds at most one pass at a time (a second would wait for itself).
 #ifndef WALBUS_BUS_DISPATCH_RUN_GATE_H_
 #define WALBUS_BUS_DISPATCH_RUN_GATE_H_
 
+#include <atomic>
 #include <cstddef>
+#include <cstdint>
 
 #include "bus/util/mutex.h"
 
@@ -48,11 +53,16 @@ class RunGate {
   void EnterAlone() EXCLUDES(mu_);
   void LeaveAlone() EXCLUDES(mu_);
 
+  // Shared passes held, plus kAloneBit while an alone pass is held or
+  // waits for the shared ones to leave.
+  static constexpr uint64_t kAloneBit = uint64_t{1} << 63;
+  std::atomic<uint64_t> state_{0};
+  // Sleeping: shared passes while kAloneBit is set, an alone pass while
+  // shared ones remain or another goes alone.
   mutable Mutex mu_;
   CondVar changed_;
-  size_t shared_ GUARDED_BY(mu_) = 0;
+  bool alone_taken_ GUARDED_BY(mu_) = false;  // kAloneBit is this pass's
   size_t alone_waiting_ GUARDED_BY(mu_) = 0;
-  bool alone_ GUARDED_BY(mu_) = false;
 };
 
 }  // namespace walbus::internal

@@ -296,6 +296,11 @@ class Dispatcher {
   // the next (REQUIRES: stopping_workers_ is set).
   void WakeAWorkerToStop();
   void RunBatch(std::vector<WorkItem>& items, size_t n);
+  // May the item have been running when the process last stopped? Then
+  // its attempt is recorded before it runs, and it runs alone.
+  static bool MayHaveBeenRunning(const WorkItem& item) {
+    return item.check_stored && item.sub->MayHaveBeenRunning(item.event->seq);
+  }
   // Prepares, runs and commits a group of items as one batch.
   void RunGroup(std::span<WorkItem* const> items);
   // Reads the inbox and retry record of items that may have them; answers

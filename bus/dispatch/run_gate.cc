@@ -47,13 +47,11 @@ void RunGate::LeaveShared() {
 
 void RunGate::EnterAlone() {
   MutexLock lock(&mu_);
-  ++alone_waiting_;
   while (alone_taken_) changed_.Wait(&lock);
   alone_taken_ = true;
   state_.fetch_or(kAloneBit, std::memory_order_relaxed);
   // The shared passes under way leave; new ones wait for the bit.
   while (state_.load(std::memory_order_acquire) != kAloneBit) changed_.Wait(&lock);
-  --alone_waiting_;
 }
 
 void RunGate::LeaveAlone() {
@@ -62,11 +60,6 @@ void RunGate::LeaveAlone() {
   alone_taken_ = false;
   state_.fetch_and(~kAloneBit, std::memory_order_release);
   changed_.NotifyAll();
-}
-
-size_t RunGate::alone_waiting_for_testing() const {
-  MutexLock lock(&mu_);
-  return alone_waiting_;
 }
 
 }  // namespace walbus::internal

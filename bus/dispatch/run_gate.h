@@ -44,8 +44,8 @@ class RunGate {
     const Kind kind_;
   };
 
-  // For tests: how many wait to go alone now.
-  size_t alone_waiting_for_testing() const EXCLUDES(mu_);
+  // For tests: whether an alone pass holds the gate or waits for it.
+  bool alone_for_testing() const { return (state_.load(std::memory_order_acquire) & kAloneBit) != 0; }
 
  private:
   void EnterShared() EXCLUDES(mu_);
@@ -59,10 +59,9 @@ class RunGate {
   std::atomic<uint64_t> state_{0};
   // Sleeping: shared passes while kAloneBit is set, an alone pass while
   // shared ones remain or another goes alone.
-  mutable Mutex mu_;
+  Mutex mu_;
   CondVar changed_;
   bool alone_taken_ GUARDED_BY(mu_) = false;  // kAloneBit is this pass's
-  size_t alone_waiting_ GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace walbus::internal

@@ -156,7 +156,7 @@ bool Dispatcher::PrepareItem(WorkItem& item, std::deque<Run>* runs, std::vector<
       item.attempt = std::max<uint32_t>(item.attempt, 2);
     }
   }
-  if (item.parked_behind != 0 || (item.check_stored && sub.MayHaveBeenRunning(event.seq))) {
+  if (item.parked_behind != 0 || MayHaveBeenRunning(item)) {
     const bool parked = item.parked_behind != 0;
     const bool spent = item.attempt > sub.retry.max_attempts;
     if (parked || spent) {
@@ -333,7 +333,7 @@ void Dispatcher::RunBatch(std::vector<WorkItem>& items, size_t n) {
   together.reserve(n);
   for (size_t i = 0; i < n; ++i) {
     WorkItem& item = items[i];
-    if (item.check_stored && item.sub->MayHaveBeenRunning(item.event->seq)) {
+    if (MayHaveBeenRunning(item)) {
       RunGate::Pass pass(&run_gate_, RunGate::Pass::Kind::kAlone);
       WorkItem* alone[] = {&item};
       RunGroup(alone);

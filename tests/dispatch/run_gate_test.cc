@@ -63,7 +63,8 @@ TEST(RunGateTest, AWaitingAlonePassKeepsNewSharedPassesOut) {
     RunGate::Pass pass(&gate, Kind::kAlone);
     alone_entered_at = order.fetch_add(1);
   });
-  while (gate.alone_waiting_for_testing() == 0) std::this_thread::yield();
+  // Shared is held: the alone pass can only be waiting.
+  while (!gate.alone_for_testing()) std::this_thread::yield();
   std::thread late_shared([&] {
     RunGate::Pass pass(&gate, Kind::kShared);
     late_shared_entered_at.store(order.fetch_add(1));

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cassert>
 #include <deque>
+#include <limits>
 #include <random>
 
 #include "bus/core/envelope.h"
@@ -204,6 +205,7 @@ void Dispatcher::Loop() {
       Fetch(sub.get());
       PumpReplay(sub.get());
     }
+    DropFetchedFromTail();
     FlushReady();
     PublishProgress();
     Checkpoint(false);
@@ -543,6 +545,16 @@ void Dispatcher::Fetch(Subscriber* sub) {
     if (batch.empty()) break;
     for (auto& e : batch) Route(sub, std::move(e));
   }
+}
+
+void Dispatcher::DropFetchedFromTail() {
+  if (subs_.empty()) return;
+  uint64_t lowest = std::numeric_limits<uint64_t>::max();
+  for (const auto& sub : subs_) lowest = std::min(lowest, sub->progress.next());
+  // What is below `lowest` is in the subscribers' queues already (the
+  // queues hold it until handled): the tail would hold it only until its
+  // bounds pushed it out, a default 64 MiB of heap no reader asks for.
+  tail_->DropBelow(lowest);
 }
 
 void Dispatcher::ReadFromOutbox(Subscriber* sub, uint64_t from, size_t limit,

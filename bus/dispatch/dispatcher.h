@@ -225,6 +225,8 @@ class Dispatcher {
   void Fetch(Subscriber* sub);
   void ReadFromOutbox(Subscriber* sub, uint64_t from, size_t limit, std::vector<std::shared_ptr<const Event>>* out);
   void Route(Subscriber* sub, std::shared_ptr<const Event> event);
+  // Frees the tail cache's events that every subscriber has fetched.
+  void DropFetchedFromTail();
 
   // Dead letters sent back (bus/dispatch/redrive.cc).
   void HandleRedrive(Message& m);

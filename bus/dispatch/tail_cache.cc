@@ -24,6 +24,9 @@ void TailCache::Evict(uint64_t seq) {
 void TailCache::Append(const std::vector<std::shared_ptr<const Event>>& events) {
   MutexLock lock(&mu_);
   for (const auto& e : events) {
+    // Every reader has passed it already (DropBelow ran before the commit
+    // reached here): nobody will ask for it.
+    if (e->seq < oldest_) continue;
     auto& slot = ring_[e->seq % ring_.size()];
     if (slot != nullptr) {
       bytes_ -= Footprint(*slot);
@@ -32,8 +35,21 @@ void TailCache::Append(const std::vector<std::shared_ptr<const Event>>& events) 
     slot = e;
     bytes_ += Footprint(*e);
     if (oldest_ == 0) oldest_ = e->seq;
+    newest_ = e->seq;
     while (bytes_ > max_bytes_ && oldest_ < e->seq) Evict(oldest_++);
   }
+}
+
+void TailCache::DropBelow(uint64_t seq) {
+  MutexLock lock(&mu_);
+  // Nothing above the newest appended seq is cached yet, and slots more
+  // than a ring below `end` were overwritten: one pass over the ring at
+  // most, however far `seq` jumped.
+  const uint64_t end = std::min(seq, newest_ + 1);
+  for (uint64_t s = std::max(oldest_, end > ring_.size() ? end - ring_.size() : 0); s < end; ++s) Evict(s);
+  // Past the newest too: a commit that reaches Append after the readers
+  // passed it (read from the outbox) is not kept.
+  oldest_ = std::max(oldest_, seq);
 }
 
 size_t TailCache::Read(uint64_t from_seq, size_t limit, std::vector<std::shared_ptr<const Event>>* out) const {

@@ -29,14 +29,18 @@ class TailCache {
   // a fixed share for the rest.
   static size_t Footprint(const Event& e);
 
-  // Appends committed events. REQUIRES: ascending seq, each above the last
-  // appended.
+  // Appends committed events, but none below a seq DropBelow passed.
+  // REQUIRES: ascending seq, each above the last appended.
   void Append(const std::vector<std::shared_ptr<const Event>>& events);
 
   // Appends to *out the cached events from_seq, from_seq + 1, ... while
   // they are present, at most `limit`. Returns how many were appended.
   size_t Read(uint64_t from_seq, size_t limit, std::vector<std::shared_ptr<const Event>>* out) const;
 
+  // Drops every cached event below `seq`: no reader will ask for them
+  // from here (a reader that does reads them from the outbox). Frees their
+  // memory now rather than when the bounds push them out.
+  void DropBelow(uint64_t seq);
   // What the cached events count against max_bytes now.
   size_t bytes() const;
 
@@ -49,6 +53,7 @@ class TailCache {
   std::vector<std::shared_ptr<const Event>> ring_ GUARDED_BY(mu_);
   size_t bytes_ GUARDED_BY(mu_) = 0;
   uint64_t oldest_ GUARDED_BY(mu_) = 0;  // no cached seq below it.
+  uint64_t newest_ GUARDED_BY(mu_) = 0;  // the last appended seq (0: none yet)
 };
 
 }  // namespace walbus::internal

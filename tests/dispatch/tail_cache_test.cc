@@ -63,5 +63,49 @@ TEST(TailCacheTest, TheNewestEventStaysEvenAboveTheBound) {
   EXPECT_EQ(Cached(cache, 4, 10), (std::vector<uint64_t>{4})) << "the big one made room";
 }
 
+TEST(TailCacheTest, DropBelowFreesWhatEveryReaderPassed) {
+  TailCache cache(16, 1 << 20);
+  const size_t per_event = TailCache::Footprint(*MakeEvent(1, 10));
+  for (uint64_t seq = 1; seq <= 6; ++seq) cache.Append({MakeEvent(seq, 10)});
+  std::weak_ptr<const Event> third;
+  {
+    std::vector<std::shared_ptr<const Event>> out;
+    ASSERT_EQ(cache.Read(3, 1, &out), 1u);
+    third = out[0];
+  }
+  cache.DropBelow(4);
+  EXPECT_TRUE(third.expired()) << "the cache held the last reference: the memory is freed now";
+  EXPECT_TRUE(Cached(cache, 1, 10).empty());
+  EXPECT_TRUE(Cached(cache, 3, 10).empty());
+  EXPECT_EQ(Cached(cache, 4, 10), (std::vector<uint64_t>{4, 5, 6}));
+  EXPECT_EQ(cache.bytes(), 3 * per_event);
+  cache.DropBelow(2);
+  EXPECT_EQ(Cached(cache, 4, 10), (std::vector<uint64_t>{4, 5, 6})) << "a lower seq drops nothing more";
+}
+
+TEST(TailCacheTest, DropBelowFarPastTheNewestEmptiesItInOnePass) {
+  TailCache cache(8, 1 << 20);
+  for (uint64_t seq = 1; seq <= 5; ++seq) cache.Append({MakeEvent(seq, 10)});
+  cache.DropBelow(uint64_t{1} << 62);  // far beyond the ring and the newest seq: one pass over the ring
+  EXPECT_EQ(cache.bytes(), 0u);
+  EXPECT_TRUE(Cached(cache, 5, 10).empty());
+  cache.Append({MakeEvent((uint64_t{1} << 62) - 1, 10), MakeEvent(uint64_t{1} << 62, 10)});
+  EXPECT_TRUE(Cached(cache, (uint64_t{1} << 62) - 1, 10).empty()) << "the readers passed it";
+  EXPECT_EQ(Cached(cache, uint64_t{1} << 62, 10), (std::vector<uint64_t>{uint64_t{1} << 62}));
+}
+
+TEST(TailCacheTest, AnEventAppendedAfterEveryReaderPassedItIsNotKept) {
+  // The dispatcher may read a fresh commit from the outbox and pass it
+  // before the commit reaches the cache: caching it then would hold
+  // memory that no reader asks for.
+  TailCache cache(16, 1 << 20);
+  cache.Append({MakeEvent(1, 10)});
+  cache.DropBelow(3);
+  cache.Append({MakeEvent(2, 10), MakeEvent(3, 10)});
+  EXPECT_TRUE(Cached(cache, 2, 10).empty());
+  EXPECT_EQ(Cached(cache, 3, 10), (std::vector<uint64_t>{3}));
+  EXPECT_EQ(cache.bytes(), TailCache::Footprint(*MakeEvent(3, 10)));
+}
+
 }  // namespace
 }  // namespace walbus::internal

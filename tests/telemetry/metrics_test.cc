@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 #include "tests/test_util.h"
 #include "walbus/bus.h"
@@ -145,7 +146,36 @@ TEST(MetricsTest, TheTailCacheHoldsEventsOnlyForSubscribers) {
   for (int i = 0; i < 10; ++i) Publish(*bus, "order-" + std::to_string(i), std::string(200, 'y'));
   ASSERT_TRUE(bus->WaitIdle(10s).ok());
   EXPECT_EQ(handled.load(), 110) << "the events published before it subscribed come from the outbox";
-  EXPECT_GE(Value(bus->MetricsText(), "walbus_tail_cache_bytes"), 10 * 200);
+  EXPECT_EQ(Value(bus->MetricsText(), "walbus_tail_cache_bytes"), 0) << "its subscriber fetched every one";
+}
+
+// The tail holds what a subscriber has yet to fetch, and frees it as the
+// subscriber takes it, not when the tail's bounds push it out.
+TEST(MetricsTest, TheTailCacheHoldsOnlyWhatASubscriberHasYetToFetch) {
+  TempDir dir;
+  Options options = testing::TestOptions(dir);
+  options.max_in_flight_per_subscriber = 16;  // the dispatcher fetches no further ahead
+  auto bus = testing::OpenBus(options);
+  std::atomic<bool> released{false};
+  std::atomic<int> handled{0};
+  SubscriberOptions s;
+  s.name = "invoicing";
+  s.handler = [&](const Event& e, HandlerContext&) -> Outcome {
+    // The first event holds the subscriber's window open until released.
+    for (int i = 0; e.subject == "order-first" && !released.load() && i < 3000; ++i) std::this_thread::sleep_for(10ms);
+    handled.fetch_add(1);
+    return Outcome::Done();
+  };
+  ASSERT_TRUE(bus->Subscribe(std::move(s)).ok());
+  ASSERT_TRUE(bus->Start().ok());
+  Publish(*bus, "order-first", std::string(200, 'x'));
+  for (int i = 0; i < 100; ++i) Publish(*bus, "order-" + std::to_string(i), std::string(200, 'x'));
+  EXPECT_GE(Value(bus->MetricsText(), "walbus_tail_cache_bytes"), (101 - 16) * 200)
+      << "the events beyond the subscriber's window wait in the tail";
+  released.store(true);
+  ASSERT_TRUE(bus->WaitIdle(30s).ok());
+  EXPECT_EQ(handled.load(), 101);
+  EXPECT_EQ(Value(bus->MetricsText(), "walbus_tail_cache_bytes"), 0) << "each was freed once fetched";
 }
 
 class FixedSource final : public MetricsSource {

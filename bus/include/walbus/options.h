@@ -85,9 +85,10 @@ struct Options {
   size_t max_in_flight_per_subscriber = 8192;
 
   // Recently committed events kept in memory so that subscribers that keep
-  // up never read the outbox back from disk. When subscribers fall further
-  // behind, the oldest entries are overwritten (overflow policy: overwrite
-  // oldest; the events are on disk). Default 65536.
+  // up never read the outbox back from disk. An event leaves it once every
+  // subscriber has fetched it. When subscribers fall further behind, the
+  // oldest entries are overwritten (overflow policy: overwrite oldest; the
+  // events are on disk). Default 65536.
   // REQUIRES: 16 <= tail_cache_events <= 1 << 24.
   size_t tail_cache_events = 65536;
   // The same cache's bound in bytes of events (payload and attributes), so

@@ -3,11 +3,15 @@
 #include "storage/private_fs.h"
 
 #include <fcntl.h>
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 #include <rocksdb/cache.h>
 #include <rocksdb/compaction_filter.h>
 #include <rocksdb/db.h>
 #include <rocksdb/experimental.h>
 #include <rocksdb/filter_policy.h>
+#include <rocksdb/listener.h>
 #include <rocksdb/merge_operator.h>
 #include <rocksdb/slice_transform.h>
 #include <rocksdb/table.h>
@@ -69,6 +73,27 @@ class InboxWindowFilter : public rocksdb::CompactionFilter {
 
  private:
   const std::shared_ptr<const InboxRetention> retention_;
+};
+
+// Gives the allocator's free memory back to the system as each flush or
+// compaction starts. The job before it freed a memtable, or the buffers
+// of the tables it built, in its own thread; glibc keeps such memory in
+// that thread's arena for reuse, and with a thread per arena it adds up
+// to as much again as the memory in use (docs/devices.md). Called on the
+// background job's own thread, never on a writer's. Other allocators
+// return memory themselves: nothing to do there.
+class ReleaseFreedMemory final : public rocksdb::EventListener {
+ public:
+  void OnFlushBegin(rocksdb::DB*, const rocksdb::FlushJobInfo&) override { Release(); }
+  void OnCompactionBegin(rocksdb::DB*, const rocksdb::CompactionJobInfo&) override { Release(); }
+  const char* Name() const override { return "walbus.ReleaseFreedMemory"; }
+
+ private:
+  static void Release() {
+#if defined(__GLIBC__)
+    malloc_trim(0);
+#endif
+  }
 };
 
 // The memory RocksDB may hold (OpenOptions::memory_bytes), shared by
@@ -309,6 +334,7 @@ rocksdb::DBOptions DatabaseOptions(const OpenOptions& options, const Memory& mem
   // One bound for the memtables of every column family together, within
   // the block cache: memory stays flat under any backlog.
   dbo.write_buffer_manager = memory.write_buffers;
+  dbo.listeners.push_back(std::make_shared<ReleaseFreedMemory>());
   // Column families written rarely (meta, checkpoints) would otherwise pin
   // old log files: every open then replays gigabytes of log, slowly and
   // into full memtables. Past this much log, the oldest is flushed.

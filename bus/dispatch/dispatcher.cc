@@ -551,6 +551,10 @@ void Dispatcher::DropFetchedFromTail() {
   if (subs_.empty()) return;
   uint64_t lowest = std::numeric_limits<uint64_t>::max();
   for (const auto& sub : subs_) lowest = std::min(lowest, sub->progress.next());
+  // The tail's lock is the committer's too: taken only when there is more
+  // to drop, not on every pass.
+  if (lowest <= tail_dropped_below_) return;
+  tail_dropped_below_ = lowest;
   // What is below `lowest` is in the subscribers' queues already (the
   // queues hold it until handled): the tail would hold it only until its
   // bounds pushed it out, a default 64 MiB of heap no reader asks for.

@@ -381,6 +381,8 @@ class Dispatcher {
   bool retry_soon_ = false;
   static constexpr std::chrono::milliseconds kRetryAfterError{50};
   uint64_t trimmed_below_;
+  // The tail cache holds nothing below this (DropFetchedFromTail).
+  uint64_t tail_dropped_below_ = 0;
   // Trimmed outbox entries between compaction requests, and where the last
   // request ended. Owned by the dispatcher thread.
   static constexpr uint64_t kCompactAfterTrimmedEvents = 1u << 20;

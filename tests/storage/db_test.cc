@@ -23,6 +23,7 @@
 
 #include "storage/keys.h"
 #include "tests/test_util.h"
+#include "tools/process_stats.h"
 #include "walbus/bus.h"
 
 namespace walbus::storage {
@@ -412,16 +413,6 @@ TEST(DbTest, CompactionOutputTablesAreSizedFromTheMemoryBound) {
   }
 }
 
-// The process's anonymous resident memory, in KiB.
-size_t AnonymousResidentKiB() {
-  std::ifstream status("/proc/self/status");
-  for (std::string line; std::getline(status, line);) {
-    if (line.rfind("RssAnon:", 0) == 0) return std::stoul(line.substr(8));
-  }
-  ADD_FAILURE() << "no RssAnon in /proc/self/status";
-  return 0;
-}
-
 // Whether the system drops pages given back with madvise: qemu-user (the
 // cross builds' tests) ignores the call, a Linux kernel honours it.
 bool GivenBackPagesAreDropped() {
@@ -456,14 +447,13 @@ TEST(DbTest, FreedHeapMemoryGoesBackToTheSystemWhenStorageFlushes) {
     for (size_t i = 0; i < kBlock; i += 4096) static_cast<volatile char*>(block.get())[i] = 1;
   }
   for (size_t i = 0; i < blocks.size(); i += 2) blocks[i].reset();
-  const size_t before = AnonymousResidentKiB();
+  const double before = tools::AnonymousResidentMiB();
   Batch b;
   b.Put(db->cf(Cf::kOutbox), OutboxKey(1), "v");
   ASSERT_TRUE(b.Commit(db.get(), false).ok());
   ASSERT_TRUE(db->Compact(Cf::kOutbox).ok());  // a flush, then a compaction
-  const size_t after = AnonymousResidentKiB();
-  EXPECT_LE(after + 8 * 1024, before) << "of 16 MiB of holes, " << (before - std::min(before, after)) / 1024
-                                      << " MiB went back";
+  const double after = tools::AnonymousResidentMiB();
+  EXPECT_LE(after + 8, before) << "of 16 MiB of holes, " << before - after << " MiB went back";
 }
 
 TEST(DbTest, AMemoryBoundBelowTheSmallestIsRefused) {

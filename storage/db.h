@@ -10,6 +10,7 @@
 #define WALBUS_STORAGE_DB_H_
 
 #include <array>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -102,6 +103,10 @@ class InboxRetention {
   // True when the record of `seq` handled by subscriber `subscriber_id` at
   // `handled_unix_ms` is no longer needed.
   virtual bool MayDrop(uint32_t subscriber_id, uint64_t seq, uint64_t handled_unix_ms) const = 0;
+  // No record younger than this is dropped. Storage rewrites the inbox's
+  // tables at least this often (an hour at the least), so that the older
+  // ones go even from tables that compactions only move down a level.
+  virtual std::chrono::milliseconds window() const = 0;
 };
 
 // OpenOptions::memory_bytes: its default and its smallest value.

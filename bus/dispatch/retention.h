@@ -54,6 +54,7 @@ class InboxWindow final : public storage::InboxRetention {
   // The durable checkpoint of a subscriber moved (or was recovered).
   void SetCheckpoint(uint32_t subscriber_id, uint64_t checkpoint);
   bool MayDrop(uint32_t subscriber_id, uint64_t seq, uint64_t handled_unix_ms) const override;
+  std::chrono::milliseconds window() const override { return window_; }
 
  private:
   const std::chrono::milliseconds window_;

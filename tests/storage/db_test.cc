@@ -11,14 +11,18 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <exception>
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <memory>
 #include <sstream>
 #include <string>
+#include <thread>
+#include <utility>
 #include <vector>
 
 #include "storage/keys.h"
@@ -454,6 +458,116 @@ TEST(DbTest, FreedHeapMemoryGoesBackToTheSystemWhenStorageFlushes) {
   ASSERT_TRUE(db->Compact(Cf::kOutbox).ok());  // a flush, then a compaction
   const double after = tools::AnonymousResidentMiB();
   EXPECT_LE(after + 8, before) << "of 16 MiB of holes, " << before - after << " MiB went back";
+}
+
+// Bytes RocksDB's compactions and flushes of one column family wrote, from
+// its "rocksdb.cfstats" map (GB, as doubles).
+double CfStatGB(Db& db, CfHandle* cf, const std::string& key) {
+  std::map<std::string, std::string> stats;
+  EXPECT_TRUE(db.raw()->GetMapProperty(cf, "rocksdb.cfstats", &stats));
+  auto it = stats.find(key);
+  if (it == stats.end()) {
+    ADD_FAILURE() << "no " << key << " in rocksdb.cfstats";
+    return 0;
+  }
+  return std::stod(it->second);
+}
+
+void WaitForCompactions(Db& db, CfHandle* cf) {
+  for (int i = 0; i < 3000; ++i) {
+    if (IntProperty(db, cf, "rocksdb.num-running-compactions") == 0 &&
+        IntProperty(db, cf, "rocksdb.compaction-pending") == 0 &&
+        IntProperty(db, cf, "rocksdb.num-running-flushes") == 0)
+      return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ADD_FAILURE() << "compactions still running after 30 s";
+}
+
+// Subscribers' inbox records each ascend in their own key range. The
+// compactions of a long history must not rewrite it again and again: what
+// they write stays a small multiple of what the flushes wrote, however
+// many subscribers there are.
+TEST(DbTest, InboxCompactionsDoNotRewriteTheHistoryOfEverySubscriber) {
+  TempDir dir;
+  std::unique_ptr<Db> db = OpenWithin(dir, size_t{8} << 20);
+  ASSERT_NE(db, nullptr);
+  CfHandle* inbox = db->cf(Cf::kInbox);
+  // Values that do not compress, larger than the real records' 16-20 bytes
+  // so that fewer puts make a history of many tables (60 MiB).
+  uint64_t noise = 0x9e3779b97f4a7c15u;
+  std::string value(120, '\0');
+  uint64_t event = 0;
+  for (int round = 0; round < 1600; ++round) {
+    Batch b;
+    for (int i = 0; i < 100; ++i, ++event) {
+      std::string id(16, '\0');
+      for (int byte = 0; byte < 8; ++byte) id[15 - byte] = static_cast<char>(event >> (8 * byte));
+      for (uint32_t subscriber = 1; subscriber <= 3; ++subscriber) {
+        for (char& c : value) c = static_cast<char>((noise = noise * 6364136223846793005u + 1442695040888963407u) >> 56);
+        b.Put(inbox, InboxKey(subscriber, id), value);
+      }
+    }
+    ASSERT_TRUE(b.Commit(db.get(), false).ok());
+  }
+  ASSERT_TRUE(db->raw()->Flush(rocksdb::FlushOptions(), inbox).ok());
+  WaitForCompactions(*db, inbox);
+  const double flushed = CfStatGB(*db, inbox, "compaction.L0.WriteGB");
+  const double all = CfStatGB(*db, inbox, "compaction.Sum.WriteGB");
+  ASSERT_GT(flushed, 0);
+  EXPECT_LE(all / flushed, 3.0) << "compactions wrote " << (all - flushed) * 1024 << " MiB for " << flushed * 1024
+                                << " MiB flushed";
+  EXPECT_GT(CfStatGB(*db, inbox, "compaction.Sum.MovedGB"), 0) << "tables moved down a level without a rewrite";
+  // The cause itself: below level 0, no table holds two subscribers.
+  std::vector<rocksdb::LiveFileMetaData> files;
+  db->raw()->GetLiveFilesMetaData(&files);
+  int tables = 0;
+  for (const auto& f : files) {
+    if (f.column_family_name != CfName(Cf::kInbox) || f.level == 0) continue;
+    ++tables;
+    EXPECT_EQ(f.smallestkey.substr(0, 4), f.largestkey.substr(0, 4)) << f.name << " at level " << f.level;
+  }
+  EXPECT_GE(tables, 3) << "a history of several tables";
+}
+
+class KeepFor final : public InboxRetention {
+ public:
+  explicit KeepFor(std::chrono::milliseconds window) : window_(window) {}
+  bool MayDrop(uint32_t, uint64_t, uint64_t) const override { return false; }
+  std::chrono::milliseconds window() const override { return window_; }
+
+ private:
+  const std::chrono::milliseconds window_;
+};
+
+// Tables the inbox's compactions only move down skip its retention filter:
+// each is rewritten within the window (an hour at the least), so that
+// expired records still go.
+TEST(DbTest, InboxTablesAreRewrittenWithinTheRetentionWindow) {
+  using std::chrono::hours;
+  using std::chrono::minutes;
+  for (const auto& [window, seconds] : {std::pair{std::chrono::milliseconds(hours(30)), uint64_t{30 * 3600}},
+                                        std::pair{std::chrono::milliseconds(minutes(5)), uint64_t{3600}}}) {
+    TempDir dir;
+    OpenOptions so;
+    so.dir = dir.path();
+    so.inbox_retention = std::make_shared<KeepFor>(window);
+    {
+      std::unique_ptr<Db> db;
+      ASSERT_TRUE(Db::Open(so, &db).ok());
+    }
+    rocksdb::DBOptions stored;
+    std::vector<rocksdb::ColumnFamilyDescriptor> cfs;
+    ASSERT_NO_FATAL_FAILURE(LoadStoredOptions(dir.path(), &stored, &cfs));
+    bool found = false;
+    for (const auto& cf : cfs) {
+      if (cf.name != CfName(Cf::kInbox)) continue;
+      found = true;
+      EXPECT_EQ(cf.options.periodic_compaction_seconds, seconds);
+      EXPECT_NE(cf.options.sst_partitioner_factory, nullptr) << "a table per subscriber below level 0";
+    }
+    EXPECT_TRUE(found);
+  }
 }
 
 TEST(DbTest, AMemoryBoundBelowTheSmallestIsRefused) {

@@ -38,6 +38,7 @@ using CfHandle = rocksdb::ColumnFamilyHandle;
 inline constexpr uint32_t kFormatVersion = 1;
 
 class Db;
+struct WriteCounters;
 
 // The database as it stood at one moment (a RocksDB snapshot): reads
 // through it see nothing committed later. Released by its destructor or
@@ -206,6 +207,20 @@ class Db {
   // A database-wide RocksDB integer property ("rocksdb.is-write-stopped").
   uint64_t DbProperty(const std::string& name) const;
 
+  // What this Db wrote since it opened, by where it went: what flash wear
+  // is made of. Thread-safe.
+  struct Written {
+    // The committed batches, as the write-ahead log takes them (its
+    // framing adds 7 bytes per 32 KiB block).
+    uint64_t log_bytes = 0;
+    // Table files from memtables (flushes, and recovery at open).
+    uint64_t flush_bytes = 0;
+    // Table files that compactions wrote; a table moved to another level
+    // without a rewrite counts nothing.
+    uint64_t compaction_bytes = 0;
+  };
+  Written written() const;
+
   // Secondary only: reads the primary's newer writes.
   Status CatchUpWithPrimary();
 
@@ -233,6 +248,8 @@ class Db {
   std::vector<CfHandle*> all_handles_;  // owned; destroyed before db_
   // The live snapshots, released when db_ closes; shared with them.
   std::shared_ptr<Snapshot::Registry> snapshots_;
+  // Shared with the RocksDB listener that counts table files.
+  std::shared_ptr<WriteCounters> write_counters_;
   bool open_to_others_ = false;
   friend class Batch;
 };

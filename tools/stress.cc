@@ -44,7 +44,9 @@
 // Then prints one JSON object on stdout (in a soak with "mode":"soak", the
 // peak RSS and disk size, sampled four times a second, and the device
 // bytes written per logical byte committed: keys, values, events' subjects
-// and data, the handlers' effects). Exit status: 0
+// and data, the handlers' effects; and what storage wrote to its log, and
+// to table files in flushes and in compactions, from the metric
+// walbus_storage_written_bytes_total). Exit status: 0
 // when every check passed, 1 when a check failed, 2 on bad usage or an
 // error.
 #include <CLI/CLI.hpp>
@@ -541,6 +543,11 @@ struct SoakPeaks {
   // the device, and the logical bytes committed (workload.h).
   double device_written_mib = 0;
   double logical_mib = 0;
+  // At the last progress line, since the bus opened: what storage wrote
+  // to its log, and to table files in flushes and in compactions.
+  double log_mib = 0;
+  double flush_mib = 0;
+  double compaction_mib = 0;
 };
 
 // Samples memory and disk four times a second (for the peaks) and prints a
@@ -607,10 +614,16 @@ class SoakReporter {
     }
   }
 
-  // The gauge `name` of `metrics` in MiB; 0 when there is none of that name.
-  static double MetricMiB(const std::vector<walbus::MetricFamily>& metrics, const std::string& name) {
+  // The sample of metric `name` in MiB, the one labelled `label_value`
+  // when that is given (else the first); 0 when there is none.
+  static double MetricMiB(const std::vector<walbus::MetricFamily>& metrics, const std::string& name,
+                          std::string_view label_value = {}) {
     for (const walbus::MetricFamily& f : metrics) {
-      if (f.name == name && !f.samples.empty()) return f.samples[0].value / (1024.0 * 1024.0);
+      if (f.name != name) continue;
+      for (const walbus::MetricSample& sample : f.samples) {
+        const bool labelled = !sample.labels.empty() && sample.labels[0].value == label_value;
+        if (label_value.empty() || labelled) return sample.value / (1024.0 * 1024.0);
+      }
     }
     return 0;
   }
@@ -618,6 +631,9 @@ class SoakReporter {
   void PrintLine(double t, uint64_t events, double rate, double rss, double anon, double disk, double device) {
     const walbus::BusStats stats = bus_.Stats();
     const std::vector<walbus::MetricFamily> metrics = bus_.Metrics();
+    peaks_.log_mib = MetricMiB(metrics, "walbus_storage_written_bytes_total", "log");
+    peaks_.flush_mib = MetricMiB(metrics, "walbus_storage_written_bytes_total", "flush");
+    peaks_.compaction_mib = MetricMiB(metrics, "walbus_storage_written_bytes_total", "compaction");
     uint64_t lag = 0, min_checkpoint = stats.last_seq, in_flight = 0;
     for (const walbus::SubscriberStats& sub : stats.subscribers) {
       const uint64_t checkpoint = std::min(sub.checkpoint, stats.last_seq);
@@ -1209,11 +1225,13 @@ void PrintJson(const Config& cfg, const std::vector<ProducerResult>& results, do
     std::printf(
         "\"mode\":\"soak\",\"soak_seconds\":%.1f,\"target_rate\":%.1f,\"memory_budget_mib\":%zu,"
         "\"peak_rss_mib\":%.1f,\"warmup_peak_rss_mib\":%.1f,\"peak_anon_rss_mib\":%.1f,\"peak_disk_mib\":%.1f,"
-        "\"device_written_mib\":%.1f,\"logical_mib\":%.1f,\"device_bytes_per_logical_byte\":%.2f,",
+        "\"device_written_mib\":%.1f,\"logical_mib\":%.1f,\"device_bytes_per_logical_byte\":%.2f,"
+        "\"storage_log_mib\":%.1f,\"storage_flush_mib\":%.1f,\"storage_compaction_mib\":%.1f,",
         cfg.soak_seconds, cfg.rate,
         cfg.memory_budget_mib > 0 ? cfg.memory_budget_mib : walbus::kDefaultMemoryBudget >> 20, peaks.rss_mib,
         peaks.warmup_rss_mib, peaks.anon_rss_mib, peaks.disk_mib, peaks.device_written_mib, peaks.logical_mib,
-        peaks.logical_mib > 0 ? peaks.device_written_mib / peaks.logical_mib : 0.0);
+        peaks.logical_mib > 0 ? peaks.device_written_mib / peaks.logical_mib : 0.0, peaks.log_mib, peaks.flush_mib,
+        peaks.compaction_mib);
   }
   if (cfg.bridged()) {
     std::printf(

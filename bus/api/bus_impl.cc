@@ -1087,6 +1087,16 @@ void BusImpl::WriteStorageMetrics(MetricsWriter& w) {
            "Bytes of open table files' readers outside the block cache.");
   w.Sample("walbus_storage_table_readers_bytes", {},
            static_cast<double>(db_->SumProperty("rocksdb.estimate-table-readers-mem")));
+  const storage::Db::Written written = db_->written();
+  w.Family("walbus_storage_written_bytes_total", MetricType::kCounter,
+           "Bytes storage wrote since the bus opened, to: log (the write-ahead log), flush (table files from "
+           "memtables), compaction (table files compactions rewrote).");
+  w.Sample("walbus_storage_written_bytes_total", MetricsWriter::Label("to", "log"),
+           static_cast<double>(written.log_bytes));
+  w.Sample("walbus_storage_written_bytes_total", MetricsWriter::Label("to", "flush"),
+           static_cast<double>(written.flush_bytes));
+  w.Sample("walbus_storage_written_bytes_total", MetricsWriter::Label("to", "compaction"),
+           static_cast<double>(written.compaction_bytes));
   w.Family("walbus_storage_write_stopped", MetricType::kGauge, "1 while storage stops writes (a write stall).");
   w.Sample("walbus_storage_write_stopped", {}, db_->DbProperty("rocksdb.is-write-stopped") > 0 ? 1 : 0);
   w.Family("walbus_storage_delayed_write_rate_bytes_per_second", MetricType::kGauge,

@@ -120,6 +120,23 @@ TEST(MetricsTest, CountersStartAtZeroInEachProcessAndPersistedGaugesCarryOn) {
   }
 }
 
+// What storage wrote, by where it went: every commit reaches the log; table
+// files come later, from flushes and compactions.
+TEST(MetricsTest, StorageWritesAreCountedByWhereTheyWent) {
+  TempDir dir;
+  auto bus = testing::OpenBus(testing::TestOptions(dir));
+  const std::string before = bus->MetricsText();
+  const std::string data(1000, 'd');
+  for (int i = 0; i < 20; ++i) Publish(*bus, "order-" + std::to_string(i), data);
+  const std::string after = bus->MetricsText();
+  const std::string log = "walbus_storage_written_bytes_total{to=\"log\"}";
+  EXPECT_GE(Value(after, log) - Value(before, log), 20 * 1000) << "each event's data went through the log";
+  for (const char* to : {"flush", "compaction"}) {
+    EXPECT_GE(Value(after, std::string("walbus_storage_written_bytes_total{to=\"") + to + "\"}"), 0) << to;
+  }
+  EXPECT_NE(after.find("# TYPE walbus_storage_written_bytes_total counter\n"), std::string::npos);
+}
+
 // A bus that only publishes holds no events in memory; a subscriber added
 // later reads what it missed from the outbox, and the tail from then on.
 TEST(MetricsTest, TheTailCacheHoldsEventsOnlyForSubscribers) {

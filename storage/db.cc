@@ -170,6 +170,15 @@ rocksdb::ColumnFamilyOptions OptionsFor(std::string_view name, const Memory& mem
                                         const InboxWindowFilter* inbox_filter = nullptr) {
   rocksdb::ColumnFamilyOptions cf;
   cf.compression = TableCompression();
+  // A compaction from level 0 rewrites the level-1 tables its inputs
+  // overlap, which for keys spread over the whole range (an application's
+  // per-event records, the inbox's subscribers) is most of level 1: twice
+  // RocksDB's 4 tables per compaction halves those rewrites. Within a
+  // 16 MiB budget, whose small memtables flush often, a 5-minute soak's
+  // compactions wrote 51-86 MiB against 138 (device bytes per logical byte
+  // 3.16-3.40 against 3.76). Point reads look in up to 8 level-0 tables,
+  // past Bloom filters where lookups mostly miss.
+  cf.level0_file_num_compaction_trigger = 8;
   cf.write_buffer_size = memory.memtable_bytes;
   cf.target_file_size_base = memory.table_file_bytes;
   rocksdb::BlockBasedTableOptions table;

@@ -416,6 +416,8 @@ TEST(DbTest, CompactionOutputTablesAreSizedFromTheMemoryBound) {
     for (const auto& cf : cfs) {
       EXPECT_EQ(cf.options.target_file_size_base, std::min<uint64_t>(uint64_t{64} << 20, bound / 2))
           << cf.name << " within " << (bound >> 20) << " MiB";
+      // Fewer rewrites of level 1 per byte flushed (storage/db.cc).
+      EXPECT_EQ(cf.options.level0_file_num_compaction_trigger, 8) << cf.name;
     }
   }
 }

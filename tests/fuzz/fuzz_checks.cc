@@ -548,8 +548,11 @@ bool CheckInboundMessage(std::string_view bytes, std::string* why) {
   if (Status s = bridge::FromHeaders(bridge::ToHeaders(event), event.data, &again); !s.ok()) {
     return Fail(why, "the headers of an accepted event are refused: " + s.ToString());
   }
+  // ce-time carries microseconds, cut from the nanoseconds as a written
+  // fraction is cut: toward the past (floor). duration_cast would round a
+  // time before 1970 toward zero instead, one microsecond later.
   const auto micros = [](std::chrono::system_clock::time_point t) {
-    return std::chrono::duration_cast<std::chrono::microseconds>(t.time_since_epoch());
+    return std::chrono::floor<std::chrono::microseconds>(t.time_since_epoch());
   };
   if (again.id != event.id || again.type != event.type || again.source != event.source ||
       again.subject != event.subject || again.subject_version != event.subject_version ||

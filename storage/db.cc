@@ -70,13 +70,20 @@ class CounterAddOperator : public rocksdb::AssociativeMergeOperator {
 };
 
 // Drops the inbox records an InboxRetention no longer needs. Records it
-// cannot parse are kept: they are evidence for an operator.
+// cannot parse are kept: they are evidence for an operator. So is every
+// record until the database's format, and with it the layout of its keys,
+// is known (compactions may start as the database opens).
 class InboxWindowFilter : public rocksdb::CompactionFilter {
  public:
   explicit InboxWindowFilter(std::shared_ptr<const InboxRetention> retention) : retention_(std::move(retention)) {}
+  void SetLayout(InboxLayout layout) { layout_.store(static_cast<int>(layout), std::memory_order_release); }
   bool Filter(int, const rocksdb::Slice& key, const rocksdb::Slice& value, std::string*, bool*) const override {
-    if (key.size() != 4 + 16 || (value.size() != 16 && value.size() != 20)) return false;
-    const uint32_t subscriber_id = GetBe32(std::string_view(key.data(), 4));
+    const int layout = layout_.load(std::memory_order_acquire);
+    uint32_t subscriber_id = 0;
+    if (layout == kLayoutUnknown || (value.size() != 16 && value.size() != 20) ||
+        !ParseInboxKey(static_cast<InboxLayout>(layout), std::string_view(key.data(), key.size()), &subscriber_id)) {
+      return false;
+    }
     const uint64_t seq = GetBe64(std::string_view(value.data(), 8));
     const uint64_t handled_ms = GetBe64(std::string_view(value.data() + 8, 8));
     return retention_->MayDrop(subscriber_id, seq, handled_ms);
@@ -85,7 +92,9 @@ class InboxWindowFilter : public rocksdb::CompactionFilter {
   std::chrono::milliseconds window() const { return retention_->window(); }
 
  private:
+  static constexpr int kLayoutUnknown = -1;
   const std::shared_ptr<const InboxRetention> retention_;
+  std::atomic<int> layout_{kLayoutUnknown};
 };
 
 // Gives the allocator's free memory back to the system as each flush or
@@ -189,24 +198,29 @@ rocksdb::ColumnFamilyOptions OptionsFor(std::string_view name, const Memory& mem
   table.cache_index_and_filter_blocks = true;
   table.pin_l0_filter_and_index_blocks_in_cache = true;
   if (name == CfName(Cf::kInbox)) cf.compaction_filter = inbox_filter;
-  // A subscriber's inbox keys (its id, then a time-ordered event id) arrive
-  // nearly in order: memtable inserts start from where the subscriber's
-  // last one went instead of searching from the top of the skip list. The
+  // Inbox keys arrive nearly in order within their first 4 bytes (format
+  // 2: the top of a time-ordered event id, 65 s of them; format 1: a
+  // subscriber, then such ids): memtable inserts start from where the last
+  // one with those bytes went instead of searching from the top of the
+  // skip list. The
   // committer is the only writer, so RocksDB never takes its concurrent
   // insert path, which ignores hints. Not on the outbox, whose keys ascend
   // too: RocksDB 7 applies the hints to range tombstones (the outbox's
   // trims), which live in another skip list, and breaks it.
   if (name == CfName(Cf::kInbox)) {
     cf.memtable_insert_with_hint_prefix_extractor.reset(rocksdb::NewFixedPrefixTransform(sizeof(uint32_t)));
-    // Each subscriber's records ascend within its own key range, and a
-    // flush writes the newest of every subscriber into one table: that
-    // table's range spans the whole history of every subscriber but the
-    // first, so each compaction into level 1 rewrote all of it (a 16 MiB
-    // budget's soak wrote 5.6 device bytes per logical byte after ten
-    // minutes, and growing). Compaction outputs never span two
+    // Format 1: each subscriber's records ascend within its own key range,
+    // and a flush writes the newest of every subscriber into one table:
+    // that table's range spans the whole history of every subscriber but
+    // the first, so each compaction into level 1 rewrote all of it (a
+    // 16 MiB budget's soak wrote 5.6 device bytes per logical byte after
+    // ten minutes, and growing). Compaction outputs never span two
     // subscribers, so a table moves down a level without being rewritten,
     // and level 1 stays a few tables: what a compaction into it rewrites
-    // is bounded.
+    // is bounded. Format 2's keys ascend across subscribers, and cutting
+    // its tables at 65 s of event ids costs nothing (a 5-minute soak: 2.94
+    // device bytes per logical byte with these, 2.98 without), so both
+    // formats share these options: they are set before the format is read.
     cf.sst_partitioner_factory = rocksdb::NewSstPartitionerFixedPrefixFactory(sizeof(uint32_t));
     cf.max_bytes_for_level_base = 2 * memory.table_file_bytes;
     if (inbox_filter != nullptr) {
@@ -512,6 +526,7 @@ Status Db::Open(const OpenOptions& options, std::unique_ptr<Db>* out) {
   }
   std::vector<rocksdb::ColumnFamilyDescriptor> descriptors;
   for (const auto& n : names) descriptors.emplace_back(n, OptionsFor(n, memory, inbox_filter.get()));
+  InboxWindowFilter* const inbox_filter_to_tell = inbox_filter.get();
   db->inbox_filter_ = std::move(inbox_filter);
   rocksdb::DB* raw = nullptr;
   rocksdb::Status s;
@@ -527,6 +542,7 @@ Status Db::Open(const OpenOptions& options, std::unique_ptr<Db>* out) {
   db->snapshots_ = std::make_shared<Snapshot::Registry>(raw);
   if (Status adopted = db->AdoptHandles(names); !adopted.ok()) return adopted;
   if (Status fmt = db->CheckFormat(!dir.has_current); !fmt.ok()) return fmt;
+  if (inbox_filter_to_tell != nullptr) inbox_filter_to_tell->SetLayout(db->inbox_layout());
   if (dir.creating && primary) {
     // The format version is durable (CheckFormat syncs it): created.
     std::error_code ec;
@@ -568,6 +584,8 @@ Status Db::CheckFormat(bool fresh) {
     if (!fresh && options_.mode == OpenOptions::Mode::kSecondary) {
       return Status::InvalidArgument(options_.dir + " is not a walbus database (no format version)");
     }
+    // A database being created: nothing written yet, so it takes this
+    // build's format (inbox_layout_ is already that of kFormatVersion).
     if (options_.mode == OpenOptions::Mode::kSecondary) return Status::OK();
     std::string v;
     PutBe32(&v, kFormatVersion);
@@ -581,6 +599,8 @@ Status Db::CheckFormat(bool fresh) {
     return Status::NotSupported(options_.dir + " has on-disk format " + std::to_string(version) +
                                 "; this build reads up to " + std::to_string(kFormatVersion));
   }
+  if (version == 0) return Status::Corruption(options_.dir + " has on-disk format 0, which no walbus wrote");
+  inbox_layout_ = version == 1 ? InboxLayout::kSubscriberFirst : InboxLayout::kEventFirst;
   return Status::OK();
 }
 

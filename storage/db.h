@@ -18,6 +18,7 @@
 #include <string_view>
 #include <vector>
 
+#include "storage/keys.h"
 #include "walbus/status.h"
 
 namespace rocksdb {
@@ -34,8 +35,10 @@ namespace walbus::storage {
 // An opened column family; opaque outside storage/.
 using CfHandle = rocksdb::ColumnFamilyHandle;
 
-// Bumped on any incompatible change of the on-disk layout.
-inline constexpr uint32_t kFormatVersion = 1;
+// Bumped on any incompatible change of the on-disk layout. A database
+// keeps the format it was created with; this build reads each one it
+// knows. 2: inbox keys put the event id first (InboxLayout::kEventFirst).
+inline constexpr uint32_t kFormatVersion = 2;
 
 class Db;
 struct WriteCounters;
@@ -164,6 +167,9 @@ class Db {
   // A stable numeric id of a column family (for version keys).
   static uint32_t CfId(CfHandle* cf);
   const std::vector<std::string>& app_cf_names() const { return app_names_; }
+  // How this database's inbox keys are laid out (from its format version):
+  // every inbox key is made with it (InboxKey).
+  InboxLayout inbox_layout() const { return inbox_layout_; }
 
   // Point read; *found is false for a missing key. Reads the latest state,
   // or what `snapshot` saw.
@@ -251,6 +257,7 @@ class Db {
   // Shared with the RocksDB listener that counts table files.
   std::shared_ptr<WriteCounters> write_counters_;
   bool open_to_others_ = false;
+  InboxLayout inbox_layout_ = InboxLayout::kEventFirst;
   friend class Batch;
 };
 

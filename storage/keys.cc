@@ -111,13 +111,20 @@ bool ParseTimerKey(std::string_view key, uint64_t* due_ms, EventId* id) {
   return true;
 }
 
-std::string InboxKey(uint32_t subscriber_id, std::string_view event_id16) {
+std::string InboxKey(InboxLayout layout, uint32_t subscriber_id, std::string_view event_id16) {
   assert(event_id16.size() == 16);
   std::string k;
   k.reserve(20);
+  if (layout == InboxLayout::kEventFirst) k.append(event_id16);
   PutBe32(&k, subscriber_id);
-  k.append(event_id16);
+  if (layout == InboxLayout::kSubscriberFirst) k.append(event_id16);
   return k;
+}
+
+bool ParseInboxKey(InboxLayout layout, std::string_view key, uint32_t* subscriber_id) {
+  if (key.size() != 4 + 16) return false;
+  *subscriber_id = GetBe32(layout == InboxLayout::kEventFirst ? key.substr(16) : key);
+  return true;
 }
 
 std::string InboxValue(uint64_t seq, uint64_t handled_unix_ms, uint32_t runs) {

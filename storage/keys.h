@@ -25,9 +25,20 @@ uint64_t GetBe64(std::string_view in);
 std::string OutboxKey(uint64_t seq);
 bool ParseOutboxKey(std::string_view key, uint64_t* seq);
 
-// inbox: be32(subscriber id) + 16-byte event id.
+// inbox: the event id and the subscriber id, in an order each database
+// keeps for its life (its format version says which).
+// - kEventFirst (format 2): 16-byte event id + be32(subscriber id). Event
+//   ids are time-ordered, so every subscriber's new records land at the
+//   end of one key range, above the whole history: flushed tables hardly
+//   overlap and move down without rewrites.
+// - kSubscriberFirst (format 1): be32(subscriber id) + 16-byte event id.
+//   Each subscriber's records ascend in a range of their own, and every
+//   flush writes into all of them.
+enum class InboxLayout : uint8_t { kSubscriberFirst, kEventFirst };
 // REQUIRES: event_id16.size() == 16.
-std::string InboxKey(uint32_t subscriber_id, std::string_view event_id16);
+std::string InboxKey(InboxLayout layout, uint32_t subscriber_id, std::string_view event_id16);
+// False for a key of another size.
+bool ParseInboxKey(InboxLayout layout, std::string_view key, uint32_t* subscriber_id);
 
 // An event id's 16 bytes, as keys hold them.
 inline std::string_view IdBytes(const EventId& id) {

@@ -8,6 +8,9 @@
 #include <stdexcept>
 #include <thread>
 
+#include "storage/db.h"
+#include "storage/keys.h"
+
 namespace walbus::testing {
 
 TempDir::TempDir() {
@@ -48,6 +51,30 @@ Options TestOptions(const TempDir& dir, Durability durability) {
   o.checkpoint_interval = std::chrono::milliseconds(5);
   return o;
 }
+
+void CreateDatabaseOfFormat(const std::string& dir, uint32_t format_version) {
+  storage::OpenOptions options;
+  options.dir = dir;
+  std::unique_ptr<storage::Db> db;
+  Status opened = storage::Db::Open(options, &db);
+  ASSERT_TRUE(opened.ok()) << opened.ToString();
+  // Nothing but the format record is written yet: what it says decides how
+  // the database's records are laid out from here on.
+  std::string version;
+  storage::PutBe32(&version, format_version);
+  storage::Batch batch;
+  batch.Put(db->cf(storage::Cf::kMeta), storage::kMetaFormatVersion, version);
+  Status written = batch.Commit(db.get(), true);
+  ASSERT_TRUE(written.ok()) << written.ToString();
+}
+
+std::vector<uint32_t> ReadableFormats() {
+  std::vector<uint32_t> formats;
+  for (uint32_t v = 1; v <= storage::kFormatVersion; ++v) formats.push_back(v);
+  return formats;
+}
+
+std::string FormatName(const ::testing::TestParamInfo<uint32_t>& info) { return "format" + std::to_string(info.param); }
 
 bool Eventually(const std::function<bool()>& done, std::chrono::milliseconds timeout) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;

@@ -4,10 +4,14 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <functional>
 #include <mutex>
 #include <string>
 #include <string_view>
+#include <vector>
+
+#include <gtest/gtest.h>
 
 #include "walbus/bus.h"
 #include "walbus/clock.h"
@@ -74,6 +78,18 @@ std::unique_ptr<Bus> OpenBus(const Options& options);
 // Options most tests share: a bus in `dir`, column families "orders" and
 // "effects", checkpoints every 5 ms.
 Options TestOptions(const TempDir& dir, Durability durability = Durability::kBuffered);
+
+// Creates an empty walbus database in `dir` with the on-disk format
+// `format_version` (storage/db.h), as a build of that format left it, so
+// that a test can run today's code on a database an older build created.
+// Fails the test when it cannot.
+void CreateDatabaseOfFormat(const std::string& dir, uint32_t format_version);
+
+// The on-disk formats today's code reads, oldest first, and their names
+// in test names: for suites run on each,
+//   INSTANTIATE_TEST_SUITE_P(Formats, Suite, ::testing::ValuesIn(ReadableFormats()), FormatName);
+std::vector<uint32_t> ReadableFormats();
+std::string FormatName(const ::testing::TestParamInfo<uint32_t>& info);
 
 // Polls `done` until it returns true or `timeout` passes.
 bool Eventually(const std::function<bool()>& done, std::chrono::milliseconds timeout = std::chrono::seconds(30));

@@ -491,7 +491,8 @@ Status BusImpl::StateOf(const std::string& name, const Registry::Entry& entry, c
   const std::string_view id_bytes = storage::IdBytes(id);
   std::string value;
   bool found = false;
-  Status s = db_->Get(db_->cf(storage::Cf::kInbox), storage::InboxKey(entry.id, id_bytes), &value, &found);
+  Status s = db_->Get(db_->cf(storage::Cf::kInbox), storage::InboxKey(db_->inbox_layout(), entry.id, id_bytes), &value,
+                      &found);
   if (!s.ok()) return s;
   if (found) {
     if (value.size() >= 8) out->seq = storage::GetBe64(value);

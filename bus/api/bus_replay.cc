@@ -64,8 +64,8 @@ Result<ReplayReport> BusImpl::DryRunReplay(const ReplayRequest& request, storage
         std::string value;
         bool found = false;
         bool dead_letter = false;
-        if (db_->Get(db_->cf(storage::Cf::kInbox), storage::InboxKey(sub_id, storage::IdBytes(event.id)), &value,
-                     &found)
+        if (db_->Get(db_->cf(storage::Cf::kInbox),
+                     storage::InboxKey(db_->inbox_layout(), sub_id, storage::IdBytes(event.id)), &value, &found)
                 .ok() &&
             found &&
             db_->Get(db_->cf(storage::Cf::kDeadLetters), storage::SubscriberSeqKey(sub_id, seq), &value, &dead_letter)
@@ -121,7 +121,7 @@ Status BusImpl::AddRebuildWrites(const ReplayRequest& request, uint32_t sub_id, 
   scan = db_->ScanOutbox(checkpoint + 1, SIZE_MAX, [&](uint64_t, std::string_view bytes) {
     Event event;
     if (!DecodeEnvelope(bytes, options_.max_payload_bytes, &event).ok()) return true;  // never delivered
-    const std::string key = storage::InboxKey(sub_id, storage::IdBytes(event.id));
+    const std::string key = storage::InboxKey(db_->inbox_layout(), sub_id, storage::IdBytes(event.id));
     std::string value;
     bool handled = false;
     inner = db_->Get(db_->cf(storage::Cf::kInbox), key, &value, &handled);

@@ -76,7 +76,7 @@ std::chrono::milliseconds Dispatcher::Backoff(const Subscriber& sub, uint32_t at
 std::pair<storage::CfHandle*, std::string> Dispatcher::InboxSlot(const WorkItem& item) const {
   const std::string_view id = storage::IdBytes(item.event->id);
   if (item.replay_scope != 0) return {db_->cf(storage::Cf::kReplays), storage::ReplayScopeKey(item.replay_scope, id)};
-  return {db_->cf(storage::Cf::kInbox), storage::InboxKey(item.sub->id, id)};
+  return {db_->cf(storage::Cf::kInbox), storage::InboxKey(db_->inbox_layout(), item.sub->id, id)};
 }
 
 void Dispatcher::PutInboxRecord(WriteSet* scope, const WorkItem& item, uint64_t now_ms, uint32_t runs) {

@@ -27,6 +27,7 @@ using testing::TempDir;
 
 constexpr const char* kType = "orders.order-approved.v1";
 
+using testing::CreateDatabaseOfFormat;
 using testing::OpenBus;
 
 Options MakeOptions(const TempDir& dir) { return testing::TestOptions(dir); }
@@ -339,9 +340,14 @@ SubscriberOptions CountingSubscriber(std::atomic<int>* calls) {
   return s;
 }
 
-TEST(BusTest, RedeliveredEventProducesOneEffect) {
+// Also on a database of the first on-disk format, whose inbox keys put
+// the subscriber first: it keeps that layout, and its records are found.
+class RedeliveryTest : public ::testing::TestWithParam<uint32_t> {};
+
+TEST_P(RedeliveryTest, RedeliveredEventProducesOneEffect) {
   TempDir dir;
   std::atomic<int> calls{0};
+  CreateDatabaseOfFormat(dir.path(), GetParam());
   {
     // A registered subscriber that is never active here keeps the outbox
     // from being trimmed, so the redelivery below has events to deliver.
@@ -374,6 +380,8 @@ TEST(BusTest, RedeliveredEventProducesOneEffect) {
     EXPECT_EQ(reader.Get("effects", "order-" + std::to_string(i)).value(), std::optional<std::string>("1"));
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Formats, RedeliveryTest, ::testing::ValuesIn(testing::ReadableFormats()), testing::FormatName);
 
 TEST(BusTest, BacklogLargerThanTheWindowIsDeliveredInOrder) {
   TempDir dir;

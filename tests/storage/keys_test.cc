@@ -1,6 +1,7 @@
-// storage/keys.cc: each key space's bytes. These are the bytes format 1
-// databases hold, so a change here is a change of the on-disk format (a
-// format version bump and a migration), never a refactoring.
+// storage/keys.cc: each key space's bytes. These are the bytes databases
+// hold, so a change here is a change of the on-disk format (a format
+// version bump, and code that still reads the databases of the old one),
+// never a refactoring.
 #include "storage/keys.h"
 
 #include <gtest/gtest.h>
@@ -34,6 +35,19 @@ TEST(KeysTest, NumberKeysAreEightBytesBigEndian) {
   EXPECT_FALSE(ParseActionKey(seven.substr(1), &n)) << "a key of another size is not an action";
   EXPECT_FALSE(ParseQuarantineKey(seven + "x", &n));
   EXPECT_LT(OutboxKey(255), OutboxKey(256)) << "lexical order is numeric order";
+}
+
+TEST(KeysTest, InboxKeysKeepTheLayoutOfTheirDatabasesFormat) {
+  const std::string id(reinterpret_cast<const char*>(SomeId().bytes.data()), 16);
+  const std::string subscriber = Bytes({0, 0, 1, 2});
+  EXPECT_EQ(InboxKey(InboxLayout::kEventFirst, 0x0102, id), id + subscriber) << "format 2";
+  EXPECT_EQ(InboxKey(InboxLayout::kSubscriberFirst, 0x0102, id), subscriber + id) << "format 1";
+  for (const InboxLayout layout : {InboxLayout::kEventFirst, InboxLayout::kSubscriberFirst}) {
+    uint32_t parsed = 0;
+    EXPECT_TRUE(ParseInboxKey(layout, InboxKey(layout, 0x0102, id), &parsed));
+    EXPECT_EQ(parsed, 0x0102u);
+    EXPECT_FALSE(ParseInboxKey(layout, id, &parsed)) << "a key of another size is not an inbox key";
+  }
 }
 
 TEST(KeysTest, IngestKeysAreTaggedVersionKeysOfTheirScope) {

@@ -309,7 +309,9 @@ Status FindEventStory(const std::string& dir, const EventId& id, EventStory* out
     d.subscriber = name;
     std::string inbox;
     bool handled = false;
-    if (Status s = db.Get(db.cf(storage::Cf::kInbox), storage::InboxKey(entry.id, id16), &inbox, &handled); !s.ok()) {
+    if (Status s =
+            db.Get(db.cf(storage::Cf::kInbox), storage::InboxKey(db.inbox_layout(), entry.id, id16), &inbox, &handled);
+        !s.ok()) {
       return s;
     }
     uint64_t seq = out->seq;
@@ -436,7 +438,8 @@ Status CheckInbox(const std::string& dir, const std::string& subscriber, const E
   const std::string_view id16 = storage::IdBytes(id);
   std::string value;
   const uint32_t sub_id = state.subscribers.at(subscriber).id;
-  Status s = view.db->Get(view.db->cf(storage::Cf::kInbox), storage::InboxKey(sub_id, id16), &value, handled);
+  Status s = view.db->Get(view.db->cf(storage::Cf::kInbox), storage::InboxKey(view.db->inbox_layout(), sub_id, id16),
+                          &value, handled);
   if (!s.ok() || !*handled) return s;
   if (value.size() < 16) return Status::Corruption("inbox record of " + std::to_string(value.size()) + " bytes");
   *seq = storage::GetBe64(value);

@@ -224,7 +224,7 @@ std::optional<Dispatcher::SteadyTime> Dispatcher::NextDueMoment() const {
   if (!timers_.empty()) consider(timers_.top().due);
   if (scheduled_wait_) consider(now + *scheduled_wait_);
   if (CheckpointDirty()) consider(next_checkpoint_);
-  if (trim_pending_) consider(next_trim_);
+  if (trim_pending_) consider(trim_waits_for_age_ ? std::max(next_trim_, next_age_out_) : next_trim_);
   if (retry_soon_ || !ready_.empty()) consider(now + kRetryAfterError);
   if (!due) return std::nullopt;
   auto wait = std::max<SteadyTime::duration>(*due - now, SteadyTime::duration::zero());
@@ -665,6 +665,17 @@ void Dispatcher::Checkpoint(bool force) {
   }
 }
 
+void Dispatcher::NoteWhenTheOldestKeptAgesOut(uint64_t oldest_kept, SteadyTime now) {
+  const std::optional<std::chrono::system_clock::time_point> at =
+      AgesOutAt(*db_, config_.retention, oldest_kept, config_.max_payload_bytes);
+  // Unknown (an unreadable entry, a storage error): judge again on the timer.
+  trim_waits_for_age_ = at.has_value();
+  if (!at) return;
+  const auto wait = *at - config_.clock->WallNow();
+  next_age_out_ = now + std::max<SteadyTime::duration>(std::chrono::duration_cast<SteadyTime::duration>(wait),
+                                                       SteadyTime::duration::zero());
+}
+
 void Dispatcher::Trim(bool force) {
   const auto now = config_.clock->Now();
   MutexLock lock(&registry_->mu);
@@ -678,12 +689,16 @@ void Dispatcher::Trim(bool force) {
   // time itself does. The dispatcher wakes for it only then.
   const bool ages = config_.retention.age.count() > 0;
   trim_pending_ = false;
+  trim_waits_for_age_ = false;
   if (safe <= trimmed_below_) return;
   const bool due_by_time = force || now >= next_trim_;
   // Retention by count is arithmetic; by age or size it reads storage, so
   // it is judged on the timer only.
   if (!due_by_time && config_.retention.reads_storage()) {
     trim_pending_ = ages || safe != safe_at_timed_trim_;
+    // Where subscribers stood, the last judgement holds, and with it the
+    // moment its oldest kept event ages out.
+    trim_waits_for_age_ = ages && safe == safe_at_timed_trim_;
     return;
   }
   const RetentionPolicy count_only{config_.retention.events, {}, 0};
@@ -696,6 +711,7 @@ void Dispatcher::Trim(bool force) {
   next_trim_ = now + config_.trim_interval;
   if (due_by_time) safe_at_timed_trim_ = safe;
   trim_pending_ = ages && safe > std::max(keep_from, trimmed_below_);
+  if (trim_pending_) NoteWhenTheOldestKeptAgesOut(std::max(keep_from, trimmed_below_), now);
   if (keep_from <= trimmed_below_) return;
   WriteSet scope;
   scope.AddOp(Op{Op::Kind::kDeleteRange, db_->cf(storage::Cf::kOutbox), storage::OutboxKey(trimmed_below_),

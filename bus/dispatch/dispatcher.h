@@ -289,6 +289,9 @@ class Dispatcher {
   bool DeliveryKeepsUp() const;
   void Checkpoint(bool force);
   void Trim(bool force);
+  // Sets next_age_out_ (and trim_waits_for_age_ when known) from the time
+  // of the oldest event retention by age keeps.
+  void NoteWhenTheOldestKeptAgesOut(uint64_t oldest_kept, SteadyTime now);
   void PublishProgress();
 
   // Worker threads (bus/dispatch/worker.cc).
@@ -373,6 +376,11 @@ class Dispatcher {
   SteadyTime next_trim_;
   // A timed trim at next_trim_ would trim something (see Trim).
   bool trim_pending_ = false;
+  // Only the ageing of the oldest event kept by age can give the pending
+  // trim something, and not before next_age_out_: it waits for that
+  // instead of judging the age again every trim_interval.
+  bool trim_waits_for_age_ = false;
+  SteadyTime next_age_out_;
   // Where subscribers stood at the last timed trim (retention by size
   // changes only when they move).
   uint64_t safe_at_timed_trim_ = 0;

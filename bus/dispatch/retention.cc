@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cassert>
+#include <optional>
 #include <string>
 
 #include "bus/core/envelope.h"
@@ -29,6 +30,19 @@ uint64_t FirstKept(uint64_t lo, uint64_t hi, Keep keep) {
   return lo;
 }
 
+// The time of the outbox's event at `seq` into *time: nullopt when the
+// entry is missing or unreadable. An error only when storage fails.
+Status ReadEventTime(const storage::Db& db, uint64_t seq, size_t max_payload_bytes,
+                     std::optional<std::chrono::system_clock::time_point>* time) {
+  time->reset();
+  std::string bytes;
+  bool found = false;
+  if (Status s = db.Get(db.cf(storage::Cf::kOutbox), storage::OutboxKey(seq), &bytes, &found); !s.ok()) return s;
+  Event event;
+  if (found && DecodeEnvelope(bytes, max_payload_bytes, &event).ok()) *time = event.time;
+  return Status::OK();
+}
+
 }  // namespace
 
 uint64_t RetentionFloor(const storage::Db& db, const RetentionPolicy& policy, uint64_t trimmed_below, uint64_t safe,
@@ -41,14 +55,10 @@ uint64_t RetentionFloor(const storage::Db& db, const RetentionPolicy& policy, ui
   if (policy.age.count() > 0) {
     const auto cutoff = now - policy.age;
     floor = std::max(floor, FirstKept(floor, safe, [&](uint64_t seq) {
-                       std::string bytes;
-                       bool found = false;
-                       Event event;
-                       if (!db.Get(db.cf(storage::Cf::kOutbox), storage::OutboxKey(seq), &bytes, &found).ok())
-                         return true;
+                       std::optional<std::chrono::system_clock::time_point> time;
+                       if (!ReadEventTime(db, seq, max_payload_bytes, &time).ok()) return true;
                        // A missing or unreadable entry tells nothing: judge it by the next.
-                       if (!found || !DecodeEnvelope(bytes, max_payload_bytes, &event).ok()) return false;
-                       return event.time >= cutoff;
+                       return time.has_value() && *time >= cutoff;
                      }));
   }
   if (policy.bytes > 0 && floor < safe) {
@@ -72,6 +82,14 @@ uint64_t RetentionFloor(const storage::Db& db, const RetentionPolicy& policy, ui
     }
   }
   return std::min(floor, safe);
+}
+
+std::optional<std::chrono::system_clock::time_point> AgesOutAt(const storage::Db& db, const RetentionPolicy& policy,
+                                                               uint64_t oldest_kept, size_t max_payload_bytes) {
+  assert(policy.age.count() > 0);
+  std::optional<std::chrono::system_clock::time_point> time;
+  if (!ReadEventTime(db, oldest_kept, max_payload_bytes, &time).ok() || !time) return std::nullopt;
+  return *time + policy.age;
 }
 
 InboxWindow::InboxWindow(std::chrono::milliseconds window, const Clock* clock) : window_(window), clock_(clock) {

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdint>
 #include <mutex>
+#include <optional>
 #include <unordered_map>
 
 #include "bus/util/mutex.h"
@@ -40,6 +41,13 @@ struct RetentionPolicy {
 // REQUIRES: trimmed_below <= safe.
 uint64_t RetentionFloor(const storage::Db& db, const RetentionPolicy& policy, uint64_t trimmed_below, uint64_t safe,
                         std::chrono::system_clock::time_point now, size_t max_payload_bytes);
+
+// When the event at `oldest_kept`, the oldest a policy by age keeps, will
+// be old enough to go (its event time + the age); nullopt when the outbox
+// holds no readable event there or storage fails. A timed trim need not
+// judge the age again before then. REQUIRES: policy.age > 0.
+std::optional<std::chrono::system_clock::time_point> AgesOutAt(const storage::Db& db, const RetentionPolicy& policy,
+                                                               uint64_t oldest_kept, size_t max_payload_bytes);
 
 // Tells compactions which inbox records are no longer needed: those at or
 // below their subscriber's durable checkpoint (never delivered again but by

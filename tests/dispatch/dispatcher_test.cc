@@ -15,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "storage/db.h"
 #include "tests/test_util.h"
 #include "tools/process_stats.h"
 #include "walbus/bus.h"
@@ -199,6 +200,46 @@ TEST_F(DispatcherTest, EventsCommittedAtAnyMomentOfAHandOutAreDelivered) {
     ASSERT_TRUE(testing::Eventually([&] { return handled.load() == 4 * round + 4; })) << round;
   }
   ASSERT_TRUE(bus->WaitIdle(kWait).ok());
+}
+
+// Whether the outbox of the bus running in `dir` holds no event, as a
+// secondary instance reads it.
+bool OutboxIsEmpty(const TempDir& dir) {
+  storage::OpenOptions o;
+  o.dir = dir.path();
+  o.mode = storage::OpenOptions::Mode::kSecondary;
+  o.secondary_dir = dir.root() + "/secondary";
+  std::unique_ptr<storage::Db> db;
+  if (!storage::Db::Open(o, &db).ok()) return false;
+  bool empty = true;
+  const Status scanned = db->ScanOutbox(0, 1, [&](uint64_t, std::string_view) { return empty = false; });
+  return scanned.ok() && empty;
+}
+
+// Retaining handled events by age, an idle bus sleeps until the oldest of
+// them is old enough to go, and then trims them: it does not judge their
+// age again every trim_interval.
+TEST_F(DispatcherTest, AnIdleBusRetainingByAgeSleepsUntilTheOldestAgesOut) {
+  TempDir dir;
+  Options opt = testing::TestOptions(dir);
+  opt.trim_interval = 50ms;
+  opt.retain_for = 4s;
+  std::unique_ptr<Bus> bus = testing::OpenBus(opt);
+  ASSERT_NE(bus, nullptr);
+  SubscriberOptions sub;
+  sub.name = "projection";
+  sub.handler = [](const Event&, HandlerContext&) { return Outcome::Done(); };
+  ASSERT_TRUE(bus->Subscribe(std::move(sub)).ok());
+  ASSERT_TRUE(bus->Start().ok());
+  for (int i = 0; i < 100; ++i) CommitEvent(*bus, "order-" + std::to_string(i % 7));
+  ASSERT_TRUE(bus->WaitIdle(kWait).ok());
+  std::this_thread::sleep_for(500ms);  // the checkpoint, and the timed trim that keeps them all
+  const uint64_t before = walbus::tools::BusThreadsWakeups();
+  std::this_thread::sleep_for(2s);  // all 100 are younger than 4 s throughout
+  const uint64_t wakeups = walbus::tools::BusThreadsWakeups() - before;
+  EXPECT_LE(wakeups, 4u) << "judging the age every 50 ms wakes 40 times in 2 s";
+  EXPECT_FALSE(OutboxIsEmpty(dir)) << "retained while younger than 4 s";
+  EXPECT_TRUE(testing::Eventually([&] { return OutboxIsEmpty(dir); }, 20s)) << "trimmed once old enough";
 }
 
 // Idle means asleep: with nothing to do, the bus's threads (dispatcher,

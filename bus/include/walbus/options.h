@@ -116,10 +116,16 @@ struct Options {
   // The outbox below every subscriber's checkpoint is deleted with one
   // range deletion once it has grown by this many events, or after
   // trim_interval. Coarse on purpose: every range tombstone costs readers.
-  // Default 10000 events, 2 s.
+  // But handled events still in a memtable when it is flushed are written
+  // to a table file, only to be deleted there later: at 2,000 events/s
+  // within a 16 MiB budget, trimming every 250 ms rather than 2 s wrote a
+  // quarter less to table files. Retention by age (retain_for) is judged
+  // at these trims too, and while nothing newer is handled, the bus sleeps
+  // until its oldest kept event is old enough to go.
+  // Default 10000 events, 250 ms.
   // @{
   uint64_t trim_every_events = 10000;
-  std::chrono::milliseconds trim_interval{2000};
+  std::chrono::milliseconds trim_interval{250};
   // @}
 
   // Retention: handled events (below every subscriber's checkpoint) kept

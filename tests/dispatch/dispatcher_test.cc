@@ -216,6 +216,19 @@ bool OutboxIsEmpty(const TempDir& dir) {
   return scanned.ok() && empty;
 }
 
+// Opens a bus with one subscriber, which handles a burst of 100 events.
+void StartAfterABurst(const Options& opt, std::unique_ptr<Bus>* bus) {
+  *bus = testing::OpenBus(opt);
+  ASSERT_NE(*bus, nullptr);
+  SubscriberOptions sub;
+  sub.name = "projection";
+  sub.handler = [](const Event&, HandlerContext&) { return Outcome::Done(); };
+  ASSERT_TRUE((*bus)->Subscribe(std::move(sub)).ok());
+  ASSERT_TRUE((*bus)->Start().ok());
+  for (int i = 0; i < 100; ++i) CommitEvent(**bus, "order-" + std::to_string(i % 7));
+  ASSERT_TRUE((*bus)->WaitIdle(std::chrono::seconds(20)).ok());
+}
+
 // Retaining handled events by age, an idle bus sleeps until the oldest of
 // them is old enough to go, and then trims them: it does not judge their
 // age again every trim_interval.
@@ -224,15 +237,8 @@ TEST_F(DispatcherTest, AnIdleBusRetainingByAgeSleepsUntilTheOldestAgesOut) {
   Options opt = testing::TestOptions(dir);
   opt.trim_interval = 50ms;
   opt.retain_for = 4s;
-  std::unique_ptr<Bus> bus = testing::OpenBus(opt);
-  ASSERT_NE(bus, nullptr);
-  SubscriberOptions sub;
-  sub.name = "projection";
-  sub.handler = [](const Event&, HandlerContext&) { return Outcome::Done(); };
-  ASSERT_TRUE(bus->Subscribe(std::move(sub)).ok());
-  ASSERT_TRUE(bus->Start().ok());
-  for (int i = 0; i < 100; ++i) CommitEvent(*bus, "order-" + std::to_string(i % 7));
-  ASSERT_TRUE(bus->WaitIdle(kWait).ok());
+  std::unique_ptr<Bus> bus;
+  ASSERT_NO_FATAL_FAILURE(StartAfterABurst(opt, &bus));
   std::this_thread::sleep_for(500ms);  // the checkpoint, and the timed trim that keeps them all
   const uint64_t before = walbus::tools::BusThreadsWakeups();
   std::this_thread::sleep_for(2s);  // all 100 are younger than 4 s throughout
@@ -249,15 +255,8 @@ TEST_F(DispatcherTest, AnIdleBusSleeps) {
   TempDir dir;
   Options opt = testing::TestOptions(dir);
   opt.trim_interval = 200ms;
-  std::unique_ptr<Bus> bus = testing::OpenBus(opt);
-  ASSERT_NE(bus, nullptr);
-  SubscriberOptions sub;
-  sub.name = "projection";
-  sub.handler = [](const Event&, HandlerContext&) { return Outcome::Done(); };
-  ASSERT_TRUE(bus->Subscribe(std::move(sub)).ok());
-  ASSERT_TRUE(bus->Start().ok());
-  for (int i = 0; i < 100; ++i) CommitEvent(*bus, "order-" + std::to_string(i % 7));
-  ASSERT_TRUE(bus->WaitIdle(kWait).ok());
+  std::unique_ptr<Bus> bus;
+  ASSERT_NO_FATAL_FAILURE(StartAfterABurst(opt, &bus));
   // What follows the last event: its checkpoint (5 ms) and its trim (200 ms).
   std::this_thread::sleep_for(1s);
   const uint64_t before = walbus::tools::BusThreadsWakeups();

@@ -670,6 +670,7 @@ void Dispatcher::NoteWhenTheOldestKeptAgesOut(uint64_t oldest_kept, SteadyTime n
       AgesOutAt(*db_, config_.retention, oldest_kept, config_.max_payload_bytes);
   // Unknown (an unreadable entry, a storage error): judge again on the timer.
   trim_waits_for_age_ = at.has_value();
+  next_age_out_ = SteadyTime{};
   if (!at) return;
   const auto wait = *at - config_.clock->WallNow();
   next_age_out_ = now + std::max<SteadyTime::duration>(std::chrono::duration_cast<SteadyTime::duration>(wait),
@@ -722,6 +723,7 @@ void Dispatcher::Trim(bool force) {
   if (Status s = committer_->CommitUnsynced(&scope); !s.ok()) {
     config_.log->logger().warn("walbus: outbox trim failed (retried later): {}", s.ToString());
     trim_pending_ = true;
+    trim_waits_for_age_ = false;  // the retry is due at next_trim_
     return;
   }
   WALBUS_FAULT_POINT("trim.after_write");

@@ -378,7 +378,8 @@ class Dispatcher {
   bool trim_pending_ = false;
   // Only the ageing of the oldest event kept by age can give the pending
   // trim something, and not before next_age_out_: it waits for that
-  // instead of judging the age again every trim_interval.
+  // instead of judging the age again every trim_interval. (A wall clock
+  // stepped forward meanwhile makes that trim late, by at most the step.)
   bool trim_waits_for_age_ = false;
   SteadyTime next_age_out_;
   // Where subscribers stood at the last timed trim (retention by size

@@ -202,11 +202,10 @@ rocksdb::ColumnFamilyOptions OptionsFor(std::string_view name, const Memory& mem
   // 2: the top of a time-ordered event id, 65 s of them; format 1: a
   // subscriber, then such ids): memtable inserts start from where the last
   // one with those bytes went instead of searching from the top of the
-  // skip list. The
-  // committer is the only writer, so RocksDB never takes its concurrent
-  // insert path, which ignores hints. Not on the outbox, whose keys ascend
-  // too: RocksDB 7 applies the hints to range tombstones (the outbox's
-  // trims), which live in another skip list, and breaks it.
+  // skip list. The committer is the only writer, so RocksDB never takes
+  // its concurrent insert path, which ignores hints. Not on the outbox,
+  // whose keys ascend too: RocksDB 7 applies the hints to range tombstones
+  // (the outbox's trims), which live in another skip list, and breaks it.
   if (name == CfName(Cf::kInbox)) {
     cf.memtable_insert_with_hint_prefix_extractor.reset(rocksdb::NewFixedPrefixTransform(sizeof(uint32_t)));
     // Format 1: each subscriber's records ascend within its own key range,

@@ -567,12 +567,14 @@ bool CheckInboundMessage(std::string_view bytes, std::string* why) {
   return true;
 }
 
-// A name flatc could have declared: identifiers, joined by dots.
-bool IsDeclarable(const flatbuffers::String* name) {
+// A name flatc could have declared. Objects, enums and attribute keys may
+// be identifiers joined by dots; a field or an enum value is one identifier
+// (flatc writes a union member of another namespace, `ns.T`, as `ns_T`).
+bool IsDeclarable(const flatbuffers::String* name, bool dotted) {
   if (name == nullptr || name->size() == 0) return false;
   bool start = true;
   for (const char c : name->string_view()) {
-    if (c == '.' && !start) {
+    if (c == '.' && dotted && !start) {
       start = true;
       continue;
     }
@@ -584,23 +586,24 @@ bool IsDeclarable(const flatbuffers::String* name) {
 }
 
 bool EveryNameDeclarable(const reflection::Schema& s) {
+  constexpr bool kQualified = true, kPlain = false;
   auto attributes_declarable = [](const auto* attributes) {
     if (attributes == nullptr) return true;
     for (const auto* kv : *attributes) {
-      if (!IsDeclarable(kv->key())) return false;
+      if (!IsDeclarable(kv->key(), kQualified)) return false;
     }
     return true;
   };
   for (const auto* o : *s.objects()) {
-    if (!IsDeclarable(o->name()) || !attributes_declarable(o->attributes())) return false;
+    if (!IsDeclarable(o->name(), kQualified) || !attributes_declarable(o->attributes())) return false;
     for (const auto* f : *o->fields()) {
-      if (!IsDeclarable(f->name()) || !attributes_declarable(f->attributes())) return false;
+      if (!IsDeclarable(f->name(), kPlain) || !attributes_declarable(f->attributes())) return false;
     }
   }
   for (const auto* e : *s.enums()) {
-    if (!IsDeclarable(e->name()) || !attributes_declarable(e->attributes())) return false;
+    if (!IsDeclarable(e->name(), kQualified) || !attributes_declarable(e->attributes())) return false;
     for (const auto* v : *e->values()) {
-      if (!IsDeclarable(v->name())) return false;
+      if (!IsDeclarable(v->name(), kPlain)) return false;
     }
   }
   return true;

@@ -248,21 +248,6 @@ rocksdb::ColumnFamilyOptions OptionsFor(std::string_view name, const Memory& mem
 // compare one, and an empty std::string_view may carry it.
 rocksdb::Slice ToSlice(std::string_view s) { return rocksdb::Slice(s.empty() ? "" : s.data(), s.size()); }
 
-// Converts a RocksDB status, prefixing `what` ("write", "open /dir").
-Status FromRocks(const rocksdb::Status& s, std::string_view what) {
-  if (s.ok()) return Status::OK();
-  std::string msg(what);
-  msg += ": ";
-  msg += s.ToString();
-  if (s.IsNotFound()) return Status::NotFound(msg);
-  if (s.IsCorruption()) return Status::Corruption(msg);
-  if (s.IsInvalidArgument()) return Status::InvalidArgument(msg);
-  if (s.IsNotSupported()) return Status::NotSupported(msg);
-  if (s.IsBusy() || s.IsTryAgain()) return Status::Busy(msg);
-  if (s.IsNoSpace()) return Status::ResourceExhausted(msg);
-  return Status::IOError(msg);
-}
-
 // Whether a database's walbus.meta holds the format version, which Open
 // writes only once every column family exists.
 Status HasFormatVersion(const rocksdb::DBOptions& dbo, const std::string& dir, const std::vector<std::string>& names,
@@ -339,6 +324,20 @@ bool IsLockError(const rocksdb::Status& s) {
 }
 
 }  // namespace
+
+Status FromRocks(const rocksdb::Status& s, std::string_view what) {
+  if (s.ok()) return Status::OK();
+  std::string msg(what);
+  msg += ": ";
+  msg += s.ToString();
+  if (s.IsNotFound()) return Status::NotFound(msg);
+  if (s.IsCorruption()) return Status::Corruption(msg);
+  if (s.IsInvalidArgument()) return Status::InvalidArgument(msg);
+  if (s.IsNotSupported()) return Status::NotSupported(msg);
+  if (s.IsBusy() || s.IsTryAgain()) return Status::Busy(msg);
+  if (s.IsNoSpace()) return Status::ResourceExhausted(msg);
+  return Status::IOError(msg);
+}
 
 const char* CfName(Cf cf) { return kCfNames[static_cast<size_t>(cf)]; }
 
@@ -541,6 +540,7 @@ Status Db::Open(const OpenOptions& options, std::unique_ptr<Db>* out) {
   db->snapshots_ = std::make_shared<Snapshot::Registry>(raw);
   if (Status adopted = db->AdoptHandles(names); !adopted.ok()) return adopted;
   if (Status fmt = db->CheckFormat(!dir.has_current); !fmt.ok()) return fmt;
+  if (Status up = db->UpgradeFormat(OptionsFor(Db::kInboxConvertingCf, memory)); !up.ok()) return up;
   if (inbox_filter_to_tell != nullptr) inbox_filter_to_tell->SetLayout(db->inbox_layout());
   if (dir.creating && primary) {
     // The format version is durable (CheckFormat syncs it): created.
@@ -562,6 +562,10 @@ Status Db::AdoptHandles(const std::vector<std::string>& names) {
         handles_[c] = all_handles_[i];
         ours = true;
       }
+    }
+    if (names[i] == kInboxConvertingCf) {
+      inbox_converting_ = all_handles_[i];
+      ours = true;
     }
     if (!ours && names[i] != rocksdb::kDefaultColumnFamilyName) {
       app_names_.push_back(names[i]);

@@ -24,8 +24,10 @@
 namespace rocksdb {
 class DB;
 class Snapshot;
+class Status;
 class ColumnFamilyHandle;
 class CompactionFilter;
+struct ColumnFamilyOptions;
 class Env;
 class WriteBatch;
 }  // namespace rocksdb
@@ -42,6 +44,10 @@ inline constexpr uint32_t kFormatVersion = 2;
 
 class Db;
 struct WriteCounters;
+
+// A RocksDB status as walbus's, its message prefixed with `what` ("write",
+// "open /dir").
+Status FromRocks(const rocksdb::Status& s, std::string_view what);
 
 // The database as it stood at one moment (a RocksDB snapshot): reads
 // through it see nothing committed later. Released by its destructor or
@@ -144,6 +150,12 @@ struct OpenOptions {
   // the memtables (up to 3/4 of it) are charged. A soft bound: RocksDB
   // may pass it briefly until a flush ends. REQUIRES: >= kMinMemoryBytes.
   size_t memory_bytes = kDefaultMemoryBytes;
+  // Primary only: a database of an older format is converted to this
+  // build's as it opens (format 1: its inbox is rewritten event id first;
+  // see format_upgrade.cc). False keeps the format it has, for tests that
+  // write an older one. A conversion cut short by a crash is finished at
+  // the next primary open either way, and refused by a secondary.
+  bool upgrade_format = true;
 };
 
 class Db {
@@ -242,6 +254,20 @@ class Db {
   // is missing.
   Status AdoptHandles(const std::vector<std::string>& names);
 
+  // format_upgrade.cc. The column family an inbox passes through while it
+  // is converted to format 2; it exists only until the conversion ends.
+  static constexpr const char* kInboxConvertingCf = "walbus.inbox.converting";
+  // Starts or finishes the conversion of an older format (upgrade_format),
+  // after CheckFormat. `converting_options` are the options to create
+  // kInboxConvertingCf with.
+  Status UpgradeFormat(const rocksdb::ColumnFamilyOptions& converting_options);
+  // `leaving_format1`: kMetaInboxLeavingFormat1 is present.
+  Status ConvertInbox(const rocksdb::ColumnFamilyOptions& converting_options, bool leaving_format1);
+  // Moves every record of `from` to `to` under the key `rekey` gives it,
+  // in batches that each put and delete atomically.
+  Status MoveRecords(CfHandle* from, CfHandle* to,
+                     const std::function<Status(std::string_view key, std::string* moved)>& rekey);
+
   OpenOptions options_;
   // Before db_ (so destroyed after it): the primary's Env (PrivateFs).
   std::unique_ptr<rocksdb::Env> env_;
@@ -252,6 +278,8 @@ class Db {
   std::vector<std::string> app_names_;
   std::vector<CfHandle*> app_handles_;
   std::vector<CfHandle*> all_handles_;  // owned; destroyed before db_
+  // kInboxConvertingCf while it exists (one of all_handles_), else null.
+  CfHandle* inbox_converting_ = nullptr;
   // The live snapshots, released when db_ closes; shared with them.
   std::shared_ptr<Snapshot::Registry> snapshots_;
   // Shared with the RocksDB listener that counts table files.

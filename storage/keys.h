@@ -120,6 +120,9 @@ std::string CheckpointKey(uint32_t subscriber_id, CheckpointField field, std::st
 
 // meta: fixed names.
 inline constexpr std::string_view kMetaFormatVersion = "format_version";  // be32
+// Present (empty) while a format 1 inbox is moved out of its old key order
+// (storage/format_upgrade.cc).
+inline constexpr std::string_view kMetaInboxLeavingFormat1 = "inbox_leaving_format1";
 // be64: the outbox holds nothing below it (DeleteRange up to it ran).
 inline constexpr std::string_view kMetaTrimmedBelow = "trimmed_below";
 // be64(timeline ms) + be64(rewind ms): the timeline's last moment and the

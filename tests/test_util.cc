@@ -4,8 +4,10 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <filesystem>
 #include <stdexcept>
+#include <string_view>
 #include <thread>
 
 #include "storage/db.h"
@@ -63,6 +65,30 @@ void CreateDatabaseOfFormat(const std::string& dir, uint32_t format_version) {
   std::string version;
   storage::PutBe32(&version, format_version);
   storage::Batch batch;
+  batch.Put(db->cf(storage::Cf::kMeta), storage::kMetaFormatVersion, version);
+  Status written = batch.Commit(db.get(), true);
+  ASSERT_TRUE(written.ok()) << written.ToString();
+}
+
+void RewriteInboxInFormat1(const std::string& dir) {
+  storage::OpenOptions options;
+  options.dir = dir;
+  std::unique_ptr<storage::Db> db;
+  Status opened = storage::Db::Open(options, &db);
+  ASSERT_TRUE(opened.ok()) << opened.ToString();
+  ASSERT_EQ(db->inbox_layout(), storage::InboxLayout::kEventFirst);
+  storage::CfHandle* inbox = db->cf(storage::Cf::kInbox);
+  storage::Batch batch;
+  Status scanned = db->Scan(storage::Cf::kInbox, "", SIZE_MAX, [&](std::string_view key, std::string_view value) {
+    uint32_t subscriber = 0;
+    EXPECT_TRUE(storage::ParseInboxKey(storage::InboxLayout::kEventFirst, key, &subscriber));
+    batch.Delete(inbox, key);
+    batch.Put(inbox, storage::InboxKey(storage::InboxLayout::kSubscriberFirst, subscriber, key.substr(0, 16)), value);
+    return true;
+  });
+  ASSERT_TRUE(scanned.ok()) << scanned.ToString();
+  std::string version;
+  storage::PutBe32(&version, 1);
   batch.Put(db->cf(storage::Cf::kMeta), storage::kMetaFormatVersion, version);
   Status written = batch.Commit(db.get(), true);
   ASSERT_TRUE(written.ok()) << written.ToString();

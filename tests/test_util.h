@@ -85,6 +85,11 @@ Options TestOptions(const TempDir& dir, Durability durability = Durability::kBuf
 // Fails the test when it cannot.
 void CreateDatabaseOfFormat(const std::string& dir, uint32_t format_version);
 
+// Rewrites the inbox of the (closed) format 2 database in `dir` as format
+// 1 keyed it, and marks it format 1: what an older build would have left
+// after handling the same events. Fails the test when it cannot.
+void RewriteInboxInFormat1(const std::string& dir);
+
 // The on-disk formats today's code reads, oldest first, and their names
 // in test names: for suites run on each,
 //   INSTANTIATE_TEST_SUITE_P(Formats, Suite, ::testing::ValuesIn(ReadableFormats()), FormatName);

@@ -236,6 +236,7 @@ TEST_P(InboxWindowCompactionTest, CompactionsDropOnlyWhatTheWindowAllows) {
   storage::OpenOptions o;
   o.dir = dir.path();
   o.inbox_retention = window;
+  o.upgrade_format = false;
   std::unique_ptr<storage::Db> db;
   ASSERT_TRUE(storage::Db::Open(o, &db).ok());
   const uint64_t now_ms = static_cast<uint64_t>(

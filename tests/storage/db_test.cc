@@ -109,6 +109,7 @@ TEST(DbTest, NewerOnDiskFormatIsRefused) {
 
 // A database keeps the format it was created with: its inbox keys keep
 // their layout under a build that writes a newer one.
+// Unless it is upgraded (format_upgrade_test.cc).
 TEST(DbTest, DatabaseKeepsTheInboxLayoutOfItsFormat) {
   for (const auto& [format, layout] :
        {std::pair{1u, InboxLayout::kSubscriberFirst}, std::pair{kFormatVersion, InboxLayout::kEventFirst}}) {
@@ -117,6 +118,7 @@ TEST(DbTest, DatabaseKeepsTheInboxLayoutOfItsFormat) {
     for (int open = 0; open < 2; ++open) {
       OpenOptions so;
       so.dir = dir.path();
+      so.upgrade_format = false;
       std::unique_ptr<Db> db;
       ASSERT_TRUE(Db::Open(so, &db).ok());
       EXPECT_EQ(db->inbox_layout(), layout) << "format " << format << ", open " << open;
@@ -387,10 +389,11 @@ TEST(DbTest, RocksDbInfoLogIsBoundedInSizeAndCount) {
 
 // Storage on `dir` within `bound` bytes of memory; null (the test failed)
 // when it does not open.
-std::unique_ptr<Db> OpenWithin(const TempDir& dir, size_t bound) {
+std::unique_ptr<Db> OpenWithin(const TempDir& dir, size_t bound, bool upgrade_format = true) {
   OpenOptions so;
   so.dir = dir.path();
   so.memory_bytes = bound;
+  so.upgrade_format = upgrade_format;
   std::unique_ptr<Db> db;
   Status s = Db::Open(so, &db);
   EXPECT_TRUE(s.ok()) << s.ToString();
@@ -535,7 +538,7 @@ class InboxCompactionTest : public ::testing::TestWithParam<uint32_t> {};
 TEST_P(InboxCompactionTest, CompactionsDoNotRewriteTheHistoryOfEverySubscriber) {
   TempDir dir;
   CreateDatabaseOfFormat(dir.path(), GetParam());
-  std::unique_ptr<Db> db = OpenWithin(dir, size_t{8} << 20);
+  std::unique_ptr<Db> db = OpenWithin(dir, size_t{8} << 20, /*upgrade_format=*/false);
   ASSERT_NE(db, nullptr);
   CfHandle* inbox = db->cf(Cf::kInbox);
   // Values that do not compress, larger than the real records' 16-20 bytes

@@ -5,6 +5,7 @@
 #ifndef WALBUS_TOOLS_PROCESS_STATS_H_
 #define WALBUS_TOOLS_PROCESS_STATS_H_
 
+#include <malloc.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -35,6 +36,24 @@ inline double AnonymousResidentMiB() {
     if (line.rfind(kField, 0) == 0) return std::stod(line.substr(kField.size())) / 1024.0;  // in kB
   }
   return 0;
+}
+
+// What the C allocator holds, in MiB: in use by the program, and free
+// (held for reuse rather than given back). Together with the anonymous
+// resident set they tell a growing program from a fragmenting heap. Both
+// 0 where the C library is not glibc.
+struct MallocHeap {
+  double in_use_mib = 0;
+  double free_mib = 0;
+};
+inline MallocHeap MallocHeapMiB() {
+  MallocHeap heap;
+#if defined(__GLIBC__)
+  const struct mallinfo2 info = ::mallinfo2();  // every arena
+  heap.in_use_mib = static_cast<double>(info.uordblks + info.hblkhd) / (1024.0 * 1024.0);
+  heap.free_mib = static_cast<double>(info.fordblks) / (1024.0 * 1024.0);
+#endif
+  return heap;
 }
 
 // Voluntary context switches of the bus's threads (walbus's, named

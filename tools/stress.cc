@@ -17,7 +17,8 @@
 //
 //   {"t":..,"events":..,"rate":..,"rss_mib":..,"anon_rss_mib":..,"disk_mib":..,
 //    "device_written_mib":..,"lag_events":..,"outbox_backlog":..,"in_flight":..,
-//    "storage_cache_mib":..,"memtable_mib":..,"table_readers_mib":..}
+//    "storage_cache_mib":..,"memtable_mib":..,"table_readers_mib":..,
+//    "heap_in_use_mib":..,"heap_free_mib":..}
 //
 // t is seconds since the producers started; events the events committed so
 // far and rate those of the last interval per second; rss_mib the resident
@@ -28,7 +29,9 @@
 // subscriber; outbox_backlog the events not yet passed by every subscriber (as in
 // `walbus stats`); in_flight the events the subscribers hold in memory;
 // the last three storage's memory (metrics walbus_storage_cache_bytes,
-// _memtable_bytes, _table_readers_bytes), the memtables within the cache.
+// _memtable_bytes, _table_readers_bytes), the memtables within the cache;
+// the last two what the C allocator holds in use and free for reuse
+// (process_stats.h).
 // Lines go on through the drain after the producers stop, and a last one
 // shows the state once every subscriber has caught up.
 //
@@ -631,6 +634,7 @@ class SoakReporter {
   void PrintLine(double t, uint64_t events, double rate, double rss, double anon, double disk, double device) {
     const walbus::BusStats stats = bus_.Stats();
     const std::vector<walbus::MetricFamily> metrics = bus_.Metrics();
+    const walbus::tools::MallocHeap heap = walbus::tools::MallocHeapMiB();
     peaks_.log_mib = MetricMiB(metrics, "walbus_storage_written_bytes_total", "log");
     peaks_.flush_mib = MetricMiB(metrics, "walbus_storage_written_bytes_total", "flush");
     peaks_.compaction_mib = MetricMiB(metrics, "walbus_storage_written_bytes_total", "compaction");
@@ -645,11 +649,11 @@ class SoakReporter {
         "{\"t\":%.1f,\"events\":%llu,\"rate\":%.1f,\"rss_mib\":%.1f,\"anon_rss_mib\":%.1f,\"disk_mib\":%.1f,"
         "\"device_written_mib\":%.1f,\"lag_events\":%llu,"
         "\"outbox_backlog\":%llu,\"in_flight\":%llu,\"storage_cache_mib\":%.1f,\"memtable_mib\":%.1f,"
-        "\"table_readers_mib\":%.1f}\n",
+        "\"table_readers_mib\":%.1f,\"heap_in_use_mib\":%.1f,\"heap_free_mib\":%.1f}\n",
         t, static_cast<unsigned long long>(events), rate, rss, anon, disk, device, static_cast<unsigned long long>(lag),
         static_cast<unsigned long long>(stats.last_seq - min_checkpoint), static_cast<unsigned long long>(in_flight),
         MetricMiB(metrics, "walbus_storage_cache_bytes"), MetricMiB(metrics, "walbus_storage_memtable_bytes"),
-        MetricMiB(metrics, "walbus_storage_table_readers_bytes"));
+        MetricMiB(metrics, "walbus_storage_table_readers_bytes"), heap.in_use_mib, heap.free_mib);
     std::fflush(stdout);
   }
 

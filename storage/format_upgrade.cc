@@ -60,9 +60,12 @@ Status Db::ConvertInbox(const rocksdb::ColumnFamilyOptions& converting_options, 
   if (inbox_converting_ == nullptr) {
     CfHandle* made = nullptr;
     rocksdb::Status s = db_->CreateColumnFamily(converting_options, kInboxConvertingCf, &made);
+    // A handle comes back even when only the OPTIONS file failed: owned.
+    if (made != nullptr) {
+      all_handles_.push_back(made);
+      inbox_converting_ = made;
+    }
     if (!s.ok()) return FromRocks(s, "create column family " + std::string(kInboxConvertingCf));
-    all_handles_.push_back(made);
-    inbox_converting_ = made;
   }
   if (inbox_layout_ == InboxLayout::kSubscriberFirst) {
     std::string version;
@@ -77,11 +80,13 @@ Status Db::ConvertInbox(const rocksdb::ColumnFamilyOptions& converting_options, 
   if (leaving_format1) {
     Status moved = MoveRecords(cf(Cf::kInbox), inbox_converting_, [](std::string_view key, std::string* out) {
       uint32_t subscriber_id = 0;
-      if (!ParseInboxKey(InboxLayout::kSubscriberFirst, key, &subscriber_id)) {
-        return Status::Corruption("a format 1 inbox record has a key of " + std::to_string(key.size()) +
-                                  " bytes, not 20");
+      if (ParseInboxKey(InboxLayout::kSubscriberFirst, key, &subscriber_id)) {
+        *out = InboxKey(InboxLayout::kEventFirst, subscriber_id, key.substr(4));
+      } else {
+        // Not an inbox key of either format (damage): kept as it is, as
+        // the retention filter keeps it, rather than refusing to open.
+        out->assign(key);
       }
-      *out = InboxKey(InboxLayout::kEventFirst, subscriber_id, key.substr(4));
       return Status::OK();
     });
     if (!moved.ok()) return moved;
@@ -109,23 +114,31 @@ Status Db::ConvertInbox(const rocksdb::ColumnFamilyOptions& converting_options, 
 Status Db::MoveRecords(CfHandle* from, CfHandle* to,
                        const std::function<Status(std::string_view key, std::string* moved)>& rekey) {
   assert(from != nullptr && to != nullptr && from != to);
-  Batch batch;
-  Status failed;
-  std::string moved_key;
-  // One scan for the whole pass: its iterator reads as of its start, so
-  // the batches written meanwhile neither show up in it nor hide from it.
-  Status scanned = Scan(from, "", SIZE_MAX, [&](std::string_view key, std::string_view value) {
-    if (failed = rekey(key, &moved_key); !failed.ok()) return false;
-    batch.Put(to, moved_key, value);
-    batch.Delete(from, key);
-    if (batch.count() < 2 * kRecordsPerBatch) return true;
-    failed = batch.Commit(this, /*sync=*/false);
-    batch.Clear();
-    return failed.ok();
-  });
-  if (!scanned.ok()) return scanned;
-  if (!failed.ok()) return failed;
-  return batch.count() == 0 ? Status::OK() : batch.Commit(this, /*sync=*/false);
+  // A new iterator per batch, from just past the last key moved: an
+  // iterator pins the memtables it started on, and one held across the
+  // pass would keep their memory charged, so that at a small budget the
+  // pass's own writes would stall with nothing left to free it.
+  std::string resume;
+  while (true) {
+    Batch batch;
+    Status failed;
+    std::string moved_key, last_key;
+    size_t records = 0;
+    Status scanned = ScanRange(from, nullptr, KeyBounds{resume, {}}, /*reverse=*/false,
+                               [&](std::string_view key, std::string_view value) {
+                                 if (failed = rekey(key, &moved_key); !failed.ok()) return false;
+                                 batch.Put(to, moved_key, value);
+                                 batch.Delete(from, key);
+                                 last_key.assign(key);
+                                 return ++records < kRecordsPerBatch;
+                               });
+    if (!scanned.ok()) return scanned;
+    if (!failed.ok()) return failed;
+    if (records == 0) return Status::OK();
+    if (Status s = batch.Commit(this, /*sync=*/false); !s.ok()) return s;
+    resume = last_key;
+    resume.push_back('\0');  // the least key above last_key
+  }
 }
 
 }  // namespace walbus::storage

@@ -237,7 +237,10 @@ IOStatus FaultFs::ReopenWritableFile(const std::string& fname, const FileOptions
     return IOStatus::OK();
   }
   if (no_space_) return InjectNoSpace();
-  const bool existed = target()->FileExists(fname, IOOptions(), dbg).ok();
+  // The size from the file system: a reopened POSIX file reports only
+  // what is appended through it (0 at first).
+  uint64_t existing_size = 0;
+  const bool existed = target()->GetFileSize(fname, IOOptions(), &existing_size, dbg).ok();
   std::unique_ptr<FSWritableFile> file;
   IOStatus s = target()->ReopenWritableFile(fname, options, &file, dbg);
   if (!s.ok()) return s;
@@ -246,7 +249,7 @@ IOStatus FaultFs::ReopenWritableFile(const std::string& fname, const FileOptions
     // Not written through us: what is there counts as durable.
     record = std::make_shared<FileRecord>();
     record->created = !existed;
-    record->appended = file->GetFileSize(IOOptions(), dbg);
+    record->appended = existed ? existing_size : 0;
     record->durable = record->appended;
   }
   *result = std::make_unique<TrackedFile>(this, record, std::move(file));

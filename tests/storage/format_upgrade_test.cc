@@ -17,10 +17,12 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "storage/db.h"
 #include "storage/keys.h"
+#include "storage/testing/fault_fs.h"
 #include "tests/test_util.h"
 
 namespace walbus::storage {
@@ -117,29 +119,14 @@ void ExpectConverted(const std::string& dir, const Records& expected) {
   for (const std::string& name : ColumnFamiliesAt(dir)) EXPECT_NE(name, "walbus.inbox.converting");
 }
 
-TEST(FormatUpgradeTest, AFormat1InboxIsRewrittenEventIdFirstWhenAPrimaryOpensIt) {
-  TempDir dir;
-  MakeFormat1Inbox(dir.path());
-  ExpectConverted(dir.path(), ExpectedRecords());
-  ExpectConverted(dir.path(), ExpectedRecords());  // and stays so
-}
-
-TEST(FormatUpgradeTest, WithoutUpgradeAFormat1DatabaseKeepsItsFormat) {
-  TempDir dir;
-  MakeFormat1Inbox(dir.path());
-  std::unique_ptr<Db> db = OpenDb(dir.path(), /*upgrade_format=*/false);
-  ASSERT_NE(db, nullptr);
-  EXPECT_EQ(db->inbox_layout(), InboxLayout::kSubscriberFirst);
-  EXPECT_EQ(InboxOf(*db).size(), kSubscribers * kEventsPerSubscriber);
-}
-
-// A file system that kills its process (SIGKILL) at the n-th append to
-// the write-ahead log or the MANIFEST: every write that makes a step of
-// the conversion durable.
-class KillAtWrite : public rocksdb::FileSystemWrapper {
+// A file system that acts at the n-th append to the write-ahead log or
+// the MANIFEST, before the append: every write that makes a step of the
+// conversion durable.
+class AtWrite : public rocksdb::FileSystemWrapper {
  public:
-  explicit KillAtWrite(int kill_at) : FileSystemWrapper(rocksdb::FileSystem::Default()), kill_at_(kill_at) {}
-  const char* Name() const override { return "walbus.test.KillAtWrite"; }
+  AtWrite(std::shared_ptr<rocksdb::FileSystem> target, int at, std::function<void()> act)
+      : FileSystemWrapper(std::move(target)), at_(at), act_(std::move(act)) {}
+  const char* Name() const override { return "walbus.test.AtWrite"; }
 
   rocksdb::IOStatus NewWritableFile(const std::string& fname, const rocksdb::FileOptions& options,
                                     std::unique_ptr<rocksdb::FSWritableFile>* result,
@@ -152,11 +139,12 @@ class KillAtWrite : public rocksdb::FileSystemWrapper {
                                       rocksdb::IODebugContext* dbg) override {
     return Wrap(fname, target()->ReuseWritableFile(fname, old_fname, options, result, dbg), result);
   }
+  bool acted() const { return writes_ >= at_; }
 
  private:
   class CountedFile : public rocksdb::FSWritableFileOwnerWrapper {
    public:
-    CountedFile(std::unique_ptr<rocksdb::FSWritableFile> file, KillAtWrite* owner)
+    CountedFile(std::unique_ptr<rocksdb::FSWritableFile> file, AtWrite* owner)
         : FSWritableFileOwnerWrapper(std::move(file)), owner_(owner) {}
     rocksdb::IOStatus Append(const rocksdb::Slice& data, const rocksdb::IOOptions& options,
                              rocksdb::IODebugContext* dbg) override {
@@ -165,7 +153,7 @@ class KillAtWrite : public rocksdb::FileSystemWrapper {
     }
 
    private:
-    KillAtWrite* owner_;
+    AtWrite* owner_;
   };
 
   rocksdb::IOStatus Wrap(const std::string& fname, rocksdb::IOStatus opened,
@@ -177,10 +165,11 @@ class KillAtWrite : public rocksdb::FileSystemWrapper {
     return opened;
   }
   void Count() {
-    if (++writes_ == kill_at_) std::raise(SIGKILL);
+    if (++writes_ == at_) act_();
   }
 
-  const int kill_at_;
+  const int at_;
+  const std::function<void()> act_;
   std::atomic<int> writes_{0};
 };
 
@@ -203,15 +192,66 @@ int InChild(const std::function<int()>& body) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : 101;
 }
 
-// Opens `dir` with a file system that kills the process at its
-// `kill_at`-th durable write: -SIGKILL when it died there, 0 when the
-// open finished first.
-int OpenKilledAtWrite(const std::string& dir, int kill_at) {
+// Opens `dir` with a file system that kills the process (SIGKILL) at its
+// `at`-th durable write: -SIGKILL when it died there, 0 when the open
+// finished first. What was written stays, as in the page cache.
+int OpenKilledAtWrite(const std::string& dir, int at) {
   return InChild([&] {
-    auto fs = std::make_shared<KillAtWrite>(kill_at);
+    auto fs = std::make_shared<AtWrite>(rocksdb::FileSystem::Default(), at, [] { std::raise(SIGKILL); });
     std::unique_ptr<rocksdb::Env> env = rocksdb::NewCompositeEnv(fs);
     return OpenDb(dir, /*upgrade_format=*/true, env.get()) != nullptr ? 0 : 1;
   });
+}
+
+// Opens `dir` with a file system whose power is cut at its `at`-th
+// durable write (FaultFs), or as the open returns: what was not synced by
+// then is lost. 0 when the power was cut at the write, kFinishedFirst
+// when the open finished first.
+constexpr int kFinishedFirst = 3;
+int OpenPowerCutAtWrite(const std::string& dir, int at) {
+  return InChild([&] {
+    auto fault = std::make_shared<FaultFs>();
+    auto fs = std::make_shared<AtWrite>(fault, at, [&fault] { fault->CutPower(); });
+    {
+      std::unique_ptr<rocksdb::Env> env = rocksdb::NewCompositeEnv(fs);
+      OpenOptions so;
+      so.dir = dir;
+      so.env = env.get();
+      std::unique_ptr<Db> db;
+      // After the cut nothing reaches the disk, and the open may fail
+      // (a file it made is not there); the process would be gone.
+      const Status s = Db::Open(so, &db);
+      EXPECT_TRUE(s.ok() || fs->acted()) << s.ToString();
+      // An open that finished first loses power as it returns: what it
+      // left unsynced must not matter.
+      fault->CutPower();
+    }
+    EXPECT_TRUE(fault->DropUnsyncedData().ok());
+    return fs->acted() ? 0 : kFinishedFirst;
+  });
+}
+
+TEST(FormatUpgradeTest, AFormat1InboxIsRewrittenEventIdFirstWhenAPrimaryOpensIt) {
+  TempDir dir;
+  EXPECT_EQ(InChild([&] {
+              MakeFormat1Inbox(dir.path());
+              ExpectConverted(dir.path(), ExpectedRecords());
+              ExpectConverted(dir.path(), ExpectedRecords());  // and stays so
+              return 0;
+            }),
+            0);
+}
+
+TEST(FormatUpgradeTest, WithoutUpgradeAFormat1DatabaseKeepsItsFormat) {
+  TempDir dir;
+  EXPECT_EQ(InChild([&] {
+              MakeFormat1Inbox(dir.path());
+              std::unique_ptr<Db> db = OpenDb(dir.path(), /*upgrade_format=*/false);
+              EXPECT_EQ(db->inbox_layout(), InboxLayout::kSubscriberFirst);
+              EXPECT_EQ(InboxOf(*db).size(), kSubscribers * kEventsPerSubscriber);
+              return 0;
+            }),
+            0);
 }
 
 // Where a conversion stood, read without walbus (which would finish it).
@@ -260,24 +300,34 @@ void ExpectASecondaryRefuses(const std::string& dir) {
   fs::remove_all(so.secondary_dir);
 }
 
-TEST(FormatUpgradeTest, AConversionKilledAtAnyWriteIsFinishedByTheNextOpen) {
-  TempDir dir;
+// Cuts a conversion short at every durable write in turn: `fault(dir, n)`
+// opens dir and returns `cut` when it cut the open at write n, 0 when the
+// open finished first. Checks that the next open finishes each, and what
+// the open that finished left. Returns how many cuts fell in the first
+// pass and in the second.
+std::pair<int, int> CutAtEveryWrite(const TempDir& dir, const std::function<int(const std::string&, int)>& fault,
+                                    int cut) {
   const std::string original = dir.path() + "-format1";
-  ASSERT_EQ(InChild([&] {
+  EXPECT_EQ(InChild([&] {
               MakeFormat1Inbox(original);
               return 0;
             }),
             0);
   constexpr int kFirstPass = 1, kSecondPass = 2;
-  int kills = 0, in_first_pass = 0, in_second_pass = 0;
-  for (int kill_at = 1;; ++kill_at) {
-    ASSERT_LT(kill_at, 2000) << "the conversion never finished";
+  int in_first_pass = 0, in_second_pass = 0;
+  for (int at = 1; !::testing::Test::HasFailure(); ++at) {
+    if (at >= 2000) {
+      ADD_FAILURE() << "the conversion never finished";
+      break;
+    }
     fs::remove_all(dir.path());
     fs::copy(original, dir.path(), fs::copy_options::recursive);
-    const int opened = OpenKilledAtWrite(dir.path(), kill_at);
-    if (opened == 0) break;
-    ASSERT_EQ(opened, -SIGKILL) << "the open failed at write " << kill_at;
-    ++kills;
+    const int opened = fault(dir.path(), at);
+    const bool finished = opened == 0;
+    if (!finished && opened != cut) {
+      ADD_FAILURE() << "the open failed at write " << at << ": " << opened;
+      break;
+    }
     const int checked = InChild([&] {
       const Stage stage = StageOf(dir.path());
       if (stage.converting_cf) ExpectASecondaryRefuses(dir.path());
@@ -285,13 +335,37 @@ TEST(FormatUpgradeTest, AConversionKilledAtAnyWriteIsFinishedByTheNextOpen) {
       if (stage.leaving_format1) return kFirstPass;
       return stage.converting_records > 0 ? kSecondPass : 0;
     });
-    ASSERT_LT(checked, 100) << "killed at write " << kill_at;
+    EXPECT_TRUE(checked >= 0 && checked < 100) << "cut at write " << at << ": the check ended with " << checked;
     in_first_pass += checked == kFirstPass;
     in_second_pass += checked == kSecondPass;
+    if (finished) break;
   }
+  fs::remove_all(original);
+  return {in_first_pass, in_second_pass};
+}
+
+TEST(FormatUpgradeTest, AConversionKilledAtAnyWriteIsFinishedByTheNextOpen) {
+  TempDir dir;
+  const auto [first, second] = CutAtEveryWrite(dir, OpenKilledAtWrite, -SIGKILL);
   // Each pass has several batches, and the kills fell among them.
-  EXPECT_GE(in_first_pass, 3) << kills << " kills";
-  EXPECT_GE(in_second_pass, 3) << kills << " kills";
+  EXPECT_GE(first, 3);
+  EXPECT_GE(second, 3);
+}
+
+// What was not synced is lost: each pass's unsynced batches go with the
+// power, and the synced steps between the passes decide what is redone.
+constexpr int kPowerCut = 1;
+TEST(FormatUpgradeTest, AConversionCutByAPowerLossAtAnyWriteIsFinishedByTheNextOpen) {
+  TempDir dir;
+  const auto [first, second] = CutAtEveryWrite(
+      dir,
+      [](const std::string& d, int at) {
+        const int r = OpenPowerCutAtWrite(d, at);
+        return r == kFinishedFirst ? 0 : (r == 0 ? kPowerCut : r);
+      },
+      kPowerCut);
+  EXPECT_GE(first, 1);
+  EXPECT_GE(second, 1);
 }
 
 }  // namespace

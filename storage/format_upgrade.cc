@@ -79,10 +79,7 @@ Status Db::ConvertInbox(const rocksdb::ColumnFamilyOptions& converting_options, 
   }
   if (leaving_format1) {
     Status moved = MoveRecords(cf(Cf::kInbox), inbox_converting_, [](std::string_view key, std::string* out) {
-      uint32_t subscriber_id = 0;
-      if (ParseInboxKey(InboxLayout::kSubscriberFirst, key, &subscriber_id)) {
-        *out = InboxKey(InboxLayout::kEventFirst, subscriber_id, key.substr(4));
-      } else {
+      if (!RelayInboxKey(InboxLayout::kSubscriberFirst, key, InboxLayout::kEventFirst, out)) {
         // Not an inbox key of either format (damage): kept as it is, as
         // the retention filter keeps it, rather than refusing to open.
         out->assign(key);

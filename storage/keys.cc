@@ -127,6 +127,13 @@ bool ParseInboxKey(InboxLayout layout, std::string_view key, uint32_t* subscribe
   return true;
 }
 
+bool RelayInboxKey(InboxLayout from, std::string_view key, InboxLayout to, std::string* out) {
+  uint32_t subscriber_id = 0;
+  if (!ParseInboxKey(from, key, &subscriber_id)) return false;
+  *out = InboxKey(to, subscriber_id, from == InboxLayout::kEventFirst ? key.substr(0, 16) : key.substr(4));
+  return true;
+}
+
 std::string InboxValue(uint64_t seq, uint64_t handled_unix_ms, uint32_t runs) {
   std::string v;
   v.reserve(20);

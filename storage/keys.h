@@ -39,6 +39,9 @@ enum class InboxLayout : uint8_t { kSubscriberFirst, kEventFirst };
 std::string InboxKey(InboxLayout layout, uint32_t subscriber_id, std::string_view event_id16);
 // False for a key of another size.
 bool ParseInboxKey(InboxLayout layout, std::string_view key, uint32_t* subscriber_id);
+// The same record's key in layout `to` (format upgrades, and tests that
+// write an older format). False for a key of another size.
+bool RelayInboxKey(InboxLayout from, std::string_view key, InboxLayout to, std::string* out);
 
 // An event id's 16 bytes, as keys hold them.
 inline std::string_view IdBytes(const EventId& id) {

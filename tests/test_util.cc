@@ -80,10 +80,11 @@ void RewriteInboxInFormat1(const std::string& dir) {
   storage::CfHandle* inbox = db->cf(storage::Cf::kInbox);
   storage::Batch batch;
   Status scanned = db->Scan(storage::Cf::kInbox, "", SIZE_MAX, [&](std::string_view key, std::string_view value) {
-    uint32_t subscriber = 0;
-    EXPECT_TRUE(storage::ParseInboxKey(storage::InboxLayout::kEventFirst, key, &subscriber));
+    std::string format1_key;
+    EXPECT_TRUE(storage::RelayInboxKey(storage::InboxLayout::kEventFirst, key, storage::InboxLayout::kSubscriberFirst,
+                                       &format1_key));
     batch.Delete(inbox, key);
-    batch.Put(inbox, storage::InboxKey(storage::InboxLayout::kSubscriberFirst, subscriber, key.substr(0, 16)), value);
+    batch.Put(inbox, format1_key, value);
     return true;
   });
   ASSERT_TRUE(scanned.ok()) << scanned.ToString();

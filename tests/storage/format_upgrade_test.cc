@@ -78,10 +78,10 @@ void MakeFormat1Inbox(const std::string& dir) {
   ASSERT_NE(db, nullptr);
   EXPECT_EQ(db->inbox_layout(), InboxLayout::kSubscriberFirst);
   Batch batch;
+  std::string format1_key;
   for (const auto& [key, value] : ExpectedRecords()) {
-    uint32_t subscriber = 0;
-    ASSERT_TRUE(ParseInboxKey(InboxLayout::kEventFirst, key, &subscriber));
-    batch.Put(db->cf(Cf::kInbox), InboxKey(InboxLayout::kSubscriberFirst, subscriber, key.substr(0, 16)), value);
+    ASSERT_TRUE(RelayInboxKey(InboxLayout::kEventFirst, key, InboxLayout::kSubscriberFirst, &format1_key));
+    batch.Put(db->cf(Cf::kInbox), format1_key, value);
   }
   EXPECT_TRUE(batch.Commit(db.get(), true).ok());
 }

@@ -50,6 +50,18 @@ TEST(KeysTest, InboxKeysKeepTheLayoutOfTheirDatabasesFormat) {
   }
 }
 
+TEST(KeysTest, AnInboxKeyIsRelaidInTheOtherLayout) {
+  const std::string id(reinterpret_cast<const char*>(SomeId().bytes.data()), 16);
+  const std::string format1 = InboxKey(InboxLayout::kSubscriberFirst, 0x0102, id);
+  const std::string format2 = InboxKey(InboxLayout::kEventFirst, 0x0102, id);
+  std::string out;
+  EXPECT_TRUE(RelayInboxKey(InboxLayout::kSubscriberFirst, format1, InboxLayout::kEventFirst, &out));
+  EXPECT_EQ(out, format2);
+  EXPECT_TRUE(RelayInboxKey(InboxLayout::kEventFirst, format2, InboxLayout::kSubscriberFirst, &out));
+  EXPECT_EQ(out, format1);
+  EXPECT_FALSE(RelayInboxKey(InboxLayout::kSubscriberFirst, id, InboxLayout::kEventFirst, &out));
+}
+
 TEST(KeysTest, IngestKeysAreTaggedVersionKeysOfTheirScope) {
   const EventId id = SomeId();
   const std::string id16(reinterpret_cast<const char*>(id.bytes.data()), id.bytes.size());

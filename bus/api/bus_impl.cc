@@ -89,6 +89,9 @@ Status BusImpl::OpenWithEnv(const Options& requested, rocksdb::Env* env, std::un
   DispatcherConfig dc;
   dc.worker_threads = options.worker_threads;
   dc.max_in_flight_per_subscriber = options.max_in_flight_per_subscriber;
+  // Subscribers catching up share their reads of the outbox within a
+  // quarter of the tail cache's bound (docs/design.md, "Data flow").
+  dc.backlog_window_bytes = options.tail_cache_bytes / 4;
   dc.max_payload_bytes = options.max_payload_bytes;
   dc.trim_every_events = options.trim_every_events;
   dc.trim_interval = options.trim_interval;

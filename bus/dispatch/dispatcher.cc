@@ -31,6 +31,7 @@ Dispatcher::Dispatcher(ScopeHost* scope_host, storage::Db* db, Committer* commit
       registry_(registry),
       config_(config),
       trimmed_below_(config.trimmed_below),
+      backlog_(config.max_in_flight_per_subscriber, config.backlog_window_bytes),
       compaction_suggested_below_(config.trimmed_below),
       clock_is_system_(config.clock == Clock::System().get()) {
   assert(config_.worker_threads >= 1);
@@ -205,7 +206,7 @@ void Dispatcher::Loop() {
       Fetch(sub.get());
       PumpReplay(sub.get());
     }
-    DropFetchedFromTail();
+    DropFetched();
     FlushReady();
     PublishProgress();
     Checkpoint(false);
@@ -523,7 +524,7 @@ void Dispatcher::FireTimers(SteadyTime now) {
 void Dispatcher::Fetch(Subscriber* sub) {
   if (sub->paused) return;  // no progress until resumed
   const uint64_t last = committer_->last_seq();
-  std::vector<std::shared_ptr<const Event>> batch;
+  std::vector<BacklogWindow::Slot> batch;
   while (sub->progress.window() < config_.max_in_flight_per_subscriber && sub->progress.next() <= last) {
     const uint64_t from = sub->progress.next();
     const size_t room = config_.max_in_flight_per_subscriber - sub->progress.window();
@@ -541,16 +542,29 @@ void Dispatcher::Fetch(Subscriber* sub) {
       }
       continue;
     }
-    if (tail_->Read(from, limit, &batch) == 0) ReadFromOutbox(sub, from, limit, &batch);
+    if (tail_->Read(from, limit, &batch) == 0 && backlog_.Read(from, limit, &batch) == 0) {
+      ReadFromOutbox(from, limit, &batch);
+    }
     if (batch.empty()) break;
-    for (auto& e : batch) Route(sub, std::move(e));
+    uint64_t seq = from;
+    for (auto& slot : batch) {
+      assert(sub->progress.next() == seq && (!slot || slot->seq == seq));
+      if (slot) {
+        Route(sub, std::move(slot));
+      } else {
+        sub->progress.Fetched(seq);
+        sub->progress.Complete(seq);
+      }
+      ++seq;
+    }
   }
 }
 
-void Dispatcher::DropFetchedFromTail() {
+void Dispatcher::DropFetched() {
   if (subs_.empty()) return;
   uint64_t lowest = std::numeric_limits<uint64_t>::max();
   for (const auto& sub : subs_) lowest = std::min(lowest, sub->progress.next());
+  backlog_.DropBelow(lowest);
   // The tail's lock is the committer's too: taken only when there is more
   // to drop, not on every pass.
   if (lowest <= tail_dropped_below_) return;
@@ -561,31 +575,30 @@ void Dispatcher::DropFetchedFromTail() {
   tail_->DropBelow(lowest);
 }
 
-void Dispatcher::ReadFromOutbox(Subscriber* sub, uint64_t from, size_t limit,
-                                std::vector<std::shared_ptr<const Event>>* out) {
+void Dispatcher::ReadFromOutbox(uint64_t from, size_t limit, std::vector<BacklogWindow::Slot>* out) {
+  auto hold = [&](uint64_t seq, BacklogWindow::Slot slot) {
+    backlog_.Put(seq, slot);
+    out->push_back(std::move(slot));
+  };
   uint64_t expected = from;
   Status s = db_->ScanOutbox(from, limit, [&](uint64_t seq, std::string_view bytes) {
     // A missing seq can only be one that was trimmed below every
     // checkpoint; account for it so the watermark can pass it.
-    for (; expected < seq && sub->progress.next() == expected; ++expected) {
-      sub->progress.Fetched(expected);
-      sub->progress.Complete(expected);
-    }
+    for (; expected < seq; ++expected) hold(expected, nullptr);
+    expected = seq + 1;
     auto event = std::make_shared<Event>();
     Status d = DecodeEnvelope(bytes, config_.max_payload_bytes, event.get());
     event->seq = seq;
-    expected = seq + 1;
     if (!d.ok()) {
-      // Stored bytes that fail verification never reach a handler.
-      config_.log->logger().error("walbus: outbox entry seq={} is unreadable and is skipped for {}: {}", seq, sub->name,
-                                  d.ToString());
+      // Stored bytes that fail verification reach no handler, of any
+      // subscriber that takes this read.
+      config_.log->logger().error("walbus: outbox entry seq={} is unreadable and is skipped: {}", seq, d.ToString());
       Status q = config_.quarantine->Add(bytes, "outbox seq " + std::to_string(seq), d.message());
       if (!q.ok()) config_.log->logger().error("walbus: quarantining outbox seq={} failed: {}", seq, q.ToString());
-      sub->progress.Fetched(seq);
-      sub->progress.Complete(seq);
+      hold(seq, nullptr);
       return true;
     }
-    out->push_back(std::move(event));
+    hold(seq, std::move(event));
     return true;
   });
   if (!s.ok()) {

@@ -35,6 +35,7 @@
 #include "bus/core/committer.h"
 #include "bus/core/quarantine.h"
 #include "bus/core/schema_registry.h"
+#include "bus/dispatch/backlog_window.h"
 #include "bus/dispatch/retention.h"
 #include "bus/dispatch/run_gate.h"
 #include "bus/dispatch/scheduler.h"
@@ -60,6 +61,10 @@ struct QueueTraits : moodycamel::ConcurrentQueueDefaultTraits {
 struct DispatcherConfig {
   size_t worker_threads;
   size_t max_in_flight_per_subscriber;
+  // Bounds the events read from the outbox that are kept for other
+  // subscribers catching up (BacklogWindow; at most
+  // max_in_flight_per_subscriber of them).
+  size_t backlog_window_bytes;
   size_t max_payload_bytes;
   uint64_t trim_every_events;
   std::chrono::milliseconds trim_interval;
@@ -223,10 +228,14 @@ class Dispatcher {
   void Handle(Message& m);
   void Complete(Subscriber* sub, const Event& event);
   void Fetch(Subscriber* sub);
-  void ReadFromOutbox(Subscriber* sub, uint64_t from, size_t limit, std::vector<std::shared_ptr<const Event>>* out);
+  // Appends the slots of seqs from `from` on, read from the outbox, and
+  // holds them in backlog_ for the other subscribers: a null slot is a seq
+  // with nothing to deliver (trimmed, or unreadable and quarantined).
+  void ReadFromOutbox(uint64_t from, size_t limit, std::vector<BacklogWindow::Slot>* out);
   void Route(Subscriber* sub, std::shared_ptr<const Event> event);
-  // Frees the tail cache's events that every subscriber has fetched.
-  void DropFetchedFromTail();
+  // Frees the events of the tail cache and backlog_ that every subscriber
+  // has fetched.
+  void DropFetched();
 
   // Dead letters sent back (bus/dispatch/redrive.cc).
   void HandleRedrive(Message& m);
@@ -390,8 +399,11 @@ class Dispatcher {
   bool retry_soon_ = false;
   static constexpr std::chrono::milliseconds kRetryAfterError{50};
   uint64_t trimmed_below_;
-  // The tail cache holds nothing below this (DropFetchedFromTail).
+  // The tail cache holds nothing below this (DropFetched).
   uint64_t tail_dropped_below_ = 0;
+  // What subscribers behind the tail read from the outbox, for the others
+  // catching up over the same seqs.
+  BacklogWindow backlog_;
   // Trimmed outbox entries between compaction requests, and where the last
   // request ended. Owned by the dispatcher thread.
   static constexpr uint64_t kCompactAfterTrimmedEvents = 1u << 20;

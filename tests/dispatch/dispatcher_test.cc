@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <map>
 #include <mutex>
 #include <set>
 #include <string>
@@ -16,6 +17,7 @@
 #include <vector>
 
 #include "storage/db.h"
+#include "storage/keys.h"
 #include "tests/test_util.h"
 #include "tools/process_stats.h"
 #include "walbus/bus.h"
@@ -270,6 +272,73 @@ TEST_F(DispatcherTest, AnIdleBusSleeps) {
   const Receipt r = CommitEvent(*bus, "order-after-idle");
   std::vector<DeliveryState> states;
   EXPECT_TRUE(bus->WaitHandled(r, {}, kWait, &states).ok());
+}
+
+// Subscribers catching up over the same stored events share one read of
+// the outbox: a stored event that fails verification is quarantined once,
+// not once per subscriber, and each subscriber still gets every other
+// event once.
+TEST_F(DispatcherTest, SubscribersCatchingUpTogetherShareTheirReadsOfTheOutbox) {
+  TempDir dir;
+  constexpr int kEvents = 300;
+  const std::vector<std::string> names = {"projection", "audit", "mailer"};
+  uint64_t unreadable_seq = 0;
+  auto subscribe_all = [&](Bus& bus, std::mutex* mu, std::map<std::string, std::multiset<uint64_t>>* seen) {
+    for (const std::string& name : names) {
+      SubscriberOptions sub;
+      sub.name = name;
+      sub.handler = [name, mu, seen](const Event& e, HandlerContext&) {
+        if (seen != nullptr) {
+          std::lock_guard<std::mutex> lock(*mu);
+          (*seen)[name].insert(e.seq);
+        }
+        return Outcome::Done();
+      };
+      ASSERT_TRUE(bus.Subscribe(std::move(sub)).ok());
+    }
+  };
+  {
+    // Registered but never started: the events wait in the outbox.
+    std::unique_ptr<Bus> bus = testing::OpenBus(testing::TestOptions(dir));
+    ASSERT_NE(bus, nullptr);
+    subscribe_all(*bus, nullptr, nullptr);
+    for (int i = 0; i < kEvents; ++i) {
+      const Receipt r = CommitEvent(*bus, "subject-" + std::to_string(i % 7));
+      if (i == kEvents / 2) unreadable_seq = r.first_seq;
+    }
+    ASSERT_TRUE(bus->Close().ok());
+  }
+  {
+    storage::OpenOptions options;
+    options.dir = dir.path();
+    std::unique_ptr<storage::Db> db;
+    ASSERT_TRUE(storage::Db::Open(options, &db).ok());
+    storage::Batch batch;
+    batch.Put(db->cf(storage::Cf::kOutbox), storage::OutboxKey(unreadable_seq), "not an envelope");
+    ASSERT_TRUE(batch.Commit(db.get(), true).ok());
+  }
+  std::mutex mu;
+  std::map<std::string, std::multiset<uint64_t>> seen;
+  std::unique_ptr<Bus> bus = testing::OpenBus(testing::TestOptions(dir));
+  ASSERT_NE(bus, nullptr);
+  subscribe_all(*bus, &mu, &seen);
+  ASSERT_TRUE(bus->Start().ok());
+  ASSERT_TRUE(testing::Eventually([&] {
+    std::lock_guard<std::mutex> lock(mu);
+    for (const std::string& name : names) {
+      if (seen[name].size() < kEvents - 1) return false;
+    }
+    return true;
+  }));
+  ASSERT_TRUE(bus->WaitCaughtUp(kWait).ok());
+  std::lock_guard<std::mutex> lock(mu);
+  for (const std::string& name : names) {
+    const std::multiset<uint64_t>& got = seen[name];
+    EXPECT_EQ(got.size(), static_cast<size_t>(kEvents - 1)) << name;
+    EXPECT_EQ(got.count(unreadable_seq), 0u) << name;
+    EXPECT_EQ(std::set<uint64_t>(got.begin(), got.end()).size(), got.size()) << name << " got an event twice";
+  }
+  EXPECT_EQ(bus->Stats().quarantined, 1u);
 }
 
 }  // namespace

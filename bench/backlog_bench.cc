@@ -12,7 +12,10 @@
 // outbox and the outbox's table files (a range deletion frees the entries
 // at once and their disk space only when compaction rewrites the files).
 // Twice: up to 1M events within a 16 MiB Options::memory_budget (a small
-// device), and the profile's backlog with the default budget.
+// device), and the profile's backlog with the default budget. Then fan-out
+// (BacklogFanOut): up to 300k events drained by one subscriber, and by
+// three registered together, who share the dispatcher's reads of the
+// outbox.
 #include <rocksdb/db.h>
 #include <spawn.h>
 #include <sys/wait.h>
@@ -37,6 +40,10 @@ constexpr uint64_t kFillEventsPerCommit = 100;
 constexpr int kFillProducers = 2;
 constexpr auto kCatchUpTimeout = std::chrono::hours(1);
 const char* const kSubscriber = "catch-up";
+constexpr uint64_t kFanOutEvents = 300000;
+
+// The name of the i-th of a backlog's subscribers.
+std::string SubscriberName(int i) { return i == 0 ? kSubscriber : kSubscriber + std::to_string(i + 1); }
 
 // The small-device point: a backlog of at most this many within
 // kSmallBudgetMiB.
@@ -50,12 +57,14 @@ walbus::Options BacklogOptions(const std::string& dir, size_t budget_mib = 0) {
   return opt;
 }
 
-// Starts this program as `--fill-backlog=dir --fill-events=n` and waits.
-std::string SpawnFiller(const std::string& dir, uint64_t events) {
+// Starts this program as `--fill-backlog=dir --fill-events=n
+// --fill-subscribers=k` and waits.
+std::string SpawnFiller(const std::string& dir, uint64_t events, int subscribers) {
   std::string self = fs::read_symlink("/proc/self/exe").string();
   std::string dir_arg = std::string(kFillBacklogFlag) + dir;
   std::string events_arg = std::string(kFillEventsFlag) + std::to_string(events);
-  char* argv[] = {self.data(), dir_arg.data(), events_arg.data(), nullptr};
+  std::string subscribers_arg = std::string(kFillSubscribersFlag) + std::to_string(subscribers);
+  char* argv[] = {self.data(), dir_arg.data(), events_arg.data(), subscribers_arg.data(), nullptr};
   pid_t pid = 0;
   if (int rc = ::posix_spawn(&pid, self.c_str(), nullptr, nullptr, argv, environ); rc != 0) {
     return "posix_spawn of the backlog filler failed: " + std::to_string(rc);
@@ -93,12 +102,12 @@ std::string InspectOutbox(const std::string& dir, OutboxAfter* out) {
   return {};
 }
 
-// Drains `events` within Options::memory_budget `budget_mib` (0: the
-// default).
-void RunBacklog(benchmark::State& state, uint64_t events, size_t budget_mib) {
+// `subscribers` drain `events` within Options::memory_budget `budget_mib`
+// (0: the default).
+void RunBacklog(benchmark::State& state, uint64_t events, size_t budget_mib, int subscribers = 1) {
   for (auto _ : state) {
     TempDir dir;
-    if (Failed(state, SpawnFiller(dir.path(), events))) return;
+    if (Failed(state, SpawnFiller(dir.path(), events, subscribers))) return;
     const uint64_t disk_with_backlog = DirBytes(dir.path());
 
     RssSampler rss;
@@ -117,8 +126,8 @@ void RunBacklog(benchmark::State& state, uint64_t events, size_t budget_mib) {
     walbus::Status s = walbus::Bus::Open(BacklogOptions(dir.path(), budget_mib), &bus);
     const Clock::time_point opened = Clock::now();
     const double rss_after_open = RssMiB();
-    if (s.ok()) {
-      s = bus->Subscribe({.name = kSubscriber,
+    for (int i = 0; s.ok() && i < subscribers; ++i) {
+      s = bus->Subscribe({.name = SubscriberName(i),
                           .types = {kEventType},
                           .handler = [&](const walbus::Event& e, walbus::HandlerContext& ctx) {
                             if (!delivered.load(std::memory_order_relaxed) && !delivered.exchange(true)) {
@@ -148,6 +157,7 @@ void RunBacklog(benchmark::State& state, uint64_t events, size_t budget_mib) {
     const double catch_up_seconds = std::chrono::duration<double>(caught_up - open_start).count();
     state.SetIterationTime(catch_up_seconds);
     state.counters["events"] = static_cast<double>(events);
+    state.counters["subscribers"] = subscribers;
     state.counters["disk_with_backlog_mib"] = MiB(disk_with_backlog);
     state.counters["disk_peak_mib"] = MiB(disk_peak.load());
     state.counters["disk_after_mib"] = MiB(DirBytes(dir.path()));
@@ -166,12 +176,14 @@ void RunBacklog(benchmark::State& state, uint64_t events, size_t budget_mib) {
 
 }  // namespace
 
-int FillBacklog(const std::string& dir, uint64_t events) {
+int FillBacklog(const std::string& dir, uint64_t events, int subscribers) {
   std::unique_ptr<walbus::Bus> bus;
   walbus::Status s = walbus::Bus::Open(BacklogOptions(dir), &bus);
-  // Registered, never started: its checkpoint stays where it is, and every
-  // event committed from now on waits for it.
-  if (s.ok()) s = bus->Subscribe({.name = kSubscriber, .types = {kEventType}, .handler = WriteEffect});
+  // Registered, never started: their checkpoints stay where they are, and
+  // every event committed from now on waits for them.
+  for (int i = 0; s.ok() && i < subscribers; ++i) {
+    s = bus->Subscribe({.name = SubscriberName(i), .types = {kEventType}, .handler = WriteEffect});
+  }
   if (!s.ok()) {
     std::fprintf(stderr, "fill backlog: %s\n", s.ToString().c_str());
     return 1;
@@ -206,6 +218,12 @@ void RegisterBacklogBenchmarks() {
       [=](benchmark::State& s) { RunBacklog(s, small, kSmallBudgetMiB); });
   RegisterMeasurement(BenchName("Backlog", {{"events", std::to_string(events)}, {"budget_mib", "default"}}),
                       [=](benchmark::State& s) { RunBacklog(s, events, 0); });
+  const uint64_t fan_out = std::min(events, kFanOutEvents);
+  for (int subscribers : {1, 3}) {
+    RegisterMeasurement(
+        BenchName("BacklogFanOut", {{"events", std::to_string(fan_out)}, {"subscribers", std::to_string(subscribers)}}),
+        [=](benchmark::State& s) { RunBacklog(s, fan_out, 0, subscribers); });
+  }
 }
 
 }  // namespace bench

@@ -83,9 +83,10 @@ void RegisterDeviceBenchmarks();
 // these two flags (handled by main before Google Benchmark sees argv).
 inline constexpr const char* kFillBacklogFlag = "--fill-backlog=";
 inline constexpr const char* kFillEventsFlag = "--fill-events=";
+inline constexpr const char* kFillSubscribersFlag = "--fill-subscribers=";
 // Writes `events` events behind a registered, stopped subscriber into a
 // new database in `dir`. Returns the process exit status.
-int FillBacklog(const std::string& dir, uint64_t events);
+int FillBacklog(const std::string& dir, uint64_t events, int subscribers);
 
 // "Group/key:value/key:value". Names are the contract with run_suite.py.
 std::string BenchName(const std::string& group, const std::vector<std::pair<std::string, std::string>>& params);

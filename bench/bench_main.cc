@@ -27,6 +27,7 @@ int main(int argc, char** argv) {
   std::string profile = "full";
   std::string fill_dir;
   uint64_t fill_events = 0;
+  int fill_subscribers = 1;
   std::vector<char*> rest;
   for (int i = 0; i < argc; ++i) {
     const std::string_view arg = argv[i];
@@ -36,11 +37,13 @@ int main(int argc, char** argv) {
       fill_dir = arg.substr(std::string_view(bench::kFillBacklogFlag).size());
     } else if (arg.starts_with(bench::kFillEventsFlag)) {
       fill_events = std::strtoull(argv[i] + std::string_view(bench::kFillEventsFlag).size(), nullptr, 10);
+    } else if (arg.starts_with(bench::kFillSubscribersFlag)) {
+      fill_subscribers = std::atoi(argv[i] + std::string_view(bench::kFillSubscribersFlag).size());
     } else {
       rest.push_back(argv[i]);
     }
   }
-  if (!fill_dir.empty()) return bench::FillBacklog(fill_dir, fill_events);
+  if (!fill_dir.empty()) return bench::FillBacklog(fill_dir, fill_events, fill_subscribers);
   if (!bench::SelectProfile(profile)) {
     std::fprintf(stderr, "unknown profile '%s' (smoke, quick or full)\n", profile.c_str());
     return 2;

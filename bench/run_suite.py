@@ -81,6 +81,7 @@ REQUIRED_KEYS = [
     "backlog_rss_mib",
     "backlog_events",
     "backlog_1m_rss_mib_budget16",
+    "backlog_3subs_vs_1sub",
     "recovery_first_delivery_ms",
     "scan_view_vs_rocksdb",
     "scan_merged_vs_plain",
@@ -285,6 +286,11 @@ def summarize(res):
     s["recovery_catch_up_eps"] = b.get("catch_up_events_per_second")
     s["outbox_entries_after_catch_up"] = b.get("outbox_entries_after")
     s["outbox_sst_mib_after_catch_up"] = b.get("outbox_sst_mib_after")
+    # Three subscribers draining the same backlog share the dispatcher's
+    # reads of the outbox: events/s against one subscriber.
+    fan_out = lambda n: res.value("BacklogFanOut", "catch_up_events_per_second", subscribers=n)
+    s["backlog_3subs_eps"] = fan_out(3)
+    s["backlog_3subs_vs_1sub"] = ratio(s["backlog_3subs_eps"], fan_out(1))
 
     def scan(system, path):
         return res.value("Scan", "rows_per_second", system=system, path=path)
@@ -440,6 +446,8 @@ def tables(res, s):
                        ("Open to first delivery, ms", "recovery_first_delivery_ms"),
                        ("Open to caught up, s", "recovery_catch_up_seconds"),
                        ("catch-up events/s", "recovery_catch_up_eps"),
+                       ("catch-up events/s, 3 subscribers", "backlog_3subs_eps"),
+                       ("  vs 1 subscriber", "backlog_3subs_vs_1sub"),
                        ("outbox entries after catch-up", "outbox_entries_after_catch_up"),
                        ("outbox table files after catch-up, MiB", "outbox_sst_mib_after_catch_up")):
         t.add(label, s.get(key))

@@ -37,7 +37,7 @@ GROUPS = [
     ("end-to-end", "EndToEnd"),
     ("latency", "Latency"),
     ("dispatch", "Dispatch"),
-    ("backlog", "Backlog"),
+    ("backlog", "Backlog(FanOut)?"),
     ("scaling", "Scaling"),
     ("scan", "Scan"),
     ("timers", "Timers"),

@@ -80,12 +80,13 @@ void RegisterTimerBenchmarks();
 void RegisterDeviceBenchmarks();
 
 // The backlog group's filler runs as a child process: this program with
-// these two flags (handled by main before Google Benchmark sees argv).
+// these flags (handled by main before Google Benchmark sees argv).
 inline constexpr const char* kFillBacklogFlag = "--fill-backlog=";
 inline constexpr const char* kFillEventsFlag = "--fill-events=";
 inline constexpr const char* kFillSubscribersFlag = "--fill-subscribers=";
-// Writes `events` events behind a registered, stopped subscriber into a
-// new database in `dir`. Returns the process exit status.
+// Writes `events` events behind `subscribers` registered, stopped
+// subscribers into a new database in `dir`. Returns the process exit
+// status.
 int FillBacklog(const std::string& dir, uint64_t events, int subscribers);
 
 // "Group/key:value/key:value". Names are the contract with run_suite.py.

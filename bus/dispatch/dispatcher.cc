@@ -536,10 +536,7 @@ void Dispatcher::Fetch(Subscriber* sub) {
       const uint64_t end = std::min<uint64_t>(trimmed_below_, from + limit);
       config_.log->logger().warn("walbus: {} resumes below the trimmed outbox; seq {}..{} are gone", sub->name, from,
                                  end - 1);
-      for (uint64_t seq = from; seq < end; ++seq) {
-        sub->progress.Fetched(seq);
-        sub->progress.Complete(seq);
-      }
+      for (uint64_t seq = from; seq < end; ++seq) PassOver(sub, seq);
       continue;
     }
     if (tail_->Read(from, limit, &batch) == 0 && backlog_.Read(from, limit, &batch) == 0) {
@@ -552,8 +549,7 @@ void Dispatcher::Fetch(Subscriber* sub) {
       if (slot) {
         Route(sub, std::move(slot));
       } else {
-        sub->progress.Fetched(seq);
-        sub->progress.Complete(seq);
+        PassOver(sub, seq);
       }
       ++seq;
     }
@@ -607,12 +603,17 @@ void Dispatcher::ReadFromOutbox(uint64_t from, size_t limit, std::vector<Backlog
   }
 }
 
+void Dispatcher::PassOver(Subscriber* sub, uint64_t seq) {
+  sub->progress.Fetched(seq);  // asserts the precondition
+  sub->progress.Complete(seq);
+}
+
 void Dispatcher::Route(Subscriber* sub, std::shared_ptr<const Event> event) {
-  sub->progress.Fetched(event->seq);
   if (!sub->Matches(event->type)) {
-    sub->progress.Complete(event->seq);
+    PassOver(sub, event->seq);
     return;
   }
+  sub->progress.Fetched(event->seq);
   KeyQueue& key = sub->keys[event->subject];
   key.events.push_back(std::move(event));
   if (!key.head_busy) Submit(sub, key);

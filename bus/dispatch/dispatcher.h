@@ -233,6 +233,9 @@ class Dispatcher {
   // with nothing to deliver (trimmed, or unreadable and quarantined).
   void ReadFromOutbox(uint64_t from, size_t limit, std::vector<BacklogWindow::Slot>* out);
   void Route(Subscriber* sub, std::shared_ptr<const Event> event);
+  // Moves `sub` past a seq it has nothing to deliver for (trimmed, unreadable,
+  // or of a type it does not take). REQUIRES: seq == sub->progress.next().
+  static void PassOver(Subscriber* sub, uint64_t seq);
   // Frees the events of the tail cache and backlog_ that every subscriber
   // has fetched.
   void DropFetched();

@@ -283,7 +283,11 @@ std::string RunWalbusEndToEnd(const EndToEndSpec& spec, EndToEndResult* result) 
   std::unique_ptr<walbus::Bus> bus;
   walbus::Status s = walbus::Bus::Open(opt, &bus);
   for (int i = 0; s.ok() && i < spec.subscribers; ++i) {
-    s = bus->Subscribe({.name = "effects-" + std::to_string(i), .types = {kEventType}, .handler = WriteEffect});
+    walbus::SubscriberOptions sub{
+        .name = "effects-" + std::to_string(i), .types = {kEventType}, .handler = WriteEffect};
+    if (!spec.write_effect)
+      sub.handler = [](const walbus::Event&, walbus::HandlerContext&) { return walbus::Outcome::Done(); };
+    s = bus->Subscribe(std::move(sub));
   }
   if (s.ok()) s = bus->Start();
   if (!s.ok()) return s.ToString();

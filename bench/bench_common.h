@@ -185,7 +185,8 @@ uint64_t Pending(walbus::Bus& bus);
 
 // An end-to-end load: `producers` commit "domain write + event" for
 // `seconds` (or until max_events, when > 0) while `subscribers` each run
-// WriteEffect on every event; done when every subscriber has caught up.
+// WriteEffect on every event (or, without write_effect, a handler that
+// writes nothing); done when every subscriber has caught up.
 struct EndToEndSpec {
   walbus::Durability durability = walbus::Durability::kBuffered;
   int subscribers = 1;
@@ -194,6 +195,7 @@ struct EndToEndSpec {
   uint64_t max_events = 0;
   uint64_t subjects = 1000;
   size_t payload_bytes = kEventDataBytes;
+  bool write_effect = true;
 };
 struct EndToEndResult {
   uint64_t events = 0;

@@ -2,7 +2,9 @@
 // time while one or three subscribers each write an inbox record and an
 // effect per event; the figure is events published per second from the
 // first commit until every subscriber has handled every event (so a
-// subscriber that falls behind pays its drain).
+// subscriber that falls behind pays its drain). EndToEndNoEffect runs the
+// kBuffered, one-subscriber load with handlers that write nothing: what
+// delivery itself costs, apart from the handler's own write.
 //
 // walbus: handlers write their effect through HandlerContext (committed
 // with the inbox record). SQLite: one relay thread per subscriber reads
@@ -24,7 +26,7 @@ constexpr uint64_t kSubjects = 1000;
 constexpr size_t kRelayBatch = 1024;
 constexpr int64_t kTrimEvery = 10000;
 
-void RunWalbus(benchmark::State& state, walbus::Durability durability, int subscribers) {
+void RunWalbus(benchmark::State& state, walbus::Durability durability, int subscribers, bool write_effect = true) {
   const Profile& profile = CurrentProfile();
   for (auto _ : state) {
     EndToEndResult r;
@@ -32,7 +34,8 @@ void RunWalbus(benchmark::State& state, walbus::Durability durability, int subsc
                                          .subscribers = subscribers,
                                          .producers = profile.end_to_end_producers,
                                          .seconds = profile.end_to_end_seconds,
-                                         .subjects = kSubjects},
+                                         .subjects = kSubjects,
+                                         .write_effect = write_effect},
                                         &r))) {
       return;
     }
@@ -128,6 +131,14 @@ void RegisterEndToEndBenchmarks() {
       RegisterMeasurement(name("sqlite"), [=](benchmark::State& s) { RunSqlite(s, durability, subscribers); });
     }
   }
+  // walbus's own share of delivery: the same load, with handlers that
+  // write nothing (beside EndToEnd's with one effect per event).
+  RegisterMeasurement(
+      BenchName("EndToEndNoEffect", {{"system", "walbus"},
+                                     {"durability", DurabilityName(walbus::Durability::kBuffered)},
+                                     {"subscribers", "1"},
+                                     {"producers", std::to_string(CurrentProfile().end_to_end_producers)}}),
+      [](benchmark::State& s) { RunWalbus(s, walbus::Durability::kBuffered, 1, false); });
 }
 
 }  // namespace bench

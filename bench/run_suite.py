@@ -34,7 +34,7 @@ import sys
 GROUPS = [
     # (group, the benchmark families it runs, as a regular expression)
     ("publish", "Publish(Contract)?"),
-    ("end-to-end", "EndToEnd"),
+    ("end-to-end", "EndToEnd(NoEffect)?"),
     ("latency", "Latency"),
     ("dispatch", "Dispatch"),
     ("backlog", "Backlog(FanOut)?"),
@@ -77,6 +77,7 @@ REQUIRED_KEYS = [
     "e2e_hot_subject_vs_spread",
     "e2e_3subs_vs_1sub",
     "e2e_vs_publish_only",
+    "e2e_no_effect_vs_publish_only",
     "dispatch_vs_queue_ceiling",
     "backlog_rss_mib",
     "backlog_events",
@@ -263,6 +264,10 @@ def summarize(res):
     s["e2e_vs_publish_only"] = ratio(
         s["e2e_buffered_eps"],
         res.value("Publish", eps, system="walbus", durability="buffered", producers=e2e_producers))
+    # The same with handlers that write nothing: delivery's own share.
+    s["e2e_no_effect_vs_publish_only"] = ratio(
+        res.value("EndToEndNoEffect", eps, system="walbus", durability="buffered", subscribers=1),
+        res.value("Publish", eps, system="walbus", durability="buffered", producers=e2e_producers))
 
     s["dispatch_eps"] = res.value("Dispatch", eps, system="walbus", path="handler")
     s["dispatch_filtered_eps"] = res.value("Dispatch", eps, system="walbus", path="filtered")
@@ -422,6 +427,8 @@ def tables(res, s):
             q = res.value("EndToEnd", eps, system="sqlite", durability=d, subscribers=n)
             t.add(f"{d} / {n}", w, q, ratio(w, q),
                   res.value("EndToEnd", "drain_seconds", system="walbus", durability=d, subscribers=n))
+    t.add("buffered / 1, handlers write nothing", res.value("EndToEndNoEffect", eps, system="walbus"), None, None,
+          res.value("EndToEndNoEffect", "drain_seconds", system="walbus"))
     out.append(t)
     t = Table("Latency, publish to handler, open loop (us)",
               ["durability / offered events/s", "p50", "p99", "p99.9", "max", "late sends"])

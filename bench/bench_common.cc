@@ -267,6 +267,8 @@ walbus::Outcome WriteEffect(const walbus::Event& e, walbus::HandlerContext& ctx)
   return walbus::Outcome::Done();
 }
 
+walbus::Outcome HandleNothing(const walbus::Event&, walbus::HandlerContext&) { return walbus::Outcome::Done(); }
+
 uint64_t Pending(walbus::Bus& bus) {
   const walbus::BusStats stats = bus.Stats();
   uint64_t pending = 0;
@@ -283,11 +285,9 @@ std::string RunWalbusEndToEnd(const EndToEndSpec& spec, EndToEndResult* result) 
   std::unique_ptr<walbus::Bus> bus;
   walbus::Status s = walbus::Bus::Open(opt, &bus);
   for (int i = 0; s.ok() && i < spec.subscribers; ++i) {
-    walbus::SubscriberOptions sub{
-        .name = "effects-" + std::to_string(i), .types = {kEventType}, .handler = WriteEffect};
-    if (!spec.write_effect)
-      sub.handler = [](const walbus::Event&, walbus::HandlerContext&) { return walbus::Outcome::Done(); };
-    s = bus->Subscribe(std::move(sub));
+    s = bus->Subscribe({.name = "effects-" + std::to_string(i),
+                        .types = {kEventType},
+                        .handler = spec.write_effect ? WriteEffect : HandleNothing});
   }
   if (s.ok()) s = bus->Start();
   if (!s.ok()) return s.ToString();

@@ -180,6 +180,8 @@ walbus::Status CommitOne(walbus::Bus& bus, const std::string& domain_key, const 
 // The end-to-end handler: one effect per event, keyed by subscriber, subject
 // and seq, committed with the inbox record.
 walbus::Outcome WriteEffect(const walbus::Event& e, walbus::HandlerContext& ctx);
+// A handler that writes nothing: what delivery costs without the handler's.
+walbus::Outcome HandleNothing(const walbus::Event& e, walbus::HandlerContext& ctx);
 // Pending events of the slowest active subscriber (0 when none is behind).
 uint64_t Pending(walbus::Bus& bus);
 

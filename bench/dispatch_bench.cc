@@ -69,10 +69,9 @@ void RunWalbus(benchmark::State& state, bool handled) {
     std::unique_ptr<walbus::Bus> bus;
     walbus::Status s = walbus::Bus::Open(opt, &bus);
     if (s.ok()) {
-      s = bus->Subscribe(
-          {.name = "dispatch",
-           .types = {handled ? kEventType : "bench.other-thing-happened.v1"},
-           .handler = [](const walbus::Event&, walbus::HandlerContext&) { return walbus::Outcome::Done(); }});
+      s = bus->Subscribe({.name = "dispatch",
+                          .types = {handled ? kEventType : "bench.other-thing-happened.v1"},
+                          .handler = HandleNothing});
     }
     if (s.ok()) s = CommitBurst(*bus, events);
     if (Failed(state, ErrorText(s))) return;

@@ -116,29 +116,30 @@ void RunSqlite(benchmark::State& state, walbus::Durability durability, int subsc
   }
 }
 
+// The row's name: run_suite.py looks rows up by these parameters.
+std::string Name(const char* family, const char* system, walbus::Durability durability, int subscribers) {
+  return BenchName(family, {{"system", system},
+                            {"durability", DurabilityName(durability)},
+                            {"subscribers", std::to_string(subscribers)},
+                            {"producers", std::to_string(CurrentProfile().end_to_end_producers)}});
+}
+
 }  // namespace
 
 void RegisterEndToEndBenchmarks() {
   for (walbus::Durability durability : {walbus::Durability::kBuffered, walbus::Durability::kSync}) {
     for (int subscribers : {1, 3}) {
-      auto name = [&](const char* system) {
-        return BenchName("EndToEnd", {{"system", system},
-                                      {"durability", DurabilityName(durability)},
-                                      {"subscribers", std::to_string(subscribers)},
-                                      {"producers", std::to_string(CurrentProfile().end_to_end_producers)}});
-      };
-      RegisterMeasurement(name("walbus"), [=](benchmark::State& s) { RunWalbus(s, durability, subscribers); });
-      RegisterMeasurement(name("sqlite"), [=](benchmark::State& s) { RunSqlite(s, durability, subscribers); });
+      RegisterMeasurement(Name("EndToEnd", "walbus", durability, subscribers),
+                          [=](benchmark::State& s) { RunWalbus(s, durability, subscribers); });
+      RegisterMeasurement(Name("EndToEnd", "sqlite", durability, subscribers),
+                          [=](benchmark::State& s) { RunSqlite(s, durability, subscribers); });
     }
   }
   // walbus's own share of delivery: the same load, with handlers that
   // write nothing (beside EndToEnd's with one effect per event).
-  RegisterMeasurement(
-      BenchName("EndToEndNoEffect", {{"system", "walbus"},
-                                     {"durability", DurabilityName(walbus::Durability::kBuffered)},
-                                     {"subscribers", "1"},
-                                     {"producers", std::to_string(CurrentProfile().end_to_end_producers)}}),
-      [](benchmark::State& s) { RunWalbus(s, walbus::Durability::kBuffered, 1, false); });
+  constexpr auto kBuffered = walbus::Durability::kBuffered;
+  RegisterMeasurement(Name("EndToEndNoEffect", "walbus", kBuffered, 1),
+                      [](benchmark::State& s) { RunWalbus(s, kBuffered, 1, /*write_effect=*/false); });
 }
 
 }  // namespace bench

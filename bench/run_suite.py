@@ -33,7 +33,7 @@ import sys
 
 GROUPS = [
     # (group, the benchmark families it runs, as a regular expression)
-    ("publish", "Publish(Contract)?"),
+    ("publish", "Publish(Contract|BufferedSync)?"),
     ("end-to-end", "EndToEnd(NoEffect)?"),
     ("latency", "Latency"),
     ("dispatch", "Dispatch"),
@@ -233,6 +233,10 @@ def summarize(res):
         s["publish_sync_16p_eps"], res.value("Publish", eps, system="rocksdb", durability="sync", producers=16))
     s["publish_sync_1p_eps"] = res.value("Publish", eps, system="walbus", durability="sync", producers=1)
     s["publish_sync_16p_vs_1p"] = ratio(s["publish_sync_16p_eps"], s["publish_sync_1p_eps"])
+    # kBuffered with the log's background sync against none in the run.
+    synced = lambda log_sync, p: res.value("PublishBufferedSync", eps, log_sync=log_sync, producers=p)
+    s["buffered_sync_publish_ratio"] = ratio(synced("background", 1), synced("none", 1))
+    s["buffered_sync_publish_ratio_4p"] = ratio(synced("background", 4), synced("none", 4))
     # Payloads checked by their registered schema against the same without one.
     contract = lambda system, p: res.value("PublishContract", eps, system=system, producers=p)
     s["publish_schema_1p_vs_plain"] = ratio(contract("schema", 1), contract("plain", 1))
@@ -349,6 +353,7 @@ def targets(s):
         at_least("publish_sync_16p_vs_sqlite_full", 6, "publish kSync 16 producers vs SQLite FULL"),
         at_least("publish_sync_16p_vs_1p", 1.0, "kSync grows with producers (16p / 1p)"),
         at_least("publish_schema_vs_plain", 0.8, "publish with schema checks vs without (4 producers)"),
+        at_least("buffered_sync_publish_ratio", 0.9, "publish kBuffered with the log's background sync vs none (1 producer)"),
         at_most("latency_buffered_10k_p99_us", 1000, "p99 at 10k/s kBuffered (us)"),
         at_most("latency_sync_1k_p99_us", 2000, "p99 at 1k/s kSync (us)"),
         at_most("latency_sync_10k_p99_us", 2000, "p99 at 10k/s kSync (us)"),

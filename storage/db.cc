@@ -813,6 +813,8 @@ Status Db::SuggestOutboxCompaction(uint64_t from_seq, uint64_t below_seq) {
                    "suggest compacting the outbox");
 }
 
+Status Db::SyncLog() { return FromRocks(db_->SyncWAL(), "sync the write-ahead log"); }
+
 Status Db::Compact(Cf which) {
   rocksdb::CompactRangeOptions options;
   options.bottommost_level_compaction = rocksdb::BottommostLevelCompaction::kForce;
@@ -840,7 +842,5 @@ uint64_t Db::DbProperty(const std::string& name) const {
   uint64_t v = 0;
   return db_->GetIntProperty(name, &v) ? v : 0;
 }
-
-Status Db::CatchUpWithPrimary() { return FromRocks(db_->TryCatchUpWithPrimary(), "catch up with primary"); }
 
 }  // namespace walbus::storage

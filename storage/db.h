@@ -208,6 +208,10 @@ class Db {
   // Compacts the whole column family now (blocking): its compaction
   // filters run and deleted entries give their space back.
   Status Compact(Cf which);
+  // Fsyncs the write-ahead log: every write that returned before the call
+  // is then durable, as a synced write would have made it. Thread-safe;
+  // writes may go on meanwhile.
+  Status SyncLog();
   // The highest outbox seq, or 0 when the outbox is empty.
   Status LastOutboxSeq(uint64_t* seq) const;
   // Visits the entries of a walbus column family whose keys start with
@@ -238,9 +242,6 @@ class Db {
     uint64_t compaction_bytes = 0;
   };
   Written written() const;
-
-  // Secondary only: reads the primary's newer writes.
-  Status CatchUpWithPrimary();
 
   // Whether the directory lets users other than its owner (and group) in:
   // its mode has a permission bit for others.

@@ -3,8 +3,11 @@
 #include <spdlog/spdlog.h>
 
 #include <array>
+#include <chrono>
+#include <cstdint>
 #include <map>
 #include <set>
+#include <string_view>
 #include <thread>
 
 #include "bus/api/memory_budget.h"
@@ -23,24 +26,96 @@ Status Bus::Open(const Options& options, std::unique_ptr<Bus>* bus) { return int
 namespace internal {
 namespace {
 
-Status ValidateOptions(const Options& o) {
+// One bound of a count or size in Options: its name, its value, and the
+// closed range it takes.
+struct CountRule {
+  const char* name;
+  uint64_t value;
+  uint64_t min;
+  uint64_t max;
+};
+
+// The same for a duration.
+struct DurationRule {
+  const char* name;
+  std::chrono::milliseconds value;
+  std::chrono::milliseconds min;
+  std::chrono::milliseconds max;
+};
+
+constexpr uint64_t kNoMax = UINT64_MAX;
+constexpr std::chrono::milliseconds kNoLongest = std::chrono::milliseconds::max();
+constexpr std::chrono::milliseconds kDay = std::chrono::hours(24);
+
+std::string RangeText(uint64_t min, uint64_t max) {
+  if (max == kNoMax) return ">= " + std::to_string(min);
+  return std::to_string(min) + ".." + std::to_string(max);
+}
+
+std::string RangeText(std::chrono::milliseconds min, std::chrono::milliseconds max) {
+  if (max == kNoLongest) return ">= " + std::to_string(min.count()) + " ms";
+  return std::to_string(min.count()) + " ms.." + std::to_string(max.count()) + " ms";
+}
+
+// Every count, size and duration of Options against its range, in one
+// table each, so that all are checked alike: InvalidArgument naming the
+// option, its value and the range.
+Status ValidateBounds(const Options& o) {
+  const CountRule counts[] = {
+      {"worker_threads", o.worker_threads, 1, 256},
+      {"memory_budget", o.memory_budget, kMinMemoryBudget, kNoMax},
+      {"max_in_flight_per_subscriber", o.max_in_flight_per_subscriber, 16, uint64_t{1} << 22},
+      {"tail_cache_events", o.tail_cache_events, 16, uint64_t{1} << 24},
+      {"tail_cache_bytes", o.tail_cache_bytes, uint64_t{64} << 10, kNoMax},
+      {"max_payload_bytes", o.max_payload_bytes, 1, uint64_t{64} << 20},
+      {"max_group_commits", o.max_group_commits, 1, kNoMax},
+      {"max_group_bytes", o.max_group_bytes, 1, kNoMax},
+      {"trim_every_events", o.trim_every_events, 1, kNoMax},
+      {"quarantine_max_entries", o.quarantine_max_entries, 1, kNoMax},
+      {"quarantine_max_bytes", o.quarantine_max_bytes, 1, kNoMax},
+  };
+  for (const CountRule& r : counts) {
+    if (r.value < r.min || r.value > r.max) {
+      return Status::InvalidArgument(std::string("Options::") + r.name + " is " + std::to_string(r.value) +
+                                     "; it must be " + RangeText(r.min, r.max));
+    }
+  }
+  using std::chrono::milliseconds;
+  const DurationRule durations[] = {
+      {"buffered_sync_interval", o.buffered_sync_interval, milliseconds(1), kDay},
+      {"trim_interval", o.trim_interval, milliseconds(1), kDay},
+      {"checkpoint_interval", o.checkpoint_interval, milliseconds(1), kDay},
+      {"retain_for", o.retain_for, milliseconds(0), kNoLongest},
+      {"inbox_window", o.inbox_window, milliseconds(0), kNoLongest},
+  };
+  for (const DurationRule& r : durations) {
+    if (r.value < r.min || r.value > r.max) {
+      return Status::InvalidArgument(std::string("Options::") + r.name + " is " + std::to_string(r.value.count()) +
+                                     " ms; it must be " + RangeText(r.min, r.max));
+    }
+  }
+  return Status::OK();
+}
+
+// The names: the directory, the source, and the column families (each
+// valid, as storage checks, and each listed once).
+Status ValidateNames(const Options& o) {
   if (o.dir.empty()) return Status::InvalidArgument("Options::dir is empty");
-  if (o.worker_threads < 1 || o.worker_threads > 256)
-    return Status::InvalidArgument("Options::worker_threads must be 1..256");
-  if (o.memory_budget < kMinMemoryBudget) return Status::InvalidArgument("Options::memory_budget must be >= 8 MiB");
-  if (o.max_in_flight_per_subscriber < 16 || o.max_in_flight_per_subscriber > (1u << 22))
-    return Status::InvalidArgument("Options::max_in_flight_per_subscriber must be 16..4194304");
-  if (o.tail_cache_events < 16 || o.tail_cache_events > (1u << 24))
-    return Status::InvalidArgument("Options::tail_cache_events must be 16..16777216");
-  if (o.tail_cache_bytes < (64u << 10)) return Status::InvalidArgument("Options::tail_cache_bytes must be >= 65536");
-  if (o.max_payload_bytes > (64u << 20)) return Status::InvalidArgument("Options::max_payload_bytes must be <= 64 MiB");
-  if (o.max_group_commits < 1) return Status::InvalidArgument("Options::max_group_commits must be >= 1");
-  if (o.trim_every_events < 1) return Status::InvalidArgument("Options::trim_every_events must be >= 1");
-  if (o.retain_for.count() < 0) return Status::InvalidArgument("Options::retain_for must not be negative");
-  if (o.inbox_window.count() < 0) return Status::InvalidArgument("Options::inbox_window must not be negative");
   if (o.source.empty() || o.source.size() > kMaxSourceBytes)
     return Status::InvalidArgument("Options::source must be 1..256 bytes");
-  return ValidateUriReference("Options::source", o.source);
+  if (Status s = ValidateUriReference("Options::source", o.source); !s.ok()) return s;
+  std::set<std::string_view> listed;
+  for (const std::string& name : o.column_families) {
+    if (!listed.insert(name).second) {
+      return Status::InvalidArgument("Options::column_families lists '" + name + "' twice");
+    }
+  }
+  return Status::OK();
+}
+
+Status ValidateOptions(const Options& o) {
+  if (Status s = ValidateNames(o); !s.ok()) return s;
+  return ValidateBounds(o);
 }
 
 }  // namespace
@@ -69,9 +144,13 @@ Status BusImpl::OpenWithEnv(const Options& requested, rocksdb::Env* env, std::un
   if (Status s = bus->LoadContracts(); !s.ok()) return s;
   WALBUS_FAULT_POINT("recovery.after_open");
   bus->tail_ = std::make_unique<TailCache>(options.tail_cache_events, options.tail_cache_bytes);
-  bus->committer_ = std::make_unique<Committer>(
-      bus->db_.get(), CommitLimits{options.max_group_commits, options.max_group_bytes}, last_seq, bus.get());
   bus->log_ = std::make_unique<BusLog>(options.logger, options.hash_subjects_in_logs);
+  if (options.durability == Durability::kBuffered) {
+    bus->wal_syncer_ = std::make_unique<WalSyncer>(bus->db_.get(), bus->log_.get(), options.buffered_sync_interval);
+  }
+  bus->committer_ =
+      std::make_unique<Committer>(bus->db_.get(), CommitLimits{options.max_group_commits, options.max_group_bytes},
+                                  last_seq, bus.get(), bus->wal_syncer_.get());
   if (bus->db_->open_to_others()) {
     bus->log_->logger().warn(
         "walbus: {} lets other users in (a permission bit for others): they can read every "
@@ -161,7 +240,7 @@ ReadView BusImpl::Read() {
 }
 
 Result<Receipt> BusImpl::CommitTransaction(ScopeRep* scope) {
-  if (scope->committed) return Status::InvalidArgument("transaction already committed");
+  if (scope->committed) return ScopeRep::AlreadyCommitted();
   scope->committed = true;
   scope->reader.Release();  // a committed transaction reads no more
   if (!scope->error.ok()) return scope->error;
@@ -619,6 +698,7 @@ Result<std::vector<DeliveryState>> BusImpl::Pending(const std::string& subscribe
 Status BusImpl::WaitHandled(const Receipt& receipt, const std::vector<std::string>& subscribers,
                             std::chrono::milliseconds timeout, std::vector<DeliveryState>* states) {
   states->clear();
+  if (Status s = RefusedInHandler("WaitHandled"); !s.ok()) return s;
   InCall call(this);
   if (!call.admitted()) return ClosedStatus();
   std::vector<std::string> names = subscribers;
@@ -650,6 +730,7 @@ Status BusImpl::WaitHandled(const Receipt& receipt, const std::vector<std::strin
 }
 
 Status BusImpl::WaitQuiescent(const Receipt& receipt, std::chrono::milliseconds timeout) {
+  if (Status s = RefusedInHandler("WaitQuiescent"); !s.ok()) return s;
   InCall call(this);
   if (!call.admitted()) return ClosedStatus();
   if (receipt.event_ids.empty()) return Status::OK();
@@ -901,6 +982,8 @@ std::vector<std::shared_ptr<const MetricsSource>> BusImpl::LiveMetricsSources() 
 void BusImpl::Log(LogLevel level, std::string_view line) { log_->Log(level, line); }
 
 Status BusImpl::AddMetricsSource(std::weak_ptr<const MetricsSource> source) {
+  InCall call(this);
+  if (!call.admitted()) return ClosedStatus();
   const std::shared_ptr<const MetricsSource> added = source.lock();
   if (added == nullptr) return Status::InvalidArgument("AddMetricsSource: no source (null or destroyed)");
   for (const auto& live : LiveMetricsSources()) {
@@ -1110,6 +1193,7 @@ void BusImpl::WriteStorageMetrics(MetricsWriter& w) {
 }
 
 Status BusImpl::WaitCaughtUp(std::chrono::milliseconds timeout) {
+  if (Status s = RefusedInHandler("WaitCaughtUp"); !s.ok()) return s;
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   for (uint64_t target = committer_->last_seq();;) {
     if (gate_.closed()) return ClosedStatus();
@@ -1126,6 +1210,7 @@ Status BusImpl::WaitCaughtUp(std::chrono::milliseconds timeout) {
 }
 
 Status BusImpl::WaitIdle(std::chrono::milliseconds timeout) {
+  if (Status s = RefusedInHandler("WaitIdle"); !s.ok()) return s;
   if (gate_.closed()) return ClosedStatus();
   return dispatcher_->WaitFor(committer_->last_seq(), timeout);
 }
@@ -1175,13 +1260,18 @@ BusStats BusImpl::Stats() {
   return stats;
 }
 
+Status BusImpl::RefusedInHandler(std::string_view call) const {
+  // No dispatcher: an Open that failed, closing what it had opened.
+  if (dispatcher_ == nullptr || !dispatcher_->OnWorkerThread()) return Status::OK();
+  return Status::InvalidArgument(std::string(call) +
+                                 "() was called from a handler, which it would wait for; call it from an "
+                                 "application thread");
+}
+
 Status BusImpl::Close() {
   // Checked before the lock: a Close() running on another thread holds it
-  // while it waits for this very handler or call to finish. (No dispatcher:
-  // an Open that failed, closing what it had opened.)
-  if (dispatcher_ != nullptr && dispatcher_->OnWorkerThread()) {
-    return Status::InvalidArgument("Close() was called from a handler; call it from an application thread");
-  }
+  // while it waits for this very handler or call to finish.
+  if (Status s = RefusedInHandler("Close"); !s.ok()) return s;
   if (gate_.InsideCall()) {
     return Status::InvalidArgument("Close() was called from inside a call of this bus (a verifier or an upcaster)");
   }
@@ -1195,6 +1285,8 @@ Status BusImpl::Close() {
   dispatcher_->Stop();
   // Whether it ran or not: timers scheduled here fall due by it.
   if (scheduler_ != nullptr) scheduler_->StoreTimeline();
+  // The last writes are in: a clean Close leaves nothing unsynced.
+  if (wal_syncer_ != nullptr) wal_syncer_->Stop();
   // The committer, dispatcher and registry stay (stopped) until destruction
   // so that a Stats() or WaitIdle() racing with Close() reads valid state.
   db_.reset();

@@ -80,6 +80,10 @@ class BusImpl final : public Bus, public CommitListener, public ScopeHost {
     explicit InCall(BusImpl* bus) : CallGate::Call(&bus->gate_) {}
   };
   static Status ClosedStatus() { return internal::ClosedStatus(); }
+  // InvalidArgument, naming `call`, on one of this bus's handler threads:
+  // the calls that wait for handlers (Close and the waits) would wait for
+  // the handler that called them. OK elsewhere.
+  Status RefusedInHandler(std::string_view call) const;
 
   // ScopeHost: for WriteScope, inside an admitted InCall (or a handler's
   // context).
@@ -170,6 +174,8 @@ class BusImpl final : public Bus, public CommitListener, public ScopeHost {
   Registry registry_;
   SchemaRegistry schemas_;
   std::unique_ptr<BusLog> log_;
+  // kBuffered only; after db_ and log_, which it uses until it stops.
+  std::unique_ptr<WalSyncer> wal_syncer_;
   std::unique_ptr<internal::Quarantine> quarantine_;
   std::unique_ptr<Timeline> timeline_;
   std::unique_ptr<Scheduler> scheduler_;

@@ -28,8 +28,9 @@ const std::shared_ptr<Semaphore>& ThisThreadWaker() {
 
 }  // namespace
 
-Committer::Committer(storage::Db* db, CommitLimits limits, uint64_t last_seq, CommitListener* listener)
-    : db_(db), limits_(limits), listener_(listener), last_seq_(last_seq) {
+Committer::Committer(storage::Db* db, CommitLimits limits, uint64_t last_seq, CommitListener* listener,
+                     WalSyncer* wal_syncer)
+    : db_(db), limits_(limits), listener_(listener), wal_syncer_(wal_syncer), last_seq_(last_seq) {
   assert(db_ != nullptr && listener_ != nullptr);
   assert(limits_.max_group_commits >= 1);
 }
@@ -289,6 +290,7 @@ bool Committer::WriteGroup(const std::vector<CommitRequest*>& group) {
       if (r->status.ok()) r->status = written;
     return false;
   }
+  if (!sync && wal_syncer_ != nullptr) wal_syncer_->NoteUnsyncedWrite();
   for (const CounterSum& c : group_counters_) {
     if (c.known != nullptr) *c.known = c.value;
   }
@@ -299,11 +301,11 @@ bool Committer::WriteGroup(const std::vector<CommitRequest*>& group) {
     MutexLock lock(&types_mu_);
     for (const auto& e : group_events_) ++published_by_type_[e->type];
   }
+  if (!group_timers_.empty()) listener_->OnTimersChanged(group_timers_);
   if (next != first) {
     last_seq_.store(next - 1, std::memory_order_release);
     listener_->OnCommitted(group_events_);
   }
-  if (!group_timers_.empty()) listener_->OnTimersChanged(group_timers_);
   return sync;
 }
 

@@ -15,8 +15,6 @@
 #ifndef WALBUS_BUS_CORE_COMMITTER_H_
 #define WALBUS_BUS_CORE_COMMITTER_H_
 
-// The semaphore header relies on the queue's for its macros.
-
 #include <atomic>
 #include <cassert>
 #include <chrono>
@@ -30,6 +28,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "bus/core/wal_syncer.h"
 #include "bus/core/write_set.h"
 #include "bus/telemetry/metrics.h"
 #include "bus/util/mutex.h"
@@ -62,15 +61,16 @@ struct CommitRequest {
   std::shared_ptr<Semaphore> waker;
 };
 
-// Receives the events of each successful group, in sequence order, before
-// the next group is written. Called by the leader; must not block on
-// anything a committer waits for.
+// Receives what each successful group did, before the next group is
+// written. Called by the leader; must not block on anything a committer
+// waits for.
 class CommitListener {
  public:
   virtual ~CommitListener() = default;
+  // The group's events, in sequence order; after its timer changes, so
+  // that whoever sees an event (a handler) sees the timer counts it made.
   virtual void OnCommitted(std::vector<std::shared_ptr<const Event>>& events) = 0;
-  // What each successful group did to scheduled events, after its events
-  // were handed over (same caller, same rules).
+  // What the group did to scheduled events (same caller, same rules).
   virtual void OnTimersChanged(const std::vector<TimerChange>& changes) = 0;
 };
 
@@ -81,8 +81,11 @@ struct CommitLimits {
 
 class Committer {
  public:
-  // REQUIRES: db outlives the committer. last_seq: the newest committed seq.
-  Committer(storage::Db* db, CommitLimits limits, uint64_t last_seq, CommitListener* listener);
+  // REQUIRES: db (and wal_syncer, when given) outlive the committer.
+  // last_seq: the newest committed seq. wal_syncer: told of every write
+  // that was not fsynced (a kBuffered bus's); null when none is.
+  Committer(storage::Db* db, CommitLimits limits, uint64_t last_seq, CommitListener* listener,
+            WalSyncer* wal_syncer = nullptr);
   Committer(const Committer&) = delete;
   Committer& operator=(const Committer&) = delete;
 
@@ -140,6 +143,7 @@ class Committer {
   storage::Db* const db_;
   const CommitLimits limits_;
   CommitListener* const listener_;
+  WalSyncer* const wal_syncer_;
   std::atomic<uint64_t> last_seq_;
   std::atomic<uint64_t> commits_{0};
   std::atomic<uint64_t> groups_{0};

@@ -9,6 +9,7 @@
 #include <atomic>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <set>
@@ -852,6 +853,112 @@ TEST(BusTest, CloseFromAHandlerOrAVerifierIsRefusedEvenWhileAnotherCloseWaits) {
   closing.store(true);
   EXPECT_TRUE(bus->Close().ok());
   EXPECT_TRUE(from_handler.IsInvalidArgument()) << from_handler.ToString();
+}
+
+// Every wait from a handler would wait for that handler: each is refused
+// at once, long before its timeout, and the handler's event completes.
+TEST(BusTest, WaitsFromAHandlerAreRefusedAtOnce) {
+  TempDir dir;
+  auto bus = OpenBus(MakeOptions(dir));
+  ASSERT_NE(bus, nullptr);
+  std::vector<std::pair<std::string, Status>> from_handler;
+  std::chrono::steady_clock::duration longest{};
+  SubscriberOptions sub;
+  sub.name = "waiter";
+  sub.handler = [&](const Event&, HandlerContext&) {
+    const Receipt own;  // an empty receipt: WaitHandled would return at once
+    std::vector<DeliveryState> states;
+    const std::vector<std::pair<std::string, std::function<Status()>>> waits = {
+        {"WaitIdle", [&] { return bus->WaitIdle(60s); }},
+        {"WaitCaughtUp", [&] { return bus->WaitCaughtUp(60s); }},
+        {"WaitHandled", [&] { return bus->WaitHandled(own, {}, 60s, &states); }},
+        {"WaitQuiescent", [&] { return bus->WaitQuiescent(own, 60s); }},
+    };
+    for (const auto& [name, wait] : waits) {
+      const auto start = std::chrono::steady_clock::now();
+      from_handler.emplace_back(name, wait());
+      longest = std::max(longest, std::chrono::steady_clock::now() - start);
+    }
+    return Outcome::Done();
+  };
+  ASSERT_TRUE(bus->Subscribe(std::move(sub)).ok());
+  ASSERT_TRUE(bus->Start().ok());
+  Transaction tx = bus->Begin();
+  ASSERT_TRUE(tx.Publish(Approved("wait-from-here")).ok());
+  ASSERT_TRUE(tx.Commit().ok());
+  ASSERT_TRUE(bus->WaitIdle(30s).ok());
+  ASSERT_EQ(from_handler.size(), 4u);
+  for (const auto& [name, status] : from_handler) {
+    EXPECT_TRUE(status.IsInvalidArgument()) << name << ": " << status.ToString();
+    EXPECT_NE(status.message().find(name + "() was called from a handler"), std::string::npos) << status.ToString();
+  }
+  EXPECT_LT(longest, 10s) << "refused at once, not after the timeout";
+}
+
+// Every count, size, duration and name of Options is checked at Open
+// alike: a value out of its range is refused with InvalidArgument naming
+// the option, and nothing is created; the values at the ends of each range
+// are taken.
+TEST(BusTest, EveryOptionOutOfItsRangeIsRefusedByName) {
+  using std::chrono::milliseconds;
+  struct Case {
+    const char* option;
+    std::function<void(Options&)> set;
+  };
+  const std::vector<Case> refused = {
+      {"worker_threads", [](Options& o) { o.worker_threads = 0; }},
+      {"worker_threads", [](Options& o) { o.worker_threads = 257; }},
+      {"memory_budget", [](Options& o) { o.memory_budget = kMinMemoryBudget - 1; }},
+      {"max_in_flight_per_subscriber", [](Options& o) { o.max_in_flight_per_subscriber = 15; }},
+      {"max_in_flight_per_subscriber", [](Options& o) { o.max_in_flight_per_subscriber = (1u << 22) + 1; }},
+      {"tail_cache_events", [](Options& o) { o.tail_cache_events = 15; }},
+      {"tail_cache_bytes", [](Options& o) { o.tail_cache_bytes = (64u << 10) - 1; }},
+      {"max_payload_bytes", [](Options& o) { o.max_payload_bytes = 0; }},
+      {"max_payload_bytes", [](Options& o) { o.max_payload_bytes = (64u << 20) + 1; }},
+      {"max_group_commits", [](Options& o) { o.max_group_commits = 0; }},
+      {"max_group_bytes", [](Options& o) { o.max_group_bytes = 0; }},
+      {"trim_every_events", [](Options& o) { o.trim_every_events = 0; }},
+      {"quarantine_max_entries", [](Options& o) { o.quarantine_max_entries = 0; }},
+      {"quarantine_max_bytes", [](Options& o) { o.quarantine_max_bytes = 0; }},
+      {"buffered_sync_interval", [](Options& o) { o.buffered_sync_interval = milliseconds(0); }},
+      {"buffered_sync_interval", [](Options& o) { o.buffered_sync_interval = std::chrono::hours(24) + 1ms; }},
+      {"trim_interval", [](Options& o) { o.trim_interval = milliseconds(0); }},
+      {"trim_interval", [](Options& o) { o.trim_interval = milliseconds(-1); }},
+      {"checkpoint_interval", [](Options& o) { o.checkpoint_interval = milliseconds(0); }},
+      {"checkpoint_interval", [](Options& o) { o.checkpoint_interval = milliseconds(-10); }},
+      {"retain_for", [](Options& o) { o.retain_for = milliseconds(-5); }},
+      {"inbox_window", [](Options& o) { o.inbox_window = milliseconds(-1); }},
+      {"dir", [](Options& o) { o.dir.clear(); }},
+      {"source", [](Options& o) { o.source.clear(); }},
+      {"column_families", [](Options& o) { o.column_families.push_back("orders"); }},
+  };
+  for (const Case& c : refused) {
+    TempDir dir;
+    Options o = MakeOptions(dir);
+    c.set(o);
+    std::unique_ptr<Bus> bus;
+    Status s = Bus::Open(o, &bus);
+    EXPECT_TRUE(s.IsInvalidArgument()) << c.option << ": " << s.ToString();
+    EXPECT_NE(s.message().find(std::string("Options::") + c.option), std::string::npos) << s.ToString();
+    EXPECT_EQ(bus, nullptr);
+    EXPECT_FALSE(std::filesystem::exists(o.dir) && !o.dir.empty()) << c.option << ": nothing is created";
+  }
+  const std::vector<Case> taken = {
+      {"worker_threads", [](Options& o) { o.worker_threads = 256; }},
+      {"max_in_flight_per_subscriber", [](Options& o) { o.max_in_flight_per_subscriber = 16; }},
+      {"max_payload_bytes", [](Options& o) { o.max_payload_bytes = 64u << 20; }},
+      {"buffered_sync_interval", [](Options& o) { o.buffered_sync_interval = 1ms; }},
+      {"checkpoint_interval", [](Options& o) { o.checkpoint_interval = std::chrono::hours(24); }},
+      {"retain_for", [](Options& o) { o.retain_for = milliseconds(0); }},
+  };
+  for (const Case& c : taken) {
+    TempDir dir;
+    Options o = MakeOptions(dir);
+    c.set(o);
+    std::unique_ptr<Bus> bus;
+    Status s = Bus::Open(o, &bus);
+    EXPECT_TRUE(s.ok()) << c.option << ": " << s.ToString();
+  }
 }
 
 TEST(BusTest, OpenRefusesWhatIsNotAWalbusDatabase) {

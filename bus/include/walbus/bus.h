@@ -69,6 +69,13 @@ namespace walbus {
 // against other processes.
 //
 // Threading: every method is thread-safe.
+//
+// From a handler (on the thread that runs it), every call may be made but
+// those that wait for handlers: Close(), WaitIdle(), WaitCaughtUp(),
+// WaitHandled() and WaitQuiescent() would wait for the handler itself, and
+// return InvalidArgument at once instead. A handler writes through its
+// HandlerContext, not through a Transaction of its own: the two would not
+// commit as one.
 class WALBUS_EXPORT Bus {
  public:
   // Opens (or creates) the database in options.dir and recovers: the last
@@ -173,7 +180,8 @@ class WALBUS_EXPORT Bus {
   // Blocks until every active subscriber has completed every event
   // committed before the call (handled, skipped or rejected), or timeout.
   // Follow-ups those handlers publish are committed then, not yet handled:
-  // WaitCaughtUp waits for them too. TimedOut; Closed when the bus closes.
+  // WaitCaughtUp waits for them too. TimedOut; Closed when the bus closes;
+  // InvalidArgument from a handler (as for every wait below).
   [[nodiscard]] virtual Status WaitIdle(std::chrono::milliseconds timeout) = 0;
   // Blocks until every active subscriber has completed everything
   // committed, follow-ups at any depth and commits made while it waits
@@ -292,7 +300,8 @@ class WALBUS_EXPORT Bus {
   // the bus holds it only while it collects, and forgets it once it is
   // destroyed (so the source may outlive the bus, or not). The JetStream
   // bridge adds its relays and inbound consumers itself. InvalidArgument
-  // for a null or destroyed source, or one added already.
+  // for a null or destroyed source, or one added already; Closed after
+  // Close().
   [[nodiscard]] virtual Status AddMetricsSource(std::weak_ptr<const MetricsSource> source) = 0;
 
   // Writes one line to the bus's log (Options::logger, or standard error)

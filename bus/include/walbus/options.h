@@ -23,8 +23,11 @@ enum class Durability : uint8_t {
   // fsynced before Commit() returns. Concurrent committers share one fsync
   // (group commit), so throughput grows with the number of producers.
   kSync,
-  // A commit that returned survives a crash of the process (kill -9) but may
-  // be lost on power loss or a kernel crash. Atomicity holds either way: a
+  // A commit that returned survives a crash of the process (kill -9). On
+  // power loss or a kernel crash it survives once the write-ahead log was
+  // fsynced after it, which happens at most Options::buffered_sync_interval
+  // after it returned: a power cut loses at most the commits of the last
+  // interval (plus the time of one fsync). Atomicity holds either way: a
   // commit is all there or not there at all.
   kBuffered,
 };
@@ -53,9 +56,19 @@ struct Options {
   // Default kSync. See Durability.
   Durability durability = Durability::kSync;
 
-  // Application column families the bus opens or creates. Transactions and
-  // handlers write only to these. Names must be non-empty, must not start
-  // with "walbus." and must not be "default".
+  // kBuffered only: the longest a commit stays unsynced. A background
+  // thread fsyncs the write-ahead log this long after the first unsynced
+  // commit since its last fsync (one fsync per interval at most, none on
+  // an idle bus), and Close() syncs what is left. Shorter loses less on a
+  // power cut; longer wears flash less. 1 ms..24 h; default 1 s.
+  std::chrono::milliseconds buffered_sync_interval{1000};
+
+  // Application column families the bus opens or creates. Transactions,
+  // views and handlers read and write these and no others: a family an
+  // earlier run listed and this one leaves out stays on disk untouched
+  // (`walbus stats` names it) and is refused as an unknown one until it is
+  // listed again. Names must be non-empty, must not start with "walbus.",
+  // must not be "default", and are listed once each.
   std::vector<std::string> column_families;
 
   // The CloudEvents `source` stamped on events that do not set their own,

@@ -84,9 +84,9 @@ Result<ReplayReport> BusImpl::DryRunReplay(const ReplayRequest& request, storage
 Status BusImpl::AddRebuildWrites(const ReplayRequest& request, uint32_t sub_id, uint64_t checkpoint, WriteSet* writes) {
   std::vector<storage::CfHandle*> clear;
   for (const std::string& name : request.clear_column_families) {
-    storage::CfHandle* cf = db_->AppCf(name);
-    if (cf == nullptr) return Status::InvalidArgument("replay: no column family '" + name + "' to clear");
-    clear.push_back(cf);
+    Result<storage::CfHandle*> cf = AppColumnFamily(db_.get(), options_.column_families, name);
+    if (!cf.ok()) return Status::InvalidArgument("replay: cannot clear: " + cf.status().message());
+    clear.push_back(*cf);
   }
   uint64_t first_kept = committer_->last_seq() + 1;
   Status scan = db_->ScanOutbox(1, 1, [&](uint64_t seq, std::string_view) {

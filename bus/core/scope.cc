@@ -34,18 +34,19 @@ class ScopeCall {
 
 // The column family of a read, its key checked. REQUIRES: an admitted call.
 Result<storage::CfHandle*> CfForRead(internal::ScopeHost* host, std::string_view cf, std::string_view key) {
-  auto handle = internal::AppColumnFamily(host->db(), cf);
+  auto handle = internal::AppColumnFamily(host->db(), host->options().column_families, cf);
   if (!handle.ok()) return handle;
   if (Status s = internal::CheckKey(cf, key, /*for_write=*/false); !s.ok()) return s;
   return handle;
 }
 
 // The column family of a buffered write, its keys checked; a failure
-// fails the scope too.
+// fails the scope too. A committed transaction takes no more writes.
 Result<storage::CfHandle*> CfForWrite(ScopeRep* rep, std::string_view cf,
                                       std::initializer_list<std::string_view> keys) {
+  if (rep->committed) return ScopeRep::AlreadyCommitted();
   ScopeCall call(rep);
-  auto handle = call.admitted() ? internal::AppColumnFamily(rep->host->db(), cf)
+  auto handle = call.admitted() ? internal::AppColumnFamily(rep->host->db(), rep->host->options().column_families, cf)
                                 : Result<storage::CfHandle*>(internal::ClosedStatus());
   for (std::string_view key : keys) {
     if (!handle.ok()) break;
@@ -62,7 +63,8 @@ auto ReadIn(internal::ScopeHost* host, bool in_handler, std::string_view cf, con
     -> decltype(read(static_cast<storage::CfHandle*>(nullptr))) {
   ScopeCall call(host, in_handler);
   if (!call.admitted()) return internal::ClosedStatus();
-  auto handle = key != nullptr ? CfForRead(host, cf, *key) : internal::AppColumnFamily(host->db(), cf);
+  auto handle = key != nullptr ? CfForRead(host, cf, *key)
+                               : internal::AppColumnFamily(host->db(), host->options().column_families, cf);
   if (!handle.ok()) return handle.status();
   return read(*handle);
 }
@@ -193,6 +195,7 @@ Status WriteScope::ExpectVersion(std::string_view column_family, std::string_vie
 
 Result<EventId> WriteScope::Publish(const EventSpec& spec) {
   ScopeRep* rep = rep_.get();
+  if (rep->committed) return ScopeRep::AlreadyCommitted();
   ScopeCall call(rep);
   if (!call.admitted()) {
     rep->Fail(internal::ClosedStatus());
@@ -242,6 +245,7 @@ Result<EventId> WriteScope::Publish(const EventSpec& spec) {
 
 Status WriteScope::CancelScheduled(const EventId& id) {
   ScopeRep* rep = rep_.get();
+  if (rep->committed) return ScopeRep::AlreadyCommitted();
   ScopeCall call(rep);
   if (!call.admitted()) {
     rep->Fail(internal::ClosedStatus());

@@ -63,6 +63,11 @@ struct ScopeRep {
   void Fail(Status s) {
     if (error.ok()) error = std::move(s);
   }
+
+  // What every call that writes, and a second Commit, returns once the
+  // transaction was committed: its writes would be dropped, and an event
+  // id handed out for an event that is never written.
+  static Status AlreadyCommitted() { return Status::InvalidArgument("transaction already committed"); }
 };
 
 // A ReadView as the public wrapper holds it: the bus's calls pass its gate,

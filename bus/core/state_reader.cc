@@ -113,8 +113,9 @@ class OwnRows {
 
 }  // namespace
 
-Result<storage::CfHandle*> AppColumnFamily(storage::Db* db, std::string_view name) {
-  storage::CfHandle* handle = db->AppCf(name);
+Result<storage::CfHandle*> AppColumnFamily(storage::Db* db, const std::vector<std::string>& listed,
+                                           std::string_view name) {
+  storage::CfHandle* handle = std::find(listed.begin(), listed.end(), name) != listed.end() ? db->AppCf(name) : nullptr;
   if (handle == nullptr) {
     return Status::InvalidArgument("unknown column family '" + std::string(name) +
                                    "': list it in Options::column_families");

@@ -20,9 +20,12 @@
 
 namespace walbus::internal {
 
-// The application column family `name`; InvalidArgument naming the fix
-// when it is unknown. REQUIRES: `db` is open.
-Result<storage::CfHandle*> AppColumnFamily(storage::Db* db, std::string_view name);
+// The application column family `name`, when `listed` (the bus's
+// Options::column_families) names it; InvalidArgument naming the fix when
+// it does not, whether or not the database has it from an earlier run
+// (such a family stays on disk untouched). REQUIRES: `db` is open.
+Result<storage::CfHandle*> AppColumnFamily(storage::Db* db, const std::vector<std::string>& listed,
+                                           std::string_view name);
 // InvalidArgument for an empty key, or (when `for_write`) one longer than
 // kMaxKeyBytes.
 Status CheckKey(std::string_view column_family, std::string_view key, bool for_write);

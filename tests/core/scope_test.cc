@@ -280,6 +280,77 @@ TEST(ScopeTest, KeysWithZeroAndFfBytesSortByBytes) {
   EXPECT_TRUE(rows->rows.empty());
 }
 
+TEST(ScopeTest, ACommittedTransactionRefusesEveryWrite) {
+  TempDir dir;
+  auto bus = testing::OpenBus(testing::TestOptions(dir));
+  ASSERT_NE(bus, nullptr);
+  Transaction schedule = bus->Begin();
+  auto pending = schedule.Publish(EventSpec{.type = "orders.order-late.v1", .subject = "o-1", .deliver_after = 1h});
+  ASSERT_TRUE(pending.ok()) << pending.status().ToString();
+  ASSERT_TRUE(schedule.Commit().ok());
+
+  Transaction tx = bus->Begin();
+  ASSERT_TRUE(tx.Put("orders", "o-1", "placed").ok());
+  ASSERT_TRUE(tx.Commit().ok());
+  const auto committed = [](const Status& s) {
+    return s.IsInvalidArgument() && s.message().find("already committed") != std::string::npos;
+  };
+  EXPECT_TRUE(committed(tx.Put("orders", "o-2", "placed")));
+  EXPECT_TRUE(committed(tx.Delete("orders", "o-1")));
+  EXPECT_TRUE(committed(tx.DeleteRange("orders", "a", "z")));
+  EXPECT_TRUE(committed(tx.Clear("orders")));
+  EXPECT_TRUE(committed(tx.ExpectVersion("orders", "o-1", 1)));
+  EXPECT_TRUE(committed(tx.CancelScheduled(*pending)));
+  auto late = tx.Publish(EventSpec{.type = "orders.order-placed.v1", .subject = "o-2"});
+  EXPECT_TRUE(committed(late.status())) << "no event id is handed out for an event never written";
+  EXPECT_TRUE(committed(tx.Commit().status()));
+
+  ReadView view = bus->Read();
+  auto first = view.Get("orders", "o-1");
+  ASSERT_TRUE(first.ok());
+  EXPECT_EQ(first->value_or(""), "placed") << "the committed write stands";
+  auto second = view.Get("orders", "o-2");
+  ASSERT_TRUE(second.ok());
+  EXPECT_FALSE(second->has_value());
+  auto timer = bus->Begin().GetScheduled(*pending);
+  ASSERT_TRUE(timer.ok());
+  EXPECT_EQ(timer->state, ScheduledStatus::State::kPending) << "the refused cancel cancelled nothing";
+}
+
+// Options::column_families is what the application may read and write,
+// whatever the database holds from earlier runs: a family left out is
+// refused as on a fresh database, and kept on disk untouched.
+TEST(ScopeTest, AColumnFamilyNoLongerListedIsRefusedAndKept) {
+  TempDir dir;
+  Options with_extra = testing::TestOptions(dir);
+  with_extra.column_families.push_back("extra");
+  {
+    auto bus = testing::OpenBus(with_extra);
+    ASSERT_NE(bus, nullptr);
+    Transaction tx = bus->Begin();
+    ASSERT_TRUE(tx.Put("extra", "k", "kept").ok());
+    ASSERT_TRUE(tx.Commit().ok());
+  }
+  TempDir fresh;
+  for (const TempDir* d : {&dir, &fresh}) {  // the same answers with and without the family on disk
+    auto bus = testing::OpenBus(testing::TestOptions(*d));
+    ASSERT_NE(bus, nullptr);
+    Transaction tx = bus->Begin();
+    Status put = tx.Put("extra", "k", "new");
+    EXPECT_TRUE(put.IsInvalidArgument()) << put.ToString();
+    EXPECT_NE(put.message().find("Options::column_families"), std::string::npos) << put.ToString();
+    EXPECT_TRUE(tx.Get("extra", "k").status().IsInvalidArgument());
+    EXPECT_TRUE(tx.Commit().status().IsInvalidArgument()) << "the refused write fails the unit";
+    EXPECT_TRUE(bus->Read().Get("extra", "k").status().IsInvalidArgument());
+    EXPECT_TRUE(bus->Read().Scan("extra", ScanOptions{}).status().IsInvalidArgument());
+  }
+  auto bus = testing::OpenBus(with_extra);
+  ASSERT_NE(bus, nullptr);
+  auto kept = bus->Read().Get("extra", "k");
+  ASSERT_TRUE(kept.ok()) << kept.status().ToString();
+  EXPECT_EQ(kept->value_or(""), "kept");
+}
+
 TEST(ScopeTest, BadRangesAreRefusedAndFailTheUnit) {
   TempDir dir;
   auto bus = testing::OpenBus(testing::TestOptions(dir));

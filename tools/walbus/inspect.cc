@@ -279,6 +279,8 @@ Status InspectDatabase(const std::string& dir, DatabaseReport* report) {
   if (Status s = ReadRecoveredState(*db, &state); !s.ok()) return s;
   report->last_seq = state.last_seq;
   report->trimmed_below = state.trimmed_below;
+  report->column_families = db->app_cf_names();
+  std::sort(report->column_families.begin(), report->column_families.end());
   uint64_t min_checkpoint = state.last_seq;
   for (const auto& [name, e] : state.subscribers) {
     SubscriberReport r;
@@ -370,6 +372,8 @@ std::string ReportJson(const DatabaseReport& r) {
       << ",\"lag_events\":" << s.lag_events << ",\"handled\":" << s.handled << ",\"duplicates\":" << s.duplicates
       << ",\"dead_lettered\":" << s.dead_lettered << "}";
   }
+  o << "],\"column_families\":[";
+  for (size_t i = 0; i < r.column_families.size(); ++i) o << (i ? "," : "") << JsonString(r.column_families[i]);
   o << "]}";
   return o.str();
 }
@@ -386,6 +390,9 @@ std::string ReportText(const DatabaseReport& r) {
     o << "subscriber      " << s.name << ": checkpoint " << s.checkpoint << ", lag " << s.lag_events << ", handled "
       << s.handled << ", duplicates " << s.duplicates << ", dead-lettered " << s.dead_lettered << "\n";
   }
+  o << "column families ";
+  for (size_t i = 0; i < r.column_families.size(); ++i) o << (i ? ", " : "") << TextSafe(r.column_families[i]);
+  o << (r.column_families.empty() ? "none\n" : "\n");
   return o.str();
 }
 

@@ -45,6 +45,11 @@ struct DatabaseReport {
   // Age of the oldest of those, in milliseconds; nullopt when none.
   std::optional<int64_t> oldest_backlog_age_ms;
   std::vector<SubscriberReport> subscribers;
+  // The application column families the database holds: those a bus
+  // lists in Options::column_families, and those an earlier run listed
+  // (kept on disk untouched, read and written by no bus that leaves them
+  // out).
+  std::vector<std::string> column_families;
 };
 
 // NotFound for a missing directory; InvalidArgument for one that is not a

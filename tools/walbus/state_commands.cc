@@ -53,7 +53,9 @@ Status DecodeKeys(StateValues* v) {
 // The secondary instance and the column family to read.
 Status OpenColumnFamily(const StateValues& v, iu::SecondaryView* view, storage::CfHandle** cf) {
   if (Status s = iu::OpenSecondary(v.dir, view); !s.ok()) return s;
-  auto handle = wi::AppColumnFamily(view->db.get(), v.column_family);
+  // The tool reads every family the database holds, listed by a running
+  // bus or not.
+  auto handle = wi::AppColumnFamily(view->db.get(), view->db->app_cf_names(), v.column_family);
   if (!handle.ok()) {
     std::string names;
     for (const std::string& n : view->db->app_cf_names()) names += (names.empty() ? "" : ", ") + n;

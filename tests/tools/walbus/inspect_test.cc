@@ -68,6 +68,29 @@ TEST(InspectTest, ReportsALiveDatabaseHeldByAnotherBus) {
   EXPECT_NE(json.find("\"lag_events\":25"), std::string::npos) << json;
 }
 
+// Column families an earlier run listed stay on disk, untouched, and the
+// report names them beside those listed now.
+TEST(InspectTest, ReportsEveryColumnFamilyOnDisk) {
+  TempDir dir;
+  Options o;
+  o.dir = dir.path();
+  o.column_families = {"orders", "old"};
+  {
+    std::unique_ptr<Bus> bus;
+    ASSERT_TRUE(Bus::Open(o, &bus).ok());
+  }
+  o.column_families = {"orders"};
+  std::unique_ptr<Bus> bus;
+  ASSERT_TRUE(Bus::Open(o, &bus).ok());
+  DatabaseReport report;
+  Status st = InspectDatabase(dir.path(), &report);
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  EXPECT_EQ(report.column_families, (std::vector<std::string>{"old", "orders"}));
+  EXPECT_NE(ReportJson(report).find("\"column_families\":[\"old\",\"orders\"]"), std::string::npos)
+      << ReportJson(report);
+  EXPECT_NE(ReportText(report).find("column families old, orders"), std::string::npos) << ReportText(report);
+}
+
 TEST(InspectTest, CliExitCodes) {
   TempDir dir;
   EXPECT_EQ(RunCli("stats " + dir.root() + "/missing"), 2);

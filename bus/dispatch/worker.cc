@@ -448,11 +448,9 @@ void Dispatcher::LogOutcome(const Run& run) const {
       static LogLimiter limiter(10);
       uint64_t held = 0;
       if (!limiter.Allow(&held)) return;
-      std::string error = run.error;
-      if (held > 0) error += " (" + std::to_string(held) + " similar lines held back)";
       config_.log->EventOutcome(spdlog::level::warn,
                                 run.on_success == Message::Kind::kRetry ? "retry" : "dead-lettered", event, name,
-                                run.item->attempt, run.handler_seconds, error);
+                                run.item->attempt, run.handler_seconds, run.error, held);
       return;
     }
     default: return;

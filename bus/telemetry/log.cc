@@ -6,6 +6,8 @@
 
 #include <cstdio>
 
+#include "bus/util/escape.h"
+
 namespace walbus {
 
 Logger::~Logger() = default;
@@ -120,14 +122,16 @@ std::string BusLog::Subject(std::string_view subject) const {
 
 void BusLog::EventOutcome(spdlog::level::level_enum level, std::string_view outcome, const Event& event,
                           std::string_view subscriber, uint32_t attempt, double duration_seconds,
-                          std::string_view error) const {
+                          std::string_view error, uint64_t held_back) const {
   if (!logger_->should_log(level)) return;
+  std::string fields;
+  if (!error.empty()) fields = " error=" + internal::LogfmtQuoted(error);
+  if (held_back > 0) fields += " (" + std::to_string(held_back) + " similar lines held back)";
   logger_->log(level,
                "walbus event outcome={} subscriber={} event_id={} type={} subject={} seq={} attempt={} "
-               "correlation_id={} duration_ms={:.3f}{}{}{}",
+               "correlation_id={} duration_ms={:.3f}{}",
                outcome, subscriber, event.id.ToString(), event.type, Subject(event.subject), event.seq, attempt,
-               event.correlation_id ? event.correlation_id->ToString() : "-", duration_seconds * 1000.0,
-               error.empty() ? "" : " error=\"", error, error.empty() ? "" : "\"");
+               event.correlation_id ? event.correlation_id->ToString() : "-", duration_seconds * 1000.0, fields);
 }
 
 }  // namespace walbus::internal

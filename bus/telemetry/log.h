@@ -36,10 +36,13 @@ class BusLog {
   // The subject as logs show it: itself, or "h:" + 16 hex digits.
   std::string Subject(std::string_view subject) const;
 
-  // One line for one event's outcome at one subscriber.
+  // One line for one event's outcome at one subscriber, in logfmt: the
+  // error (when not empty) is quoted, with backslash, quote and control
+  // characters escaped. `held_back` lines like it that a rate limit did not
+  // log are noted after every field: "(N similar lines held back)".
   void EventOutcome(spdlog::level::level_enum level, std::string_view outcome, const Event& event,
-                    std::string_view subscriber, uint32_t attempt, double duration_seconds,
-                    std::string_view error) const;
+                    std::string_view subscriber, uint32_t attempt, double duration_seconds, std::string_view error,
+                    uint64_t held_back = 0) const;
 
  private:
   std::shared_ptr<spdlog::logger> logger_;  // its one sink forwards to the Logger

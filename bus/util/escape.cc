@@ -76,6 +76,16 @@ std::string TextSafe(std::string_view s) {
   return out;
 }
 
+std::string LogfmtQuoted(std::string_view s) {
+  std::string out = "\"";
+  for (char c : TextSafe(s)) {
+    if (c == '"') out += '\\';
+    out += c;
+  }
+  out += '"';
+  return out;
+}
+
 std::string QuotedForMessage(std::string_view s) {
   constexpr size_t kShown = 64;
   return "'" + TextSafe(s.substr(0, kShown)) + (s.size() > kShown ? "'..." : "'");

@@ -19,6 +19,10 @@ std::string JsonString(std::string_view s);
 // is kept as is.
 std::string TextSafe(std::string_view s);
 
+// A logfmt value in double quotes: TextSafe, with '"' escaped as \" too,
+// so that a log reader finds where the value ends.
+std::string LogfmtQuoted(std::string_view s);
+
 // An untrusted value quoted for an error message: TextSafe, in single
 // quotes, cut to its first 64 bytes ("..." after the quote when cut).
 std::string QuotedForMessage(std::string_view s);

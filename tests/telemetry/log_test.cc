@@ -12,8 +12,10 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <map>
 #include <mutex>
 #include <sstream>
+#include <thread>
 
 #include "tests/test_util.h"
 #include "walbus/bus.h"
@@ -75,6 +77,94 @@ TEST(LogTest, EventOutcomesCarryTheirFieldsAndNeverThePayload) {
   EXPECT_NE(log.find("subject=alice@example.com"), std::string::npos) << log;
   EXPECT_NE(log.find("attempt=2"), std::string::npos) << log;
   EXPECT_NE(log.find("quarantined"), std::string::npos) << log;
+}
+
+// One outcome line in logfmt: its key=value fields (a quoted value
+// unescaped) and what stands after the last field. Fails the test where a
+// quoted value does not end.
+struct LogfmtLine {
+  std::map<std::string, std::string> fields;
+  std::string trailer;
+};
+
+LogfmtLine ParseOutcomeLine(std::string_view line) {
+  LogfmtLine out;
+  size_t i = line.find("outcome=");
+  while (i < line.size()) {
+    if (line[i] == ' ') {
+      ++i;
+      continue;
+    }
+    const size_t eq = line.find('=', i);
+    const size_t space = line.find(' ', i);
+    if (eq == std::string_view::npos || (space != std::string_view::npos && space < eq)) break;  // not a field
+    std::string key(line.substr(i, eq - i)), value;
+    i = eq + 1;
+    if (i < line.size() && line[i] == '"') {
+      for (++i; i < line.size() && line[i] != '"'; ++i) {
+        if (line[i] == '\\' && i + 1 < line.size()) ++i;
+        value += line[i];
+      }
+      EXPECT_LT(i, line.size()) << "the quoted value of " << key << " does not end: " << line;
+      ++i;
+    } else {
+      const size_t end = std::min(line.find(' ', i), line.size());
+      value = std::string(line.substr(i, end - i));
+      i = end;
+    }
+    out.fields[key] = value;
+  }
+  if (i < line.size()) out.trailer = std::string(line.substr(i));
+  return out;
+}
+
+// A flood of failures: each line that is logged parses, its error whole
+// (quotes and all), and the count of lines held back stands after every
+// field, never inside the error's quotes.
+TEST(LogTest, LinesHeldBackAreNotedOutsideEveryField) {
+  TempDir dir;
+  auto logger = std::make_shared<testing::CapturingLogger>(LogLevel::kWarning);
+  Options o = testing::TestOptions(dir);
+  o.logger = logger;
+  const std::string error = R"(card "declined" \ twice)";
+  auto bus = testing::OpenBus(o);
+  ASSERT_NE(bus, nullptr);
+  SubscriberOptions s;
+  s.name = "payments";
+  s.retry.max_attempts = 1;
+  s.handler = [&](const Event&, HandlerContext&) -> Outcome { throw std::runtime_error(error); };
+  ASSERT_TRUE(bus->Subscribe(std::move(s)).ok());
+  ASSERT_TRUE(bus->Start().ok());
+  const auto publish = [&](int first, int count) {
+    Transaction tx = bus->Begin();
+    for (int i = first; i < first + count; ++i) {
+      ASSERT_TRUE(
+          tx.Publish(EventSpec{.type = "payments.payment-captured.v1", .subject = "p-" + std::to_string(i)}).ok());
+    }
+    ASSERT_TRUE(tx.Commit().ok());
+  };
+  publish(0, 100);  // at most 10 lines a second: most are held back
+  ASSERT_TRUE(bus->WaitIdle(10s).ok());
+  std::this_thread::sleep_for(1100ms);  // the limiter's next second, by its clock
+  publish(100, 1);
+  ASSERT_TRUE(bus->WaitIdle(10s).ok());
+  ASSERT_TRUE(bus->Close().ok());
+
+  std::istringstream lines(logger->text());
+  int logged = 0, noted = 0;
+  for (std::string line; std::getline(lines, line);) {
+    if (line.find("outcome=dead-lettered") == std::string::npos) continue;
+    ++logged;
+    const LogfmtLine parsed = ParseOutcomeLine(line);
+    EXPECT_EQ(parsed.fields.at("subscriber"), "payments") << line;
+    EXPECT_EQ(parsed.fields.at("error"), "exception: " + error) << line;
+    if (parsed.trailer.empty()) continue;
+    ++noted;
+    EXPECT_TRUE(parsed.trailer.starts_with("(") && parsed.trailer.ends_with(" similar lines held back)")) << line;
+  }
+  EXPECT_GE(logged, 2);
+  EXPECT_LT(logged, 101) << "the flood was limited";
+  EXPECT_GE(noted, 1) << logger->text();
 }
 
 std::string FileText(const std::string& path) {

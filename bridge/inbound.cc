@@ -565,8 +565,7 @@ Status Inbound::Start(Bus* bus, InboundOptions options, std::unique_ptr<Inbound>
     if (Result<std::optional<std::string>> got =
             tx.Get(options.column_family, bridge::InboundCursorKey(options.durable));
         !got.ok()) {
-      return Status::InvalidArgument("inbound column family '" + options.column_family +
-                                     "': " + got.status().message());
+      return bridge::ColumnFamilyReadError("inbound", options.column_family, got.status());
     }
   }
   std::unique_ptr<NatsLink> link;

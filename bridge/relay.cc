@@ -571,9 +571,7 @@ Result<std::string> LoadOrigin(Bus* bus, const RelayOptions& options) {
   const bridge::RelayKeys keys(options.subscriber_name);
   Transaction tx = bus->Begin();
   Result<std::optional<std::string>> got = tx.Get(options.column_family, keys.Origin());
-  if (!got.ok()) {
-    return Status::InvalidArgument("relay column family '" + options.column_family + "': " + got.status().message());
-  }
+  if (!got.ok()) return bridge::ColumnFamilyReadError("relay", options.column_family, got.status());
   if (got->has_value()) return **got;
   const std::string origin = EventId::Generate().ToString();
   if (Status s = tx.Put(options.column_family, keys.Origin(), origin); !s.ok()) return s;

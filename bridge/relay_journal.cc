@@ -93,4 +93,10 @@ std::optional<JournalEntry> DecodeJournalEntry(std::string_view bytes) {
   return e;
 }
 
+Status ColumnFamilyReadError(std::string_view role, std::string_view column_family, const Status& read) {
+  if (!read.IsInvalidArgument()) return read;
+  return Status::InvalidArgument(std::string(role) + " column family '" + std::string(column_family) +
+                                 "': " + read.message());
+}
+
 }  // namespace walbus::bridge

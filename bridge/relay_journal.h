@@ -29,6 +29,8 @@
 #include <string>
 #include <string_view>
 
+#include "walbus/status.h"
+
 namespace walbus::bridge {
 
 class RelayKeys {
@@ -51,6 +53,12 @@ class RelayKeys {
 };
 
 std::string InboundCursorKey(std::string_view durable);
+
+// What a read of the bridge's column family at Relay::Attach or
+// Inbound::Start failed with, as the call returns it: a column family the
+// bus does not have is the option's mistake (InvalidArgument naming
+// `role`'s column family); anything else (Closed, an I/O error) as it is.
+Status ColumnFamilyReadError(std::string_view role, std::string_view column_family, const Status& read);
 
 // A relayed message kept until the relay trusts the server to hold it.
 struct JournalEntry {

@@ -398,5 +398,26 @@ TEST(InboundTest, BadOptionsAreRefused) {
   EXPECT_EQ(in, nullptr);
 }
 
+TEST(InboundTest, StartOnAClosedBusSaysClosed) {
+  TempDir dir;
+  Options options = testing::TestOptions(dir);
+  options.column_families.push_back("jetstream");
+  auto bus = testing::OpenBus(options);
+  ASSERT_NE(bus, nullptr);
+  ASSERT_TRUE(bus->Close().ok());
+  InboundOptions o;
+  o.stream = kStream;
+  o.durable = "d";
+  o.filter_subject = "walbus.>";
+  o.connection.url = "nats://127.0.0.1:1";
+  for (const std::string cf : {"jetstream", ""}) {  // with its records, and without
+    o.column_family = cf;
+    std::unique_ptr<Inbound> in;
+    Status s = Inbound::Start(bus.get(), o, &in);
+    EXPECT_TRUE(s.IsClosed()) << "column family '" << cf << "': " << s.ToString();
+    EXPECT_EQ(in, nullptr);
+  }
+}
+
 }  // namespace
 }  // namespace walbus::jetstream

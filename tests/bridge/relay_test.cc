@@ -437,5 +437,19 @@ TEST(RelayTest, BadOptionsAreRefused) {
   EXPECT_NE(missing.message().find("jetstream"), std::string::npos) << missing.ToString();
 }
 
+TEST(RelayTest, AttachOnAClosedBusSaysClosed) {
+  TempDir dir;
+  auto bus = testing::OpenBus(RelayBusOptions(dir));
+  ASSERT_NE(bus, nullptr);
+  ASSERT_TRUE(bus->Close().ok());
+  RelayOptions o;
+  o.stream.name = kStream;
+  o.connection.url = "nats://127.0.0.1:1";
+  std::unique_ptr<Relay> relay;
+  Status s = Relay::Attach(bus.get(), o, &relay);
+  EXPECT_TRUE(s.IsClosed()) << s.ToString();
+  EXPECT_EQ(relay, nullptr);
+}
+
 }  // namespace
 }  // namespace walbus::jetstream

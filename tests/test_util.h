@@ -18,6 +18,22 @@
 
 namespace walbus::testing {
 
+// Whether a sanitizer's runtime serves this build (GCC names it with
+// __SANITIZE_*__, clang 14 only through __has_feature): its allocator, not
+// glibc's, serves memory and holds freed memory in quarantine, and shadow
+// memory adds to the resident set.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+inline constexpr bool kSanitizedBuild = true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) || __has_feature(memory_sanitizer)
+inline constexpr bool kSanitizedBuild = true;
+#else
+inline constexpr bool kSanitizedBuild = false;
+#endif
+#else
+inline constexpr bool kSanitizedBuild = false;
+#endif
+
 // A fresh directory under $TMPDIR, removed with everything in it on
 // destruction. path() itself does not exist yet: it is where a database
 // goes.

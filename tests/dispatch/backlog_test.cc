@@ -58,17 +58,7 @@ constexpr double kMaxDrainGrowthMiB = 200;
 // Sanitizers hold freed memory in quarantine and add shadow memory, so
 // there the resident set says little about the bus: the bound is checked in
 // plain builds (the order and drain checks run everywhere).
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-constexpr bool kSanitizedBuild = true;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) || __has_feature(memory_sanitizer)
-constexpr bool kSanitizedBuild = true;
-#else
-constexpr bool kSanitizedBuild = false;
-#endif
-#else
-constexpr bool kSanitizedBuild = false;
-#endif
+using testing::kSanitizedBuild;
 
 double SecondsSince(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

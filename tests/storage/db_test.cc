@@ -478,9 +478,8 @@ bool GivenBackPagesAreDropped() {
 TEST(DbTest, FreedHeapMemoryGoesBackToTheSystemWhenStorageFlushes) {
 #if !defined(__GLIBC__)
   GTEST_SKIP() << "other allocators give freed memory back themselves";
-#elif defined(__SANITIZE_ADDRESS__)
-  GTEST_SKIP() << "AddressSanitizer's allocator, not glibc's, serves this build";
 #endif
+  if (testing::kSanitizedBuild) GTEST_SKIP() << "a sanitizer's allocator, not glibc's, serves this build";
   if (!GivenBackPagesAreDropped()) GTEST_SKIP() << "pages given back stay resident here (emulation)";
   TempDir dir;
   std::unique_ptr<Db> db = OpenWithin(dir, size_t{8} << 20);

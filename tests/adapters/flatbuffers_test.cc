@@ -169,7 +169,7 @@ TEST(FlatBuffersAdapterTest, RegisteringRefusesASchemaThatBreaksTheStoredOne) {
   auto stored = internal::ParseSchemaSource(
       "namespace shipping; table ShipmentBooked { shipment_id: string (required); parcels: string; }\n"
       "root_type ShipmentBooked; file_identifier \"SHPB\";",
-      "", "stored.fbs");
+      {}, "stored.fbs");
   ASSERT_TRUE(stored.ok());
   ASSERT_TRUE(bus->RegisterSchema("shipping.shipment-booked.v1", stored->bytes()).ok());
   const Status s = shipping::RegisterEventSchemas(*bus);

@@ -26,7 +26,7 @@ std::string Source(const std::string& fields) {
 }
 
 std::string Binary(const std::string& fields) {
-  auto schema = internal::ParseSchemaSource(Source(fields), "", "order_approved.fbs");
+  auto schema = internal::ParseSchemaSource(Source(fields), {}, "order_approved.fbs");
   EXPECT_TRUE(schema.ok()) << schema.status().ToString();
   return schema.ok() ? schema->bytes() : std::string();
 }
@@ -237,7 +237,7 @@ TEST(BusSchemasTest, ASchemaWithoutFileIdentifierIsRefused) {
   TempDir dir;
   auto bus = testing::OpenBus(testing::TestOptions(dir));
   ASSERT_NE(bus, nullptr);
-  auto schema = internal::ParseSchemaSource("table T { x: int; } root_type T;", "", "t.fbs");
+  auto schema = internal::ParseSchemaSource("table T { x: int; } root_type T;", {}, "t.fbs");
   ASSERT_TRUE(schema.ok());
   auto refused = bus->RegisterSchema(kType, schema->bytes());
   ASSERT_TRUE(refused.status().IsInvalidArgument());

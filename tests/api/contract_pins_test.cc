@@ -21,7 +21,7 @@ constexpr char kType[] = "orders.order-approved.v1";
 std::string Schema(const std::string& fields, const std::string& identifier = "ORDA") {
   const std::string source = "namespace orders; table OrderApproved { " + fields + " }\nroot_type OrderApproved;\n" +
                              (identifier.empty() ? "" : "file_identifier \"" + identifier + "\";\n");
-  auto schema = internal::ParseSchemaSource(source, "", "orders.fbs");
+  auto schema = internal::ParseSchemaSource(source, {}, "orders.fbs");
   EXPECT_TRUE(schema.ok()) << schema.status().ToString();
   return schema.ok() ? schema->bytes() : std::string();
 }

@@ -55,7 +55,7 @@ constexpr const char* kFullPayload = R"({
 })";
 
 BinarySchema Schema(const std::string& source) {
-  auto schema = ParseSchemaSource(source, "", "orders.fbs");
+  auto schema = ParseSchemaSource(source, {}, "orders.fbs");
   if (!schema.ok()) {
     ADD_FAILURE() << schema.status().ToString();
     std::abort();

@@ -45,7 +45,7 @@ std::string Edit(std::string schema, const std::string& from, const std::string&
 }
 
 BinarySchema Parse(const std::string& source) {
-  auto schema = ParseSchemaSource(source, "", "test.fbs");
+  auto schema = ParseSchemaSource(source, {}, "test.fbs");
   EXPECT_TRUE(schema.ok()) << schema.status().ToString();
   return std::move(*schema);
 }
@@ -153,10 +153,10 @@ TEST(SchemaCompatTest, BadSchemasAreRefusedBeforeReflectionReadsThem) {
   auto copy = BinarySchema::FromBytes(good.bytes());
   ASSERT_TRUE(copy.ok());
   EXPECT_EQ(copy->RootName(), "orders.OrderApproved");
-  auto no_root = ParseSchemaSource("table T { x: int; }", "", "no_root.fbs");
+  auto no_root = ParseSchemaSource("table T { x: int; }", {}, "no_root.fbs");
   ASSERT_FALSE(no_root.ok());
   EXPECT_NE(no_root.status().message().find("no root_type"), std::string::npos);
-  auto broken = ParseSchemaSource("table T { x: nosuchtype; }\nroot_type T;", "", "broken.fbs");
+  auto broken = ParseSchemaSource("table T { x: nosuchtype; }\nroot_type T;", {}, "broken.fbs");
   ASSERT_FALSE(broken.ok());
   EXPECT_NE(broken.status().message().find("broken.fbs"), std::string::npos) << broken.status().ToString();
 }

@@ -615,7 +615,7 @@ bool CheckSchemaText(const internal::BinarySchema& schema, std::string* why) {
   std::vector<std::string> hidden;
   const std::string text = internal::SchemaSourceText(schema, &hidden);
   if (!EveryNameDeclarable(schema.schema()) || !hidden.empty()) return true;
-  auto again = internal::ParseSchemaSource(text, "", "shown.fbs");
+  auto again = internal::ParseSchemaSource(text, {}, "shown.fbs");
   if (!again.ok()) return true;
   std::vector<std::string> lines = internal::CompatibilityViolations(schema, *again);
   if (lines.empty()) lines = internal::CompatibilityViolations(*again, schema);
@@ -633,7 +633,7 @@ bool CheckSchemaBytes(std::string_view bytes, std::string* why) {
   static const auto* reference = new internal::BinarySchema(*internal::ParseSchemaSource(
       "namespace fuzz; enum E : byte { A, B } union U { T } table T { s: string; e: E; u: U; v: [T]; }\n"
       "root_type T; file_identifier \"FUZZ\";",
-      "", "reference.fbs"));
+      {}, "reference.fbs"));
   (void)internal::CompatibilityViolations(*reference, *schema);
   (void)internal::CompatibilityViolations(*schema, *reference);
   return CheckSchemaText(*schema, why);
@@ -667,7 +667,7 @@ bool CheckPayloadBytes(std::string_view bytes, std::string* why) {
   if (bytes.size() > kMaxInputBytes) return true;
   static const auto* reader = [] {
     auto contract = internal::PayloadContract::Make("fuzz.order.v1", 1,
-                                                    *internal::ParseSchemaSource(kPayloadSchema, "", "payload.fbs"));
+                                                    *internal::ParseSchemaSource(kPayloadSchema, {}, "payload.fbs"));
     auto* made = new internal::PayloadReader();
     if (!contract.ok() || !made->Add(std::move(*contract)).ok()) abort();
     return made;

@@ -31,9 +31,10 @@ namespace {
 
 namespace wi = walbus::internal;
 
-// A schema file: binary when it is one, else source (its includes looked
-// up beside it). InvalidArgument naming the file when it is neither.
-Result<wi::BinarySchema> LoadSchema(const std::string& path) {
+// A schema file: binary when it is one, else source, its includes looked
+// up beside it, then in `include_dirs` (-I) in order. InvalidArgument
+// naming the file when it is neither.
+Result<wi::BinarySchema> LoadSchema(const std::string& path, const std::vector<std::string>& include_dirs = {}) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return Status::InvalidArgument("cannot read " + path);
   std::ostringstream buffer;
@@ -47,8 +48,9 @@ Result<wi::BinarySchema> LoadSchema(const std::string& path) {
     return binary;
   }
   const size_t slash = path.rfind('/');
-  const std::string dir = slash == std::string::npos ? "." : path.substr(0, slash);
-  return wi::ParseSchemaSource(bytes, dir, path);
+  std::vector<std::string> dirs = {slash == std::string::npos ? "." : path.substr(0, slash)};
+  dirs.insert(dirs.end(), include_dirs.begin(), include_dirs.end());
+  return wi::ParseSchemaSource(bytes, dirs, path);
 }
 
 // Prints the violations (one per line) and the verdict; the exit code.
@@ -88,12 +90,13 @@ int CheckAgainstDatabase(const std::string& dir, const std::string& type, const 
   return Verdict(type + " in " + dir, new_path, violations, next.RootName());
 }
 
-int RunCheck(const std::string& old_path, const std::string& new_path, const std::string& type) {
-  auto new_schema = LoadSchema(new_path);
+int RunCheck(const std::string& old_path, const std::string& new_path, const std::string& type,
+             const std::vector<std::string>& include_dirs) {
+  auto new_schema = LoadSchema(new_path, include_dirs);
   if (!new_schema.ok()) return Fail("schema check", new_schema.status());
   std::error_code ec;
   if (std::filesystem::is_directory(old_path, ec)) return CheckAgainstDatabase(old_path, type, *new_schema, new_path);
-  auto old_schema = LoadSchema(old_path);
+  auto old_schema = LoadSchema(old_path, include_dirs);
   if (!old_schema.ok()) return Fail("schema check", old_schema.status());
   return Verdict(old_path, new_path, wi::CheckEvolution(*old_schema, *new_schema), new_schema->RootName());
 }
@@ -197,7 +200,7 @@ int RunGenerate(const std::vector<std::string>& paths, const std::string& functi
 }
 
 struct Values {
-  std::vector<std::string> paths;
+  std::vector<std::string> paths, include_dirs;
   std::string function, header, source;
   std::string old_path, new_path, type, dir;
   uint32_t version = 0;
@@ -218,9 +221,13 @@ void AddSchemaCommand(CLI::App* app, Runners* runners) {
   check->add_option("old", v->old_path, "The schema in use, or a database")->required();
   check->add_option("new", v->new_path, "The proposed schema")->required();
   check->add_option("--type", v->type, "With a database: the event type");
+  check
+      ->add_option("-I,--include-dir", v->include_dirs,
+                   "Where a source's includes are looked up after its own folder (repeatable, in order)")
+      ->check(CLI::ExistingDirectory);
   runners->push_back([check, v]() -> std::optional<int> {
     if (!check->parsed()) return std::nullopt;
-    return RunCheck(v->old_path, v->new_path, v->type);
+    return RunCheck(v->old_path, v->new_path, v->type, v->include_dirs);
   });
   CLI::App* list = schema->add_subcommand("ls", "The event types with schemas in a database, and their versions");
   list->add_option("dir", v->dir, "Database directory")->required();

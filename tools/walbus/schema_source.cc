@@ -41,7 +41,7 @@ Status CheckUlongDefaults(const flatbuffers::Parser& parser, const std::string& 
 
 }  // namespace
 
-Result<BinarySchema> ParseSchemaSource(std::string_view source, const std::string& include_dir,
+Result<BinarySchema> ParseSchemaSource(std::string_view source, const std::vector<std::string>& include_dirs,
                                        const std::string& file_name) {
   // As `flatc --binary --schema` parses: what it accepts (unions of
   // structs and strings among it) is accepted here.
@@ -49,8 +49,10 @@ Result<BinarySchema> ParseSchemaSource(std::string_view source, const std::strin
   options.lang_to_generate = flatbuffers::IDLOptions::kBinary;
   flatbuffers::Parser parser(options);
   const std::string text(source);
-  const char* include_paths[] = {include_dir.c_str(), nullptr};
-  if (!parser.Parse(text.c_str(), include_dir.empty() ? nullptr : include_paths, file_name.c_str())) {
+  std::vector<const char*> include_paths;
+  for (const std::string& dir : include_dirs) include_paths.push_back(dir.c_str());
+  include_paths.push_back(nullptr);
+  if (!parser.Parse(text.c_str(), include_dirs.empty() ? nullptr : include_paths.data(), file_name.c_str())) {
     return Status::InvalidArgument(file_name + ": " + parser.error_);
   }
   if (Status s = CheckUlongDefaults(parser, file_name); !s.ok()) return s;

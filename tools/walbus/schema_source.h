@@ -14,10 +14,10 @@
 
 namespace walbus::internal {
 
-// Parses FlatBuffers schema source; `include_dir` (may be empty) is where
-// its includes are looked up, `file_name` names it in errors.
-// InvalidArgument with the parser's message when it does not parse.
-Result<BinarySchema> ParseSchemaSource(std::string_view source, const std::string& include_dir,
+// Parses FlatBuffers schema source; `include_dirs` (may be empty) are
+// where its includes are looked up, in order, `file_name` names it in
+// errors. InvalidArgument with the parser's message when it does not parse.
+Result<BinarySchema> ParseSchemaSource(std::string_view source, const std::vector<std::string>& include_dirs,
                                        const std::string& file_name);
 
 // CompatibilityViolations, and when it finds none, flatc's verdict

@@ -35,7 +35,7 @@ std::string Payload(const std::string& json) {
 }
 
 BinarySchema Schema() {
-  auto schema = ParseSchemaSource(kSource, "", "orders.fbs");
+  auto schema = ParseSchemaSource(kSource, {}, "orders.fbs");
   EXPECT_TRUE(schema.ok()) << schema.status().ToString();
   return std::move(*schema);
 }

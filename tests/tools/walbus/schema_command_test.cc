@@ -59,7 +59,7 @@ TEST(SchemaCommandTest, ChecksSourcesAndBinarySchemas) {
   EXPECT_NE(out.find("orders.OrderApproved.note (id 2) was removed"), std::string::npos) << out;
 
   // A binary schema (as flatc --binary --schema writes) checks the same.
-  auto binary = internal::ParseSchemaSource(kV1, dir.root(), "v1.fbs");
+  auto binary = internal::ParseSchemaSource(kV1, {dir.root()}, "v1.fbs");
   ASSERT_TRUE(binary.ok()) << binary.status().ToString();
   const std::string v1_binary = Write(dir, "v1.bfbs", binary->bytes());
   ASSERT_EQ(RunCliOutput("schema check " + v1_binary + " " + v2, &out), 0) << out;
@@ -75,10 +75,37 @@ TEST(SchemaCommandTest, ChecksSourcesAndBinarySchemas) {
   EXPECT_EQ(RunCli("schema check " + v1), 2) << "NEW is required";
 }
 
+// A source that includes one in another folder checks with -I naming it
+// (repeatable, looked up in order after the source's own folder), and
+// fails without, naming what it could not find.
+TEST(SchemaCommandTest, IncludeDirsFindIncludesElsewhere) {
+  TempDir dir;
+  std::filesystem::create_directories(dir.root() + "/common");
+  std::filesystem::create_directories(dir.root() + "/events");
+  std::filesystem::create_directories(dir.root() + "/empty");
+  Write(dir, "common/money.fbs", "namespace orders;\nstruct Money { units: long; cents: int; }\n");
+  const std::string v1 = Write(dir, "events/v1.fbs", kV1);
+  std::string v2_text = kV1;
+  v2_text.replace(v2_text.find(" }\nroot_type"), 3, " note: string; }\n");
+  const std::string v2 = Write(dir, "events/v2.fbs", v2_text);
+
+  std::string err;
+  ASSERT_EQ(RunCliErrors("schema check " + v1 + " " + v2, &err), 2) << "money.fbs is not beside them";
+  EXPECT_NE(err.find("money.fbs"), std::string::npos) << err;
+  std::string out;
+  ASSERT_EQ(
+      RunCliOutput("schema check -I " + dir.root() + "/empty --include-dir " + dir.root() + "/common " + v1 + " " + v2,
+                   &out),
+      0)
+      << out;
+  EXPECT_NE(out.find("may replace"), std::string::npos) << out;
+  EXPECT_EQ(RunCli("schema check -I " + dir.root() + "/absent " + v1 + " " + v2), 2) << "a folder that is not there";
+}
+
 TEST(SchemaCommandTest, ChecksAgainstADatabaseAndListsItsTypes) {
   TempDir dir;
   Write(dir, "money.fbs", "namespace orders;\nstruct Money { units: long; cents: int; }\n");
-  auto v1 = internal::ParseSchemaSource(kV1, dir.root(), "v1.fbs");
+  auto v1 = internal::ParseSchemaSource(kV1, {dir.root()}, "v1.fbs");
   ASSERT_TRUE(v1.ok());
   {
     auto bus = testing::OpenBus(testing::TestOptions(dir));
@@ -125,8 +152,8 @@ TEST(SchemaCommandTest, ShowsEveryVersionAsSourceThatReadsTheSame) {
   Write(dir, "money.fbs", "namespace orders;\nstruct Money { units: long; cents: int; }\n");
   std::string v2_text = kV1;
   v2_text.replace(v2_text.find(" }\nroot_type"), 3, " note: string; }\n");
-  auto v1 = internal::ParseSchemaSource(kV1, dir.root(), "v1.fbs");
-  auto v2 = internal::ParseSchemaSource(v2_text, dir.root(), "v2.fbs");
+  auto v1 = internal::ParseSchemaSource(kV1, {dir.root()}, "v1.fbs");
+  auto v2 = internal::ParseSchemaSource(v2_text, {dir.root()}, "v2.fbs");
   ASSERT_TRUE(v1.ok() && v2.ok());
   {
     auto bus = testing::OpenBus(testing::TestOptions(dir));
@@ -145,7 +172,7 @@ TEST(SchemaCommandTest, ShowsEveryVersionAsSourceThatReadsTheSame) {
   const std::pair<int, const internal::BinarySchema*> versions[] = {{1, &*v1}, {2, &*v2}};
   for (const auto& [version, registered] : versions) {
     const std::string source = ShownSource(out, version);
-    auto shown = internal::ParseSchemaSource(source, "", "shown.fbs");
+    auto shown = internal::ParseSchemaSource(source, {}, "shown.fbs");
     ASSERT_TRUE(shown.ok()) << shown.status().ToString() << "\n" << source;
     EXPECT_TRUE(internal::CheckEvolution(*registered, *shown).empty()) << source;
     EXPECT_TRUE(internal::CheckEvolution(*shown, *registered).empty()) << source;

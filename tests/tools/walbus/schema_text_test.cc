@@ -54,10 +54,10 @@ file_extension "ord";
 )";
 
 TEST(SchemaTextTest, ReadsBackAsTheSameSchema) {
-  auto original = ParseSchemaSource(kEverySchemaFeature, "", "orders.fbs");
+  auto original = ParseSchemaSource(kEverySchemaFeature, {}, "orders.fbs");
   ASSERT_TRUE(original.ok()) << original.status().ToString();
   const std::string text = SchemaSourceText(*original);
-  auto again = ParseSchemaSource(text, "", "shown.fbs");
+  auto again = ParseSchemaSource(text, {}, "shown.fbs");
   ASSERT_TRUE(again.ok()) << again.status().ToString() << "\n" << text;
   for (const std::string& line : CheckEvolution(*original, *again)) ADD_FAILURE() << line << "\n" << text;
   for (const std::string& line : CheckEvolution(*again, *original)) ADD_FAILURE() << line << "\n" << text;
@@ -74,7 +74,7 @@ TEST(SchemaTextTest, ReadsBackAsTheSameSchema) {
 }
 
 TEST(SchemaTextTest, WritesASchemaInTheRootNamespace) {
-  auto original = ParseSchemaSource("table Ping { at: long; }\nroot_type Ping;\nfile_identifier \"PING\";\n", "", "p");
+  auto original = ParseSchemaSource("table Ping { at: long; }\nroot_type Ping;\nfile_identifier \"PING\";\n", {}, "p");
   ASSERT_TRUE(original.ok());
   EXPECT_EQ(SchemaSourceText(*original),
             "table Ping {\n  at: long;\n}\n\nroot_type Ping;\nfile_identifier \"PING\";\n");
@@ -88,7 +88,7 @@ TEST(SchemaTextTest, SaysWhereANearerTypeHidesTheOneMeant) {
       "namespace orders; table Line { sku: string; }\n"
       "namespace shop.orders; table Order { lines: [orders.Line]; } table Line { qty: int; }\n"
       "root_type Order; file_identifier \"SHOP\";\n",
-      "", "shop.fbs");
+      {}, "shop.fbs");
   ASSERT_TRUE(original.ok()) << original.status().ToString();
   std::vector<std::string> hidden;
   const std::string text = SchemaSourceText(*original, &hidden);
@@ -98,7 +98,7 @@ TEST(SchemaTextTest, SaysWhereANearerTypeHidesTheOneMeant) {
             std::string::npos)
       << text;
   std::vector<std::string> none;
-  (void)SchemaSourceText(*ParseSchemaSource(kEverySchemaFeature, "", "orders.fbs"), &none);
+  (void)SchemaSourceText(*ParseSchemaSource(kEverySchemaFeature, {}, "orders.fbs"), &none);
   EXPECT_TRUE(none.empty()) << none.front();
 }
 

@@ -76,18 +76,33 @@ int RunInboxCheck(const std::string& dir, const std::string& subscriber, const s
   uint64_t seq = 0;
   int64_t at_ms = 0;
   if (Status s = wi::CheckInbox(dir, subscriber, *id, &handled, &seq, &at_ms); !s.ok()) return Fail("inbox check", s);
+  // Without an inbox record the subscriber may still have passed the
+  // event (a type it does not take): the word `walbus event` uses.
+  bool passed = false;
+  if (!handled) {
+    wi::EventStory story;
+    bool found = false;
+    if (Status s = wi::FindEventStory(dir, *id, &story, &found); !s.ok()) return Fail("inbox check", s);
+    for (const wi::DeliveryReport& d : story.deliveries) passed |= d.subscriber == subscriber && d.state == "passed";
+    seq = story.seq;
+  }
+  const char* state = handled ? "handled" : passed ? "passed" : "none";
   if (json) {
     std::cout << "{\"subscriber\":" << wi::JsonString(subscriber) << ",\"event\":\"" << id->ToString()
-              << "\",\"handled\":" << (handled ? "true" : "false");
-    if (handled) std::cout << ",\"seq\":" << seq << ",\"handled_at_ms\":" << at_ms;
+              << "\",\"state\":\"" << state << "\",\"handled\":" << (handled ? "true" : "false");
+    if (handled || passed) std::cout << ",\"seq\":" << seq;
+    if (handled) std::cout << ",\"handled_at_ms\":" << at_ms;
     std::cout << "}\n";
   } else if (handled) {
     std::cout << subscriber << " completed event " << id->ToString() << " (seq " << seq << ") at "
               << wi::inspect_util::IsoTimeMs(at_ms) << "\n";
+  } else if (passed) {
+    std::cout << subscriber << " passed event " << id->ToString() << " (seq " << seq
+              << "): not a type it takes, so it has no inbox record\n";
   } else {
     std::cout << subscriber << " has no record of event " << id->ToString() << "\n";
   }
-  return handled ? 0 : 1;
+  return handled || passed ? 0 : 1;
 }
 
 struct Values {
@@ -145,7 +160,9 @@ void AddEventCommands(CLI::App* app, Runners* runners) {
   CLI::App* inbox = app->add_subcommand("inbox", "The subscribers' records of completed events");
   inbox->require_subcommand(1);
   CLI::App* inbox_check = inbox->add_subcommand(
-      "check", "Whether a subscriber completed an event (exit 0) or has no record of it (exit 1)");
+      "check",
+      "Whether a subscriber completed an event or passed it (a type it does not take) (exit 0), or has no "
+      "record of it (exit 1)");
   inbox_check->add_option("dir", v->dir, "Database directory")->required();
   inbox_check->add_option("--subscriber", v->subscriber, "Subscriber name")->required();
   inbox_check->add_option("--event", v->event_id, "Event id")->required();

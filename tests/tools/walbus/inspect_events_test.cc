@@ -297,6 +297,45 @@ TEST(InspectEventsTest, InboxCheckSaysWhetherASubscriberCompletedAnEvent) {
   EXPECT_EQ(RunCli("inbox check " + f.dir.path() + " --subscriber nobody --event " + id), 2);
 }
 
+// An event of a type the subscriber does not take is passed, not
+// handled: `inbox check` says so with the word `walbus event` uses, exit 0.
+TEST(InspectEventsTest, InboxCheckSaysPassedForATypeTheSubscriberDoesNotTake) {
+  TempDir dir;
+  EventId confirmation;
+  {
+    // Registered and never run again: it keeps the event in the outbox.
+    auto bus = testing::OpenBus(testing::TestOptions(dir));
+    SubscriberOptions holder;
+    holder.name = "holder";
+    holder.handler = [](const Event&, HandlerContext&) { return Outcome::Done(); };
+    ASSERT_TRUE(bus->Subscribe(std::move(holder)).ok());
+  }
+  {
+    auto bus = testing::OpenBus(testing::TestOptions(dir));
+    SubscriberOptions placed_only;
+    placed_only.name = "placed-only";
+    placed_only.types = {kPlaced};
+    placed_only.handler = [](const Event&, HandlerContext&) { return Outcome::Done(); };
+    ASSERT_TRUE(bus->Subscribe(std::move(placed_only)).ok());
+    ASSERT_TRUE(bus->Start().ok());
+    Transaction tx = bus->Begin();
+    auto id = tx.Publish(EventSpec{.type = kConfirmed, .subject = "order-1"});
+    ASSERT_TRUE(id.ok());
+    confirmation = *id;
+    ASSERT_TRUE(tx.Commit().ok());
+    ASSERT_TRUE(bus->WaitIdle(30s).ok());
+    ASSERT_TRUE(bus->Close().ok());
+  }
+  std::string out;
+  const std::string args = "inbox check " + dir.path() + " --subscriber placed-only --event " + confirmation.ToString();
+  ASSERT_EQ(RunCli(args, &out), 0) << out;
+  EXPECT_NE(out.find("placed-only passed event " + confirmation.ToString()), std::string::npos) << out;
+  ASSERT_EQ(RunCli(args + " --json", &out), 0) << out;
+  EXPECT_NE(out.find("\"state\":\"passed\""), std::string::npos) << out;
+  ASSERT_EQ(RunCli("event " + dir.path() + " " + confirmation.ToString(), &out), 0) << out;
+  EXPECT_NE(out.find("passed"), std::string::npos) << out;
+}
+
 TEST(InspectEventsTest, SubscribersShowTheWorkWaiting) {
   Fixture f;
   std::vector<SubscriberDetail> subscribers;

@@ -143,6 +143,7 @@ class InboundImpl final : public Inbound {
   // Owned thread: subscribes once connected, then fetches until Stop().
   void Run() {
     while (!stopping()) {
+      LogLinkChanges(bus_, *link_, "inbound", options_.durable);
       counters_->connected.store(link_->connected(), std::memory_order_relaxed);
       if (!link_->connected()) {
         Sleep(50ms);
@@ -560,6 +561,7 @@ Status Inbound::Start(Bus* bus, InboundOptions options, std::unique_ptr<Inbound>
   if (options.max_ack_pending < options.fetch_batch) {
     return Status::InvalidArgument("max_ack_pending must be at least fetch_batch");
   }
+  if (Status s = bridge::CheckNatsUrls(options.connection.url); !s.ok()) return s;
   if (!options.column_family.empty()) {
     Transaction tx = bus->Begin();
     if (Result<std::optional<std::string>> got =

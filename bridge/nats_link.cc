@@ -1,6 +1,8 @@
 #include "bridge/nats_link.h"
 
+#include <algorithm>
 #include <cassert>
+#include <cstdio>
 #include <vector>
 
 namespace walbus::bridge {
@@ -25,12 +27,69 @@ Status FromNats(natsStatus s, std::string_view what) {
   }
 }
 
+namespace {
+
+bool IsPort(std::string_view port) {
+  if (port.empty() || port.size() > 5 || port.find_first_not_of("0123456789") != std::string_view::npos) return false;
+  const int number = std::stoi(std::string(port));
+  return number >= 1 && number <= 65535;
+}
+
+// One server address of a URL list (see CheckNatsUrls).
+bool IsNatsUrl(std::string_view url) {
+  for (std::string_view scheme : {"nats://", "tls://"}) {
+    if (url.starts_with(scheme)) {
+      url.remove_prefix(scheme.size());
+      break;
+    }
+  }
+  if (const size_t at = url.rfind('@'); at != std::string_view::npos) url.remove_prefix(at + 1);
+  if (url.starts_with('[')) {  // [IPv6]:port
+    const size_t close = url.find(']');
+    if (close == std::string_view::npos || close == 1) return false;
+    if (url.substr(1, close - 1).find_first_not_of("0123456789abcdefABCDEF:.") != std::string_view::npos) return false;
+    const std::string_view rest = url.substr(close + 1);
+    return rest.empty() || (rest.front() == ':' && IsPort(rest.substr(1)));
+  }
+  const size_t colon = url.find(':');
+  const std::string_view host = url.substr(0, colon);
+  const auto name_char = [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '-' ||
+           c == '_';
+  };
+  if (host.empty() || !std::all_of(host.begin(), host.end(), name_char)) return false;
+  return colon == std::string_view::npos || IsPort(url.substr(colon + 1));
+}
+
+std::string_view Trimmed(std::string_view s) {
+  while (!s.empty() && s.front() == ' ') s.remove_prefix(1);
+  while (!s.empty() && s.back() == ' ') s.remove_suffix(1);
+  return s;
+}
+
+}  // namespace
+
+Status CheckNatsUrls(std::string_view urls) {
+  if (Trimmed(urls).empty()) return Status::InvalidArgument("ConnectionOptions::url is empty: give a NATS server");
+  for (size_t start = 0; start <= urls.size();) {
+    const size_t comma = std::min(urls.find(',', start), urls.size());
+    const std::string_view url = Trimmed(urls.substr(start, comma - start));
+    if (!IsNatsUrl(url)) {
+      return Status::InvalidArgument("ConnectionOptions::url: '" + std::string(url) +
+                                     "' is not a NATS server address (nats://host:port, tls://host:port; "
+                                     "several separated by commas)");
+    }
+    start = comma + 1;
+  }
+  return Status::OK();
+}
+
 NatsLink::NatsLink(jetstream::ConnectionOptions options)
     : options_(std::move(options)), offline_since_(std::chrono::steady_clock::now()) {}
 
 Status NatsLink::Open(const jetstream::ConnectionOptions& options, std::unique_ptr<NatsLink>* out) {
   out->reset();
-  if (options.url.empty()) return Status::InvalidArgument("no NATS url given");
+  if (Status s = CheckNatsUrls(options.url); !s.ok()) return s;
   if (options.request_timeout.count() <= 0) return Status::InvalidArgument("request_timeout must be positive");
   std::unique_ptr<NatsLink> link(new NatsLink(options));
   natsStatus s = natsOptions_Create(&link->nats_options_);
@@ -48,9 +107,14 @@ Status NatsLink::Open(const jetstream::ConnectionOptions& options, std::unique_p
   if (s != NATS_OK) return FromNats(s, "set up the NATS client options");
   s = natsConnection_Connect(&link->conn_, link->nats_options_);
   if (s == NATS_OK) {
-    link->SetConnected(true);
+    link->SetConnected(true, link->conn_);
   } else if (s != NATS_NOT_YET_CONNECTED) {
     return FromNats(s, "connect to " + options.url);
+  } else {
+    MutexLock lock(&link->mu_);
+    link->QueueChange({LogLevel::kWarning, "no NATS server answers at " + options.url + " yet; trying every " +
+                                               std::to_string(std::max<int64_t>(1, options.reconnect_wait.count())) +
+                                               " ms in the background"});
   }
   jsOptions jso;
   jsOptions_Init(&jso);
@@ -74,17 +138,19 @@ NatsLink::~NatsLink() {
   if (nats_options_ != nullptr) natsOptions_Destroy(nats_options_);
 }
 
-void NatsLink::SetConnected(bool up) {
+void NatsLink::SetConnected(bool up, natsConnection* nc) {
   std::function<void()> listener;
   {
     MutexLock lock(&mu_);
     const bool was = connected_.load(std::memory_order_relaxed);
     if (was == up) return;
     const auto now = std::chrono::steady_clock::now();
+    if (!closed_) NoteChange(up, nc, now);
     if (up) {
       offline_total_ += now - offline_since_;
       epoch_.fetch_add(1, std::memory_order_acq_rel);
       listener = listener_;
+      ever_connected_ = true;
     } else {
       offline_since_ = now;
       disconnects_.fetch_add(1, std::memory_order_relaxed);
@@ -94,17 +160,63 @@ void NatsLink::SetConnected(bool up) {
   if (listener) listener();
 }
 
+void NatsLink::NoteChange(bool up, natsConnection* nc, std::chrono::steady_clock::time_point now) {
+  if (!up) {
+    QueueChange(
+        {LogLevel::kWarning, "connection to " + (server_.empty() ? options_.url : server_) + " lost; reconnecting"});
+    return;
+  }
+  char url[256] = {0};
+  if (nc != nullptr && natsConnection_GetConnectedUrl(nc, url, sizeof(url)) == NATS_OK && url[0] != '\0') {
+    server_ = url;
+  }
+  const std::string server = server_.empty() ? options_.url : server_;
+  if (!ever_connected_) {
+    QueueChange({LogLevel::kInfo, "connected to " + server});
+    return;
+  }
+  char seconds[32];
+  std::snprintf(seconds, sizeof(seconds), "%.1f", std::chrono::duration<double>(now - offline_since_).count());
+  QueueChange({LogLevel::kInfo, "connected to " + server + " again, after " + seconds + " s offline"});
+}
+
+void NatsLink::QueueChange(LinkChange change) {
+  if (changes_.size() >= kMaxChanges) {
+    changes_.erase(changes_.begin());
+    ++changes_dropped_;
+  }
+  changes_.push_back(std::move(change));
+  has_changes_.store(true, std::memory_order_release);
+}
+
+std::vector<LinkChange> NatsLink::TakeChanges() {
+  std::vector<LinkChange> taken;
+  if (!has_changes_.load(std::memory_order_acquire)) return taken;
+  MutexLock lock(&mu_);
+  has_changes_.store(false, std::memory_order_relaxed);
+  if (changes_dropped_ > 0) {
+    taken.push_back({LogLevel::kWarning, std::to_string(changes_dropped_) +
+                                             " earlier changes of the connection were not logged (too many)"});
+    changes_dropped_ = 0;
+  }
+  taken.insert(taken.end(), std::make_move_iterator(changes_.begin()), std::make_move_iterator(changes_.end()));
+  changes_.clear();
+  return taken;
+}
+
 void NatsLink::SetConnectedListener(std::function<void()> listener) {
   MutexLock lock(&mu_);
   listener_ = std::move(listener);
 }
 
-void NatsLink::OnConnected(natsConnection*, void* self) { static_cast<NatsLink*>(self)->SetConnected(true); }
-void NatsLink::OnDisconnected(natsConnection*, void* self) { static_cast<NatsLink*>(self)->SetConnected(false); }
+void NatsLink::OnConnected(natsConnection* nc, void* self) { static_cast<NatsLink*>(self)->SetConnected(true, nc); }
+void NatsLink::OnDisconnected(natsConnection*, void* self) {
+  static_cast<NatsLink*>(self)->SetConnected(false, nullptr);
+}
 
 void NatsLink::OnClosed(natsConnection*, void* self) {
   auto* link = static_cast<NatsLink*>(self);
-  link->SetConnected(false);
+  link->SetConnected(false, nullptr);
   MutexLock lock(&link->mu_);
   link->closed_ = true;
   link->closed_cv_.NotifyAll();  // under the lock: the destructor waits for it

@@ -21,10 +21,12 @@
 #include <mutex>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "bridge/cloudevents.h"
 #include "bus/util/mutex.h"
 #include "walbus/jetstream.h"
+#include "walbus/logger.h"
 #include "walbus/status.h"
 
 namespace walbus::bridge {
@@ -35,6 +37,20 @@ using internal::MutexLock;
 
 // A NATS status as a walbus one, with the client's last error text.
 Status FromNats(natsStatus s, std::string_view what);
+
+// OK when `urls` is one or more NATS server addresses, comma-separated:
+// [nats://|tls://][user[:password]@]host[:port], host a name, an IPv4
+// address or a bracketed IPv6 one, port 1..65535. InvalidArgument naming
+// ConnectionOptions::url and the address otherwise: the client would take
+// "not a url" and try it forever.
+Status CheckNatsUrls(std::string_view urls);
+
+// A change of a link's connection as a line for the log: no server yet,
+// lost, made, made again after so long offline.
+struct LinkChange {
+  LogLevel level;
+  std::string line;
+};
 
 class NatsLink {
  public:
@@ -50,6 +66,13 @@ class NatsLink {
   // Called on the client's thread after each (re)connection; set once,
   // before the link may connect again. Must not block.
   void SetConnectedListener(std::function<void()> listener);
+  // The changes of the connection since the last call, oldest first. The
+  // client reports them on a thread of its own, which may outlive the bus
+  // the bridge logs to; so the bridge takes them on its own threads (the
+  // relay's handler, the inbound consumer's loop) and logs them there.
+  // At most kMaxChanges are kept; older ones are dropped and counted.
+  std::vector<LinkChange> TakeChanges();
+  static constexpr size_t kMaxChanges = 16;
   uint64_t disconnects() const { return disconnects_.load(std::memory_order_relaxed); }
   double offline_seconds() const;
   jsCtx* js() const { return js_; }
@@ -62,7 +85,11 @@ class NatsLink {
 
  private:
   explicit NatsLink(jetstream::ConnectionOptions options);
-  void SetConnected(bool up);
+  // `nc`: the connection, when it is up (for the server's address).
+  void SetConnected(bool up, natsConnection* nc);
+  // Queues the line for a change of the connection.
+  void NoteChange(bool up, natsConnection* nc, std::chrono::steady_clock::time_point now) REQUIRES(mu_);
+  void QueueChange(LinkChange change) REQUIRES(mu_);
   static void OnConnected(natsConnection*, void* self);
   static void OnDisconnected(natsConnection*, void* self);
   // The client's last callback for a connection: after it, none of the
@@ -80,6 +107,11 @@ class NatsLink {
   std::chrono::steady_clock::time_point offline_since_ GUARDED_BY(mu_);  // valid while !connected_
   std::chrono::steady_clock::duration offline_total_ GUARDED_BY(mu_){};
   bool closed_ GUARDED_BY(mu_) = false;
+  bool ever_connected_ GUARDED_BY(mu_) = false;
+  std::string server_ GUARDED_BY(mu_);  // the last server connected to
+  std::vector<LinkChange> changes_ GUARDED_BY(mu_);
+  std::atomic<bool> has_changes_{false};  // changes_ is not empty: TakeChanges' lock-free look
+  uint64_t changes_dropped_ GUARDED_BY(mu_) = 0;
   std::function<void()> listener_ GUARDED_BY(mu_);
   CondVar closed_cv_;
 };

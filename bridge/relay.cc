@@ -69,6 +69,7 @@ class RelayCore {
       skipped_.fetch_add(1, std::memory_order_relaxed);
       return Outcome::Done();
     }
+    LogLinkChanges(bus_, *link_, "relay", options_.subscriber_name);
     // Offline: wait with backoff rather than queue publishes in the client.
     if (!link_->connected()) return Outcome::RetryAfter(std::chrono::milliseconds(0));
     WaitForReconnectCheck();
@@ -591,10 +592,13 @@ Status Relay::Attach(Bus* bus, RelayOptions options, std::unique_ptr<Relay>* out
     return Status::InvalidArgument("no subject prefix and no subject mapping given");
   }
   if (options.confirm_after.count() < 0) return Status::InvalidArgument("confirm_after must not be negative");
+  // Before anything is written: a bad address would be tried forever.
+  if (Status s = bridge::CheckNatsUrls(options.connection.url); !s.ok()) return s;
   Result<std::string> origin = LoadOrigin(bus, options);
   if (!origin.ok()) return origin.status();
   std::unique_ptr<NatsLink> link;
   if (Status s = NatsLink::Open(options.connection, &link); !s.ok()) return s;
+  LogLinkChanges(bus, *link, "relay", options.subscriber_name);  // connected, or no server yet
   auto core = std::make_shared<RelayCore>(bus, options, std::move(link), std::move(*origin));
   SubscriberOptions subscriber;
   subscriber.name = options.subscriber_name;

@@ -396,6 +396,13 @@ TEST(InboundTest, BadOptionsAreRefused) {
   o.durable = "d";
   EXPECT_EQ(Inbound::Start(bus.get(), o, &in).code(), Status::Code::kInvalidArgument) << "no filter subject";
   EXPECT_EQ(in, nullptr);
+  o.filter_subject = "walbus.>";
+  o.column_family.clear();
+  o.connection.url = "not a url";
+  Status bad = Inbound::Start(bus.get(), o, &in);
+  EXPECT_EQ(bad.code(), Status::Code::kInvalidArgument) << bad.ToString();
+  EXPECT_NE(bad.message().find("ConnectionOptions::url"), std::string::npos) << bad.ToString();
+  EXPECT_EQ(in, nullptr);
 }
 
 TEST(InboundTest, StartOnAClosedBusSaysClosed) {

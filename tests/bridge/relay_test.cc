@@ -13,6 +13,7 @@
 #include <thread>
 #include <utility>
 
+#include "bridge/nats_link.h"
 #include "tests/bridge/bridge_node.h"
 #include "tests/bridge/nats_client.h"
 #include "tests/payload_json.h"
@@ -135,6 +136,37 @@ TEST(RelayTest, PublishesEveryEventOnceInSubjectOrder) {
   EXPECT_NE(on_bus.find("walbus_subscriber_handled_total{subscriber=\"jetstream-relay\"} 500"), std::string::npos);
   relay.reset();
   EXPECT_EQ(bus->MetricsText().find("walbus_relay_"), std::string::npos) << "a destroyed relay is forgotten";
+}
+
+// The log says when the connection is lost and when it is back, with the
+// server and how long it was down: offline is visible, not only in stats.
+// The relay logs a change when it next has an event to send.
+TEST(RelayTest, TheLogSaysWhenTheConnectionIsLostAndBack) {
+  NatsServer server;
+  ASSERT_TRUE(server.Start());
+  TempDir dir;
+  Options options = RelayBusOptions(dir);
+  auto logger = std::make_shared<testing::CapturingLogger>(LogLevel::kInfo);
+  options.logger = logger;
+  auto bus = testing::OpenBus(options);
+  ASSERT_NE(bus, nullptr);
+  std::unique_ptr<Relay> relay;
+  ASSERT_TRUE(Relay::Attach(bus.get(), MakeRelayOptions(server), &relay).ok());
+  ASSERT_TRUE(bus->Start().ok());
+  const auto logged = [&](const std::string& text) { return logger->text().find(text) != std::string::npos; };
+  ASSERT_TRUE(testing::Eventually([&] { return logged("walbus relay jetstream-relay: connected to nats://"); }, 10s))
+      << logger->text();
+  server.Kill();
+  ASSERT_TRUE(testing::Eventually([&] { return !relay->Stats().connected; }, 10s));
+  PublishRange(*bus, 0, 5, 5);  // offline with events waiting
+  ASSERT_TRUE(testing::Eventually([&] { return logged("jetstream-relay: connection to nats://"); }, 10s))
+      << logger->text();
+  EXPECT_TRUE(logged(" lost; reconnecting")) << logger->text();
+  std::this_thread::sleep_for(500ms);  // offline for a while
+  ASSERT_TRUE(server.Start());
+  ASSERT_TRUE(bus->WaitIdle(60s).ok());
+  EXPECT_TRUE(logged(" again, after ")) << logger->text();
+  EXPECT_TRUE(logged(" s offline")) << logger->text();
 }
 
 TEST(RelayTest, ServerKilledAndRestartedMidStreamLosesAndDuplicatesNothing) {
@@ -427,6 +459,22 @@ TEST(RelayTest, BadOptionsAreRefused) {
   EXPECT_EQ(Relay::Attach(bus.get(), o, &relay).code(), Status::Code::kInvalidArgument) << "no url";
   EXPECT_EQ(Relay::Attach(nullptr, o, &relay).code(), Status::Code::kInvalidArgument);
   EXPECT_EQ(relay, nullptr);
+  // An address the client would try forever is refused at once, naming
+  // the option, before anything is written.
+  for (const char* url : {"not a url", "nats://", "nats://host:0", "nats://host:99999", "nats://host:port",
+                          "nats://a:4222,", "nats://[::1", "http//x"}) {
+    o.connection.url = url;
+    Status bad = Relay::Attach(bus.get(), o, &relay);
+    EXPECT_EQ(bad.code(), Status::Code::kInvalidArgument) << url << ": " << bad.ToString();
+    EXPECT_NE(bad.message().find("ConnectionOptions::url"), std::string::npos) << bad.ToString();
+  }
+  auto written = bus->Read().Scan("jetstream", ScanOptions{});
+  ASSERT_TRUE(written.ok());
+  EXPECT_TRUE(written->rows.empty()) << "a refused Attach writes nothing";
+  for (const char* url : {"nats://127.0.0.1:1", "127.0.0.1:1", "tls://user:pw@host.example:4443", "nats://[::1]:4222",
+                          "nats://a:1, nats://b:2", "nats://nats_1"}) {
+    EXPECT_TRUE(bridge::CheckNatsUrls(url).ok()) << url << ": " << bridge::CheckNatsUrls(url).ToString();
+  }
 
   // The relay's records need their column family.
   TempDir other;

@@ -71,7 +71,7 @@ function(walbus_add_event_schemas)
     cmake_path(GET fbs STEM stem)
     add_custom_command(
       OUTPUT ${out}/${stem}_generated.h ${out}/${stem}.bfbs
-      COMMAND ${flatc} --cpp --binary --schema -o ${out} ${include_flags} ${fbs}
+      COMMAND ${flatc} --cpp --binary --schema --bfbs-builtins -o ${out} ${include_flags} ${fbs}
       DEPENDS ${fbs} ${flatc}
       COMMENT "flatc: the event schema ${stem}.fbs"
       VERBATIM)

@@ -3,8 +3,11 @@
 //
 // The check walks the payload with the schema (reflection, header-only):
 // every table, string, vector, struct and union member the schema names is
-// in bounds and aligned, required fields are present, and nesting and table
-// counts are capped. It is our own walk, not FlatBuffers' reflection
+// in bounds and aligned, required fields are present, nested FlatBuffers
+// (`nested_flatbuffer`) are walked as their root table and FlexBuffers
+// (`flexbuffer`) pass FlexBuffers' own verifier, and nesting and work are
+// capped. Whatever it accepts, the verifier flatc generates for the same
+// schema accepts too (tests/fuzz: the differential target). It is our own walk, not FlatBuffers' reflection
 // `Verify`: the library links no FlatBuffers code (only its headers), and
 // 2.0.8's walk dereferences null for a union member that is a string or a
 // struct and stops at vectors of unions.
@@ -28,23 +31,26 @@
 
 namespace walbus::internal {
 
-// Bounds on one payload's walk: nesting depth (tables within tables), and
-// steps (a table, a field, a vector's element), so that a small hostile
-// buffer whose offsets point many times at the same tables cannot make the
-// walk long. A legitimate 1 MiB payload takes well under a million steps.
+// Bounds on one payload's walk: nesting depth (tables within tables, nested
+// FlatBuffers included), and steps: a table, a field present in it, an
+// element of a vector of offsets, four bytes of a FlexBuffer. A payload
+// whose every table, field and element has bytes of its own takes at most
+// one step per byte; the walk allows kPayloadStepsPerByte, so that only
+// offsets that point at the same data many times (a small hostile buffer
+// that would make the walk long) exhaust it.
 inline constexpr uint32_t kMaxPayloadDepth = 64;
-inline constexpr uint32_t kMaxPayloadSteps = 1u << 23;
+inline constexpr uint32_t kPayloadStepsPerByte = 4;
 
 class PayloadContract {
  public:
-  // The contract of version `version` of `type`'s schema.
-  // InvalidArgument when the schema has no file_identifier: without one a
-  // buffer of another table cannot be told from this one's.
+  // The contract of version `version` of `type`'s schema. A schema
+  // without a file_identifier checks no identifier. InvalidArgument when a
+  // `nested_flatbuffer` attribute names a table the schema does not hold.
   static Result<PayloadContract> Make(std::string type, uint32_t version, BinarySchema schema);
 
   // OK when `data` is a buffer of the schema's root table, with its file
-  // identifier. InvalidArgument otherwise, naming the type, the schema
-  // version and the first field that failed.
+  // identifier if the schema has one. InvalidArgument otherwise, naming the
+  // type, the schema version and the first field that failed.
   Status Verify(std::string_view data) const;
 
   const std::string& type() const { return type_; }

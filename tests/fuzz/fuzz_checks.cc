@@ -690,6 +690,7 @@ bool CheckPayloadBytes(std::string_view bytes, std::string* why) {
 
 CheckFn CheckForTarget(std::string_view target) {
   if (target == "payload_fuzz") return CheckPayloadBytes;
+  if (target == "differential_fuzz") return CheckPayloadAgainstFlatc;
   if (target == "schema_fuzz") return CheckSchemaBytes;
   if (target == "inbound_fuzz") return CheckInboundMessage;
   if (target == "envelope_fuzz") return CheckEnvelopeBytes;

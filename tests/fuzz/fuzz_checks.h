@@ -56,9 +56,17 @@ bool CheckSchemaBytes(std::string_view bytes, std::string* why = nullptr);
 // renders the same.
 bool CheckPayloadBytes(std::string_view bytes, std::string* why = nullptr);
 
+// A payload of tests/fuzz/differential_payload.fbs (or, from "G" and an
+// eight-byte seed, one the generated object API builds, then mutated):
+// whatever PayloadContract accepts, the verifier flatc generates accepts
+// too, and reading it through the generated accessors (nested FlatBuffers
+// and FlexBuffers included) is clean under the sanitizers; whatever it
+// refuses that flatc accepts is refused for a documented reason.
+bool CheckPayloadAgainstFlatc(std::string_view bytes, std::string* why = nullptr);
+
 // The check of a fuzz target by name ("envelope_fuzz", "records_fuzz",
-// "cli_values_fuzz", "inbound_fuzz", "schema_fuzz", "payload_fuzz"); nullptr for an unknown
-// name.
+// "cli_values_fuzz", "inbound_fuzz", "schema_fuzz", "payload_fuzz",
+// "differential_fuzz"); nullptr for an unknown name.
 using CheckFn = bool (*)(std::string_view, std::string*);
 CheckFn CheckForTarget(std::string_view target);
 

@@ -47,6 +47,9 @@ Result<BinarySchema> ParseSchemaSource(std::string_view source, const std::vecto
   // structs and strings among it) is accepted here.
   flatbuffers::IDLOptions options;
   options.lang_to_generate = flatbuffers::IDLOptions::kBinary;
+  // As walbus_add_event_schemas has flatc write it: with nested_flatbuffer,
+  // flexbuffer and bit_flags, which payload checks and JSON need.
+  options.binary_schema_builtins = true;
   flatbuffers::Parser parser(options);
   const std::string text(source);
   std::vector<const char*> include_paths;

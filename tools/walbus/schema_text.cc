@@ -1,5 +1,6 @@
 #include "tools/walbus/schema_text.h"
 
+#include <flatbuffers/idl.h>
 #include <flatbuffers/reflection_generated.h>
 
 #include <algorithm>
@@ -53,6 +54,24 @@ std::string Quoted(const std::string& text) {
     out += c;
   }
   return out + "\"";
+}
+
+// Whether flatc knows attribute `name` without a declaration. Binary
+// schemas written with --bfbs-builtins hold these too.
+bool IsBuiltinAttribute(const std::string& name) {
+  static const auto* const builtins = [] {
+    const flatbuffers::Parser parser;
+    auto* names = new std::set<std::string>();
+    for (const auto& [known, builtin] : parser.known_attributes_) {
+      if (builtin) names->insert(known);
+    }
+    return names;
+  }();
+  return builtins->count(name) != 0;
+}
+
+bool HasAttribute(const Attributes* attributes, const char* key) {
+  return attributes != nullptr && attributes->LookupByKey(key) != nullptr;
 }
 
 std::string RealText(double value) {
@@ -157,7 +176,9 @@ class SchemaWriter {
     std::set<std::string> names;
     auto collect = [&](const Attributes* attributes) {
       if (attributes == nullptr) return;
-      for (const auto* kv : *attributes) names.insert(kv->key()->str());
+      for (const auto* kv : *attributes) {
+        if (!IsBuiltinAttribute(kv->key()->str())) names.insert(kv->key()->str());
+      }
     };
     for (const auto* object : *schema_.objects()) {
       collect(object->attributes());
@@ -178,12 +199,28 @@ class SchemaWriter {
     return Unqualified(qualified);
   }
 
-  // " (a, b: "v")" for the built-in flags given and the user attributes.
+  // " (a, b: "v")" for the built-in flags given and the attributes. A
+  // built-in one the flags already say, or a field's id (fields are
+  // written in id order), is not repeated; a built-in value that is a
+  // number is written as one.
   static std::string AttributeText(std::vector<std::string> items, const Attributes* attributes) {
+    const std::vector<std::string> flags = items;
+    auto said = [&](const std::string& key) {
+      return key == "id" ||
+             std::any_of(flags.begin(), flags.end(), [&](const std::string& flag) { return flag.rfind(key, 0) == 0; });
+    };
     if (attributes != nullptr) {
       for (const auto* kv : *attributes) {
+        const std::string key = kv->key()->str();
         const std::string value = kv->value() == nullptr ? "" : kv->value()->str();
-        items.push_back(value.empty() ? kv->key()->str() : kv->key()->str() + ": " + Quoted(value));
+        const bool builtin = IsBuiltinAttribute(key);
+        if (builtin && said(key)) continue;
+        const bool number = builtin && !value.empty() && value.find_first_not_of("0123456789") == std::string::npos;
+        if (value.empty()) {
+          items.push_back(key);
+        } else {
+          items.push_back(key + ": " + (number ? value : Quoted(value)));
+        }
       }
     }
     if (items.empty()) return "";
@@ -192,7 +229,8 @@ class SchemaWriter {
     return text + ")";
   }
 
-  // Binary schemas do not keep `bit_flags`, but a default that combines
+  // Binary schemas keep `bit_flags` only with --bfbs-builtins, but a
+  // default that combines
   // flags parses only with it: an enum of single bits that some field
   // defaults to a value it does not list was declared with it.
   bool NeedsBitFlags(const reflection::Enum& e, int32_t index) const {
@@ -216,7 +254,7 @@ class SchemaWriter {
 
   void WriteEnum(const reflection::Enum& e, int32_t index) {
     const std::string name = Enter(e.name()->str());
-    const bool bit_flags = !e.is_union() && NeedsBitFlags(e, index);
+    const bool bit_flags = !e.is_union() && (HasAttribute(e.attributes(), "bit_flags") || NeedsBitFlags(e, index));
     if (e.is_union()) {
       out_ += "union " + name + AttributeText({}, e.attributes()) + " {\n";
     } else {

@@ -38,7 +38,7 @@ namespace walbus {
 // The binding of a FlatBuffers root table to its event type. Generated
 // code specializes it for each table:
 //   static constexpr std::string_view kType;    // "orders.order-approved.v1"
-//   static constexpr char kFileIdentifier[];    // "ORDA"
+//   static constexpr const char* kFileIdentifier;  // "ORDA"; nullptr without one
 //   static std::string_view BinarySchema();     // what flatc --binary --schema wrote
 template <class Table>
 struct EventContract;

@@ -8,6 +8,7 @@ namespace {
 flatbuffers::IDLOptions BinaryOptions() {
   flatbuffers::IDLOptions options;
   options.lang_to_generate = flatbuffers::IDLOptions::kBinary;
+  options.binary_schema_builtins = true;  // as walbus_add_event_schemas has flatc write it
   return options;
 }
 

@@ -14,7 +14,7 @@ namespace walbus::testing {
 std::string PayloadFromJson(std::string_view schema, std::string_view json, std::string* error = nullptr);
 
 // The binary schema of the schema source `schema`, as flatc --binary
-// --schema writes it; empty when it does not parse.
+// --schema --bfbs-builtins writes it; empty when it does not parse.
 std::string BinarySchemaFromSource(std::string_view schema);
 
 }  // namespace walbus::testing

@@ -178,8 +178,9 @@ class Comparison {
     if (old.required() && now.deprecated() && !old.deprecated()) {
       // flatc keeps checking a deprecated field's `required` but generates
       // no setter for it; without `required`, older readers refuse.
-      out_.Add(field + " was required and is now deprecated: readers of the earlier version reject data without it, "
-                       "and a producer of this one cannot write it");
+      out_.Add(field +
+               " was required and is now deprecated: readers of the earlier version reject data without it, "
+               "and a producer of this one cannot write it");
     } else if (old.required() != now.required()) {
       out_.Add(field + (now.required() ? " became required" : " is no longer required") +
                ": readers of the other version reject data without it");

@@ -55,6 +55,30 @@ TEST(PayloadJsonTest, ShowsWhatPassesItsSchemaAndNothingElse) {
   EXPECT_TRUE(reader.DataSchema("orders.order-shipped.v1").empty());
 }
 
+// Bit flags, nested FlatBuffers and FlexBuffers as flatc shows them: the
+// binary schema keeps the attributes that say what they are.
+TEST(PayloadJsonTest, ShowsFlagsNestedBuffersAndFlexBuffersAsFlatcDoes) {
+  const std::string source =
+      "namespace valves; enum Alarm : ubyte (bit_flags) { Leak, Pressure, Heat }\n"
+      "table Reading { bar: int; }\n"
+      "table Valve { alarms: Alarm; last: [ubyte] (nested_flatbuffer: \"Reading\"); extra: [ubyte] (flexbuffer); }\n"
+      "root_type Valve; file_identifier \"VALV\";";
+  auto schema = ParseSchemaSource(source, {}, "valves.fbs");
+  ASSERT_TRUE(schema.ok()) << schema.status().ToString();
+  auto contract = PayloadContract::Make("valves.valve.v1", 1, std::move(*schema));
+  ASSERT_TRUE(contract.ok()) << contract.status().ToString();
+  PayloadReader reader;
+  ASSERT_TRUE(reader.Add(std::move(*contract)).ok());
+  std::string error;
+  const std::string payload = testing::PayloadFromJson(
+      source, R"({"alarms": "Leak Heat", "last": {"bar": 7}, "extra": {"site": "north", "ids": [1, 2]}})", &error);
+  ASSERT_FALSE(payload.empty()) << error;
+  const std::string json = reader.Read("valves.valve.v1", payload).json;
+  EXPECT_NE(json.find(R"("alarms": "Leak Heat")"), std::string::npos) << json;
+  EXPECT_NE(json.find(R"("last": {"bar": 7})"), std::string::npos) << json;
+  EXPECT_NE(json.find(R"("site": "north")"), std::string::npos) << json;
+}
+
 // Every command that shows an event's data shows it as JSON.
 TEST(PayloadJsonTest, EveryCommandShowsThePayloadAsJson) {
   TempDir dir;

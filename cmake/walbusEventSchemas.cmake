@@ -6,8 +6,8 @@
 #                            [INCLUDE_DIRS events/common]
 #                            [HEADER order_events.h])
 #
-# Each .fbs file declares one event: its root table carries a
-# file_identifier and the event type, as
+# Each .fbs file declares one event: its root table carries the event
+# type, and best the file a file_identifier, as
 #
 #   attribute "walbus_event";
 #   table OrderApproved (walbus_event: "orders.order-approved.v1") { ... }
@@ -15,7 +15,8 @@
 #   file_identifier "ORDA";
 #
 # flatc writes each file's C++ (<name>_generated.h) and binary schema
-# (<name>.bfbs); `walbus schema generate` then writes HEADER (default
+# (<name>.bfbs, with the built-in attributes the payload check needs:
+# nested_flatbuffer, flexbuffer, bit_flags); `walbus schema generate` then writes HEADER (default
 # <target>_events.h), which binds every root table to its event type
 # (walbus::EventContract, walbus/adapters/flatbuffers.h) and declares
 # FUNCTION, which registers every schema with a bus, and its source, with

@@ -21,6 +21,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "bench/bench_common.h"
 #include "bench/raw_rocksdb.h"
@@ -164,6 +165,79 @@ void RunContract(benchmark::State& state, bool with_schema, int producers) {
   }
 }
 
+// The payload check's cost per byte: a batch of distinct tables against
+// one table's offset repeated (a hostile payload: every element costs a
+// table and its 40 fields, for four bytes), which runs until the check's
+// work bound (4 steps per byte) refuses it. Both about 600 KB.
+constexpr int kCheckFields = 40;
+
+std::string CheckSchemaSource() {
+  std::string fields;
+  for (int i = 0; i < kCheckFields; ++i) fields += "f" + std::to_string(i) + ": int; ";
+  return "namespace bench; table Reading { " + fields +
+         "} table Batch { readings: [Reading]; } root_type Batch; file_identifier \"BTCH\";";
+}
+
+std::string CheckPayload(bool hostile) {
+  flatbuffers::FlatBufferBuilder b;
+  auto reading = [&](int seed) {
+    const flatbuffers::uoffset_t start = b.StartTable();
+    for (int f = 0; f < kCheckFields; ++f)
+      b.AddElement<int32_t>(static_cast<flatbuffers::voffset_t>(4 + 2 * f), seed + f + 1, 0);
+    return flatbuffers::Offset<flatbuffers::Table>(b.EndTable(start));
+  };
+  std::vector<flatbuffers::Offset<flatbuffers::Table>> readings;
+  if (hostile) {
+    readings.assign(150000, reading(0));
+  } else {
+    for (int i = 0; i < 3600; ++i) readings.push_back(reading(i));
+  }
+  const auto vector = b.CreateVector(readings);
+  const flatbuffers::uoffset_t start = b.StartTable();
+  b.AddOffset(4, vector);
+  b.Finish(flatbuffers::Offset<flatbuffers::Table>(b.EndTable(start)), "BTCH");
+  return std::string(reinterpret_cast<const char*>(b.GetBufferPointer()), b.GetSize());
+}
+
+void RunPayloadCheck(benchmark::State& state, bool hostile) {
+  flatbuffers::IDLOptions options;
+  options.lang_to_generate = flatbuffers::IDLOptions::kBinary;
+  flatbuffers::Parser parser(options);
+  if (!parser.Parse(CheckSchemaSource().c_str())) {
+    Failed(state, "the check schema does not parse: " + parser.error_);
+    return;
+  }
+  parser.Serialize();
+  const std::string schema(reinterpret_cast<const char*>(parser.builder_.GetBufferPointer()),
+                           parser.builder_.GetSize());
+  const std::string payload = CheckPayload(hostile);
+  for (auto _ : state) {
+    TempDir dir;
+    walbus::Options bus_options = BusOptions(dir.path(), walbus::Durability::kBuffered);
+    bus_options.max_payload_bytes = 1 << 20;
+    std::unique_ptr<walbus::Bus> bus;
+    if (Failed(state, ErrorText(walbus::Bus::Open(bus_options, &bus)))) return;
+    if (Failed(state, ErrorText(bus->RegisterSchema(kEventType, schema).status()))) return;
+    constexpr int kChecks = 50;
+    const auto began = std::chrono::steady_clock::now();
+    for (int i = 0; i < kChecks; ++i) {
+      walbus::Transaction tx = bus->Begin();
+      const auto id = tx.Publish(walbus::EventSpec{.type = kEventType, .subject = "batch", .data = payload});
+      if (id.ok() == hostile) {
+        Failed(state,
+               hostile ? "the hostile payload passed" : "the ordinary payload was refused: " + ErrorText(id.status()));
+        return;
+      }
+    }
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
+    bus->Close().IgnoreError();
+    state.SetIterationTime(seconds);
+    state.counters["ns_per_byte"] =
+        seconds * 1e9 / (static_cast<double>(kChecks) * static_cast<double>(payload.size()));
+    state.counters["payload_bytes"] = static_cast<double>(payload.size());
+  }
+}
+
 }  // namespace
 
 void RegisterPublishBenchmarks() {
@@ -201,6 +275,10 @@ void RegisterPublishBenchmarks() {
                                                         {"producers", std::to_string(producers)}}),
                           [=](benchmark::State& s) { RunContract(s, with_schema, producers); });
     }
+  }
+  for (const bool hostile : {false, true}) {
+    RegisterMeasurement(BenchName("PayloadCheck", {{"payload", hostile ? "shared_offsets" : "distinct_tables"}}),
+                        [=](benchmark::State& s) { RunPayloadCheck(s, hostile); });
   }
 }
 

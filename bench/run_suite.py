@@ -33,7 +33,7 @@ import sys
 
 GROUPS = [
     # (group, the benchmark families it runs, as a regular expression)
-    ("publish", "Publish(Contract|BufferedSync)?"),
+    ("publish", "(Publish(Contract|BufferedSync)?|PayloadCheck)"),
     ("end-to-end", "EndToEnd(NoEffect)?"),
     ("latency", "Latency"),
     ("dispatch", "Dispatch"),
@@ -241,6 +241,12 @@ def summarize(res):
     contract = lambda system, p: res.value("PublishContract", eps, system=system, producers=p)
     s["publish_schema_1p_vs_plain"] = ratio(contract("schema", 1), contract("plain", 1))
     s["publish_schema_vs_plain"] = ratio(contract("schema", 4), contract("plain", 4))
+    # The payload check's time per byte: distinct tables, and offsets that
+    # all point at one table (refused at the work bound: the worst case).
+    check = lambda payload: res.value("PayloadCheck", "ns_per_byte", payload=payload)
+    s["payload_check_ns_per_byte"] = check("distinct_tables")
+    s["payload_check_worst_ns_per_byte"] = check("shared_offsets")
+    s["payload_check_worst_vs_ordinary"] = ratio(s["payload_check_worst_ns_per_byte"], s["payload_check_ns_per_byte"])
 
     def e2e(system, durability, subscribers):
         return res.value("EndToEnd", eps, system=system, durability=durability, subscribers=subscribers)

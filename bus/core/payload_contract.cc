@@ -49,28 +49,6 @@ const reflection::KeyValue* Attribute(const reflection::Field& field, const char
   return field.attributes() == nullptr ? nullptr : field.attributes()->LookupByKey(key);
 }
 
-// The root table of a `nested_flatbuffer` field of `parent`, resolved as
-// flatc resolves the name: in the parent's namespace, then each enclosing
-// one. Null when the field has no such attribute; *unknown when it names a
-// table the schema does not hold.
-const reflection::Object* NestedRoot(const reflection::Schema& schema, const reflection::Object& parent,
-                                     const reflection::Field& field, bool* unknown) {
-  const reflection::KeyValue* attribute = Attribute(field, "nested_flatbuffer");
-  if (attribute == nullptr) return nullptr;
-  const std::string name = attribute->value() == nullptr ? std::string() : attribute->value()->str();
-  std::string space = parent.name()->str();
-  for (;;) {
-    const size_t dot = space.rfind('.');
-    space = dot == std::string::npos ? std::string() : space.substr(0, dot);
-    const std::string qualified = space.empty() ? name : space + "." + name;
-    const reflection::Object* object = schema.objects()->LookupByKey(qualified.c_str());
-    if (object != nullptr && !object->is_struct()) return object;
-    if (space.empty()) break;
-  }
-  *unknown = true;
-  return nullptr;
-}
-
 // The shape of a FlexBuffer that FlexBuffers' verifier has passed with its
 // reuse tracker (so every value in it is in bounds): no vector contains
 // itself, and the depth and the count of vectors, as FlexBuffers' verifier
@@ -355,7 +333,7 @@ class PayloadWalk {
   bool Bytes(const reflection::Object& object, const reflection::Field& field, const uint8_t* data, uint32_t size,
              const Where* where) {
     bool unknown = false;
-    if (const reflection::Object* root = NestedRoot(schema_, object, field, &unknown)) {
+    if (const reflection::Object* root = NestedFlatBufferRoot(schema_, object, field, &unknown)) {
       return Nested(*root, data, size, where);
     }
     assert(!unknown && "PayloadContract::Make refuses such a schema");
@@ -426,12 +404,30 @@ class PayloadWalk {
 
 }  // namespace
 
+const reflection::Object* NestedFlatBufferRoot(const reflection::Schema& schema, const reflection::Object& parent,
+                                               const reflection::Field& field, bool* unknown) {
+  const reflection::KeyValue* attribute = Attribute(field, "nested_flatbuffer");
+  if (attribute == nullptr) return nullptr;
+  const std::string name = attribute->value() == nullptr ? std::string() : attribute->value()->str();
+  std::string space = parent.name()->str();
+  for (;;) {
+    const size_t dot = space.rfind('.');
+    space = dot == std::string::npos ? std::string() : space.substr(0, dot);
+    const std::string qualified = space.empty() ? name : space + "." + name;
+    const reflection::Object* object = schema.objects()->LookupByKey(qualified.c_str());
+    if (object != nullptr && !object->is_struct()) return object;
+    if (space.empty()) break;
+  }
+  *unknown = true;
+  return nullptr;
+}
+
 Result<PayloadContract> PayloadContract::Make(std::string type, uint32_t version, BinarySchema schema) {
   const reflection::Schema& s = schema.schema();
   for (const reflection::Object* object : *s.objects()) {
     for (const reflection::Field* field : *object->fields()) {
       bool unknown = false;
-      (void)NestedRoot(s, *object, *field, &unknown);
+      (void)NestedFlatBufferRoot(s, *object, *field, &unknown);
       if (unknown) {
         return Status::InvalidArgument("the schema of " + type + ": " + object->name()->str() + "." +
                                        field->name()->str() +

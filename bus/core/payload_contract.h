@@ -66,6 +66,13 @@ class PayloadContract {
   BinarySchema schema_;
 };
 
+// The root table of a `nested_flatbuffer` field of `parent`, resolved as
+// flatc resolves the name: in the parent's namespace, then each enclosing
+// one. Null when the field has no such attribute; *unknown when it names a
+// table the schema does not hold.
+const reflection::Object* NestedFlatBufferRoot(const reflection::Schema& schema, const reflection::Object& parent,
+                                               const reflection::Field& field, bool* unknown);
+
 // The contract of every type with a schema in `db`: its latest accepted
 // one. Corruption when a stored schema does not read or cannot be one.
 Status LoadLatestContracts(const storage::Db& db, std::vector<PayloadContract>* out);

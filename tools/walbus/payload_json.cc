@@ -1,9 +1,8 @@
 #include "tools/walbus/payload_json.h"
 
-#include <flatbuffers/idl.h>
-
 #include <vector>
 
+#include "tools/walbus/payload_text.h"
 #include "walbus/contracts.h"
 
 namespace walbus::internal {
@@ -11,7 +10,6 @@ namespace walbus::internal {
 struct PayloadReader::Reading {
   explicit Reading(PayloadContract c) : contract(std::move(c)) {}
   PayloadContract contract;
-  flatbuffers::Parser parser;  // the schema, read back for GenerateText
   std::string dataschema;
 };
 
@@ -31,13 +29,6 @@ Status PayloadReader::Load(const storage::Db& db) {
 
 Status PayloadReader::Add(PayloadContract contract) {
   auto reading = std::make_unique<Reading>(std::move(contract));
-  const std::string& bytes = reading->contract.schema().bytes();
-  // One line of strict JSON: quoted keys, no indentation.
-  reading->parser.opts.strict_json = true;
-  reading->parser.opts.indent_step = -1;
-  if (!reading->parser.Deserialize(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size())) {
-    return Status::InvalidArgument("the schema of " + reading->contract.type() + " does not read back for text");
-  }
   reading->dataschema = DataSchemaUri(
       reading->contract.type(),
       walbus::SchemaVersion{reading->contract.version(), SchemaHashText(reading->contract.schema().Hash()), false});
@@ -50,10 +41,11 @@ PayloadReading PayloadReader::Read(std::string_view type, std::string_view data)
   auto it = types_.find(type);
   if (it == types_.end() || !it->second->contract.Verify(data).ok()) return {};
   const Reading& reading = *it->second;
-  // GenerateText reads scalars in place: from an aligned copy.
+  // The text is read in place: from an aligned copy.
   const std::string copy(data);
   PayloadReading out;
-  if (!flatbuffers::GenerateText(reading.parser, copy.data(), &out.json)) return {};
+  out.json = PayloadText(reading.contract.schema().schema(), copy);
+  if (out.json.empty()) return {};
   out.version = reading.contract.version();
   out.dataschema = reading.dataschema;
   return out;

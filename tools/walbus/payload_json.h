@@ -1,8 +1,8 @@
 // Payloads of event types with a registered schema, read as JSON: what
 // every command that shows an event's data shows for such a type. The
 // payload is checked against the schema first (PayloadContract), and only
-// a payload that passes is handed to FlatBuffers' text generator, which
-// trusts its input.
+// a payload that passes is written as text (PayloadText), which trusts
+// its input.
 //
 // Threading: not shared; one reader per command.
 #ifndef WALBUS_TOOLS_WALBUS_PAYLOAD_JSON_H_
@@ -17,17 +17,12 @@
 #include "storage/db.h"
 #include "walbus/status.h"
 
-namespace flatbuffers {
-class Parser;
-}  // namespace flatbuffers
-
 namespace walbus::internal {
 
 // A payload as its type's schema reads it; empty json when the type has
 // no schema or the payload does not pass it.
 struct PayloadReading {
-  // One line of JSON text as FlatBuffers writes it: RFC 8259, but for
-  // non-finite floats (nan, inf), which JSON cannot hold.
+  // One line of JSON text (RFC 8259), as PayloadText writes it.
   std::string json;
   uint32_t version = 0;    // the schema version it passed
   std::string dataschema;  // the CloudEvents `dataschema` naming that schema
@@ -42,8 +37,7 @@ class PayloadReader {
 
   // Adds every type's latest accepted schema in `db`.
   Status Load(const storage::Db& db);
-  // Adds one contract. InvalidArgument when FlatBuffers cannot read its
-  // schema back for text.
+  // Adds one contract.
   Status Add(PayloadContract contract);
 
   PayloadReading Read(std::string_view type, std::string_view data) const;

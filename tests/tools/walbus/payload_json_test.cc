@@ -79,6 +79,43 @@ TEST(PayloadJsonTest, ShowsFlagsNestedBuffersAndFlexBuffersAsFlatcDoes) {
   EXPECT_NE(json.find(R"("site": "north")"), std::string::npos) << json;
 }
 
+// Numbers as JSON: the shortest text that reads back to the same value,
+// and NaN and the infinities as strings (JSON has no number for them), so
+// that every view is JSON and export --data-json changes no data.
+TEST(PayloadJsonTest, NumbersAreExactAndAlwaysJson) {
+  const std::string source =
+      "namespace probes; table Sample { f: float; d: double; tiny: double; nan: double; up: float; down: double; "
+      "big: ulong; } root_type Sample; file_identifier \"SMPL\";";
+  auto schema = ParseSchemaSource(source, {}, "probes.fbs");
+  ASSERT_TRUE(schema.ok()) << schema.status().ToString();
+  PayloadReader reader;
+  ASSERT_TRUE(reader.Add(*PayloadContract::Make("probes.sample.v1", 1, *schema)).ok());
+  const std::string json =
+      R"({"f": 1.2345676, "d": 0.12345678901234568, "tiny": 1e-310, "nan": "NaN", "up": "Infinity", )"
+      R"("down": "-Infinity", "big": 18446744073709551615})";
+  std::string error;
+  const std::string payload = testing::PayloadFromJson(source, json, &error);
+  ASSERT_FALSE(payload.empty()) << error;
+  const std::string shown = reader.Read("probes.sample.v1", payload).json;
+  EXPECT_EQ(shown, R"({"f": 1.2345676,"d": 0.12345678901234568,"tiny": 1e-310,"nan": "NaN","up": "Infinity",)"
+                   R"("down": "-Infinity","big": 18446744073709551615})");
+  // What is shown reads back to the same payload.
+  EXPECT_EQ(testing::PayloadFromJson(source, shown, &error), payload) << error;
+
+  TempDir dir;
+  {
+    auto bus = testing::OpenBus(testing::TestOptions(dir));
+    ASSERT_NE(bus, nullptr);
+    ASSERT_TRUE(bus->RegisterSchema("probes.sample.v1", schema->bytes()).ok());
+    Transaction tx = bus->Begin();
+    ASSERT_TRUE(tx.Publish(EventSpec{.type = "probes.sample.v1", .subject = "probe-1", .data = payload}).ok());
+    ASSERT_TRUE(tx.Commit().ok());
+  }
+  std::string out;
+  ASSERT_EQ(RunCliOutput("export " + dir.path() + " --format cloudevents-json --data-json", &out), 0);
+  EXPECT_NE(out.find(R"("data":)" + shown), std::string::npos) << "shown as data, not as base64: " << out;
+}
+
 // Every command that shows an event's data shows it as JSON.
 TEST(PayloadJsonTest, EveryCommandShowsThePayloadAsJson) {
   TempDir dir;

@@ -28,6 +28,27 @@ std::vector<std::string> ViolationsAgainst(const std::vector<storage::SchemaReco
   return lines;
 }
 
+// The version `schema` is already: one accepted byte for byte, or an
+// earlier one it reads as exactly (compatible both ways, so the same
+// fields, types and defaults; another flatc's bytes or other attributes):
+// the schema of a build rolled back. One that reads as exactly the latest
+// but differs in bytes is a new version: its attributes may say more
+// (nested_flatbuffer, flexbuffer) about what the payload check checks.
+// 0 when it is none of them.
+uint32_t SameVersion(const std::vector<storage::SchemaRecord>& accepted, const BinarySchema& schema) {
+  for (size_t i = 0; i < accepted.size(); ++i) {
+    if (accepted[i].binary_schema == schema.bytes()) return static_cast<uint32_t>(i + 1);
+  }
+  for (size_t i = 0; i + 1 < accepted.size(); ++i) {
+    auto earlier = BinarySchema::FromBytes(accepted[i].binary_schema);
+    assert(earlier.ok() && "LoadAcceptedSchemas read each one back");
+    if (CompatibilityViolations(*earlier, schema).empty() && CompatibilityViolations(schema, *earlier).empty()) {
+      return static_cast<uint32_t>(i + 1);
+    }
+  }
+  return 0;
+}
+
 }  // namespace
 
 Status BusImpl::LoadContracts() {
@@ -57,10 +78,7 @@ Result<SchemaVersion> BusImpl::RegisterSchema(const std::string& type, std::stri
   std::vector<storage::SchemaRecord> accepted;
   if (Status s = LoadAcceptedSchemas(*db_, type, &accepted); !s.ok()) return s;
   const uint64_t now_ms = ToUnixMillisUnsigned(options_.clock->WallNow());
-  uint32_t version = 0;
-  for (size_t i = 0; i < accepted.size() && version == 0; ++i) {
-    if (accepted[i].binary_schema == schema->bytes()) version = static_cast<uint32_t>(i + 1);
-  }
+  uint32_t version = SameVersion(accepted, *schema);
   const bool added = version == 0;
   storage::SchemaRecord record;
   if (added) {
@@ -82,6 +100,12 @@ Result<SchemaVersion> BusImpl::RegisterSchema(const std::string& type, std::stri
   scope.AddOp(Op{Op::Kind::kPut, db_->cf(storage::Cf::kMeta), storage::SchemaKey(type, version),
                  storage::EncodeSchema(record)});
   if (Status s = committer_->CommitOne(&scope, /*sync=*/true); !s.ok()) return s;
+  if (!added && version < accepted.size()) {
+    log_->logger().info(
+        "walbus: the schema of {} is its version {} of {} (an earlier build); payloads are checked against "
+        "version {}, which reads them",
+        type, version, accepted.size(), accepted.size());
+  }
   if (added) {
     log_->logger().info("walbus: schema version {} of {} accepted ({})", version, type, schema->RootName());
     auto made = PayloadContract::Make(type, version, std::move(*schema));

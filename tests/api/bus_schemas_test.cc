@@ -113,6 +113,44 @@ TEST(BusSchemasTest, VersionsGrowOnlyByCompatibleEvolutions) {
   EXPECT_EQ(third->version, 3u) << "a refused schema takes no version";
 }
 
+// A build rolled back to an earlier version of a type's schema registers
+// it as that version, whatever bytes its flatc wrote, and publishes what
+// the latest version reads.
+TEST(BusSchemasTest, AnEarlierVersionIsTakenAsItselfAfterARollback) {
+  TempDir dir;
+  auto bus = testing::OpenBus(testing::TestOptions(dir));
+  ASSERT_NE(bus, nullptr);
+  const std::string v1_fields = "order_id: string (required); priority: int;";
+  ASSERT_TRUE(bus->RegisterSchema(kType, Binary(v1_fields)).ok());
+  auto v2 = bus->RegisterSchema(kType, Binary(v1_fields + " note: string;"));
+  ASSERT_TRUE(v2.ok() && v2->version == 2u);
+
+  // The same source with a user attribute: other bytes, the same schema.
+  const std::string v1_again =
+      "attribute \"doc\";\n" + Source("order_id: string (required, doc: \"id\"); priority: int;");
+  auto rolled_back_schema = internal::ParseSchemaSource(v1_again, {}, "order_approved.fbs");
+  ASSERT_TRUE(rolled_back_schema.ok()) << rolled_back_schema.status().ToString();
+  ASSERT_NE(rolled_back_schema->bytes(), Binary(v1_fields));
+  for (const std::string& bytes : {Binary(v1_fields), rolled_back_schema->bytes()}) {
+    auto rolled_back = bus->RegisterSchema(kType, bytes);
+    ASSERT_TRUE(rolled_back.ok()) << rolled_back.status().ToString();
+    EXPECT_EQ(rolled_back->version, 1u);
+    EXPECT_FALSE(rolled_back->added);
+  }
+  auto latest = bus->LatestSchema(kType);
+  ASSERT_TRUE(latest.ok());
+  EXPECT_EQ(latest->version, 2u) << "payloads are still checked against the latest";
+  EXPECT_TRUE(PublishOne(bus.get(), kType, Payload(Source(v1_fields), R"({ order_id: "o-1", priority: 2 })")).ok());
+
+  // The latest with other attributes is a new version: its attributes may
+  // change what the payload check checks.
+  const std::string v2_again =
+      "attribute \"doc\";\n" + Source("order_id: string (required, doc: \"id\"); priority: int; note: string;");
+  auto v3 = bus->RegisterSchema(kType, internal::ParseSchemaSource(v2_again, {}, "order_approved.fbs")->bytes());
+  ASSERT_TRUE(v3.ok());
+  EXPECT_EQ(v3->version, 3u);
+}
+
 TEST(BusSchemasTest, BadInputIsRefusedAndStoresNothing) {
   TempDir dir;
   auto bus = testing::OpenBus(testing::TestOptions(dir));

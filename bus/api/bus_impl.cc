@@ -14,6 +14,7 @@
 #include "bus/core/envelope.h"
 #include "bus/core/fault_point.h"
 #include "bus/dispatch/recovery.h"
+#include "bus/util/closest.h"
 #include "bus/util/escape.h"
 #include "bus/util/unix_time.h"
 #include "storage/keys.h"
@@ -365,8 +366,32 @@ Status BusImpl::Start() {
   if (dispatcher_->OnWorkerThread()) return Status::OK();
   MutexLock lock(&lifecycle_mu_);
   if (gate_.closed()) return ClosedStatus();
+  if (options_.require_schemas) WarnUnpublishableTypes();
   if (!dispatcher_->started()) dispatcher_->Start();
   return Status::OK();
+}
+
+void BusImpl::WarnUnpublishableTypes() {
+  std::vector<std::pair<std::string, std::string>> silent;  // (type, subscriber)
+  {
+    MutexLock lock(&registry_.mu);
+    for (const auto& [name, entry] : registry_.by_name) {
+      if (entry.active == nullptr) continue;
+      for (const std::string& type : entry.active->types) {
+        if (!schemas_.CanArrive(type) && unpublishable_warned_.insert(type).second) silent.emplace_back(type, name);
+      }
+    }
+  }
+  if (silent.empty()) return;
+  const std::vector<std::string> registered = schemas_.ContractTypes();
+  for (const auto& [type, subscriber] : silent) {
+    std::string nearest;
+    for (const std::string& near : ClosestNames(type, registered, 3)) nearest += (nearest.empty() ? "" : ", ") + near;
+    log_->logger().warn(
+        "walbus: subscriber {} takes {}, which has no schema: under require_schemas no event of it can be published "
+        "or ingested{}",
+        subscriber, type, nearest.empty() ? std::string() : "; types with a schema near it: " + nearest);
+  }
 }
 
 Status BusImpl::RegisterVerifier(const std::string& type, PayloadVerifier verifier) {

@@ -164,6 +164,9 @@ class BusImpl final : public Bus, public CommitListener, public ScopeHost {
   // Reads the subjects a dead letter holds (PoisonPolicy::kParkKey).
   // Writes `sub`'s RegistrationRecord.
   Status StoreRegistration(const Subscriber& sub) REQUIRES(registry_.mu);
+  // Under require_schemas, warns once about each type a subscriber takes
+  // that nothing can publish (no schema, no upcaster from one).
+  void WarnUnpublishableTypes() REQUIRES(lifecycle_mu_);
   Status LoadParked(Subscriber* sub);
 
   Options options_;                            // as given, with the clock resolved; not changed after Open
@@ -184,8 +187,11 @@ class BusImpl final : public Bus, public CommitListener, public ScopeHost {
   std::unique_ptr<Dispatcher> dispatcher_;
 
   Mutex lifecycle_mu_;  // serializes Start and Close
-  Mutex actions_mu_;    // serializes operator actions (their ids)
-  Mutex schemas_mu_;    // serializes schema registrations (bus_schemas.cc)
+  // Types subscribed to that no event can arrive as under require_schemas,
+  // warned about once each.
+  std::set<std::string> unpublishable_warned_ GUARDED_BY(lifecycle_mu_);
+  Mutex actions_mu_;  // serializes operator actions (their ids)
+  Mutex schemas_mu_;  // serializes schema registrations (bus_schemas.cc)
   Mutex metrics_sources_mu_;
   std::vector<std::weak_ptr<const MetricsSource>> metrics_sources_ GUARDED_BY(metrics_sources_mu_);
   CallGate gate_;  // admitted calls inside storage (InCall); Close shuts it

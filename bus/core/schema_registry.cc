@@ -68,6 +68,27 @@ Status SchemaRegistry::Verify(std::string_view type, std::string_view data) cons
   return Status::InvalidArgument("payload of " + std::string(type) + " fails its verifier: " + s.message());
 }
 
+bool SchemaRegistry::CanArrive(std::string_view type) const {
+  ReaderLock lock(&mu_);
+  // Backwards along the upcasters: which type is upcast to `wanted`.
+  std::string wanted(type);
+  for (size_t hops = 0; hops < 64; ++hops) {
+    if (contracts_.count(wanted) != 0) return true;
+    auto from = std::find_if(upcasters_.begin(), upcasters_.end(),
+                             [&](const auto& upcaster) { return upcaster.second.first == wanted; });
+    if (from == upcasters_.end()) return false;
+    wanted = from->first;
+  }
+  return false;
+}
+
+std::vector<std::string> SchemaRegistry::ContractTypes() const {
+  ReaderLock lock(&mu_);
+  std::vector<std::string> types;
+  for (const auto& [type, contract] : contracts_) types.push_back(type);
+  return types;
+}
+
 Result<SchemaRegistry::Resolution> SchemaRegistry::Resolve(const Event& event, const std::vector<std::string>& wanted,
                                                            Event* out) const {
   if (wanted.empty() || std::find(wanted.begin(), wanted.end(), event.type) != wanted.end()) {

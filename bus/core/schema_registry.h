@@ -57,6 +57,13 @@ class SchemaRegistry {
   // type with neither, unless contracts are required.
   Status Verify(std::string_view type, std::string_view data) const;
 
+  // Whether an event of `type` can be published or ingested under
+  // require_contracts: the type has a contract, or upcasters bring a type
+  // that has one to it.
+  bool CanArrive(std::string_view type) const;
+  // The types with a contract, sorted.
+  std::vector<std::string> ContractTypes() const;
+
   enum class Resolution : uint8_t {
     kAsIs,          // the subscriber takes this type
     kUpcast,        // *out holds the event at a version the subscriber takes

@@ -271,6 +271,34 @@ TEST(BusSchemasTest, RequireSchemasRefusesTypesWithoutOne) {
   EXPECT_TRUE(PublishOne(bus.get(), kType, Payload(Source(kV1Fields), R"({ order_id: "o-1" })")).ok());
 }
 
+TEST(BusSchemasTest, RequireSchemasWarnsOfASubscribedTypeNothingCanPublish) {
+  TempDir dir;
+  auto logger = std::make_shared<testing::CapturingLogger>(LogLevel::kWarning);
+  Options options = testing::TestOptions(dir);
+  options.require_schemas = true;
+  options.logger = logger;
+  auto bus = testing::OpenBus(options);
+  ASSERT_NE(bus, nullptr);
+  ASSERT_TRUE(bus->RegisterSchema(kType, Binary(kV1Fields)).ok());
+  for (const char* type : {kType, "orders.order-aproved.v1"}) {  // the second mistyped
+    SubscriberOptions s;
+    s.name = std::string("sub-") + (type == kType ? "right" : "typo");
+    s.types = {type};
+    s.handler = [](const Event&, HandlerContext&) { return Outcome::Done(); };
+    ASSERT_TRUE(bus->Subscribe(std::move(s)).ok());
+  }
+  ASSERT_TRUE(bus->Start().ok());
+  ASSERT_TRUE(bus->Start().ok());  // warned once, not per Start
+  const std::string log = logger->text();
+  EXPECT_NE(log.find("subscriber sub-typo takes orders.order-aproved.v1, which has no schema: under require_schemas "
+                     "no event of it can be published or ingested; types with a schema near it: " +
+                     std::string(kType)),
+            std::string::npos)
+      << log;
+  EXPECT_EQ(log.find("sub-right"), std::string::npos) << log;
+  EXPECT_EQ(log.find("aproved"), log.rfind("aproved")) << "once: " << log;
+}
+
 TEST(BusSchemasTest, ASchemaWithoutFileIdentifierChecksPayloadsWithoutOne) {
   TempDir dir;
   auto bus = testing::OpenBus(testing::TestOptions(dir));

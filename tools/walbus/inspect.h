@@ -251,6 +251,9 @@ struct SubscriberDetail {
   // How it was last subscribed (nullopt: before registrations were kept).
   std::optional<storage::RegistrationRecord> registration;
   std::optional<storage::PauseRecord> paused_on;  // while paused
+  // Types it takes that have no schema in a database where others have
+  // one: under require_schemas no event of them can be published.
+  std::vector<std::string> types_without_schema;
 };
 Status ListSubscribers(const std::string& dir, std::vector<SubscriberDetail>* out);
 std::string SubscribersTable(const std::vector<SubscriberDetail>& subscribers);

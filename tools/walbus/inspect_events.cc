@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "bus/core/envelope.h"
+#include "bus/core/schema_compat.h"
 #include "bus/util/rfc3339.h"
 #include "storage/keys.h"
 #include "storage/records.h"
@@ -453,6 +454,8 @@ Status ListSubscribers(const std::string& dir, std::vector<SubscriberDetail>* ou
   if (Status s = InspectDatabase(dir, &report); !s.ok()) return s;
   SecondaryView view;
   if (Status s = OpenSecondary(dir, &view); !s.ok()) return s;
+  std::vector<std::string> schema_types;
+  if (Status s = ListSchemaTypes(*view.db, &schema_types); !s.ok()) return s;
   for (const SubscriberReport& r : report.subscribers) {
     SubscriberDetail d;
     d.report = r;
@@ -476,6 +479,10 @@ Status ListSubscribers(const std::string& dir, std::vector<SubscriberDetail>* ou
                             storage::CheckpointKey(r.id, storage::CheckpointField::kRegistration), &value, &found);
     if (!s.ok()) return s;
     if (storage::RegistrationRecord reg; found && storage::DecodeRegistration(value, &reg)) d.registration = reg;
+    for (const std::string& type :
+         d.registration && !schema_types.empty() ? d.registration->types : std::vector<std::string>{}) {
+      if (!std::binary_search(schema_types.begin(), schema_types.end(), type)) d.types_without_schema.push_back(type);
+    }
     s = view.db->Get(view.db->cf(storage::Cf::kCheckpoints),
                      storage::CheckpointKey(r.id, storage::CheckpointField::kPausedOn), &value, &found);
     if (!s.ok()) return s;
@@ -502,7 +509,11 @@ std::string SubscribersTable(const std::vector<SubscriberDetail>& subscribers) {
     for (const std::string& t : d.registration->types) types += (types.empty() ? "" : ", ") + TextSafe(t);
     registrations += TextSafe(r.name) + ": types " + (types.empty() ? "all" : types) + "; handler version " +
                      (d.registration->handler_version.empty() ? "-" : TextSafe(d.registration->handler_version)) +
-                     "; " + (d.registration->side_effect_safe ? "side-effect-safe" : "not side-effect-safe") + "\n";
+                     "; " + (d.registration->side_effect_safe ? "side-effect-safe" : "not side-effect-safe");
+    std::string unschemed;
+    for (const std::string& t : d.types_without_schema) unschemed += (unschemed.empty() ? "" : ", ") + TextSafe(t);
+    if (!unschemed.empty()) registrations += "; no schema (nothing can publish it under require_schemas): " + unschemed;
+    registrations += "\n";
   }
   return Table(rows) + (registrations.empty() ? "" : "\nas last subscribed:\n" + registrations);
 }
@@ -531,7 +542,10 @@ std::string SubscriberJson(const SubscriberDetail& d) {
   } else {
     o << "null";
   }
-  o << "}";
+  o << ",\"types_without_schema\":[";
+  for (size_t i = 0; i < d.types_without_schema.size(); ++i)
+    o << (i ? "," : "") << JsonString(d.types_without_schema[i]);
+  o << "]}";
   return o.str();
 }
 

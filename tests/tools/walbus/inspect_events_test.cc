@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "bus/util/rfc3339.h"
+#include "tests/payload_json.h"
 #include "tests/test_util.h"
 #include "tools/walbus/inspect.h"
 #include "walbus/bus.h"
@@ -276,6 +277,30 @@ TEST(InspectEventsTest, SubscribersShowAPauseAndTheStoredRegistration) {
                      "\"side_effect_safe\":false}"),
             std::string::npos)
       << out;
+}
+
+TEST(InspectEventsTest, SubscribersNameTypesWithoutASchema) {
+  TempDir dir;
+  const std::string source =
+      "namespace orders; table OrderApproved { order_id: string; } root_type OrderApproved; "
+      "file_identifier \"ORDA\";";
+  {
+    auto bus = testing::OpenBus(testing::TestOptions(dir));
+    ASSERT_TRUE(bus->RegisterSchema("orders.order-approved.v1", testing::BinarySchemaFromSource(source)).ok());
+    SubscriberOptions s;
+    s.name = "billing";
+    s.types = {"orders.order-approved.v1", "orders.order-aproved.v1"};
+    s.handler = [](const Event&, HandlerContext&) { return Outcome::Done(); };
+    ASSERT_TRUE(bus->Subscribe(std::move(s)).ok());
+    ASSERT_TRUE(bus->Close().ok());
+  }
+  std::string out;
+  ASSERT_EQ(RunCli("subscribers " + dir.path(), &out), 0);
+  EXPECT_NE(out.find("; no schema (nothing can publish it under require_schemas): orders.order-aproved.v1\n"),
+            std::string::npos)
+      << out;
+  ASSERT_EQ(RunCli("subscribers " + dir.path() + " --json", &out), 0);
+  EXPECT_NE(out.find("\"types_without_schema\":[\"orders.order-aproved.v1\"]"), std::string::npos) << out;
 }
 
 TEST(InspectEventsTest, InboxCheckSaysWhetherASubscriberCompletedAnEvent) {

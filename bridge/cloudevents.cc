@@ -7,12 +7,14 @@
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 
+#include <algorithm>
 #include <cctype>
 #include <charconv>
 #include <cstdio>
 #include <ctime>
 #include <map>
 #include <optional>
+#include <vector>
 
 namespace walbus::bridge {
 namespace {
@@ -276,6 +278,33 @@ std::string DefaultSubject(std::string_view prefix, const Event& event) {
   subject += '.';
   subject += event.type;
   return subject;
+}
+
+namespace {
+
+std::vector<std::string_view> Tokens(std::string_view subject) {
+  std::vector<std::string_view> tokens;
+  size_t start = 0;
+  while (start <= subject.size()) {
+    const size_t dot = std::min(subject.find('.', start), subject.size());
+    tokens.push_back(subject.substr(start, dot - start));
+    start = dot + 1;
+  }
+  return tokens;
+}
+
+}  // namespace
+
+bool FilterCoversPrefix(std::string_view filter, std::string_view prefix) {
+  // prefix.<source>.<type of one or more tokens>: the tokens after the
+  // prefix vary in number, so only a final ">" covers them all.
+  const std::vector<std::string_view> f = Tokens(filter), p = Tokens(prefix);
+  for (size_t i = 0; i < f.size(); ++i) {
+    if (f[i] == ">") return i == f.size() - 1;
+    const bool fits = f[i] == "*" || (i < p.size() && f[i] == p[i]);
+    if (!fits) return false;
+  }
+  return false;
 }
 
 }  // namespace walbus::bridge

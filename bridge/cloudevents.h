@@ -89,6 +89,10 @@ std::string SubjectToken(std::string_view text);
 // the type's words stay tokens of their own.
 std::string DefaultSubject(std::string_view prefix, const Event& event);
 
+// Whether a stream subject filter (NATS tokens, "*" and a final ">")
+// matches every subject DefaultSubject makes with `prefix`.
+bool FilterCoversPrefix(std::string_view filter, std::string_view prefix);
+
 }  // namespace walbus::bridge
 
 #endif  // WALBUS_BRIDGE_CLOUDEVENTS_H_

@@ -229,37 +229,53 @@ double NatsLink::offline_seconds() const {
   return std::chrono::duration<double>(total).count();
 }
 
-Status NatsLink::EnsureStream(const jetstream::StreamOptions& stream, bool* created) {
+namespace {
+
+// The subject filters of the stream `info` describes; destroys `info`.
+void TakeSubjects(jsStreamInfo* info, std::vector<std::string>* subjects) {
+  if (subjects != nullptr) {
+    subjects->clear();
+    if (info->Config != nullptr) {
+      for (int i = 0; i < info->Config->SubjectsLen; ++i) subjects->emplace_back(info->Config->Subjects[i]);
+    }
+  }
+  jsStreamInfo_Destroy(info);
+}
+
+}  // namespace
+
+Status NatsLink::EnsureStream(const jetstream::StreamOptions& stream, bool* created,
+                              std::vector<std::string>* subjects) {
   assert(js_ != nullptr);
   if (created != nullptr) *created = false;
   jsStreamInfo* info = nullptr;
   jsErrCode err = static_cast<jsErrCode>(0);
   natsStatus s = js_GetStreamInfo(&info, js_, stream.name.c_str(), nullptr, &err);
   if (s == NATS_OK) {
-    jsStreamInfo_Destroy(info);
+    TakeSubjects(info, subjects);
     return Status::OK();
   }
   if (s != NATS_NOT_FOUND) return FromNats(s, "look up stream " + stream.name);
   if (stream.subjects.empty())
     return Status::InvalidArgument("stream " + stream.name + " is missing and has no subjects to create it with");
-  std::vector<const char*> subjects;
-  for (const std::string& subject : stream.subjects) subjects.push_back(subject.c_str());
+  std::vector<const char*> filters;
+  for (const std::string& subject : stream.subjects) filters.push_back(subject.c_str());
   jsStreamConfig config;
   jsStreamConfig_Init(&config);
   config.Name = stream.name.c_str();
-  config.Subjects = subjects.data();
-  config.SubjectsLen = static_cast<int>(subjects.size());
+  config.Subjects = filters.data();
+  config.SubjectsLen = static_cast<int>(filters.size());
   config.Storage = stream.memory_storage ? js_MemoryStorage : js_FileStorage;
   config.Duplicates = std::chrono::duration_cast<std::chrono::nanoseconds>(stream.duplicate_window).count();
   s = js_AddStream(&info, js_, &config, nullptr, &err);
   if (s == NATS_OK) {
-    jsStreamInfo_Destroy(info);
+    TakeSubjects(info, subjects);
     if (created != nullptr) *created = true;
     return Status::OK();
   }
   // Created meanwhile by another client: fine.
   if (js_GetStreamInfo(&info, js_, stream.name.c_str(), nullptr, &err) == NATS_OK) {
-    jsStreamInfo_Destroy(info);
+    TakeSubjects(info, subjects);
     return Status::OK();
   }
   return FromNats(s, "create stream " + stream.name);

@@ -79,9 +79,11 @@ class NatsLink {
   const jetstream::ConnectionOptions& options() const { return options_; }
 
   // Creates the stream when missing (with the duplicate window asked for);
-  // an existing one is used as it is; *created (when given) tells which.
+  // an existing one is used as it is; *created (when given) tells which,
+  // and *subjects (when given) gets the stream's subject filters.
   // REQUIRES: connected().
-  [[nodiscard]] Status EnsureStream(const jetstream::StreamOptions& stream, bool* created = nullptr);
+  [[nodiscard]] Status EnsureStream(const jetstream::StreamOptions& stream, bool* created = nullptr,
+                                    std::vector<std::string>* subjects = nullptr);
 
  private:
   explicit NatsLink(jetstream::ConnectionOptions options);

@@ -376,7 +376,9 @@ class RelayCore {
     MutexLock lock(&stream_mu_);
     if (stream_ready_.load(std::memory_order_relaxed)) return Status::OK();
     bool created = false;
-    Status s = link_->EnsureStream(options_.stream, &created);
+    std::vector<std::string> subjects;
+    Status s = link_->EnsureStream(options_.stream, &created, &subjects);
+    if (s.ok()) CheckSubjectsCovered(subjects);
     if (s.ok() && created && PublishedBefore()) {
       unrepairable_.fetch_add(1, std::memory_order_relaxed);
       RecordUnrepairable();
@@ -388,6 +390,37 @@ class RelayCore {
     }
     if (s.ok()) stream_ready_.store(true, std::memory_order_release);
     return s;
+  }
+
+  // The stream takes only the subjects its filters match: a prefix they do
+  // not cover fails every publish (JetStream error 10076), which no retry
+  // mends. Said once as an error naming the option, and kept in the
+  // relay's records for `walbus bridge`; cleared once covered.
+  void CheckSubjectsCovered(const std::vector<std::string>& filters) {
+    if (options_.subject_for) return;  // the application's subjects: unknown here
+    const bool covered = std::any_of(filters.begin(), filters.end(), [&](const std::string& f) {
+      return bridge::FilterCoversPrefix(f, options_.subject_prefix);
+    });
+    std::string problem;
+    if (!covered) {
+      std::string list;
+      for (const std::string& f : filters) list += (list.empty() ? "" : ", ") + f;
+      problem = "stream " + options_.stream.name + " takes subjects [" + list +
+                "], which do not cover RelayOptions::subject_prefix \"" + options_.subject_prefix + "\" (" +
+                options_.subject_prefix + ".>): publishes fail until the stream takes " + options_.subject_prefix +
+                ".> or the prefix changes";
+      if (!subjects_warned_.exchange(true)) {
+        BridgeLog(bus_, LogLevel::kError, "walbus relay {}: {}", options_.subscriber_name, problem);
+      }
+    }
+    Transaction tx = bus_->Begin();
+    Status kept = problem.empty() ? tx.Delete(options_.column_family, keys_.SubjectsProblem())
+                                  : tx.Put(options_.column_family, keys_.SubjectsProblem(), problem);
+    if (kept.ok()) kept = tx.Commit().status();
+    if (!kept.ok()) {
+      BridgeLog(bus_, LogLevel::kError, "walbus relay {}: could not record the stream's subjects: {}",
+                options_.subscriber_name, kept.ToString());
+    }
   }
 
   // Whether the stream held this relay's messages before: a publish of this
@@ -492,6 +525,7 @@ class RelayCore {
   Mutex stream_mu_;
   std::atomic<bool> stream_ready_{false};
   std::atomic<bool> published_to_stream_{false};
+  std::atomic<bool> subjects_warned_{false};
   std::atomic<uint64_t> published_{0};
   std::atomic<uint64_t> duplicates_{0};
   std::atomic<uint64_t> skipped_{0};

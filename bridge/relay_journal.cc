@@ -58,6 +58,8 @@ std::string RelayKeys::Unrepairable() const { return prefix_ + "u"; }
 
 std::string RelayKeys::Published() const { return prefix_ + "s"; }
 
+std::string RelayKeys::SubjectsProblem() const { return prefix_ + "m"; }
+
 std::string EncodeU64(uint64_t v) {
   std::string out(8, '\0');
   for (int i = 7; i >= 0; --i, v >>= 8) out[static_cast<size_t>(i)] = static_cast<char>(v & 0xff);

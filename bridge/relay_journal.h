@@ -47,6 +47,9 @@ class RelayKeys {
   // a stream found missing after that (by this process or a later one) is
   // a loss.
   std::string Published() const;
+  // Why the stream's subject filters do not take the relay's subjects, as
+  // last found on connecting; absent when they do.
+  std::string SubjectsProblem() const;
 
  private:
   std::string prefix_;  // name + '\0'

@@ -160,5 +160,16 @@ TEST(CloudEventsTest, DefaultSubjectKeepsSourceOneTokenReversibly) {
   EXPECT_NE(SubjectToken("a.b"), SubjectToken("a_b")) << "distinct sources, distinct tokens";
 }
 
+TEST(CloudEventsTest, AFilterCoversAPrefixOnlyWithEveryTokenAfterIt) {
+  for (const char* filter : {">", "walbus.>", "*.>", "fleet.walbus.>", "fleet.*.>", "fleet.walbus.*.>"}) {
+    EXPECT_TRUE(FilterCoversPrefix(filter, filter[0] == 'f' ? "fleet.walbus" : "walbus")) << filter;
+  }
+  for (const char* filter :
+       {"walbus", "walbus.*", "walbus.*.*", "other.>", "walbus.dev.>", "walbus.>.x", "walbus>", ""}) {
+    EXPECT_FALSE(FilterCoversPrefix(filter, "walbus")) << filter;
+  }
+  EXPECT_FALSE(FilterCoversPrefix("fleet.>", "walbus")) << "another first token";
+}
+
 }  // namespace
 }  // namespace walbus::bridge

@@ -42,6 +42,18 @@ RelayOptions MakeRelayOptions(const NatsServer& server) {
   return o;
 }
 
+// Runs the shell command `command`; its exit status, and what it wrote
+// (both streams) in *out.
+int RunTool(const std::string& command, std::string* out) {
+  out->clear();
+  FILE* p = popen((command + " 2>&1").c_str(), "r");
+  if (p == nullptr) return -1;
+  char buf[512];
+  while (fgets(buf, sizeof buf, p) != nullptr) *out += buf;
+  const int status = pclose(p);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
 std::string SubjectKey(int i, int subjects) { return "order-" + std::to_string(i % subjects); }
 
 // Commits events [first, last) over `subjects` keys; data "i".
@@ -167,6 +179,40 @@ TEST(RelayTest, TheLogSaysWhenTheConnectionIsLostAndBack) {
   ASSERT_TRUE(bus->WaitIdle(60s).ok());
   EXPECT_TRUE(logged(" again, after ")) << logger->text();
   EXPECT_TRUE(logged(" s offline")) << logger->text();
+}
+
+// A stream whose subjects do not take the relay's: every publish would
+// fail, which no retry mends. Said once, naming the option, and shown by
+// `walbus bridge`; fixed, it is cleared.
+TEST(RelayTest, AStreamThatDoesNotTakeTheSubjectPrefixIsNamed) {
+  NatsServer server;
+  ASSERT_TRUE(server.Start());
+  TempDir dir;
+  Options options = RelayBusOptions(dir);
+  auto logger = std::make_shared<testing::CapturingLogger>(LogLevel::kWarning);
+  options.logger = logger;
+  auto bus = testing::OpenBus(options);
+  ASSERT_NE(bus, nullptr);
+  RelayOptions relay_options = MakeRelayOptions(server);
+  relay_options.stream.subjects = {"fleet.>"};  // made with these; the prefix stays "walbus"
+  std::unique_ptr<Relay> relay;
+  ASSERT_TRUE(Relay::Attach(bus.get(), relay_options, &relay).ok());
+  ASSERT_TRUE(bus->Start().ok());
+  PublishRange(*bus, 0, 3, 3);
+  const std::string said = "walbus relay jetstream-relay: stream " + std::string(kStream) +
+                           " takes subjects [fleet.>], which do not cover RelayOptions::subject_prefix \"walbus\"";
+  ASSERT_TRUE(testing::Eventually([&] { return logger->text().find(said) != std::string::npos; }, 20s))
+      << logger->text();
+  std::this_thread::sleep_for(1s);  // retries meanwhile
+  const std::string log = logger->text();
+  EXPECT_EQ(log.find(said), log.rfind(said)) << "said once: " << log;
+  const std::string tool = std::string(WALBUS_CLI) + " bridge " + dir.path();
+  std::string out;
+  ASSERT_EQ(RunTool(tool, &out), 0) << out;
+  EXPECT_NE(out.find("SUBJECTS      stream " + std::string(kStream) + " takes subjects [fleet.>]"), std::string::npos)
+      << out;
+  relay.reset();
+  ASSERT_TRUE(bus->Close().ok());
 }
 
 TEST(RelayTest, ServerKilledAndRestartedMidStreamLosesAndDuplicatesNothing) {
@@ -392,20 +438,12 @@ TEST(RelayTest, AStreamTheServerForgotIsReportedLoudlyAndKeptByTheTool) {
   EXPECT_LT(relay->Stats().repaired, 50u) << "confirmed messages were no longer in the journal";
   // The tool shows it, from the running bus's database.
   const std::string tool = std::string(WALBUS_CLI) + " bridge " + dir.path();
-  FILE* p = popen((tool + " 2>&1").c_str(), "r");
-  ASSERT_NE(p, nullptr);
   std::string out;
-  char buf[512];
-  while (fgets(buf, sizeof buf, p) != nullptr) out += buf;
-  EXPECT_EQ(pclose(p), 0) << out;
+  EXPECT_EQ(RunTool(tool, &out), 0) << out;
   EXPECT_NE(out.find("relay jetstream-relay"), std::string::npos) << out;
   EXPECT_NE(out.find("LOST          1 time(s) the stream was gone"), std::string::npos) << out;
   EXPECT_NE(out.find("subjects      5 with a position"), std::string::npos) << out;
-  p = popen((tool + " --json 2>&1").c_str(), "r");
-  ASSERT_NE(p, nullptr);
-  out.clear();
-  while (fgets(buf, sizeof buf, p) != nullptr) out += buf;
-  EXPECT_EQ(pclose(p), 0) << out;
+  EXPECT_EQ(RunTool(tool + " --json", &out), 0) << out;
   EXPECT_NE(out.find("\"unrepairable_losses\":1"), std::string::npos) << out;
   EXPECT_EQ(std::system((tool + " --column-family nope >/dev/null 2>&1").c_str()) >> 8, 1);
 }

@@ -26,6 +26,7 @@ struct RelayRecords {
   uint64_t first_journaled = 0, last_journaled = 0;  // their event seqs
   uint64_t low_mark = 0;
   uint64_t unrepairable = 0, unrepairable_last_ms = 0;
+  std::string subjects_problem;  // empty: the stream takes the relay's subjects
 };
 
 struct InboundRecords {
@@ -56,6 +57,7 @@ void AddRelayRecord(std::string_view rest, std::string_view value, RelayRecords*
       r->last_journaled = seq;
       break;
     }
+    case 'm': r->subjects_problem = std::string(value); break;
     case 'u':
       if (value.size() == 16) {
         r->unrepairable = *bridge::DecodeU64(value.substr(0, 8));
@@ -74,6 +76,7 @@ void PrintRelay(const std::string& name, const RelayRecords& r, bool json) {
               << ",\"low_mark\":" << r.low_mark << ",\"unrepairable_losses\":" << r.unrepairable
               << ",\"unrepairable_last\":"
               << (r.unrepairable_last_ms ? JsonString(IsoTimeMs(static_cast<int64_t>(r.unrepairable_last_ms))) : "null")
+              << ",\"subjects_problem\":" << (r.subjects_problem.empty() ? "null" : JsonString(r.subjects_problem))
               << "}\n";
     return;
   }
@@ -91,6 +94,7 @@ void PrintRelay(const std::string& name, const RelayRecords& r, bool json) {
   } else {
     std::cout << "  lost          none that could not be republished\n";
   }
+  if (!r.subjects_problem.empty()) std::cout << "  SUBJECTS      " << TextSafe(r.subjects_problem) << "\n";
 }
 
 void PrintInbound(const std::string& name, const InboundRecords& in, bool json) {

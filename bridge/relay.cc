@@ -70,8 +70,9 @@ class RelayCore {
       return Outcome::Done();
     }
     LogLinkChanges(bus_, *link_, "relay", options_.subscriber_name);
-    // Offline: wait with backoff rather than queue publishes in the client.
-    if (!link_->connected()) return Outcome::RetryAfter(std::chrono::milliseconds(0));
+    // Offline: wait rather than queue publishes in the client. Not the
+    // event's failure: logged at debug level, counted as a wait.
+    if (!link_->connected()) return Outcome::Wait(options_.connection.reconnect_wait, "not connected to NATS");
     WaitForReconnectCheck();
     if (Status s = EnsureStreamOnce(); !s.ok()) return Failed(event, s);
     const std::string position_key = keys_.Position(event.source, event.subject);

@@ -1085,6 +1085,9 @@ void BusImpl::WriteProcessSubscriberMetrics(MetricsWriter& w, const BusStats& st
        }},
       {"walbus_subscriber_retries_total", MetricType::kCounter, "Handler attempts that failed and were retried.",
        [](const SubscriberStats& s, const DurableCounters&) { return double(s.retries); }},
+      {"walbus_subscriber_waits_total", MetricType::kCounter,
+       "Handler runs that answered Outcome::Wait: not ready, not a failure.",
+       [](const SubscriberStats& s, const DurableCounters&) { return double(s.waits); }},
       {"walbus_subscriber_conflicts_total", MetricType::kCounter,
        "Outcomes that met a concurrent update and ran again.",
        [](const SubscriberStats& s, const DurableCounters&) { return double(s.conflicts); }},
@@ -1263,6 +1266,7 @@ BusStats BusImpl::Stats() {
       s.handled = e.active->handled.load();
       s.duplicates = e.active->duplicates.load();
       s.retries = e.active->retries.load();
+      s.waits = e.active->waits.load();
       s.conflicts = e.active->conflicts.load();
       s.dead_lettered = e.active->dead_lettered.load();
       s.stale_skipped = e.active->stale_skipped.load();

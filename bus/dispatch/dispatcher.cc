@@ -349,6 +349,15 @@ void Dispatcher::Handle(Message& m) {
       timers_.push(Timer{config_.clock->Now() + m.delay, m.sub, m.event->subject});
       break;
     }
+    case Message::Kind::kWait: {
+      // Not a failed attempt: the next run keeps this one's number.
+      m.sub->waits.fetch_add(1, std::memory_order_relaxed);
+      KeyQueue& key = m.sub->keys.at(m.event->subject);
+      key.attempts = m.attempt > 0 ? m.attempt - 1 : 0;
+      key.charged = true;
+      timers_.push(Timer{config_.clock->Now() + m.delay, m.sub, m.event->subject});
+      break;
+    }
     case Message::Kind::kRerun: {
       // A conflict is not a failed attempt: the rerun keeps the run's number
       // and, having run here already, is not charged again.

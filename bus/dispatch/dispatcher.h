@@ -163,6 +163,7 @@ class Dispatcher {
       kDuplicate,     // the inbox already had it
       kStale,         // skipped by skip_stale
       kRetry,         // failed; run again after `delay`
+      kWait,          // not ready (Outcome::Wait); run again after `delay`, as the same attempt
       kRerun,         // effects conflicted; run again now
       kPaused,        // no upcaster reaches a version the subscriber takes
       kResume,        // an upcaster was registered

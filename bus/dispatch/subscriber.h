@@ -309,6 +309,7 @@ struct SubscriberCounters {
   std::atomic<uint64_t> dead_lettered;
   std::atomic<uint64_t> stale_skipped;
   std::atomic<uint64_t> retries{0};
+  std::atomic<uint64_t> waits{0};
   std::atomic<uint64_t> conflicts{0};  // commits that met a concurrent update
   std::atomic<uint64_t> in_flight{0};
   std::atomic<bool> paused_now{false};

@@ -290,6 +290,12 @@ void Dispatcher::RunHandler(Run& run) {
   switch (outcome.kind()) {
     case Outcome::Kind::kRetry: FailAttempt(run, "handler asked to retry", outcome.delay(), false); return;
     case Outcome::Kind::kReject: FailAttempt(run, "rejected: " + outcome.reason(), {}, true); return;
+    case Outcome::Kind::kWait:
+      *run.request.writes = WriteSet{};  // nothing to commit: not even a retry record
+      run.delay = outcome.delay().count() > 0 ? outcome.delay() : Backoff(sub, 1);
+      run.on_success = Message::Kind::kWait;
+      run.error = outcome.reason();
+      return;
     case Outcome::Kind::kDone: break;
   }
   if (!context.error.ok()) {
@@ -441,6 +447,10 @@ void Dispatcher::LogOutcome(const Run& run) const {
     case Message::Kind::kStale:
       config_.log->EventOutcome(spdlog::level::debug, "stale-skipped", event, name, run.item->attempt, 0, {});
       return;
+    case Message::Kind::kWait:
+      config_.log->EventOutcome(spdlog::level::debug, "waiting", event, name, run.item->attempt, run.handler_seconds,
+                                run.error);
+      return;
     case Message::Kind::kRetry:
     case Message::Kind::kDeadLettered: {
       // Failures are what an operator reads the log for, and what a broken
@@ -461,7 +471,7 @@ void Dispatcher::CommitRuns(std::deque<Run>& runs, std::vector<Message>* replies
   std::vector<CommitRequest*> requests;
   requests.reserve(runs.size());
   for (Run& r : runs) {
-    if (r.on_success == Message::Kind::kPaused) continue;
+    if (r.on_success == Message::Kind::kPaused || r.on_success == Message::Kind::kWait) continue;
     // A completion without follow-ups needs no fsync: it does not wait for
     // producers' (the worker would sit on its next events meanwhile).
     r.request.unsynced_group = !r.request.sync;
@@ -485,6 +495,10 @@ Dispatcher::Message Dispatcher::Answer(const Run& r) {
   WorkItem& item = *r.item;
   Subscriber& sub = *item.sub;
   if (r.on_success == Message::Kind::kPaused) return Message{Message::Kind::kPaused, &sub, item.event};
+  if (r.on_success == Message::Kind::kWait) {
+    LogOutcome(r);
+    return Message{Message::Kind::kWait, &sub, item.event, r.delay, item.attempt};
+  }
   const Status& s = r.request.status;
   if (s.ok()) {
     LogOutcome(r);

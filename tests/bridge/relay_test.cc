@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <map>
 #include <memory>
 #include <random>
@@ -179,6 +180,14 @@ TEST(RelayTest, TheLogSaysWhenTheConnectionIsLostAndBack) {
   ASSERT_TRUE(bus->WaitIdle(60s).ok());
   EXPECT_TRUE(logged(" again, after ")) << logger->text();
   EXPECT_TRUE(logged(" s offline")) << logger->text();
+  // Offline, the relay waited: not the events' failures, no warning each.
+  EXPECT_FALSE(logged("outcome=retry subscriber=jetstream-relay")) << logger->text();
+  const BusStats stats = bus->Stats();
+  const auto relay_stats = std::find_if(stats.subscribers.begin(), stats.subscribers.end(),
+                                        [](const SubscriberStats& s) { return s.name == "jetstream-relay"; });
+  ASSERT_NE(relay_stats, stats.subscribers.end());
+  EXPECT_GT(relay_stats->waits, 0u);
+  EXPECT_EQ(relay_stats->retries, 0u);
 }
 
 // A stream whose subjects do not take the relay's: every publish would

@@ -161,6 +161,47 @@ TEST(WorkerTest, RejectAndPermanentExceptionsDeadLetterWithoutRetries) {
   EXPECT_EQ(st.handled, 1u);
 }
 
+// Outcome::Wait: not ready, not a failure. Waits spend no attempt, write
+// no retry record, log at debug level and count apart from retries.
+TEST(WorkerTest, WaitsAreNotFailedAttempts) {
+  TempDir dir;
+  auto logger = std::make_shared<testing::CapturingLogger>(LogLevel::kDebug);
+  Options options = MakeOptions(dir);
+  options.logger = logger;
+  auto bus = OpenBus(options);
+  std::atomic<int> calls{0};
+  SubscriberOptions s;
+  s.name = "uplink";
+  s.retry = FastRetries(2);  // three waits would spend it, were they attempts
+  s.handler = [&](const Event&, HandlerContext&) -> Outcome {
+    const int call = ++calls;
+    if (call <= 3) return Outcome::Wait(1ms, "modem down");
+    if (call == 4) throw std::runtime_error("timeout");
+    return Outcome::Reject("bad record");
+  };
+  ASSERT_TRUE(bus->Subscribe(std::move(s)).ok());
+  ASSERT_TRUE(bus->Start().ok());
+  Publish(*bus, "a", "x");
+  ASSERT_TRUE(bus->WaitIdle(10s).ok());
+  EXPECT_EQ(calls.load(), 5);
+  auto letters = DeadLetters(dir.path());
+  ASSERT_EQ(letters.size(), 1u);
+  EXPECT_EQ(letters[0].record.attempts, 2u) << "the throw and the reject; the waits were no attempts";
+  const SubscriberStats st = bus->Stats().subscribers[0];
+  EXPECT_EQ(st.waits, 3u);
+  EXPECT_EQ(st.retries, 1u);
+  EXPECT_NE(bus->MetricsText().find("walbus_subscriber_waits_total{subscriber=\"uplink\"} 3"), std::string::npos);
+  const std::string log = logger->text();
+  size_t waits = 0;
+  for (size_t at = log.find("outcome=waiting"); at != std::string::npos; at = log.find("outcome=waiting", at + 1)) {
+    ++waits;
+  }
+  EXPECT_EQ(waits, 3u) << log;
+  EXPECT_NE(log.find("debug walbus event outcome=waiting subscriber=uplink"), std::string::npos) << log;
+  EXPECT_NE(log.find("error=\"modem down\""), std::string::npos) << log;
+  EXPECT_EQ(log.find("warning walbus event outcome=waiting"), std::string::npos) << log;
+}
+
 TEST(WorkerTest, ParkKeyHoldsTheSubjectBehindItsDeadLetterAcrossRestarts) {
   TempDir dir;
   Journal j;

@@ -20,6 +20,7 @@ struct SubscriberStats {
   uint64_t handled = 0;     // Events whose effects committed (durable count).
   uint64_t duplicates = 0;  // Redeliveries the inbox recognised and skipped.
   uint64_t retries = 0;     // Handler attempts that asked to retry or threw.
+  uint64_t waits = 0;       // Handler runs that answered Outcome::Wait (not failures).
   // Outcomes whose commit met a concurrent update (ExpectVersion) and ran
   // again, in this process: optimistic concurrency at work, not a failure.
   uint64_t conflicts = 0;

@@ -20,8 +20,8 @@ namespace walbus {
 // A handler's verdict on one event.
 class Outcome {
  public:
-  // Which verdict: made by Done(), RetryAfter() or Reject().
-  enum class Kind : uint8_t { kDone, kRetry, kReject };
+  // Which verdict: made by Done(), RetryAfter(), Reject() or Wait().
+  enum class Kind : uint8_t { kDone, kRetry, kReject, kWait };
 
   // Handled: the context's writes commit with the inbox record.
   static Outcome Done() { return Outcome(Kind::kDone, {}, {}); }
@@ -32,8 +32,17 @@ class Outcome {
   // Permanent failure: writes are dropped, the event goes to the dead-letter
   // store with `reason`, and the subject moves on.
   static Outcome Reject(std::string reason) { return Outcome(Kind::kReject, {}, std::move(reason)); }
+  // Not ready, through no fault of the event or the handler (a link is
+  // down, a device is busy): writes are dropped and the event is handled
+  // again after `delay` (zero: the RetryPolicy's first backoff), as the
+  // same attempt. Not a failure: no retry record, nothing counted against
+  // the RetryPolicy, logged at debug level with `reason`, counted apart
+  // (SubscriberStats::waits, walbus_subscriber_waits_total).
+  static Outcome Wait(std::chrono::milliseconds delay, std::string reason) {
+    return Outcome(Kind::kWait, delay, std::move(reason));
+  }
 
-  // The verdict, its retry delay (kRetry) and its reason (kReject).
+  // The verdict, its delay (kRetry, kWait) and its reason (kReject, kWait).
   // @{
   Kind kind() const { return kind_; }
   std::chrono::milliseconds delay() const { return delay_; }

@@ -92,12 +92,20 @@ void ExpectEachOnceInSubjectOrder(const NatsServer& server, int expected, const 
   }
 }
 
-// Events committed that the subscriber has not completed.
 // A bus with the relay's column family.
 Options RelayBusOptions(const TempDir& dir) {
   Options o = testing::TestOptions(dir);
   o.column_families.push_back("jetstream");
   return o;
+}
+
+// A bus for a relay, logging into *logger (made here) from `level` up.
+std::unique_ptr<Bus> OpenLoggedBus(const TempDir& dir, LogLevel level,
+                                   std::shared_ptr<testing::CapturingLogger>* logger) {
+  Options options = RelayBusOptions(dir);
+  *logger = std::make_shared<testing::CapturingLogger>(level);
+  options.logger = *logger;
+  return testing::OpenBus(options);
 }
 
 // A bus with a relay to `server`, started.
@@ -112,6 +120,7 @@ struct RelayedBus {
   std::unique_ptr<Relay> relay;
 };
 
+// Events committed that the subscriber has not completed.
 uint64_t LagOf(Bus& bus, const std::string& name) {
   const BusStats stats = bus.Stats();
   for (const auto& s : stats.subscribers)
@@ -158,10 +167,8 @@ TEST(RelayTest, TheLogSaysWhenTheConnectionIsLostAndBack) {
   NatsServer server;
   ASSERT_TRUE(server.Start());
   TempDir dir;
-  Options options = RelayBusOptions(dir);
-  auto logger = std::make_shared<testing::CapturingLogger>(LogLevel::kInfo);
-  options.logger = logger;
-  auto bus = testing::OpenBus(options);
+  std::shared_ptr<testing::CapturingLogger> logger;
+  auto bus = OpenLoggedBus(dir, LogLevel::kInfo, &logger);
   ASSERT_NE(bus, nullptr);
   std::unique_ptr<Relay> relay;
   ASSERT_TRUE(Relay::Attach(bus.get(), MakeRelayOptions(server), &relay).ok());
@@ -197,10 +204,8 @@ TEST(RelayTest, AStreamThatDoesNotTakeTheSubjectPrefixIsNamed) {
   NatsServer server;
   ASSERT_TRUE(server.Start());
   TempDir dir;
-  Options options = RelayBusOptions(dir);
-  auto logger = std::make_shared<testing::CapturingLogger>(LogLevel::kWarning);
-  options.logger = logger;
-  auto bus = testing::OpenBus(options);
+  std::shared_ptr<testing::CapturingLogger> logger;
+  auto bus = OpenLoggedBus(dir, LogLevel::kWarning, &logger);
   ASSERT_NE(bus, nullptr);
   RelayOptions relay_options = MakeRelayOptions(server);
   relay_options.stream.subjects = {"fleet.>"};  // made with these; the prefix stays "walbus"

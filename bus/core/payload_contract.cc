@@ -61,7 +61,7 @@ class FlexShape {
 
   // Null when the buffer rooted at `root` holds; why not otherwise.
   const char* Check(flexbuffers::Reference root) {
-    const Measure m = Of(root);
+    const Measure m = Of(root, 0);
     if (m.cycle) return "a FlexBuffer with a vector that contains itself";
     if (m.height > kMaxFlexDepth) return "a FlexBuffer nested deeper than 64";
     if (m.vectors > max_vectors_) return "a FlexBuffer whose vectors, counted along every path, outnumber its bytes";
@@ -82,7 +82,11 @@ class FlexShape {
     uintptr_t value() const { return reinterpret_cast<uintptr_t>(data_) * 16 + byte_width_; }
   };
 
-  Measure Of(flexbuffers::Reference r) {
+  // `depth`: vectors above `r` on this path. This walk meets vectors in the
+  // verifier's order, so its recursion is as deep as the verifier's first
+  // visits (at most 64); past 64 it stops all the same, whatever the
+  // order, since such a buffer is refused either way.
+  Measure Of(flexbuffers::Reference r, uint64_t depth) {
     using flexbuffers::Type;
     switch (r.GetType()) {
       case Type::FBT_STRING:
@@ -94,18 +98,20 @@ class FlexShape {
       case Type::FBT_VECTOR_KEY:
       case Type::FBT_VECTOR_STRING_DEPRECATED: return Measure{1, 1, false};
       case Type::FBT_VECTOR:
-      case Type::FBT_MAP: return OfVector(r.AsVector(), r.GetType() == Type::FBT_MAP);
+      case Type::FBT_MAP:
+        if (depth >= kMaxFlexDepth) return Measure{kMaxFlexDepth + 1, 1, false};
+        return OfVector(r.AsVector(), r.GetType() == Type::FBT_MAP, depth);
       default: return Measure{};  // inline, indirect scalars, keys, fixed-size vectors
     }
   }
 
-  Measure OfVector(const flexbuffers::Vector& vector, bool map) {
+  Measure OfVector(const flexbuffers::Vector& vector, bool map, uint64_t depth) {
     const uintptr_t key = Key(vector).value() * 2 + (map ? 1 : 0);
     auto [it, fresh] = memo_.try_emplace(key, Measure{0, 0, true});
     if (!fresh) return it->second;       // measured, or being measured: a cycle
     Measure m{1, map ? 2u : 1u, false};  // a map's keys are a vector too, as deep
     for (size_t i = 0; i < vector.size() && !m.cycle; ++i) {
-      const Measure child = Of(vector[i]);
+      const Measure child = Of(vector[i], depth + 1);
       m.cycle = child.cycle;
       m.height = std::max(m.height, child.height + 1);
       m.vectors = std::min(m.vectors + child.vectors, uint64_t{1} << 62);

@@ -11,6 +11,7 @@
 #include "bridge/cloudevents.h"
 #include "bridge/nats_link.h"
 #include "bridge/relay_journal.h"
+#include "bus/util/bounds.h"
 #include "bus/util/log_limiter.h"
 #include "bus/util/mutex.h"
 #include "walbus/jetstream.h"
@@ -552,16 +553,25 @@ Status Inbound::Start(Bus* bus, InboundOptions options, std::unique_ptr<Inbound>
     return Status::InvalidArgument("an inbound consumer needs a stream and a durable name");
   }
   if (options.filter_subject.empty()) return Status::InvalidArgument("an inbound consumer needs a filter subject");
-  if (options.fetch_batch < 1 || options.fetch_wait.count() < 1) {
-    return Status::InvalidArgument("fetch_batch and fetch_wait must be positive");
+  using std::chrono::milliseconds;
+  if (Status s = internal::CheckBounds(
+          "InboundOptions",
+          {
+              {"fetch_batch", options.fetch_batch, 1, 1 << 16},
+              {"max_ack_pending", options.max_ack_pending, options.fetch_batch, internal::kNoMax},
+              {"max_message_bytes", internal::CountValue(options.max_message_bytes), 1, int64_t{64} << 20},
+          },
+          {
+              {"ack_wait", options.ack_wait, milliseconds(1), internal::kDay},
+              {"fetch_wait", options.fetch_wait, milliseconds(1), std::chrono::hours(1)},
+              {"nak_delay", options.nak_delay, milliseconds(0), internal::kDay},
+              {"hold_delay", options.hold_delay, milliseconds(1), internal::kDay},
+              {"gap_timeout", options.gap_timeout, milliseconds(0), internal::kNoLongest},
+          });
+      !s.ok()) {
+    return s;
   }
-  if (options.hold_delay.count() < 1 || options.gap_timeout.count() < 0) {
-    return Status::InvalidArgument("hold_delay must be positive and gap_timeout not negative");
-  }
-  if (options.max_ack_pending < options.fetch_batch) {
-    return Status::InvalidArgument("max_ack_pending must be at least fetch_batch");
-  }
-  if (Status s = bridge::CheckNatsUrls(options.connection.url); !s.ok()) return s;
+  if (Status s = bridge::CheckConnection(options.connection); !s.ok()) return s;
   if (!options.column_family.empty()) {
     Transaction tx = bus->Begin();
     if (Result<std::optional<std::string>> got =

@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <vector>
 
+#include "bus/util/bounds.h"
+
 namespace walbus::bridge {
 
 Status FromNats(natsStatus s, std::string_view what) {
@@ -84,13 +86,23 @@ Status CheckNatsUrls(std::string_view urls) {
   return Status::OK();
 }
 
+Status CheckConnection(const jetstream::ConnectionOptions& options) {
+  if (Status s = CheckNatsUrls(options.url); !s.ok()) return s;
+  using std::chrono::milliseconds;
+  const milliseconds hour = std::chrono::hours(1);
+  return internal::CheckBounds("ConnectionOptions", {},
+                               {
+                                   {"request_timeout", options.request_timeout, milliseconds(1), hour},
+                                   {"reconnect_wait", options.reconnect_wait, milliseconds(1), hour},
+                               });
+}
+
 NatsLink::NatsLink(jetstream::ConnectionOptions options)
     : options_(std::move(options)), offline_since_(std::chrono::steady_clock::now()) {}
 
 Status NatsLink::Open(const jetstream::ConnectionOptions& options, std::unique_ptr<NatsLink>* out) {
   out->reset();
-  if (Status s = CheckNatsUrls(options.url); !s.ok()) return s;
-  if (options.request_timeout.count() <= 0) return Status::InvalidArgument("request_timeout must be positive");
+  if (Status s = CheckConnection(options); !s.ok()) return s;
   std::unique_ptr<NatsLink> link(new NatsLink(options));
   natsStatus s = natsOptions_Create(&link->nats_options_);
   if (s == NATS_OK) s = natsOptions_SetURL(link->nats_options_, options.url.c_str());

@@ -44,6 +44,9 @@ Status FromNats(natsStatus s, std::string_view what);
 // ConnectionOptions::url and the address otherwise: the client would take
 // "not a url" and try it forever.
 Status CheckNatsUrls(std::string_view urls);
+// CheckNatsUrls, and every duration of `options` in its range: what can be
+// known wrong before connecting. InvalidArgument names the option.
+Status CheckConnection(const jetstream::ConnectionOptions& options);
 
 // A change of a link's connection as a line for the log: no server yet,
 // lost, made, made again after so long offline.

@@ -15,6 +15,7 @@
 #include "bridge/cloudevents.h"
 #include "bridge/nats_link.h"
 #include "bridge/relay_journal.h"
+#include "bus/util/bounds.h"
 #include "bus/util/log_limiter.h"
 #include "bus/util/mutex.h"
 #include "bus/util/unix_time.h"
@@ -626,9 +627,18 @@ Status Relay::Attach(Bus* bus, RelayOptions options, std::unique_ptr<Relay>* out
   if (options.subject_prefix.empty() && !options.subject_for) {
     return Status::InvalidArgument("no subject prefix and no subject mapping given");
   }
-  if (options.confirm_after.count() < 0) return Status::InvalidArgument("confirm_after must not be negative");
   // Before anything is written: a bad address would be tried forever.
-  if (Status s = bridge::CheckNatsUrls(options.connection.url); !s.ok()) return s;
+  if (Status s = bridge::CheckConnection(options.connection); !s.ok()) return s;
+  using std::chrono::milliseconds;
+  if (Status s = internal::CheckBounds(
+          "RelayOptions", {},
+          {
+              {"confirm_after", options.confirm_after, milliseconds(0), internal::kDay},
+              {"stream.duplicate_window", options.stream.duplicate_window, milliseconds(0), internal::kNoLongest},
+          });
+      !s.ok()) {
+    return s;
+  }
   Result<std::string> origin = LoadOrigin(bus, options);
   if (!origin.ok()) return origin.status();
   std::unique_ptr<NatsLink> link;

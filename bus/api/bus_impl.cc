@@ -14,6 +14,7 @@
 #include "bus/core/envelope.h"
 #include "bus/core/fault_point.h"
 #include "bus/dispatch/recovery.h"
+#include "bus/util/bounds.h"
 #include "bus/util/closest.h"
 #include "bus/util/escape.h"
 #include "bus/util/unix_time.h"
@@ -27,75 +28,33 @@ Status Bus::Open(const Options& options, std::unique_ptr<Bus>* bus) { return int
 namespace internal {
 namespace {
 
-// One bound of a count or size in Options: its name, its value, and the
-// closed range it takes.
-struct CountRule {
-  const char* name;
-  uint64_t value;
-  uint64_t min;
-  uint64_t max;
-};
-
-// The same for a duration.
-struct DurationRule {
-  const char* name;
-  std::chrono::milliseconds value;
-  std::chrono::milliseconds min;
-  std::chrono::milliseconds max;
-};
-
-constexpr uint64_t kNoMax = UINT64_MAX;
-constexpr std::chrono::milliseconds kNoLongest = std::chrono::milliseconds::max();
-constexpr std::chrono::milliseconds kDay = std::chrono::hours(24);
-
-std::string RangeText(uint64_t min, uint64_t max) {
-  if (max == kNoMax) return ">= " + std::to_string(min);
-  return std::to_string(min) + ".." + std::to_string(max);
-}
-
-std::string RangeText(std::chrono::milliseconds min, std::chrono::milliseconds max) {
-  if (max == kNoLongest) return ">= " + std::to_string(min.count()) + " ms";
-  return std::to_string(min.count()) + " ms.." + std::to_string(max.count()) + " ms";
-}
-
-// Every count, size and duration of Options against its range, in one
-// table each, so that all are checked alike: InvalidArgument naming the
-// option, its value and the range.
+// Every count, size and duration of Options against its range
+// (bus/util/bounds.h): InvalidArgument naming the option, its value and
+// the range.
 Status ValidateBounds(const Options& o) {
-  const CountRule counts[] = {
-      {"worker_threads", o.worker_threads, 1, 256},
-      {"memory_budget", o.memory_budget, kMinMemoryBudget, kNoMax},
-      {"max_in_flight_per_subscriber", o.max_in_flight_per_subscriber, 16, uint64_t{1} << 22},
-      {"tail_cache_events", o.tail_cache_events, 16, uint64_t{1} << 24},
-      {"tail_cache_bytes", o.tail_cache_bytes, uint64_t{64} << 10, kNoMax},
-      {"max_payload_bytes", o.max_payload_bytes, 1, uint64_t{64} << 20},
-      {"max_group_commits", o.max_group_commits, 1, kNoMax},
-      {"max_group_bytes", o.max_group_bytes, 1, kNoMax},
-      {"trim_every_events", o.trim_every_events, 1, kNoMax},
-      {"quarantine_max_entries", o.quarantine_max_entries, 1, kNoMax},
-      {"quarantine_max_bytes", o.quarantine_max_bytes, 1, kNoMax},
-  };
-  for (const CountRule& r : counts) {
-    if (r.value < r.min || r.value > r.max) {
-      return Status::InvalidArgument(std::string("Options::") + r.name + " is " + std::to_string(r.value) +
-                                     "; it must be " + RangeText(r.min, r.max));
-    }
-  }
   using std::chrono::milliseconds;
-  const DurationRule durations[] = {
-      {"buffered_sync_interval", o.buffered_sync_interval, milliseconds(1), kDay},
-      {"trim_interval", o.trim_interval, milliseconds(1), kDay},
-      {"checkpoint_interval", o.checkpoint_interval, milliseconds(1), kDay},
-      {"retain_for", o.retain_for, milliseconds(0), kNoLongest},
-      {"inbox_window", o.inbox_window, milliseconds(0), kNoLongest},
-  };
-  for (const DurationRule& r : durations) {
-    if (r.value < r.min || r.value > r.max) {
-      return Status::InvalidArgument(std::string("Options::") + r.name + " is " + std::to_string(r.value.count()) +
-                                     " ms; it must be " + RangeText(r.min, r.max));
-    }
-  }
-  return Status::OK();
+  return CheckBounds(
+      "Options",
+      {
+          {"worker_threads", CountValue(o.worker_threads), 1, 256},
+          {"memory_budget", CountValue(o.memory_budget), CountValue(kMinMemoryBudget), kNoMax},
+          {"max_in_flight_per_subscriber", CountValue(o.max_in_flight_per_subscriber), 16, int64_t{1} << 22},
+          {"tail_cache_events", CountValue(o.tail_cache_events), 16, int64_t{1} << 24},
+          {"tail_cache_bytes", CountValue(o.tail_cache_bytes), int64_t{64} << 10, kNoMax},
+          {"max_payload_bytes", CountValue(o.max_payload_bytes), 1, int64_t{64} << 20},
+          {"max_group_commits", CountValue(o.max_group_commits), 1, kNoMax},
+          {"max_group_bytes", CountValue(o.max_group_bytes), 1, kNoMax},
+          {"trim_every_events", CountValue(o.trim_every_events), 1, kNoMax},
+          {"quarantine_max_entries", CountValue(o.quarantine_max_entries), 1, kNoMax},
+          {"quarantine_max_bytes", CountValue(o.quarantine_max_bytes), 1, kNoMax},
+      },
+      {
+          {"buffered_sync_interval", o.buffered_sync_interval, milliseconds(1), kDay},
+          {"trim_interval", o.trim_interval, milliseconds(1), kDay},
+          {"checkpoint_interval", o.checkpoint_interval, milliseconds(1), kDay},
+          {"retain_for", o.retain_for, milliseconds(0), kNoLongest},
+          {"inbox_window", o.inbox_window, milliseconds(0), kNoLongest},
+      });
 }
 
 // The names: the directory, the source, and the column families (each

@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <functional>
 #include <map>
 #include <mutex>
 #include <random>
@@ -403,6 +404,44 @@ TEST(InboundTest, BadOptionsAreRefused) {
   EXPECT_EQ(bad.code(), Status::Code::kInvalidArgument) << bad.ToString();
   EXPECT_NE(bad.message().find("ConnectionOptions::url"), std::string::npos) << bad.ToString();
   EXPECT_EQ(in, nullptr);
+}
+
+// Every count and duration of InboundOptions out of range, refused the
+// same way: the option, its value, its range.
+TEST(InboundTest, EveryBoundOfTheOptionsIsChecked) {
+  TempDir dir;
+  auto bus = testing::OpenBus(testing::TestOptions(dir));
+  ASSERT_NE(bus, nullptr);
+  struct Case {
+    std::function<void(InboundOptions*)> set;
+    const char* expected;
+  };
+  const Case cases[] = {
+      {[](InboundOptions* o) { o->fetch_batch = 0; }, "InboundOptions::fetch_batch is 0; it must be 1..65536"},
+      {[](InboundOptions* o) { o->fetch_batch = -3; }, "InboundOptions::fetch_batch is -3"},
+      {[](InboundOptions* o) { o->max_ack_pending = 10; }, "InboundOptions::max_ack_pending is 10; it must be >= 64"},
+      {[](InboundOptions* o) { o->max_message_bytes = 0; }, "InboundOptions::max_message_bytes is 0"},
+      {[](InboundOptions* o) { o->ack_wait = -1s; }, "InboundOptions::ack_wait is -1000 ms; it must be 1 ms.."},
+      {[](InboundOptions* o) { o->fetch_wait = 0ms; }, "InboundOptions::fetch_wait is 0 ms"},
+      {[](InboundOptions* o) { o->nak_delay = -1ms; }, "InboundOptions::nak_delay is -1 ms"},
+      {[](InboundOptions* o) { o->hold_delay = 0ms; }, "InboundOptions::hold_delay is 0 ms"},
+      {[](InboundOptions* o) { o->gap_timeout = -1ms; }, "InboundOptions::gap_timeout is -1 ms; it must be >= 0 ms"},
+      {[](InboundOptions* o) { o->connection.request_timeout = -2ms; }, "ConnectionOptions::request_timeout is -2 ms"},
+  };
+  for (const Case& c : cases) {
+    InboundOptions o;
+    o.stream = kStream;
+    o.durable = "d";
+    o.filter_subject = "walbus.>";
+    o.column_family.clear();
+    o.connection.url = "nats://127.0.0.1:1";
+    c.set(&o);
+    std::unique_ptr<Inbound> in;
+    const Status s = Inbound::Start(bus.get(), o, &in);
+    EXPECT_TRUE(s.IsInvalidArgument()) << c.expected << ": " << s.ToString();
+    EXPECT_NE(s.message().find(c.expected), std::string::npos) << s.ToString();
+    EXPECT_EQ(in, nullptr);
+  }
 }
 
 TEST(InboundTest, StartOnAClosedBusSaysClosed) {

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <functional>
 #include <map>
 #include <memory>
 #include <random>
@@ -535,6 +536,39 @@ TEST(RelayTest, BadOptionsAreRefused) {
   Status missing = Relay::Attach(plain.get(), o, &relay);
   EXPECT_EQ(missing.code(), Status::Code::kInvalidArgument);
   EXPECT_NE(missing.message().find("jetstream"), std::string::npos) << missing.ToString();
+}
+
+// Every duration of RelayOptions and its ConnectionOptions out of range,
+// refused the same way: the option, its value, its range.
+TEST(RelayTest, EveryBoundOfTheOptionsIsChecked) {
+  TempDir dir;
+  auto bus = testing::OpenBus(RelayBusOptions(dir));
+  ASSERT_NE(bus, nullptr);
+  struct Case {
+    std::function<void(RelayOptions*)> set;
+    const char* expected;
+  };
+  const Case cases[] = {
+      {[](RelayOptions* o) { o->confirm_after = -1ms; }, "RelayOptions::confirm_after is -1 ms; it must be 0 ms.."},
+      {[](RelayOptions* o) { o->confirm_after = 25h; }, "RelayOptions::confirm_after is 90000000 ms"},
+      {[](RelayOptions* o) { o->stream.duplicate_window = -5ms; },
+       "RelayOptions::stream.duplicate_window is -5 ms; it must be >= 0 ms"},
+      {[](RelayOptions* o) { o->connection.request_timeout = 0ms; },
+       "ConnectionOptions::request_timeout is 0 ms; it must be 1 ms..3600000 ms"},
+      {[](RelayOptions* o) { o->connection.reconnect_wait = -1ms; }, "ConnectionOptions::reconnect_wait is -1 ms"},
+      {[](RelayOptions* o) { o->connection.reconnect_wait = 2h; }, "ConnectionOptions::reconnect_wait is 7200000 ms"},
+  };
+  for (const Case& c : cases) {
+    RelayOptions o;
+    o.stream.name = kStream;
+    o.connection.url = "nats://127.0.0.1:1";
+    c.set(&o);
+    std::unique_ptr<Relay> relay;
+    const Status s = Relay::Attach(bus.get(), o, &relay);
+    EXPECT_TRUE(s.IsInvalidArgument()) << c.expected << ": " << s.ToString();
+    EXPECT_NE(s.message().find(c.expected), std::string::npos) << s.ToString();
+    EXPECT_EQ(relay, nullptr);
+  }
 }
 
 TEST(RelayTest, AttachOnAClosedBusSaysClosed) {

@@ -11,6 +11,7 @@
 #include "differential_payload_bfbs_generated.h"
 #include "differential_payload_generated.h"
 #include "tests/fuzz/fuzz_checks.h"
+#include "tools/walbus/payload_text.h"
 
 namespace walbus::fuzz {
 namespace {
@@ -244,7 +245,11 @@ bool CheckPayloadAgainstFlatc(std::string_view bytes, std::string* why) {
     return Fail(why, "walbus refuses, for no documented reason, a payload flatc's verifier accepts: " +
                          walbus.message() + "\n" + Hex(payload));
   }
-  if (walbus.ok()) ReadEverything(rich::GetRich(data));
+  if (!walbus.ok()) return true;
+  ReadEverything(rich::GetRich(data));
+  // Shown as JSON by the tools: JSON, whatever the payload.
+  const std::string text = internal::PayloadText(contract->schema().schema(), payload);
+  if (!text.empty() && !IsJsonDocument(text)) return Fail(why, "a payload shown as text that is not JSON: " + text);
   return true;
 }
 

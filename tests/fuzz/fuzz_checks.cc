@@ -698,6 +698,8 @@ bool CheckPayloadBytes(std::string_view bytes, std::string* why) {
   return true;
 }
 
+bool IsJsonDocument(std::string_view text) { return JsonChecker(text).Document(); }
+
 CheckFn CheckForTarget(std::string_view target) {
   if (target == "payload_fuzz") return CheckPayloadBytes;
   if (target == "differential_fuzz") return CheckPayloadAgainstFlatc;

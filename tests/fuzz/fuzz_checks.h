@@ -60,9 +60,13 @@ bool CheckPayloadBytes(std::string_view bytes, std::string* why = nullptr);
 // eight-byte seed, one the generated object API builds, then mutated):
 // whatever PayloadContract accepts, the verifier flatc generates accepts
 // too, and reading it through the generated accessors (nested FlatBuffers
-// and FlexBuffers included) is clean under the sanitizers; whatever it
-// refuses that flatc accepts is refused for a documented reason.
+// and FlexBuffers included) is clean under the sanitizers, and what the
+// tools show of it is JSON; whatever it refuses that flatc accepts is
+// refused for a documented reason.
 bool CheckPayloadAgainstFlatc(std::string_view bytes, std::string* why = nullptr);
+
+// Whether `text` is one JSON value (RFC 8259), strictly.
+bool IsJsonDocument(std::string_view text);
 
 // The check of a fuzz target by name ("envelope_fuzz", "records_fuzz",
 // "cli_values_fuzz", "inbound_fuzz", "schema_fuzz", "payload_fuzz",

@@ -151,7 +151,6 @@ NatsLink::~NatsLink() {
 }
 
 void NatsLink::SetConnected(bool up, natsConnection* nc) {
-  std::function<void()> listener;
   {
     MutexLock lock(&mu_);
     const bool was = connected_.load(std::memory_order_relaxed);
@@ -161,7 +160,6 @@ void NatsLink::SetConnected(bool up, natsConnection* nc) {
     if (up) {
       offline_total_ += now - offline_since_;
       epoch_.fetch_add(1, std::memory_order_acq_rel);
-      listener = listener_;
       ever_connected_ = true;
     } else {
       offline_since_ = now;
@@ -169,7 +167,8 @@ void NatsLink::SetConnected(bool up, natsConnection* nc) {
     }
     connected_.store(up, std::memory_order_release);
   }
-  if (listener) listener();
+  MutexLock lock(&listener_mu_);
+  if (listener_) listener_(up);
 }
 
 void NatsLink::NoteChange(bool up, natsConnection* nc, std::chrono::steady_clock::time_point now) {
@@ -216,8 +215,8 @@ std::vector<LinkChange> NatsLink::TakeChanges() {
   return taken;
 }
 
-void NatsLink::SetConnectedListener(std::function<void()> listener) {
-  MutexLock lock(&mu_);
+void NatsLink::SetChangeListener(std::function<void(bool)> listener) {
+  MutexLock lock(&listener_mu_);
   listener_ = std::move(listener);
 }
 

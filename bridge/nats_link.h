@@ -66,13 +66,15 @@ class NatsLink {
   // Counts the connections made: a change means the link was lost and
   // made again (the server may have restarted in between).
   uint64_t connection_epoch() const { return epoch_.load(std::memory_order_acquire); }
-  // Called on the client's thread after each (re)connection; set once,
-  // before the link may connect again. Must not block.
-  void SetConnectedListener(std::function<void()> listener);
+  // Called on the client's thread after each change of the connection
+  // (true: connected), not concurrently with itself. Must not block. Once
+  // SetChangeListener(nullptr) returns, the old listener runs no more.
+  void SetChangeListener(std::function<void(bool connected)> listener);
   // The changes of the connection since the last call, oldest first. The
   // client reports them on a thread of its own, which may outlive the bus
   // the bridge logs to; so the bridge takes them on its own threads (the
-  // relay's handler, the inbound consumer's loop) and logs them there.
+  // relay's checker, woken by the change listener; the inbound consumer's
+  // loop) and logs them there.
   // At most kMaxChanges are kept; older ones are dropped and counted.
   std::vector<LinkChange> TakeChanges();
   static constexpr size_t kMaxChanges = 16;
@@ -117,7 +119,10 @@ class NatsLink {
   std::vector<LinkChange> changes_ GUARDED_BY(mu_);
   std::atomic<bool> has_changes_{false};  // changes_ is not empty: TakeChanges' lock-free look
   uint64_t changes_dropped_ GUARDED_BY(mu_) = 0;
-  std::function<void()> listener_ GUARDED_BY(mu_);
+  // Held while the listener runs, so that replacing it waits for a call
+  // in progress (the relay frees what its listener reaches).
+  Mutex listener_mu_;
+  std::function<void(bool)> listener_ GUARDED_BY(listener_mu_);
   CondVar closed_cv_;
 };
 

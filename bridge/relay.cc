@@ -47,7 +47,7 @@ class RelayCore {
         origin_(std::move(origin)),
         process_tag_(Nonce()),
         link_(std::move(link)) {
-    link_->SetConnectedListener([this] { OnConnected(); });
+    link_->SetChangeListener([this](bool connected) { OnLinkChange(connected); });
     // Records of an earlier process are checked once connected.
     check_due_ = std::chrono::steady_clock::now();
     checker_ = std::thread([this] { RunChecker(); });
@@ -62,7 +62,7 @@ class RelayCore {
     }
     cv_.NotifyAll();
     if (checker_.joinable()) checker_.join();
-    link_->SetConnectedListener(nullptr);
+    link_->SetChangeListener(nullptr);
   }
 
   Outcome Handle(const Event& event, HandlerContext& ctx) {
@@ -70,7 +70,6 @@ class RelayCore {
       skipped_.fetch_add(1, std::memory_order_relaxed);
       return Outcome::Done();
     }
-    LogLinkChanges(bus_, *link_, "relay", options_.subscriber_name);
     // Offline: wait rather than queue publishes in the client. Not the
     // event's failure: logged at debug level, counted as a wait.
     if (!link_->connected()) return Outcome::Wait(options_.connection.reconnect_wait, "not connected to NATS");
@@ -129,12 +128,17 @@ class RelayCore {
   // The client's thread, after a (re)connection: the stream is looked up
   // again (the server may have forgotten it) and the journal checked
   // before new messages go out, so that what is republished comes first.
-  void OnConnected() {
-    stream_ready_.store(false, std::memory_order_release);
+  // On the client's thread: the checker logs the change (the bus may not
+  // be touched from there) and, after a (re)connection, checks the journal.
+  void OnLinkChange(bool connected) {
+    if (connected) stream_ready_.store(false, std::memory_order_release);
     {
       MutexLock lock(&mu_);
-      reconnect_check_pending_ = true;
-      check_due_ = Clock::now();
+      link_changed_ = true;
+      if (connected) {
+        reconnect_check_pending_ = true;
+        check_due_ = Clock::now();
+      }
     }
     cv_.NotifyAll();
   }
@@ -163,6 +167,14 @@ class RelayCore {
   void RunChecker() {
     MutexLock lock(&mu_);
     while (!stopping_) {
+      if (link_changed_) {
+        // Said when it happens, not with the next event: an idle relay too.
+        link_changed_ = false;
+        lock.Unlock();
+        LogLinkChanges(bus_, *link_, "relay", options_.subscriber_name);
+        lock.Lock();
+        continue;
+      }
       if (!check_due_ || !link_->connected()) {
         cv_.Wait(&lock);
         continue;
@@ -540,6 +552,7 @@ class RelayCore {
   CondVar cv_;
   bool stopping_ GUARDED_BY(mu_) = false;
   bool reconnect_check_pending_ GUARDED_BY(mu_) = false;
+  bool link_changed_ GUARDED_BY(mu_) = false;  // a change of the link not logged yet
   std::optional<Clock::time_point> check_due_ GUARDED_BY(mu_);
   // Destroyed before the state its callbacks touch: its destructor waits
   // for the client's last callback.

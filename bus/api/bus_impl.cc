@@ -99,6 +99,7 @@ Status BusImpl::OpenWithEnv(const Options& requested, rocksdb::Env* env, std::un
     so.inbox_retention = bus->inbox_window_;
   }
   if (Status s = storage::Db::Open(so, &bus->db_); !s.ok()) return s;
+  bus->app_cfs_ = AppColumnFamilies(*bus->db_, options.column_families);
   uint64_t last_seq = 0, trimmed_below = 0;
   if (Status s = bus->Recover(&last_seq, &trimmed_below); !s.ok()) return s;
   if (Status s = bus->LoadContracts(); !s.ok()) return s;

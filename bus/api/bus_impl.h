@@ -91,6 +91,7 @@ class BusImpl final : public Bus, public CommitListener, public ScopeHost {
   storage::Db* db() const override { return db_.get(); }
   const Options& options() const override { return options_; }
   const SchemaRegistry& schemas() const override { return schemas_; }
+  const AppColumnFamilies& app_column_families() const override { return app_cfs_; }
   Timeline& timeline() override { return *timeline_; }
   Result<Receipt> CommitTransaction(ScopeRep* scope) override;
   // Commits `writes` inside an admitted call, with the durability of
@@ -172,6 +173,7 @@ class BusImpl final : public Bus, public CommitListener, public ScopeHost {
   Options options_;                            // as given, with the clock resolved; not changed after Open
   std::shared_ptr<InboxWindow> inbox_window_;  // Options::inbox_window; shared with storage
   std::unique_ptr<storage::Db> db_;
+  AppColumnFamilies app_cfs_;  // set once db_ is open
   std::unique_ptr<TailCache> tail_;
   std::unique_ptr<Committer> committer_;
   Registry registry_;

@@ -84,7 +84,7 @@ Result<ReplayReport> BusImpl::DryRunReplay(const ReplayRequest& request, storage
 Status BusImpl::AddRebuildWrites(const ReplayRequest& request, uint32_t sub_id, uint64_t checkpoint, WriteSet* writes) {
   std::vector<storage::CfHandle*> clear;
   for (const std::string& name : request.clear_column_families) {
-    Result<storage::CfHandle*> cf = AppColumnFamily(db_.get(), options_.column_families, name);
+    Result<storage::CfHandle*> cf = app_cfs_.Find(name);
     if (!cf.ok()) return Status::InvalidArgument("replay: cannot clear: " + cf.status().message());
     clear.push_back(*cf);
   }

@@ -34,7 +34,7 @@ class ScopeCall {
 
 // The column family of a read, its key checked. REQUIRES: an admitted call.
 Result<storage::CfHandle*> CfForRead(internal::ScopeHost* host, std::string_view cf, std::string_view key) {
-  auto handle = internal::AppColumnFamily(host->db(), host->options().column_families, cf);
+  auto handle = host->app_column_families().Find(cf);
   if (!handle.ok()) return handle;
   if (Status s = internal::CheckKey(cf, key, /*for_write=*/false); !s.ok()) return s;
   return handle;
@@ -46,7 +46,7 @@ Result<storage::CfHandle*> CfForWrite(ScopeRep* rep, std::string_view cf,
                                       std::initializer_list<std::string_view> keys) {
   if (rep->committed) return ScopeRep::AlreadyCommitted();
   ScopeCall call(rep);
-  auto handle = call.admitted() ? internal::AppColumnFamily(rep->host->db(), rep->host->options().column_families, cf)
+  auto handle = call.admitted() ? rep->host->app_column_families().Find(cf)
                                 : Result<storage::CfHandle*>(internal::ClosedStatus());
   for (std::string_view key : keys) {
     if (!handle.ok()) break;
@@ -63,8 +63,7 @@ auto ReadIn(internal::ScopeHost* host, bool in_handler, std::string_view cf, con
     -> decltype(read(static_cast<storage::CfHandle*>(nullptr))) {
   ScopeCall call(host, in_handler);
   if (!call.admitted()) return internal::ClosedStatus();
-  auto handle = key != nullptr ? CfForRead(host, cf, *key)
-                               : internal::AppColumnFamily(host->db(), host->options().column_families, cf);
+  auto handle = key != nullptr ? CfForRead(host, cf, *key) : host->app_column_families().Find(cf);
   if (!handle.ok()) return handle.status();
   return read(*handle);
 }

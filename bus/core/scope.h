@@ -32,6 +32,8 @@ class ScopeHost {
   virtual storage::Db* db() const = 0;
   virtual const Options& options() const = 0;
   virtual const SchemaRegistry& schemas() const = 0;
+  // The column families Options::column_families lists.
+  virtual const AppColumnFamilies& app_column_families() const = 0;
   // The time scheduled events fall due in.
   virtual Timeline& timeline() = 0;
   // Commits a Transaction's scope: InvalidArgument when it was committed

@@ -113,14 +113,21 @@ class OwnRows {
 
 }  // namespace
 
-Result<storage::CfHandle*> AppColumnFamily(storage::Db* db, const std::vector<std::string>& listed,
-                                           std::string_view name) {
-  storage::CfHandle* handle = std::find(listed.begin(), listed.end(), name) != listed.end() ? db->AppCf(name) : nullptr;
-  if (handle == nullptr) {
+AppColumnFamilies::AppColumnFamilies(const storage::Db& db, const std::vector<std::string>& listed) {
+  for (const std::string& name : listed) {
+    storage::CfHandle* handle = db.AppCf(name);
+    assert(handle != nullptr && "storage::Db::Open creates every listed family");
+    handles_.emplace(name, handle);
+  }
+}
+
+Result<storage::CfHandle*> AppColumnFamilies::Find(std::string_view name) const {
+  auto it = handles_.find(name);
+  if (it == handles_.end()) {
     return Status::InvalidArgument("unknown column family '" + std::string(name) +
                                    "': list it in Options::column_families");
   }
-  return handle;
+  return it->second;
 }
 
 Status CheckKey(std::string_view column_family, std::string_view key, bool for_write) {

@@ -8,6 +8,7 @@
 #define WALBUS_BUS_CORE_STATE_READER_H_
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -20,12 +21,25 @@
 
 namespace walbus::internal {
 
-// The application column family `name`, when `listed` (the bus's
-// Options::column_families) names it; InvalidArgument naming the fix when
-// it does not, whether or not the database has it from an earlier run
-// (such a family stays on disk untouched). REQUIRES: `db` is open.
-Result<storage::CfHandle*> AppColumnFamily(storage::Db* db, const std::vector<std::string>& listed,
-                                           std::string_view name);
+// The application column families a bus may read and write: those its
+// Options::column_families lists, each with its handle, found by name in
+// one look-up. A family the database has from an earlier run but the list
+// leaves out is not among them (it stays on disk untouched).
+//
+// Threading: immutable once made; Find may run on any number of threads.
+class AppColumnFamilies {
+ public:
+  AppColumnFamilies() = default;
+  // REQUIRES: `db` is open with every listed family (storage::Db::Open
+  // creates the missing ones).
+  AppColumnFamilies(const storage::Db& db, const std::vector<std::string>& listed);
+
+  // The family `name`; InvalidArgument naming the fix when it is not listed.
+  Result<storage::CfHandle*> Find(std::string_view name) const;
+
+ private:
+  std::map<std::string, storage::CfHandle*, std::less<>> handles_;
+};
 // InvalidArgument for an empty key, or (when `for_write`) one longer than
 // kMaxKeyBytes.
 Status CheckKey(std::string_view column_family, std::string_view key, bool for_write);

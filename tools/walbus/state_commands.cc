@@ -55,7 +55,7 @@ Status OpenColumnFamily(const StateValues& v, iu::SecondaryView* view, storage::
   if (Status s = iu::OpenSecondary(v.dir, view); !s.ok()) return s;
   // The tool reads every family the database holds, listed by a running
   // bus or not.
-  auto handle = wi::AppColumnFamily(view->db.get(), view->db->app_cf_names(), v.column_family);
+  auto handle = wi::AppColumnFamilies(*view->db, view->db->app_cf_names()).Find(v.column_family);
   if (!handle.ok()) {
     std::string names;
     for (const std::string& n : view->db->app_cf_names()) names += (names.empty() ? "" : ", ") + n;

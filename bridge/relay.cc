@@ -427,9 +427,15 @@ class RelayCore {
         BridgeLog(bus_, LogLevel::kError, "walbus relay {}: {}", options_.subscriber_name, problem);
       }
     }
+    // Written only when it changes: no commit per connection otherwise.
     Transaction tx = bus_->Begin();
-    Status kept = problem.empty() ? tx.Delete(options_.column_family, keys_.SubjectsProblem())
-                                  : tx.Put(options_.column_family, keys_.SubjectsProblem(), problem);
+    Result<std::optional<std::string>> stored = tx.Get(options_.column_family, keys_.SubjectsProblem());
+    Status kept = stored.status();
+    if (kept.ok() && stored->value_or(std::string()) == problem) return;
+    if (kept.ok()) {
+      kept = problem.empty() ? tx.Delete(options_.column_family, keys_.SubjectsProblem())
+                             : tx.Put(options_.column_family, keys_.SubjectsProblem(), problem);
+    }
     if (kept.ok()) kept = tx.Commit().status();
     if (!kept.ok()) {
       BridgeLog(bus_, LogLevel::kError, "walbus relay {}: could not record the stream's subjects: {}",

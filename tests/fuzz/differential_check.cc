@@ -8,6 +8,7 @@
 #include <string_view>
 
 #include "bus/core/payload_contract.h"
+#include "bus/util/hex.h"
 #include "differential_payload_bfbs_generated.h"
 #include "differential_payload_generated.h"
 #include "tests/fuzz/fuzz_checks.h"
@@ -18,20 +19,8 @@ namespace {
 
 namespace rich = ::fuzz::rich;
 
-bool Fail(std::string* why, const std::string& what) {
-  if (why != nullptr) *why = what;
-  return false;
-}
-
-std::string Hex(std::string_view bytes) {
-  static constexpr char kDigits[] = "0123456789abcdef";
-  std::string out;
-  for (const char c : bytes.substr(0, 4096)) {
-    out += kDigits[static_cast<unsigned char>(c) >> 4];
-    out += kDigits[static_cast<unsigned char>(c) & 15];
-  }
-  return out;
-}
+// A payload in a failure message: hex, at most 4 KiB of it.
+std::string Hex(std::string_view bytes) { return internal::HexEncode(bytes.substr(0, 4096)); }
 
 // ---- Random payloads, built with the generated object API -----------------
 

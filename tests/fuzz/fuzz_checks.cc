@@ -29,11 +29,6 @@ namespace {
 using internal::DeadLetterEntry;
 using internal::QuarantineEntry;
 
-bool Fail(std::string* why, std::string what) {
-  if (why != nullptr) *why = std::move(what);
-  return false;
-}
-
 // Printable for a failure message: bytes outside printable ASCII as \xNN,
 // at most 200 of them.
 std::string Printable(std::string_view s) {
@@ -699,6 +694,11 @@ bool CheckPayloadBytes(std::string_view bytes, std::string* why) {
 }
 
 bool IsJsonDocument(std::string_view text) { return JsonChecker(text).Document(); }
+
+bool Fail(std::string* why, std::string what) {
+  if (why != nullptr) *why = std::move(what);
+  return false;
+}
 
 CheckFn CheckForTarget(std::string_view target) {
   if (target == "payload_fuzz") return CheckPayloadBytes;

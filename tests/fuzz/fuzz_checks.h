@@ -65,6 +65,9 @@ bool CheckPayloadBytes(std::string_view bytes, std::string* why = nullptr);
 // refused for a documented reason.
 bool CheckPayloadAgainstFlatc(std::string_view bytes, std::string* why = nullptr);
 
+// For the checks: writes `what` to *why when given; false.
+bool Fail(std::string* why, std::string what);
+
 // Whether `text` is one JSON value (RFC 8259), strictly.
 bool IsJsonDocument(std::string_view text);
 

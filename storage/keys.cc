@@ -166,6 +166,20 @@ std::string SubscriberMetaKey(std::string_view name) {
   return k;
 }
 
+std::string RemovedSubscriberKey(uint32_t id) {
+  std::string k(kRemovedSubscriberMetaPrefix);
+  PutBe32(&k, id);
+  return k;
+}
+
+bool ParseRemovedSubscriberKey(std::string_view key, uint32_t* id) {
+  if (key.size() != kRemovedSubscriberMetaPrefix.size() + 4 || !key.starts_with(kRemovedSubscriberMetaPrefix)) {
+    return false;
+  }
+  *id = GetBe32(key.substr(kRemovedSubscriberMetaPrefix.size()));
+  return true;
+}
+
 std::string SchemaKeyPrefix(std::string_view type) {
   std::string k(kSchemaMetaPrefix);
   if (type.empty()) return k;

@@ -135,6 +135,13 @@ inline constexpr std::string_view kMetaTimeline = "timeline";
 // the next one is one above the highest registered.
 std::string SubscriberMetaKey(std::string_view name);
 inline constexpr std::string_view kSubscriberMetaPrefix = "sub/";
+// "removed_sub/" + be32(id) -> be64(the removal's action id) + one byte,
+// 1 once its inbox records are deleted: a subscriber an operator removed
+// (Bus::RemoveSubscriber). Its id stays taken, so the next one counts on
+// from above it; an open finishes a deletion a crash cut short.
+std::string RemovedSubscriberKey(uint32_t id);
+inline constexpr std::string_view kRemovedSubscriberMetaPrefix = "removed_sub/";
+bool ParseRemovedSubscriberKey(std::string_view key, uint32_t* id);
 // "schema/<type>\0" + be32(version) -> SchemaRecord (records.h): the
 // schemas accepted for an event type, version 1 the first (types hold no
 // zero byte, so one type's keys never run into another's).

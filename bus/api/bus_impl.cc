@@ -101,7 +101,8 @@ Status BusImpl::OpenWithEnv(const Options& requested, rocksdb::Env* env, std::un
   if (Status s = storage::Db::Open(so, &bus->db_); !s.ok()) return s;
   bus->app_cfs_ = AppColumnFamilies(*bus->db_, options.column_families);
   uint64_t last_seq = 0, trimmed_below = 0;
-  if (Status s = bus->Recover(&last_seq, &trimmed_below); !s.ok()) return s;
+  std::vector<uint32_t> removals_left;
+  if (Status s = bus->Recover(&last_seq, &trimmed_below, &removals_left); !s.ok()) return s;
   if (Status s = bus->LoadContracts(); !s.ok()) return s;
   WALBUS_FAULT_POINT("recovery.after_open");
   bus->tail_ = std::make_unique<TailCache>(options.tail_cache_events, options.tail_cache_bytes);
@@ -122,6 +123,9 @@ Status BusImpl::OpenWithEnv(const Options& requested, rocksdb::Env* env, std::un
       bus->db_.get(), bus->committer_.get(), bus->options_.clock.get(), bus->log_.get(), options.quarantine_max_entries,
       options.quarantine_max_bytes);
   if (Status s = bus->quarantine_->Load(); !s.ok()) return s;
+  for (uint32_t id : removals_left) {
+    if (Status s = bus->DeleteRemovedInbox(id); !s.ok()) return s;
+  }
   if (Status s = bus->LoadTimeline(); !s.ok()) return s;
   bus->scheduler_ = std::make_unique<Scheduler>(bus->db_.get(), bus->committer_.get(), bus->timeline_.get(),
                                                 bus->quarantine_.get(), bus->log_.get(), options.max_payload_bytes);
@@ -170,7 +174,7 @@ Status BusImpl::LoadTimeline() {
   return Status::OK();
 }
 
-Status BusImpl::Recover(uint64_t* last_seq, uint64_t* trimmed_below) {
+Status BusImpl::Recover(uint64_t* last_seq, uint64_t* trimmed_below, std::vector<uint32_t>* removals_left) {
   RecoveredState state;
   if (Status s = ReadRecoveredState(*db_, &state); !s.ok()) return s;
   *last_seq = state.last_seq;
@@ -181,7 +185,9 @@ Status BusImpl::Recover(uint64_t* last_seq, uint64_t* trimmed_below) {
   if (inbox_window_ != nullptr) {
     for (const auto& [name, entry] : registry_.by_name)
       inbox_window_->SetCheckpoint(entry.id, entry.durable.checkpoint);
+    for (uint32_t id : state.removed_subscriber_ids) inbox_window_->Forget(id);
   }
+  *removals_left = std::move(state.removed_with_inbox_left);
   return Status::OK();
 }
 
@@ -234,90 +240,6 @@ void BusImpl::OnCommitted(std::vector<std::shared_ptr<const Event>>& events) {
 
 void BusImpl::OnTimersChanged(const std::vector<TimerChange>& changes) {
   if (scheduler_->OnTimersChanged(changes) && dispatcher_ != nullptr) dispatcher_->NotifyTimers();
-}
-
-Status BusImpl::Register(const std::string& name, Registry::Entry* entry) {
-  entry->id = registry_.next_id;
-  entry->durable = DurableCounters{};
-  entry->durable.checkpoint = committer_->last_seq();
-  WriteSet scope;
-  std::string record, watermark;
-  storage::PutBe32(&record, entry->id);
-  storage::PutBe64(&record, entry->durable.checkpoint);
-  storage::PutBe64(&watermark, entry->durable.checkpoint);
-  scope.AddOp(Op{Op::Kind::kPut, db_->cf(storage::Cf::kMeta), storage::SubscriberMetaKey(name), record});
-  scope.AddOp(Op{Op::Kind::kPut, db_->cf(storage::Cf::kCheckpoints),
-                 storage::CheckpointKey(entry->id, storage::CheckpointField::kWatermark), watermark});
-  if (Status s = committer_->CommitOne(&scope, /*sync=*/true); !s.ok()) return s;
-  ++registry_.next_id;
-  return Status::OK();
-}
-
-Status BusImpl::StoreRegistration(const Subscriber& sub) {
-  // What a tool acting on the stopped database needs to know of it: a
-  // fresh-scope replay of a subscriber that is not side-effect-safe is
-  // refused at once, with the reason.
-  storage::RegistrationRecord record;
-  record.side_effect_safe = sub.side_effect_safe;
-  record.handler_version = sub.handler_version;
-  record.types = sub.types;
-  WriteSet scope;
-  scope.AddOp(Op{Op::Kind::kPut, db_->cf(storage::Cf::kCheckpoints),
-                 storage::CheckpointKey(sub.id, storage::CheckpointField::kRegistration),
-                 storage::EncodeRegistration(record)});
-  return committer_->CommitOne(&scope, /*sync=*/false);
-}
-
-Status BusImpl::LoadParked(Subscriber* sub) {
-  const std::string prefix = storage::CheckpointKey(sub->id, storage::CheckpointField::kParked);
-  Status bad;
-  Status s = db_->Scan(storage::Cf::kCheckpoints, prefix, SIZE_MAX, [&](std::string_view key, std::string_view value) {
-    if (value.size() != 8) {
-      bad = Status::Corruption("parked-subject record of " + sub->name + " has a bad size");
-      return false;
-    }
-    sub->holds.Park(std::string(key.substr(prefix.size())), storage::GetBe64(value));
-    return true;
-  });
-  return s.ok() ? bad : s;
-}
-
-Status BusImpl::Subscribe(SubscriberOptions subscriber) {
-  if (Status s = ValidateSubscriberName(subscriber.name); !s.ok()) return s;
-  if (!subscriber.handler) return Status::InvalidArgument("subscriber " + subscriber.name + " has no handler");
-  if (subscriber.retry.max_attempts < 1) {
-    return Status::InvalidArgument("subscriber " + subscriber.name + ": RetryPolicy::max_attempts must be >= 1");
-  }
-  for (const auto& t : subscriber.types) {
-    if (Status s = ValidateEventType(t); !s.ok()) return s;
-  }
-  InCall call(this);
-  if (!call.admitted()) return ClosedStatus();
-  std::shared_ptr<Subscriber> active;
-  {
-    MutexLock lock(&registry_.mu);
-    auto it = registry_.by_name.find(subscriber.name);
-    if (it != registry_.by_name.end() && it->second.active != nullptr) {
-      return Status::Busy("subscriber " + subscriber.name + " is already active in this process");
-    }
-    if (it == registry_.by_name.end()) {
-      Registry::Entry entry;
-      if (Status s = Register(subscriber.name, &entry); !s.ok()) return s;
-      it = registry_.by_name.emplace(subscriber.name, entry).first;
-    }
-    const uint32_t id = it->second.id;
-    active = std::make_shared<Subscriber>(std::move(subscriber), id, it->second.durable);
-    if (Status s = LoadParked(active.get()); !s.ok()) return s;
-    if (Status s = StoreRegistration(*active); !s.ok()) return s;
-    it->second.active = active;
-  }
-  dispatcher_->Add(active);
-  // The subscriber runs either way; a replay not resumed now stays
-  // recorded as running and resumes at the next open.
-  if (Status s = ResumeReplays(active); !s.ok()) {
-    log_->logger().error("walbus: resuming the replays of {} failed: {}", active->name, s.ToString());
-  }
-  return Status::OK();
 }
 
 Status BusImpl::Start() {

@@ -37,6 +37,7 @@ class BusImpl final : public Bus, public CommitListener, public ScopeHost {
   Transaction Begin() override;
   ReadView Read() override;
   Status Subscribe(SubscriberOptions subscriber) override;
+  Result<ActionReport> RemoveSubscriber(const std::string& name, const OperatorAction& action) override;
   Status Start() override;
   Status RegisterVerifier(const std::string& type, PayloadVerifier verifier) override;
   Status RegisterUpcaster(const std::string& from_type, const std::string& to_type, Upcaster upcaster) override;
@@ -108,12 +109,31 @@ class BusImpl final : public Bus, public CommitListener, public ScopeHost {
   explicit BusImpl(const Options& options) : options_(options), schemas_(options.require_schemas) {
     if (options_.clock == nullptr) options_.clock = Clock::System();
   }
-  Status Recover(uint64_t* last_seq, uint64_t* trimmed_below);
+  // Reads the registry and the outbox's bounds; *removals_left gets the
+  // removed subscribers whose inbox records may not all be deleted yet.
+  Status Recover(uint64_t* last_seq, uint64_t* trimmed_below, std::vector<uint32_t>* removals_left);
   // Makes each type's latest accepted schema its payloads' contract.
   Status LoadContracts();
   // The timeline as last stored.
   Status LoadTimeline();
-  Status Register(const std::string& name, Registry::Entry* entry) REQUIRES(registry_.mu);
+  // Subscriber registrations (bus_subscribers.cc).
+  // @{
+  // Where a subscriber registered now with `start` starts: the checkpoint
+  // its first event follows. InvalidArgument for a seq the outbox does
+  // not hold.
+  Status StartCheckpoint(const std::string& name, const StartPosition& start, uint64_t* checkpoint)
+      REQUIRES(registry_.mu);
+  Status Register(const std::string& name, const StartPosition& start, Registry::Entry* entry) REQUIRES(registry_.mu);
+  // The dead letters and parked subjects a removal of subscriber `id` drops.
+  Status SelectForRemoval(uint32_t id, ActionReport* report);
+  // A removal's one commit: its record, the tombstone, and the ranges of
+  // every record of the subscriber.
+  void AddRemovalWrites(const std::string& name, const Registry::Entry& entry, const OperatorAction& action,
+                        const ActionReport& report, WriteSet* writes);
+  // Deletes removed subscriber `id`'s inbox records, then marks its
+  // tombstone done. REQUIRES: `id` is removed.
+  Status DeleteRemovedInbox(uint32_t id);
+  // @}
   // The state of one event for one registered subscriber. `seq` is 0 when
   // unknown (then completion cannot be told without an inbox record).
   Status StateOf(const std::string& name, const Registry::Entry& entry, const EventId& id, uint64_t seq,
@@ -162,13 +182,13 @@ class BusImpl final : public Bus, public CommitListener, public ScopeHost {
   Status NextActionId(uint64_t* id) REQUIRES(actions_mu_);
   // Restarts the running replays of a subscriber that became active.
   Status ResumeReplays(const std::shared_ptr<Subscriber>& sub);
-  // Reads the subjects a dead letter holds (PoisonPolicy::kParkKey).
   // Writes `sub`'s RegistrationRecord.
   Status StoreRegistration(const Subscriber& sub) REQUIRES(registry_.mu);
+  // Reads the subjects a dead letter of `sub` holds (PoisonPolicy::kParkKey).
+  Status LoadParked(Subscriber* sub);
   // Under require_schemas, warns once about each type a subscriber takes
   // that nothing can publish (no schema, no upcaster from one).
   void WarnUnpublishableTypes() REQUIRES(lifecycle_mu_);
-  Status LoadParked(Subscriber* sub);
 
   Options options_;                            // as given, with the clock resolved; not changed after Open
   std::shared_ptr<InboxWindow> inbox_window_;  // Options::inbox_window; shared with storage

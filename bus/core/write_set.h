@@ -65,6 +65,17 @@ struct WriteSet {
     bytes += op.key.size() + op.value.size() + 16;
     ops.push_back(std::move(op));
   }
+  // The common ops by name.
+  // @{
+  void Put(storage::CfHandle* cf, std::string key, std::string value) {
+    AddOp(Op{Op::Kind::kPut, cf, std::move(key), std::move(value)});
+  }
+  void Delete(storage::CfHandle* cf, std::string key) { AddOp(Op{Op::Kind::kDelete, cf, std::move(key), {}}); }
+  // Every key in [from, to).
+  void DeleteRange(storage::CfHandle* cf, std::string from, std::string to) {
+    AddOp(Op{Op::Kind::kDeleteRange, cf, std::move(from), std::move(to)});
+  }
+  // @}
   bool empty() const { return ops.empty() && expects.empty() && events.empty(); }
 };
 

@@ -79,6 +79,21 @@ Status ReadRecoveredState(const storage::Db& db, RecoveredState* state) {
       });
   if (!scan.ok()) return scan;
   if (!bad.ok()) return bad;
+  scan = db.Scan(
+      storage::Cf::kMeta, storage::kRemovedSubscriberMetaPrefix, SIZE_MAX,
+      [&](std::string_view key, std::string_view value) {
+        uint32_t id = 0;
+        if (!storage::ParseRemovedSubscriberKey(key, &id) || value.size() != 9) {
+          bad = Status::Corruption("removed-subscriber record '" + std::string(key.substr(0, 64)) + "' is malformed");
+          return false;
+        }
+        state->removed_subscriber_ids.push_back(id);
+        if (value[8] == 0) state->removed_with_inbox_left.push_back(id);
+        state->next_subscriber_id = std::max(state->next_subscriber_id, id + 1);
+        return true;
+      });
+  if (!scan.ok()) return scan;
+  if (!bad.ok()) return bad;
   for (auto& [name, e] : state->subscribers) {
     if (Status s = ReadProgress(db, e.id, &e.durable); !s.ok()) return s;
     if (e.durable.checkpoint > state->last_seq) {

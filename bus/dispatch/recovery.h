@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "bus/dispatch/subscriber.h"
 #include "storage/db.h"
@@ -18,6 +19,12 @@ struct RecoveredState {
   uint64_t trimmed_below = 0;  // the outbox holds nothing below it
   uint32_t next_subscriber_id = 1;
   std::map<std::string, Registry::Entry> subscribers;  // `active` unset
+  // Bus::RemoveSubscriber's, and those of them whose inbox records may
+  // not all be deleted yet.
+  // @{
+  std::vector<uint32_t> removed_subscriber_ids;
+  std::vector<uint32_t> removed_with_inbox_left;
+  // @}
 };
 
 // Corruption when a record has a bad size or the records disagree (an

@@ -101,12 +101,20 @@ void InboxWindow::SetCheckpoint(uint32_t subscriber_id, uint64_t checkpoint) {
   checkpoints_[subscriber_id] = checkpoint;
 }
 
+void InboxWindow::Forget(uint32_t subscriber_id) { SetCheckpoint(subscriber_id, kRemoved); }
+
 bool InboxWindow::MayDrop(uint32_t subscriber_id, uint64_t seq, uint64_t handled_unix_ms) const {
+  uint64_t checkpoint = 0;
+  {
+    MutexLock lock(&mu_);
+    auto it = checkpoints_.find(subscriber_id);
+    if (it == checkpoints_.end()) return false;
+    checkpoint = it->second;
+  }
+  if (checkpoint == kRemoved) return true;
   const int64_t cutoff_ms = ToUnixMillis(clock_->WallNow()) - window_.count();
   if (cutoff_ms <= 0 || handled_unix_ms >= static_cast<uint64_t>(cutoff_ms)) return false;  // inside the window
-  MutexLock lock(&mu_);
-  auto it = checkpoints_.find(subscriber_id);
-  return it != checkpoints_.end() && seq <= it->second;
+  return seq <= checkpoint;
 }
 
 }  // namespace walbus::internal

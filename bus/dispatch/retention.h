@@ -51,8 +51,9 @@ std::optional<std::chrono::system_clock::time_point> AgesOutAt(const storage::Db
 
 // Tells compactions which inbox records are no longer needed: those at or
 // below their subscriber's durable checkpoint (never delivered again but by
-// an operator) and handled longer than the window ago. Records of a
-// subscriber it has not been told about are kept.
+// an operator) and handled longer than the window ago, and every record of
+// a removed subscriber. Records of a subscriber it has not been told about
+// are kept.
 //
 // Threading: thread-safe; MayDrop runs on storage's compaction threads.
 class InboxWindow final : public storage::InboxRetention {
@@ -61,6 +62,8 @@ class InboxWindow final : public storage::InboxRetention {
   InboxWindow(std::chrono::milliseconds window, const Clock* clock);
   // The durable checkpoint of a subscriber moved (or was recovered).
   void SetCheckpoint(uint32_t subscriber_id, uint64_t checkpoint);
+  // The subscriber was removed (Bus::RemoveSubscriber): its records go.
+  void Forget(uint32_t subscriber_id);
   bool MayDrop(uint32_t subscriber_id, uint64_t seq, uint64_t handled_unix_ms) const override;
   std::chrono::milliseconds window() const override { return window_; }
 
@@ -68,6 +71,8 @@ class InboxWindow final : public storage::InboxRetention {
   const std::chrono::milliseconds window_;
   const Clock* const clock_;
   mutable Mutex mu_;
+  // The checkpoint of a removed subscriber.
+  static constexpr uint64_t kRemoved = UINT64_MAX;
   std::unordered_map<uint32_t, uint64_t> checkpoints_ GUARDED_BY(mu_);
 };
 

@@ -64,6 +64,7 @@ const std::vector<VerbSpec>& Verbs() {
       {"replay-cancel", AdminVerb::kReplayCancel, {{"replay"}, {"operator"}, {"reason"}}},
       {"replay-status", AdminVerb::kReplayStatus, {{"replay"}}},
       {"scheduled-cancel", AdminVerb::kScheduledCancel, {{"id"}, {"operator"}, {"reason"}, {"dry-run"}}},
+      {"subscriber-remove", AdminVerb::kSubscriberRemove, {{"subscriber"}, {"operator"}, {"reason"}, {"dry-run"}}},
   };
   return kVerbs;
 }
@@ -326,6 +327,13 @@ std::string ActionJson(std::string_view action, const AdminRequest& r, const Act
          "}";
 }
 
+std::string RemovalJson(const AdminRequest& r, const ActionReport& report) {
+  return "{\"action\":\"subscriber-remove\",\"subscriber\":" + JsonString(r.selection.subscriber) +
+         ",\"dry_run\":" + (r.action.dry_run ? "true" : "false") +
+         ",\"action_id\":" + std::to_string(report.action_id) + ",\"dead_letters\":" + SeqsJson(report.seqs) +
+         ",\"parked_subjects\":" + StringsJson(report.released_subjects) + "}";
+}
+
 std::string ReplayJson(const ReplayReport& r) {
   return "{\"replay_id\":" + std::to_string(r.replay_id) + ",\"subscriber\":" + JsonString(r.subscriber) +
          ",\"mode\":\"" + ModeName(r.mode) + "\",\"state\":\"" + StateName(r.state) +
@@ -427,9 +435,9 @@ Status ParseAdminRequest(std::string_view text, AdminRequest* out) {
     if (v.name == verb_name) verb = &v;
   }
   if (verb == nullptr) {
-    return Invalid("unknown verb " + QuotedForMessage(verb_name) +
-                   "; known: ping, dlq-redrive, dlq-skip, dlq-purge, replay, replay-cancel, replay-status, "
-                   "scheduled-cancel");
+    std::string known;
+    for (const VerbSpec& v : Verbs()) known += (known.empty() ? "" : ", ") + std::string(v.name);
+    return Invalid("unknown verb " + QuotedForMessage(verb_name) + "; known: " + known);
   }
   Fields fields;
   for (int line_no = 2; !rest.empty(); ++line_no) {
@@ -471,6 +479,10 @@ Status ParseAdminRequest(std::string_view text, AdminRequest* out) {
       s = ScheduledEventId(fields, &out->event_id);
       if (s.ok()) s = Action(fields, &out->action);
       break;
+    case AdminVerb::kSubscriberRemove:
+      s = Subscriber(fields, &out->selection.subscriber);
+      if (s.ok()) s = Action(fields, &out->action);
+      break;
   }
   if (!s.ok()) {
     *out = AdminRequest{};
@@ -507,6 +519,10 @@ std::string ExecuteAdminRequest(Bus& bus, const AdminRequest& r) {
       return ReplayReply(after);
     }
     case AdminVerb::kReplayStatus: return ReplayReply(bus.GetReplay(r.replay_id));
+    case AdminVerb::kSubscriberRemove: {
+      Result<ActionReport> report = bus.RemoveSubscriber(r.selection.subscriber, r.action);
+      return report.ok() ? OkReply(RemovalJson(r, *report)) : ErrorReply(report.status());
+    }
     case AdminVerb::kScheduledCancel: {
       Result<uint64_t> action_id = bus.CancelScheduled(r.event_id, r.action);
       if (!action_id.ok()) return ErrorReply(action_id.status());

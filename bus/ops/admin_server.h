@@ -70,13 +70,14 @@ enum class AdminVerb : uint8_t {
   kReplayCancel,
   kReplayStatus,
   kScheduledCancel,
+  kSubscriberRemove,
 };
 
 // A checked request.
 struct AdminRequest {
   AdminVerb verb = AdminVerb::kPing;
-  DeadLetterSelection selection;  // dlq-*: all=true leaves every filter empty
-  OperatorAction action;          // dlq-*, replay-cancel, scheduled-cancel
+  DeadLetterSelection selection;  // dlq-*: all=true leaves every filter empty; subscriber-remove: the name
+  OperatorAction action;          // dlq-*, replay-cancel, scheduled-cancel, subscriber-remove
   ReplayRequest replay;           // replay (its own action)
   uint64_t replay_id = 0;         // replay-cancel, replay-status
   EventId event_id;               // scheduled-cancel

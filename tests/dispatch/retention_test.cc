@@ -198,6 +198,10 @@ TEST(InboxWindowTest, DropsOnlyOldRecordsAtOrBelowTheCheckpoint) {
   EXPECT_FALSE(window.MayDrop(8, 1, old_ms)) << "another subscriber";
   clock.JumpWall(-3h);  // the wall clock stepped back: everything is young
   EXPECT_FALSE(window.MayDrop(7, 1, old_ms));
+  window.Forget(7);  // removed: every record of it goes, young or above
+  EXPECT_TRUE(window.MayDrop(7, 1, now_ms));
+  EXPECT_TRUE(window.MayDrop(7, 1000, old_ms));
+  EXPECT_FALSE(window.MayDrop(8, 1, old_ms)) << "another subscriber";
 }
 
 // Writes inbox records for subscriber 1: seqs 1..n, handled at `handled_ms`.

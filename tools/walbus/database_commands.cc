@@ -1,9 +1,11 @@
-// walbus stats|metrics|subscribers DIR [--json]: a database's progress.
+// walbus stats|metrics|subscribers DIR [--json]: a database's progress;
+// walbus subscribers remove DIR NAME: an operator removes a subscriber.
 #include <iostream>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "tools/walbus/admin_action.h"
 #include "tools/walbus/commands.h"
 #include "tools/walbus/inspect.h"
 
@@ -62,6 +64,46 @@ void AddCommand(CLI::App* app, Runners* runners, const std::string& name, const 
   });
 }
 
+struct RemoveValues {
+  std::string dir, name, operator_name, reason;
+  bool dry_run = false, json = false;
+};
+
+// subscribers DIR lists; subscribers remove DIR NAME removes one.
+void AddSubscribersCommands(CLI::App* app, Runners* runners) {
+  auto list = std::make_shared<Values>();
+  CLI::App* cmd = app->add_subcommand("subscribers",
+                                      "Every registered subscriber: checkpoint, lag, counts, and the retries, dead "
+                                      "letters and parked subjects waiting now. `subscribers remove` removes one.");
+  // Required unless `remove` is given (checked by the runner).
+  cmd->add_option("dir", list->dir, "Database directory");
+  cmd->add_flag("--json", list->json, "Print JSON Lines: one object per subscriber");
+  auto rm = std::make_shared<RemoveValues>();
+  CLI::App* remove = cmd->add_subcommand(
+      "remove",
+      "Remove a subscriber no process runs (a typo, a retired one): its checkpoint, counters, retries, dead "
+      "letters and parked subjects go, and the outbox is no longer held for it. Recorded as an operator action.");
+  remove->add_option("dir", rm->dir, "Database directory")->required();
+  remove->add_option("name", rm->name, "The subscriber's name")->required();
+  remove->add_option("--operator", rm->operator_name, "Who acts (recorded)")->required();
+  remove->add_option("--reason", rm->reason, "Why (recorded)")->required();
+  remove->add_flag("--dry-run", rm->dry_run, "Show what would be dropped; change nothing");
+  remove->add_flag("--json", rm->json, "Print the report as one JSON object");
+  runners->push_back([cmd, remove, list, rm]() -> std::optional<int> {
+    if (remove->parsed()) {
+      AdminFields fields{{"subscriber", rm->name}, {"operator", rm->operator_name}, {"reason", rm->reason}};
+      if (rm->dry_run) fields.emplace_back("dry-run", "true");
+      return RunAdmin("subscribers remove", rm->dir, "subscriber-remove", fields, rm->json);
+    }
+    if (!cmd->parsed()) return std::nullopt;
+    if (list->dir.empty()) {
+      std::cerr << "walbus subscribers: DIR is required\n";
+      return 2;
+    }
+    return RunSubscribers(list->dir, list->json);
+  });
+}
+
 }  // namespace
 
 void AddDatabaseCommands(CLI::App* app, Runners* runners) {
@@ -71,10 +113,7 @@ void AddDatabaseCommands(CLI::App* app, Runners* runners) {
              "The progress metrics recorded in the database, in Prometheus text format (the names a running "
              "bus's MetricsText uses).",
              "Print JSON Lines: one object per sample (series)", RunMetrics);
-  AddCommand(app, runners, "subscribers",
-             "Every registered subscriber: checkpoint, lag, counts, and the retries, dead letters and parked "
-             "subjects waiting now",
-             "Print JSON Lines: one object per subscriber", RunSubscribers);
+  AddSubscribersCommands(app, runners);
 }
 
 }  // namespace walbus::tools

@@ -99,10 +99,12 @@ class WALBUS_EXPORT Bus {
   // Cheap; no I/O. After Close() the view's reads return Closed.
   virtual ReadView Read() = 0;
 
-  // Registers a subscriber (persisted on first use). A new subscriber sees
-  // the events committed after its registration; a known one resumes after
+  // Registers a subscriber (persisted on first use). A new subscriber
+  // starts where its SubscriberOptions::start says (by default with the
+  // events committed after its registration); a known one resumes after
   // its checkpoint. Before Start() it waits; after Start() it runs at once.
-  // InvalidArgument for a bad name or no handler; Busy when a subscriber of
+  // InvalidArgument for a bad name, no handler, or a start position the
+  // outbox no longer (or does not yet) holds; Busy when a subscriber of
   // that name is already active in this process.
   [[nodiscard]] virtual Status Subscribe(SubscriberOptions subscriber) = 0;
 
@@ -243,6 +245,21 @@ class WALBUS_EXPORT Bus {
   // Deletes the selected dead letters; the action record keeps their seqs
   // and event ids.
   [[nodiscard]] virtual Result<ActionReport> PurgeDeadLetters(const DeadLetterSelection& selection,
+                                                              const OperatorAction& action) = 0;
+
+  // Removes a registered subscriber that is not active in this process
+  // (one subscribed by mistake, or retired), as an operator action
+  // recorded first: its checkpoint, counters, retries, dead letters and
+  // parked subjects go in one commit, so the outbox is no longer held for
+  // it. Its inbox records are deleted after that commit (the next open
+  // finishes what a crash left). Its id is
+  // never given again: the same name subscribed later is a new subscriber,
+  // starting at its SubscriberOptions::start. The report lists the dead
+  // letters and parked subjects dropped. InvalidArgument for an unknown
+  // name or no operator or reason; Busy while it is active here or a
+  // replay of it is running (cancel that first). With action.dry_run, the
+  // report says what would go, and nothing changes.
+  [[nodiscard]] virtual Result<ActionReport> RemoveSubscriber(const std::string& name,
                                                               const OperatorAction& action) = 0;
 
   // Runs retained events through one active subscriber again, as an

@@ -120,6 +120,27 @@ enum class PoisonPolicy : uint8_t {
   kParkKey,
 };
 
+// Where a new subscriber starts (SubscriberOptions::start). A known
+// subscriber resumes after its checkpoint whatever this says.
+struct StartPosition {
+  enum class Kind : uint8_t {
+    // With the events committed after its registration (default).
+    kNow,
+    // With the oldest event the outbox still holds (see
+    // Options::retain_events and friends): the retained history first.
+    kOldestRetained,
+    // With the event at `seq`, which the outbox must still hold (or the
+    // next one to be committed).
+    kAtSeq,
+  };
+  static StartPosition Now() { return {Kind::kNow, 0}; }
+  static StartPosition OldestRetained() { return {Kind::kOldestRetained, 0}; }
+  static StartPosition AtSeq(uint64_t seq) { return {Kind::kAtSeq, seq}; }
+
+  Kind kind = Kind::kNow;
+  uint64_t seq = 0;  // kAtSeq only: the first event delivered
+};
+
 // A subscriber: its durable name, the event types it takes, its handler,
 // and what happens when the handler fails.
 struct SubscriberOptions {
@@ -147,6 +168,8 @@ struct SubscriberOptions {
   // version does not are upcast when a chain of upcasters reaches a listed
   // version; otherwise this applies.
   UnknownVersionPolicy on_unknown_version = UnknownVersionPolicy::kPause;
+  // Where the subscriber starts the first time its name is registered.
+  StartPosition start;
   // The handler may run again on events it already handled without harm
   // (it rebuilds a projection, say, and sends nothing out). Only such a
   // subscriber accepts a ReplayMode::kFreshScope replay.

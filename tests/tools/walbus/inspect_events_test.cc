@@ -303,6 +303,34 @@ TEST(InspectEventsTest, SubscribersNameTypesWithoutASchema) {
   EXPECT_NE(out.find("\"types_without_schema\":[\"orders.order-aproved.v1\"]"), std::string::npos) << out;
 }
 
+TEST(InspectEventsTest, SubscribersRemoveTakesOneAwayOnAStoppedDatabase) {
+  TempDir dir;
+  {
+    auto bus = testing::OpenBus(testing::TestOptions(dir));
+    for (const char* name : {"billing", "biling"}) {
+      SubscriberOptions s;
+      s.name = name;
+      s.handler = [](const Event&, HandlerContext&) { return Outcome::Done(); };
+      ASSERT_TRUE(bus->Subscribe(std::move(s)).ok());
+    }
+    ASSERT_TRUE(bus->Close().ok());
+  }
+  const std::string remove = "subscribers remove " + dir.path() + " biling";
+  EXPECT_EQ(RunCli(remove), 2) << "an operator action needs who and why";
+  EXPECT_EQ(RunCli("subscribers"), 2) << "listing needs DIR";
+  std::string out;
+  ASSERT_EQ(RunCli(remove + " --operator ann --reason typo --dry-run --json", &out), 0);
+  EXPECT_NE(out.find("\"dry_run\":true,\"action_id\":0"), std::string::npos) << out;
+  out.clear();
+  ASSERT_EQ(RunCli(remove + " --operator ann --reason typo --json", &out), 0);
+  EXPECT_NE(out.find("\"action\":\"subscriber-remove\",\"subscriber\":\"biling\""), std::string::npos) << out;
+  EXPECT_EQ(RunCli(remove + " --operator ann --reason again"), 1) << "no longer there";
+  out.clear();
+  ASSERT_EQ(RunCli("subscribers " + dir.path() + " --json", &out), 0);
+  EXPECT_NE(out.find("\"billing\""), std::string::npos) << out;
+  EXPECT_EQ(out.find("\"biling\""), std::string::npos) << out;
+}
+
 TEST(InspectEventsTest, InboxCheckSaysWhetherASubscriberCompletedAnEvent) {
   Fixture f;
   bool handled = false;

@@ -471,9 +471,11 @@ class RelayCore {
   Status Publish(const Event& event, uint64_t position, JournalEntry* entry) {
     entry->nats_subject =
         options_.subject_for ? options_.subject_for(event) : bridge::DefaultSubject(options_.subject_prefix, event);
-    // The schema the payload reads with: the type's latest, which reads
-    // what every earlier one wrote.
-    const Result<SchemaVersion> schema = bus_->LatestSchema(event.type);
+    // The schema the payload was checked against when it was published;
+    // for an event that predates that record, the type's latest, which
+    // reads what every earlier one wrote.
+    const Result<SchemaVersion> schema =
+        event.schema_version != 0 ? bus_->Schema(event.type, event.schema_version) : bus_->LatestSchema(event.type);
     bridge::Headers headers = bridge::ToHeaders(event, schema.ok() ? DataSchemaUri(event.type, *schema) : "");
     bridge::SetPosition(bridge::SenderPosition{origin_, position}, &headers);
     if (!options_.signing.secret.empty()) {

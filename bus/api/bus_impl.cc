@@ -337,7 +337,7 @@ Result<IngestResult> BusImpl::IngestEnvelope(std::string_view envelope, const In
   auto event = std::make_shared<Event>();
   Status verified = DecodeEnvelope(envelope, options_.max_payload_bytes, event.get());
   if (verified.ok()) verified = ValidateNewEvent(*event, options_.max_payload_bytes);
-  if (verified.ok()) verified = schemas_.Verify(event->type, event->data);
+  if (verified.ok()) verified = schemas_.Verify(event->type, event->data, &event->schema_version);
   if (!verified.ok()) {
     if (Status q = quarantine_->Add(envelope, options.source, verified.message()); !q.ok()) return q;
     return Status::InvalidArgument("quarantined input from " + options.source + ": " + verified.message());
@@ -353,7 +353,7 @@ Result<IngestResult> BusImpl::IngestEvent(const Event& input, const IngestOption
   event->seq = 0;
   Status verified = event->id.IsNil() ? Status::InvalidArgument("the event has no id") : Status::OK();
   if (verified.ok()) verified = ValidateNewEvent(*event, options_.max_payload_bytes);
-  if (verified.ok()) verified = schemas_.Verify(event->type, event->data);
+  if (verified.ok()) verified = schemas_.Verify(event->type, event->data, &event->schema_version);
   if (!verified.ok()) {
     // What arrived, as an envelope: the quarantine keeps every attribute.
     if (Status q = quarantine_->Add(EncodeEnvelope(*event), options.source, verified.message()); !q.ok()) return q;

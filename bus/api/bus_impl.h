@@ -42,6 +42,7 @@ class BusImpl final : public Bus, public CommitListener, public ScopeHost {
   Status RegisterVerifier(const std::string& type, PayloadVerifier verifier) override;
   Status RegisterUpcaster(const std::string& from_type, const std::string& to_type, Upcaster upcaster) override;
   Result<SchemaVersion> RegisterSchema(const std::string& type, std::string_view binary_schema) override;
+  Result<SchemaVersion> Schema(const std::string& type, uint32_t version) const override;
   Result<SchemaVersion> LatestSchema(const std::string& type) const override;
   Result<Receipt> Ingest(std::string_view envelope, std::string_view source) override;
   Result<IngestResult> IngestEvent(const Event& event, const IngestOptions& options) override;

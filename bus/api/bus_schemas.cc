@@ -53,8 +53,10 @@ uint32_t SameVersion(const std::vector<storage::SchemaRecord>& accepted, const B
 
 Status BusImpl::LoadContracts() {
   std::vector<PayloadContract> contracts;
-  if (Status s = LoadLatestContracts(*db_, &contracts); !s.ok()) return s;
+  std::map<std::string, std::vector<uint64_t>> hashes;
+  if (Status s = LoadLatestContracts(*db_, &contracts, &hashes); !s.ok()) return s;
   for (PayloadContract& contract : contracts) schemas_.SetContract(std::move(contract));
+  for (auto& [type, versions] : hashes) schemas_.SetVersionHashes(type, std::move(versions));
   return Status::OK();
 }
 
@@ -62,6 +64,12 @@ Result<SchemaVersion> BusImpl::LatestSchema(const std::string& type) const {
   std::shared_ptr<const PayloadContract> contract = schemas_.Contract(type);
   if (contract == nullptr) return Status::NotFound("no schema of " + type);
   return SchemaVersion{contract->version(), SchemaHashText(contract->schema().Hash()), false};
+}
+
+Result<SchemaVersion> BusImpl::Schema(const std::string& type, uint32_t version) const {
+  std::optional<uint64_t> hash = schemas_.VersionHash(type, version);
+  if (!hash) return Status::NotFound("no schema version " + std::to_string(version) + " of " + type);
+  return SchemaVersion{version, SchemaHashText(*hash), false};
 }
 
 Result<SchemaVersion> BusImpl::RegisterSchema(const std::string& type, std::string_view binary_schema) {
@@ -110,6 +118,7 @@ Result<SchemaVersion> BusImpl::RegisterSchema(const std::string& type, std::stri
     log_->logger().info("walbus: schema version {} of {} accepted ({})", version, type, schema->RootName());
     auto made = PayloadContract::Make(type, version, std::move(*schema));
     assert(made.ok() && "checked before the commit");
+    schemas_.AddVersionHash(type, version, record.hash);
     schemas_.SetContract(std::move(*made));
   }
   return SchemaVersion{version, SchemaHashText(record.hash), added};

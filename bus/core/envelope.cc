@@ -196,6 +196,7 @@ std::string EncodeEnvelope(const Event& e) {
   if (!caus.IsNull()) eb.add_causation_id(caus);
   if (!tp.IsNull()) eb.add_traceparent(tp);
   eb.add_data(data);
+  eb.add_schema_version(e.schema_version);  // absent when 0
   b.Finish(eb.Finish());
   return std::string(reinterpret_cast<const char*>(b.GetBufferPointer()), b.GetSize());
 }
@@ -233,6 +234,7 @@ Status DecodeEnvelope(std::string_view bytes, size_t max_payload_bytes, Event* o
   out->correlation_id = IdFrom(env->correlation_id());
   out->causation_id = IdFrom(env->causation_id());
   out->traceparent = StringFrom(env->traceparent());
+  out->schema_version = env->schema_version();
   if (env->data() != nullptr) {
     out->data.assign(reinterpret_cast<const char*>(env->data()->data()), env->data()->size());
   } else {

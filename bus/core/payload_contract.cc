@@ -476,14 +476,19 @@ Status PayloadContract::Verify(std::string_view data) const {
   return Status::OK();
 }
 
-Status LoadLatestContracts(const storage::Db& db, std::vector<PayloadContract>* out) {
+Status LoadLatestContracts(const storage::Db& db, std::vector<PayloadContract>* out,
+                           std::map<std::string, std::vector<uint64_t>>* hashes) {
   out->clear();
+  if (hashes != nullptr) hashes->clear();
   std::vector<std::string> types;
   if (Status s = ListSchemaTypes(db, &types); !s.ok()) return s;
   for (const std::string& type : types) {
     std::vector<storage::SchemaRecord> accepted;
     if (Status s = LoadAcceptedSchemas(db, type, &accepted); !s.ok()) return s;
     if (accepted.empty()) continue;
+    if (hashes != nullptr) {
+      for (const storage::SchemaRecord& record : accepted) (*hashes)[type].push_back(record.hash);
+    }
     auto latest = BinarySchema::FromBytes(std::move(accepted.back().binary_schema));
     assert(latest.ok() && "LoadAcceptedSchemas read each one back");
     auto contract = PayloadContract::Make(type, static_cast<uint32_t>(accepted.size()), std::move(*latest));

@@ -22,6 +22,7 @@
 #define WALBUS_BUS_CORE_PAYLOAD_CONTRACT_H_
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -75,7 +76,10 @@ const reflection::Object* NestedFlatBufferRoot(const reflection::Schema& schema,
 
 // The contract of every type with a schema in `db`: its latest accepted
 // one. Corruption when a stored schema does not read or cannot be one.
-Status LoadLatestContracts(const storage::Db& db, std::vector<PayloadContract>* out);
+// *hashes (when given) gets, per type, the hash of every accepted version,
+// version 1 first.
+Status LoadLatestContracts(const storage::Db& db, std::vector<PayloadContract>* out,
+                           std::map<std::string, std::vector<uint64_t>>* hashes = nullptr);
 
 }  // namespace walbus::internal
 

@@ -1,6 +1,7 @@
 #include "bus/core/schema_registry.h"
 
 #include <algorithm>
+#include <cassert>
 #include <charconv>
 #include <mutex>
 
@@ -51,11 +52,33 @@ std::shared_ptr<const PayloadContract> SchemaRegistry::Contract(std::string_view
   return it == contracts_.end() ? nullptr : it->second;
 }
 
-Status SchemaRegistry::Verify(std::string_view type, std::string_view data) const {
+void SchemaRegistry::SetVersionHashes(const std::string& type, std::vector<uint64_t> hashes) {
+  WriterLock lock(&mu_);
+  version_hashes_[type] = std::move(hashes);
+}
+
+void SchemaRegistry::AddVersionHash(const std::string& type, uint32_t version, uint64_t hash) {
+  assert(version >= 1);
+  WriterLock lock(&mu_);
+  std::vector<uint64_t>& hashes = version_hashes_[type];
+  if (hashes.size() < version) hashes.resize(version);
+  hashes[version - 1] = hash;
+}
+
+std::optional<uint64_t> SchemaRegistry::VersionHash(std::string_view type, uint32_t version) const {
   ReaderLock lock(&mu_);
+  auto it = version_hashes_.find(type);
+  if (version == 0 || it == version_hashes_.end() || it->second.size() < version) return std::nullopt;
+  return it->second[version - 1];
+}
+
+Status SchemaRegistry::Verify(std::string_view type, std::string_view data, uint32_t* schema_version) const {
+  ReaderLock lock(&mu_);
+  if (schema_version != nullptr) *schema_version = 0;
   auto contract = contracts_.find(type);
   if (contract != contracts_.end()) {
     if (Status s = contract->second->Verify(data); !s.ok()) return s;
+    if (schema_version != nullptr) *schema_version = contract->second->version();
   } else if (require_contracts_) {
     return Status::InvalidArgument("event type " + std::string(type) +
                                    " has no registered schema, and this bus requires one for every type "

@@ -54,8 +54,16 @@ class SchemaRegistry {
   Status AddUpcaster(const std::string& from, const std::string& to, Upcaster upcaster);
 
   // Checks `data` against the type's contract, then its verifier. OK for a
-  // type with neither, unless contracts are required.
-  Status Verify(std::string_view type, std::string_view data) const;
+  // type with neither, unless contracts are required. *schema_version (when
+  // given) gets the version of the contract checked; 0 without one.
+  Status Verify(std::string_view type, std::string_view data, uint32_t* schema_version = nullptr) const;
+
+  // The hash of every accepted schema version of `type` (version 1 first),
+  // as stored: set at open, appended to as versions are accepted.
+  void SetVersionHashes(const std::string& type, std::vector<uint64_t> hashes);
+  void AddVersionHash(const std::string& type, uint32_t version, uint64_t hash);
+  // The hash of `type`'s schema version `version`; nullopt when unknown.
+  std::optional<uint64_t> VersionHash(std::string_view type, uint32_t version) const;
 
   // Whether an event of `type` can be published or ingested under
   // require_contracts: the type has a contract, or upcasters bring a type
@@ -80,6 +88,7 @@ class SchemaRegistry {
   std::map<std::string, std::shared_ptr<const PayloadContract>, std::less<>> contracts_ GUARDED_BY(mu_);
   std::map<std::string, PayloadVerifier, std::less<>> verifiers_ GUARDED_BY(mu_);
   std::map<std::string, std::pair<std::string, Upcaster>, std::less<>> upcasters_ GUARDED_BY(mu_);  // from -> (to, fn)
+  std::map<std::string, std::vector<uint64_t>, std::less<>> version_hashes_ GUARDED_BY(mu_);
 };
 
 }  // namespace walbus::internal

@@ -219,7 +219,7 @@ Result<EventId> WriteScope::Publish(const EventSpec& spec) {
     if (event->traceparent.empty()) event->traceparent = rep->parent->traceparent;
   }
   Status valid = internal::ValidateNewEvent(*event, options.max_payload_bytes);
-  if (valid.ok()) valid = rep->host->schemas().Verify(event->type, event->data);
+  if (valid.ok()) valid = rep->host->schemas().Verify(event->type, event->data, &event->schema_version);
   const bool scheduled = spec.deliver_at || spec.deliver_after;
   // One reading of the timeline: the moment it was scheduled, and the
   // base of a deliver_after.

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <mutex>
 #include <string>
 #include <thread>
 
@@ -228,6 +229,61 @@ TEST(BusSchemasTest, PublishedPayloadsAreCheckedAgainstTheLatestSchema) {
   EXPECT_NE(missing.message().find("(schema version 2): orders.OrderApproved.order_id: a required field is missing"),
             std::string::npos)
       << missing.ToString();
+}
+
+TEST(BusSchemasTest, EachEventRecordsTheSchemaVersionItWasCheckedAgainst) {
+  TempDir dir;
+  const std::string v1_payload = Payload(Source(kV1Fields), R"({ order_id: "o-1", priority: 2 })");
+  std::string v1_hash;
+  Options o = testing::TestOptions(dir);
+  o.retain_events = 100;  // the reader below starts at the oldest
+  {
+    auto bus = testing::OpenBus(o);
+    ASSERT_TRUE(PublishOne(bus.get(), kType, v1_payload).ok());  // no schema yet: 0
+    auto v1 = bus->RegisterSchema(kType, Binary(kV1Fields));
+    ASSERT_TRUE(v1.ok());
+    v1_hash = v1->hash;
+    ASSERT_TRUE(PublishOne(bus.get(), kType, v1_payload).ok());  // 1
+    ASSERT_TRUE(bus->RegisterSchema(kType, Binary(kV2Fields)).ok());
+    ASSERT_TRUE(PublishOne(bus.get(), kType, v1_payload).ok());  // 2: checked against the latest
+    Event in;
+    in.id = EventId::Generate();
+    in.type = kType;
+    in.source = "device-7/orders";
+    in.subject = "order-1";
+    in.time = std::chrono::system_clock::now();
+    in.data = v1_payload;
+    in.schema_version = 7;  // what another bus said: this one checks again
+    ASSERT_TRUE(bus->IngestEvent(in, IngestOptions{"jetstream:a", ""}).ok());  // 2
+    EXPECT_TRUE(bus->Schema(kType, 3).status().IsNotFound());
+    ASSERT_TRUE(bus->Close().ok());
+  }
+  auto bus = testing::OpenBus(o);
+  auto v1 = bus->Schema(kType, 1);
+  ASSERT_TRUE(v1.ok()) << "known after a restart: " << v1.status().ToString();
+  EXPECT_EQ(v1->hash, v1_hash);
+  std::mutex mu;
+  std::vector<uint32_t> seen;
+  SubscriberOptions sub;
+  sub.name = "reader";
+  sub.start = StartPosition::OldestRetained();
+  sub.handler = [&](const Event& e, HandlerContext&) {
+    std::lock_guard<std::mutex> lock(mu);
+    seen.push_back(e.schema_version);
+    return Outcome::Done();
+  };
+  ASSERT_TRUE(bus->Subscribe(std::move(sub)).ok());
+  ASSERT_TRUE(bus->Start().ok());
+  ASSERT_TRUE(bus->WaitIdle(std::chrono::seconds(10)).ok());
+  EXPECT_EQ(seen, (std::vector<uint32_t>{0, 1, 2, 2}));
+  ASSERT_TRUE(bus->Close().ok());
+  std::vector<internal::OutboxEntry> entries;
+  ASSERT_TRUE(internal::ListOutbox(dir.path(), internal::OutboxFilter{}, &entries, SIZE_MAX).ok());
+  ASSERT_EQ(entries.size(), 4u);
+  EXPECT_EQ(entries[0].payload.version, 2u) << "not recorded: named by the latest, which reads it";
+  EXPECT_EQ(entries[1].payload.version, 1u);
+  EXPECT_EQ(entries[1].payload.dataschema, "walbus:schema:" + std::string(kType) + ":v1:" + v1_hash);
+  EXPECT_EQ(entries[2].payload.version, 2u);
 }
 
 TEST(BusSchemasTest, IngestedPayloadsThatFailTheirSchemaAreQuarantined) {

@@ -289,36 +289,49 @@ TEST(RelayTest, AcknowledgedMessagesTheServerLostAreRepublishedInOrderFromTheJou
   ExpectEachOnceInSubjectOrder(server, 450);
 }
 
-TEST(RelayTest, EventsOfATypeWithASchemaCarryItsDataSchema) {
+TEST(RelayTest, EventsOfATypeWithASchemaCarryTheDataSchemaTheyWerePublishedUnder) {
   NatsServer server;
   ASSERT_TRUE(server.Start());
-  RelayedBus node(server);
-  constexpr const char* kSchema =
+  TempDir dir;
+  auto bus = testing::OpenBus(RelayBusOptions(dir));
+  constexpr const char* kV1 =
       "namespace orders; table Placed { order_id: string (required); }\nroot_type Placed;\n"
       "file_identifier \"ORPL\";";
+  constexpr const char* kV2 =
+      "namespace orders; table Placed { order_id: string (required); channel: string; }\nroot_type Placed;\n"
+      "file_identifier \"ORPL\";";
   constexpr char kTyped[] = "orders.placed.v1";
-  auto registered = node.bus->RegisterSchema(kTyped, testing::BinarySchemaFromSource(kSchema));
-  ASSERT_TRUE(registered.ok()) << registered.status().ToString();
-  {
-    Transaction tx = node.bus->Begin();
+  // One event under each version, both waiting when the relay starts.
+  std::unique_ptr<Relay> relay;
+  ASSERT_TRUE(Relay::Attach(bus.get(), MakeRelayOptions(server), &relay).ok());
+  auto PublishTyped = [&](const char* schema, const std::string& subject) {
+    Transaction tx = bus->Begin();
     EventSpec typed;
     typed.type = kTyped;
-    typed.subject = "order-1";
-    typed.data = testing::PayloadFromJson(kSchema, R"({"order_id": "order-1"})");
+    typed.subject = subject;
+    typed.data = testing::PayloadFromJson(schema, R"({"order_id": "o"})");
     ASSERT_TRUE(tx.Publish(typed).ok());
     ASSERT_TRUE(tx.Commit().ok());
+  };
+  auto v1 = bus->RegisterSchema(kTyped, testing::BinarySchemaFromSource(kV1));
+  ASSERT_TRUE(v1.ok()) << v1.status().ToString();
+  PublishTyped(kV1, "typed-1");
+  auto v2 = bus->RegisterSchema(kTyped, testing::BinarySchemaFromSource(kV2));
+  ASSERT_TRUE(v2.ok()) << v2.status().ToString();
+  ASSERT_EQ(v2->version, 2u);
+  PublishTyped(kV2, "typed-2");
+  PublishRange(*bus, 0, 1, 1);  // a type without a schema
+  ASSERT_TRUE(bus->Start().ok());
+  ASSERT_TRUE(bus->WaitIdle(60s).ok());
+  std::map<std::string, std::string> dataschema;  // subject -> header ("" for none)
+  for (auto& m : testing::ReadStream(server.url(), kStream, "walbus.>")) {
+    dataschema[m.headers.at("ce-subject")] = m.headers.count("ce-dataschema") ? m.headers["ce-dataschema"] : "";
   }
-  PublishRange(*node.bus, 0, 1, 1);  // a type without a schema
-  ASSERT_TRUE(node.bus->WaitIdle(60s).ok());
-  // Two subjects: the stream holds them in either order.
-  auto messages = testing::ReadStream(server.url(), kStream, "walbus.>");
-  ASSERT_EQ(messages.size(), 2u);
-  if (messages[0].headers.at("ce-type") != kTyped) std::swap(messages[0], messages[1]);
-  EXPECT_EQ(messages[0].headers.at("ce-type"), kTyped);
-  EXPECT_EQ(messages[0].headers["ce-dataschema"], DataSchemaUri(kTyped, *registered));
-  EXPECT_EQ(messages[0].headers["ce-dataschema"], "walbus:schema:orders.placed.v1:v1:" + registered->hash);
-  EXPECT_EQ(messages[1].headers.at("ce-type"), kType);
-  EXPECT_EQ(messages[1].headers.count("ce-dataschema"), 0u) << "a type without a schema has none";
+  ASSERT_EQ(dataschema.size(), 3u);
+  EXPECT_EQ(dataschema["typed-1"], DataSchemaUri(kTyped, *v1)) << "the version it was published under";
+  EXPECT_EQ(dataschema["typed-1"], "walbus:schema:orders.placed.v1:v1:" + v1->hash);
+  EXPECT_EQ(dataschema["typed-2"], DataSchemaUri(kTyped, *v2));
+  EXPECT_EQ(dataschema["order-0"], "") << "a type without a schema has none";
 }
 
 // The relay reads the outbox alone: a scheduled event reaches the stream

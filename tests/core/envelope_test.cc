@@ -2,6 +2,13 @@
 
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <iterator>
+#include <string>
+
+#include "bus/core/schema_compat.h"
+#include "tools/walbus/schema_source.h"
+
 namespace walbus::internal {
 namespace {
 
@@ -36,6 +43,27 @@ TEST(EnvelopeTest, RoundTripKeepsEveryAttribute) {
   EXPECT_FALSE(out.causation_id.has_value());
   EXPECT_EQ(out.traceparent, in.traceparent);
   EXPECT_EQ(out.data, in.data);
+  EXPECT_EQ(out.schema_version, 0u);
+  in.schema_version = 3;
+  ASSERT_TRUE(DecodeEnvelope(EncodeEnvelope(in), 1 << 20, &out).ok());
+  EXPECT_EQ(out.schema_version, 3u);
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  EXPECT_TRUE(in.good()) << path;
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+// Envelopes outlive builds: every one the first release wrote must read
+// (schemas/envelope.fbs says how the schema may change).
+TEST(EnvelopeTest, TheEnvelopeSchemaIsACompatibleEvolutionOfItsPin) {
+  const std::string dir = WALBUS_SCHEMAS_DIR;
+  auto pinned = ParseSchemaSource(ReadFile(dir + "/pinned/envelope.v1.fbs"), {}, "envelope.v1.fbs");
+  auto current = ParseSchemaSource(ReadFile(dir + "/envelope.fbs"), {}, "envelope.fbs");
+  ASSERT_TRUE(pinned.ok()) << pinned.status().ToString();
+  ASSERT_TRUE(current.ok()) << current.status().ToString();
+  for (const std::string& line : CompatibilityViolations(*pinned, *current)) ADD_FAILURE() << line;
 }
 
 TEST(EnvelopeTest, EveryTruncationIsRefusedWithoutCrashing) {

@@ -214,7 +214,7 @@ DeadLetterEntry MakeDeadLetterEntry(std::string_view key, std::string_view value
   }
   e.event.seq = e.seq;
   e.event_ok = true;
-  e.payload = payloads.Read(e.event.type, e.event.data);
+  e.payload = payloads.Read(e.event.type, e.event.data, e.event.schema_version);
   return e;
 }
 
@@ -225,7 +225,7 @@ QuarantineEntry MakeQuarantineEntry(std::string_view key, std::string_view value
     e.record_ok = true;
     Event event;
     if (DecodeEnvelope(e.record.raw, kMaxInspectPayloadBytes, &event).ok()) {
-      e.payload = payloads.Read(event.type, event.data);
+      e.payload = payloads.Read(event.type, event.data, event.schema_version);
     }
     return e;
   }

@@ -31,7 +31,7 @@ OutboxEntry DecodeEntry(uint64_t seq, std::string_view bytes, const PayloadReade
   }
   e.event.seq = seq;
   e.event_ok = true;
-  e.payload = payloads.Read(e.event.type, e.event.data);
+  e.payload = payloads.Read(e.event.type, e.event.data, e.event.schema_version);
   return e;
 }
 
@@ -361,7 +361,7 @@ Status FindEventStory(const std::string& dir, const EventId& id, EventStory* out
     out->deliveries.push_back(std::move(d));
   }
   *found |= out->event_known;
-  if (out->event_known) out->payload = payloads.Read(out->event.type, out->event.data);
+  if (out->event_known) out->payload = payloads.Read(out->event.type, out->event.data, out->event.schema_version);
   return Status::OK();
 }
 

@@ -54,7 +54,7 @@ ScheduledEntry PendingEntry(std::string_view key, std::string_view value, uint64
     return e;
   }
   e.event_ok = true;
-  e.payload = payloads.Read(e.event.type, e.event.data);
+  e.payload = payloads.Read(e.event.type, e.event.data, e.event.schema_version);
   return e;
 }
 

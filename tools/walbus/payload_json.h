@@ -12,6 +12,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "bus/core/payload_contract.h"
 #include "storage/db.h"
@@ -35,15 +36,17 @@ class PayloadReader {
   PayloadReader(PayloadReader&&) noexcept;
   PayloadReader& operator=(PayloadReader&&) noexcept;
 
-  // Adds every type's latest accepted schema in `db`.
+  // Adds every type's latest accepted schema in `db`, and the hashes of
+  // the earlier ones (for their dataschema).
   Status Load(const storage::Db& db);
-  // Adds one contract.
-  Status Add(PayloadContract contract);
+  // Adds one contract; `hashes`, when given, are those of every version
+  // of its type, version 1 first.
+  Status Add(PayloadContract contract, const std::vector<uint64_t>& hashes = {});
 
-  PayloadReading Read(std::string_view type, std::string_view data) const;
-  // The `dataschema` of `type` ("walbus:schema:<type>:v<N>:<hash>"), empty
-  // when it has no schema.
-  std::string DataSchema(std::string_view type) const;
+  // `data` as the latest schema of `type` reads it (it reads what every
+  // earlier version wrote), named by the version the event recorded
+  // (Event::schema_version; the latest when 0 or unknown here).
+  PayloadReading Read(std::string_view type, std::string_view data, uint32_t schema_version = 0) const;
 
  private:
   struct Reading;

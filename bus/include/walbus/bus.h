@@ -131,6 +131,10 @@ class WALBUS_EXPORT Bus {
   // accepted): its version and hash, `added` false. NotFound when the type
   // has no schema. Never does I/O.
   [[nodiscard]] virtual Result<SchemaVersion> LatestSchema(const std::string& type) const = 0;
+  // Version `version` of `type`'s schema, as accepted in this database
+  // (an event's Event::schema_version names one): its hash, `added`
+  // false. NotFound when there is no such version. Never does I/O.
+  [[nodiscard]] virtual Result<SchemaVersion> Schema(const std::string& type, uint32_t version) const = 0;
 
   // Registers how to bring `from_type` to the later `to_type` (same base
   // name, higher version), replacing an earlier upcaster of `from_type`.

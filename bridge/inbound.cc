@@ -41,6 +41,7 @@ struct InboundCounters {
   std::atomic<bool> connected{false};
   std::atomic<uint64_t> received{0}, ingested{0}, duplicates{0}, skipped{0}, quarantined{0}, naks{0};
   std::atomic<uint64_t> held{0}, gaps_taken{0}, skipped_positions{0}, late{0}, consumer_resets{0};
+  std::atomic<uint64_t> in_progress_marks{0};
 
   InboundStats Read() const {
     InboundStats s;
@@ -56,6 +57,7 @@ struct InboundCounters {
     s.skipped_positions = skipped_positions.load(std::memory_order_relaxed);
     s.late = late.load(std::memory_order_relaxed);
     s.consumer_resets = consumer_resets.load(std::memory_order_relaxed);
+    s.in_progress_marks = in_progress_marks.load(std::memory_order_relaxed);
     return s;
   }
 };
@@ -88,6 +90,9 @@ class InboundMetrics final : public MetricsSource {
         {"walbus_inbound_late_total", "Skipped messages taken after all, out of order.", s.late},
         {"walbus_inbound_consumer_resets_total", "Times the consumer was found ahead of its stream and made again.",
          s.consumer_resets},
+        {"walbus_inbound_in_progress_marks_total",
+         "Times a batch taking long marked its waiting messages in progress (their ack_wait restarts).",
+         s.in_progress_marks},
     };
     for (const auto& c : counters) {
       bridge::AddSeries(out, c.name, MetricType::kCounter, c.help, label, static_cast<double>(c.value));
@@ -176,7 +181,7 @@ class InboundImpl final : public Inbound {
         Sleep(100ms);
         continue;
       }
-      for (int i = 0; i < list.Count; ++i) Process(list.Msgs[i]);
+      ProcessBatch(list);
       KeepCursor();
       natsMsgList_Destroy(&list);
     }
@@ -194,7 +199,7 @@ class InboundImpl final : public Inbound {
       bind.Consumer = options_.durable.c_str();
       natsStatus s = js_PullSubscribe(&sub_, link_->js(), options_.filter_subject.c_str(), options_.durable.c_str(),
                                       nullptr, &bind, &err);
-      if (s == NATS_OK) return Status::OK();
+      if (s == NATS_OK) return KeepAckWait();
       sub_ = nullptr;
       if (s != NATS_NOT_FOUND && err != JSConsumerNotFoundErr) {
         return bridge::FromNats(s, "bind to consumer " + options_.durable + " on " + options_.stream);
@@ -216,6 +221,35 @@ class InboundImpl final : public Inbound {
       return bridge::FromNats(s, "pull subscribe " + options_.durable + " on " + options_.stream);
     }
     return Status::OK();
+  }
+
+  // A consumer made by an earlier start keeps the ack_wait it was made
+  // with (the old default was 30 s): messages the killed process had
+  // fetched would wait that long. It is set to this start's, which applies
+  // to the messages pending too.
+  Status KeepAckWait() {
+    jsConsumerInfo* ci = nullptr;
+    jsErrCode err = static_cast<jsErrCode>(0);
+    natsStatus s =
+        js_GetConsumerInfo(&ci, link_->js(), options_.stream.c_str(), options_.durable.c_str(), nullptr, &err);
+    if (s != NATS_OK) return bridge::FromNats(s, "look up consumer " + options_.durable);
+    const int64_t want = std::chrono::duration_cast<std::chrono::nanoseconds>(options_.ack_wait).count();
+    Status result = Status::OK();
+    if (ci->Config != nullptr && ci->Config->AckWait != want) {
+      const int64_t was = ci->Config->AckWait;
+      ci->Config->AckWait = want;
+      jsConsumerInfo* updated = nullptr;
+      s = js_UpdateConsumer(&updated, link_->js(), options_.stream.c_str(), ci->Config, nullptr, &err);
+      if (s == NATS_OK) {
+        jsConsumerInfo_Destroy(updated);
+        BridgeLog(bus_, LogLevel::kInfo, "walbus inbound {}: consumer's ack_wait set from {} ms to {} ms",
+                  options_.durable, was / 1000000, want / 1000000);
+      } else {
+        result = bridge::FromNats(s, "set the ack_wait of consumer " + options_.durable);
+      }
+    }
+    jsConsumerInfo_Destroy(ci);
+    return result;
   }
 
   // When the stream stored message `seq` (ns since the epoch); 0 when it
@@ -332,6 +366,23 @@ class InboundImpl final : public Inbound {
       }
     }
     return {};
+  }
+
+  // Takes a fetched batch in, message by message. The server redelivers a
+  // message not acknowledged within ack_wait, so while the batch takes
+  // longer than a third of it, the messages still waiting are marked in
+  // progress (their ack_wait starts again): ack_wait can stay short, which
+  // is what a crashed process's messages wait before they come again.
+  void ProcessBatch(const natsMsgList& list) {
+    auto marked = std::chrono::steady_clock::now();
+    for (int i = 0; i < list.Count; ++i) {
+      Process(list.Msgs[i]);
+      const auto now = std::chrono::steady_clock::now();
+      if (now - marked < options_.ack_wait / 3) continue;
+      for (int j = i + 1; j < list.Count; ++j) natsMsg_InProgress(list.Msgs[j], nullptr);
+      counters_->in_progress_marks.fetch_add(1, std::memory_order_relaxed);
+      marked = now;
+    }
   }
 
   void Process(natsMsg* msg) {

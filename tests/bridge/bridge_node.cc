@@ -12,6 +12,14 @@
 //                                         EVENTS are in and handled; writes
 //                                         the redeliveries it recognised to
 //                                         DIR/../duplicates
+//   bridge_node stalled-receiver DIR URL EVENTS
+//                                         as receiver, with a consumer made
+//                                         with ack_wait 30 s, but stops at its
+//                                         first message (after writing
+//                                         DIR/../fetched) until killed
+//   bridge_node default-receiver DIR URL EVENTS
+//                                         as receiver, with the default
+//                                         ack_wait
 //
 // Both use the options of the tests (tests/bridge/bridge_node.h). Exit status 0
 // when done; another value names the step that failed.
@@ -71,9 +79,23 @@ int RunDevice(const std::string& dir, const std::string& url, int events) {
   return bus->Close().ok() ? 0 : 8;
 }
 
-int RunReceiver(const std::string& dir, const std::string& url, int events) {
+// Takes its first message in and then stops there, as a process that
+// dies mid-batch: its verifier (which runs at ingest) writes
+// DIR/../fetched and waits to be killed.
+void StallOnFirstMessage(Bus& bus, const std::string& dir) {
+  const std::string marker = (std::filesystem::path(dir).parent_path() / "fetched").string();
+  Status s = bus.RegisterVerifier(kEventType, [marker](std::string_view) {
+    if (FILE* f = std::fopen(marker.c_str(), "w")) std::fclose(f);
+    for (;;) std::this_thread::sleep_for(1s);
+    return Status::OK();
+  });
+  if (!s.ok()) std::abort();
+}
+
+int RunReceiver(const std::string& dir, int events, const jetstream::InboundOptions& inbound, bool stall) {
   std::unique_ptr<Bus> bus;
   if (Status s = Bus::Open(NodeOptions(dir, "cloud"), &bus); !s.ok()) return Failed(2, s);
+  if (stall) StallOnFirstMessage(*bus, dir);
   SubscriberOptions s;
   s.name = "effects";
   s.handler = [](const Event& e, HandlerContext& ctx) {
@@ -85,7 +107,7 @@ int RunReceiver(const std::string& dir, const std::string& url, int events) {
   };
   if (!bus->Subscribe(std::move(s)).ok() || !bus->Start().ok()) return 3;
   std::unique_ptr<jetstream::Inbound> in;
-  if (!jetstream::Inbound::Start(bus.get(), ReceiverInboundOptions(url), &in).ok()) return 4;
+  if (!jetstream::Inbound::Start(bus.get(), inbound, &in).ok()) return 4;
   const uint64_t want = static_cast<uint64_t>(events);
   if (!testing::Eventually([&] { return bus->Stats().last_seq >= want; }, 120s)) return 5;
   if (!bus->WaitIdle(60s).ok()) return 6;
@@ -103,13 +125,22 @@ int RunReceiver(const std::string& dir, const std::string& url, int events) {
 
 int main(int argc, char** argv) {
   if (argc != 5) {
-    std::fprintf(stderr, "usage: bridge_node device|receiver DIR URL EVENTS\n");
+    std::fprintf(stderr, "usage: bridge_node device|receiver|stalled-receiver|default-receiver DIR URL EVENTS\n");
     return 64;
   }
   const std::string mode = argv[1];
   const int events = std::atoi(argv[4]);
   if (mode == "device") return walbus::bridge_node::RunDevice(argv[2], argv[3], events);
-  if (mode == "receiver") return walbus::bridge_node::RunReceiver(argv[2], argv[3], events);
+  walbus::jetstream::InboundOptions inbound = walbus::bridge_node::ReceiverInboundOptions(argv[3]);
+  if (mode == "receiver") return walbus::bridge_node::RunReceiver(argv[2], events, inbound, false);
+  if (mode == "stalled-receiver") {
+    inbound.ack_wait = std::chrono::seconds(30);  // as a release before 0.1.0 made the consumer
+    return walbus::bridge_node::RunReceiver(argv[2], events, inbound, true);
+  }
+  if (mode == "default-receiver") {
+    inbound.ack_wait = walbus::jetstream::InboundOptions{}.ack_wait;
+    return walbus::bridge_node::RunReceiver(argv[2], events, inbound, false);
+  }
   std::fprintf(stderr, "bridge_node: unknown mode %s\n", argv[1]);
   return 64;
 }

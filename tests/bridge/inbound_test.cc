@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <functional>
 #include <map>
 #include <mutex>
@@ -275,6 +276,71 @@ TEST(InboundTest, ReceiverKilledBeforeItsAcksHasOneEffectPerEvent) {
     effects += v->has_value() ? 1 : 0;
   }
   EXPECT_EQ(effects, static_cast<uint64_t>(kEvents));
+}
+
+// A receiver killed with a batch fetched and not acknowledged: the next
+// start takes that batch in once ack_wait has passed. The consumer was
+// made with 30 s (the earlier default); the restart sets it to today's
+// default, and its marks of slow batches keep that safe. Before, the
+// restart waited the whole 30 s.
+TEST(InboundTest, ARestartTakesWhatAKilledReceiverHadFetchedWithinTheDefaultAckWait) {
+  NatsServer server;
+  ASSERT_TRUE(server.Start());
+  constexpr int kEvents = 68;
+  TempDir device_dir, dir;
+  ASSERT_EQ(bridge_node::WaitNode(bridge_node::StartNode("device", device_dir.path(), server.url(), kEvents)), 0)
+      << "the device did not relay its events";
+  const pid_t stalled = bridge_node::StartNode("stalled-receiver", dir.path(), server.url(), kEvents);
+  ASSERT_GT(stalled, 0);
+  const std::string fetched = dir.root() + "/fetched";
+  const bool stalled_mid_batch = testing::Eventually([&] { return std::filesystem::exists(fetched); }, 60s);
+  ::kill(stalled, SIGKILL);
+  bridge_node::WaitNode(stalled);
+  ASSERT_TRUE(stalled_mid_batch) << "the stalled receiver never took a message";
+  const auto restarted = std::chrono::steady_clock::now();
+  ASSERT_EQ(bridge_node::WaitNode(bridge_node::StartNode("default-receiver", dir.path(), server.url(), kEvents)), 0);
+  const auto took = std::chrono::steady_clock::now() - restarted;
+  ::testing::Test::RecordProperty("restart_to_all_taken_ms",
+                                  std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(took).count()));
+  const auto ack_wait = InboundOptions{}.ack_wait;
+  EXPECT_LT(took, ack_wait + 10s) << "the killed receiver's batch waited the consumer's old ack_wait";
+  auto bus = testing::OpenBus(testing::TestOptions(dir));
+  EXPECT_EQ(bus->Stats().last_seq, static_cast<uint64_t>(kEvents)) << "each event taken in once";
+}
+
+// A batch that takes longer than ack_wait is not delivered twice: its
+// waiting messages are marked in progress.
+TEST(InboundTest, ASlowBatchKeepsItsMessagesInProgress) {
+  NatsServer server;
+  ASSERT_TRUE(server.Start());
+  ASSERT_TRUE(testing::CreateStream(server.url(), kStream, {"walbus.>"}));
+  constexpr int kMessages = 8;
+  constexpr char kSlowType[] = "orders.order-placed.v1";
+  for (int i = 0; i < kMessages; ++i) {
+    ASSERT_TRUE(PublishEvent(server, MakeEvent("device-a", kSlowType, std::to_string(i))));
+  }
+  TempDir dir;
+  Options bus_options = testing::TestOptions(dir);
+  bus_options.column_families.push_back("jetstream");
+  auto bus = testing::OpenBus(bus_options);
+  // Each ingest takes a quarter of ack_wait: the batch of 8 takes two.
+  ASSERT_TRUE(bus->RegisterVerifier(kSlowType,
+                                    [](std::string_view) {
+                                      std::this_thread::sleep_for(250ms);
+                                      return Status::OK();
+                                    })
+                  .ok());
+  InboundOptions o = MakeInboundOptions(server, "slow", "walbus.>");
+  o.ack_wait = 1s;
+  o.fetch_batch = kMessages;
+  std::unique_ptr<Inbound> in;
+  ASSERT_TRUE(Inbound::Start(bus.get(), o, &in).ok());
+  ASSERT_TRUE(testing::Eventually([&] { return in->Stats().ingested == kMessages; }, 30s));
+  std::this_thread::sleep_for(o.ack_wait * 2);  // what was delivered twice would come back by now
+  const InboundStats stats = in->Stats();
+  EXPECT_EQ(stats.received, static_cast<uint64_t>(kMessages)) << "a message came twice";
+  EXPECT_EQ(stats.duplicates, 0u);
+  EXPECT_GE(stats.in_progress_marks, 1u);
 }
 
 // A message of sender origin "relay-1" at `position` of its subject.

@@ -167,8 +167,13 @@ struct InboundOptions {
   // @}
   // Subject filter of the consumer, e.g. "walbus.cloud.>". Required.
   std::string filter_subject;
-  // A message not acknowledged within ack_wait is delivered again.
-  std::chrono::milliseconds ack_wait{std::chrono::seconds(30)};
+  // A message not acknowledged within ack_wait is delivered again: what
+  // the messages a killed process had fetched wait before they come to
+  // the next one. While a fetched batch takes longer than a third of it,
+  // its waiting messages are marked in progress, so a slow batch is not
+  // delivered twice. Set on the durable consumer at every Start (one an
+  // earlier start made keeps its messages that long otherwise).
+  std::chrono::milliseconds ack_wait{std::chrono::seconds(5)};
   // Messages per fetch, and how long a fetch waits for the first one.
   // @{
   int fetch_batch = 64;
@@ -234,6 +239,9 @@ struct InboundStats {
   // server restarted (it would skip what the stream stores next) and made
   // again from the newest message this consumer had taken.
   uint64_t consumer_resets = 0;
+  // Times a batch taking longer than a third of ack_wait marked its
+  // waiting messages in progress.
+  uint64_t in_progress_marks = 0;
 };
 
 // A durable JetStream consumer feeding one bus (see the top of this file).

@@ -27,17 +27,6 @@ TempDir::~TempDir() {
   std::filesystem::remove_all(root_, ec);
 }
 
-ManualClock::ManualClock()
-    : steady_start_(std::chrono::steady_clock::now()), wall_start_(std::chrono::system_clock::now()) {}
-
-std::chrono::steady_clock::time_point ManualClock::Now() const {
-  return steady_start_ + std::chrono::milliseconds(offset_ms_.load());
-}
-
-std::chrono::system_clock::time_point ManualClock::WallNow() const {
-  return wall_start_ + std::chrono::milliseconds(offset_ms_.load() + wall_jump_ms_.load());
-}
-
 std::unique_ptr<Bus> OpenBus(const Options& options) {
   std::unique_ptr<Bus> bus;
   Status s = Bus::Open(options, &bus);

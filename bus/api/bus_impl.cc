@@ -1104,6 +1104,10 @@ void BusImpl::WriteStorageMetrics(MetricsWriter& w) {
 
 Status BusImpl::WaitCaughtUp(std::chrono::milliseconds timeout) {
   if (Status s = RefusedInHandler("WaitCaughtUp"); !s.ok()) return s;
+  if (!options_.clock->PassesByItself() && dispatcher_->started()) {
+    if (gate_.closed()) return ClosedStatus();
+    return dispatcher_->WaitSettled(timeout);
+  }
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   for (uint64_t target = committer_->last_seq();;) {
     if (gate_.closed()) return ClosedStatus();

@@ -76,7 +76,7 @@ uint64_t UnixMillisOf(std::chrono::system_clock::time_point t) {
 // When `spec`, published at `now_ms` on the timeline, falls due there.
 // InvalidArgument for both forms at once, a negative delay, or a time
 // beyond what a due moment holds. REQUIRES: spec sets one of the forms.
-Status DueOf(const EventSpec& spec, internal::Timeline& timeline, uint64_t now_ms, uint64_t* due_ms) {
+Status DueOf(const EventSpec& spec, internal::Timeline& timeline, internal::Timeline::Reading now, uint64_t* due_ms) {
   assert(spec.deliver_at || spec.deliver_after);
   constexpr uint64_t kLatestDue = uint64_t{1} << 60;  // some 36 million years
   if (spec.deliver_at && spec.deliver_after) {
@@ -86,8 +86,9 @@ Status DueOf(const EventSpec& spec, internal::Timeline& timeline, uint64_t now_m
     if (spec.deliver_after->count() < 0) return Status::InvalidArgument("deliver_after is negative");
     const auto after = static_cast<uint64_t>(spec.deliver_after->count());
     if (after >= kLatestDue) return Status::InvalidArgument("deliver_after is too far ahead");
-    // Plus one: NowMs is rounded down, so the delay is never cut short.
-    *due_ms = now_ms + after + 1;
+    // Plus one unless now is its millisecond exactly: the reading is
+    // rounded down, and the delay is never cut short.
+    *due_ms = now.ms + after + (now.exact ? 0 : 1);
   } else {
     *due_ms = timeline.AtWall(*spec.deliver_at);
   }
@@ -223,9 +224,10 @@ Result<EventId> WriteScope::Publish(const EventSpec& spec) {
   const bool scheduled = spec.deliver_at || spec.deliver_after;
   // One reading of the timeline: the moment it was scheduled, and the
   // base of a deliver_after.
-  const uint64_t now_ms = scheduled ? rep->host->timeline().NowMs() : 0;
+  const internal::Timeline::Reading now = scheduled ? rep->host->timeline().Read() : internal::Timeline::Reading{};
+  const uint64_t now_ms = now.ms;
   uint64_t due_ms = 0;
-  if (valid.ok() && scheduled) valid = DueOf(spec, rep->host->timeline(), now_ms, &due_ms);
+  if (valid.ok() && scheduled) valid = DueOf(spec, rep->host->timeline(), now, &due_ms);
   if (!valid.ok()) {
     rep->Fail(valid);
     return valid;

@@ -34,21 +34,29 @@ Timeline::Timeline(const Clock* clock, State stored) : clock_(clock) {
   AdvanceLocked();
 }
 
-uint64_t Timeline::AdvanceLocked() {
+uint64_t Timeline::AdvanceLocked(bool* exact) {
   const auto steady = clock_->Now();
   const auto elapsed = std::chrono::duration_cast<std::chrono::milliseconds>(steady - last_steady_).count();
   const uint64_t by_steady = state_.last_ms + static_cast<uint64_t>(elapsed > 0 ? elapsed : 0);
-  const uint64_t by_wall = WallMs(clock_->WallNow()) + state_.rewind_ms;
+  const auto wall = clock_->WallNow();
+  const uint64_t by_wall = WallMs(wall) + state_.rewind_ms;
   const auto tolerance = static_cast<uint64_t>(kStepTolerance.count());
   uint64_t now = by_wall;
+  bool whole = wall.time_since_epoch() % std::chrono::milliseconds(1) == std::chrono::system_clock::duration(0);
   if (by_wall + tolerance < by_steady) {
     // The wall clock stepped back: the step joins the rewind and the
     // timeline keeps the monotonic clock's pace.
     state_.rewind_ms += by_steady - by_wall;
     now = by_steady;
+    whole = false;
   }
-  // Within jitter the timeline stands still rather than run backwards.
-  if (now < state_.last_ms) now = state_.last_ms;
+  // Within jitter the timeline stands still rather than run backwards
+  // (the real moment is before it: it is not early).
+  if (now < state_.last_ms) {
+    now = state_.last_ms;
+    whole = true;
+  }
+  if (exact != nullptr) *exact = whole;
   // Only move the steady anchor with the timeline: a reading that stood
   // still keeps measuring from the moment it stood at.
   if (now > state_.last_ms || by_wall + tolerance < by_steady) last_steady_ = steady;
@@ -59,6 +67,13 @@ uint64_t Timeline::AdvanceLocked() {
 uint64_t Timeline::NowMs() {
   MutexLock lock(&mu_);
   return AdvanceLocked();
+}
+
+Timeline::Reading Timeline::Read() {
+  MutexLock lock(&mu_);
+  Reading r;
+  r.ms = AdvanceLocked(&r.exact);
+  return r;
 }
 
 uint64_t Timeline::AtWall(std::chrono::system_clock::time_point wall) {

@@ -45,6 +45,14 @@ class Timeline {
   // The timeline's moment now, in whole milliseconds passed (rounded
   // down): never below a moment returned before.
   uint64_t NowMs();
+  // The same, and whether the moment is that millisecond exactly (a wall
+  // clock on a whole millisecond, as a ManualClock keeps it): a delay
+  // counted from it is then not lengthened to be safe from rounding.
+  struct Reading {
+    uint64_t ms = 0;
+    bool exact = false;
+  };
+  Reading Read();
   // The timeline moment of a wall-clock time (EventSpec::deliver_at),
   // rounded up to the millisecond.
   uint64_t AtWall(std::chrono::system_clock::time_point wall);
@@ -57,7 +65,9 @@ class Timeline {
   static bool Decode(std::string_view in, State* s);
 
  private:
-  uint64_t AdvanceLocked() REQUIRES(mu_);
+  // Moves the timeline to now; *exact (when given) says whether now is
+  // its millisecond exactly.
+  uint64_t AdvanceLocked(bool* exact = nullptr) REQUIRES(mu_);
 
   const Clock* const clock_;
   Mutex mu_;

@@ -33,11 +33,16 @@ Dispatcher::Dispatcher(ScopeHost* scope_host, storage::Db* db, Committer* commit
       trimmed_below_(config.trimmed_below),
       backlog_(config.max_in_flight_per_subscriber, config.backlog_window_bytes),
       compaction_suggested_below_(config.trimmed_below),
-      clock_is_system_(config.clock == Clock::System().get()) {
+      clock_passes_(config.clock->PassesByItself()) {
   assert(config_.worker_threads >= 1);
+  if (!clock_passes_) clock_watch_ = config_.clock->Watch([this] { WakeDispatcher(); });
 }
 
-Dispatcher::~Dispatcher() { Stop(); }
+Dispatcher::~Dispatcher() {
+  Stop();
+  // After it, no call of the watcher runs or comes.
+  if (!clock_passes_) config_.clock->Unwatch(clock_watch_);
+}
 
 void Dispatcher::Start() {
   assert(!started_);
@@ -161,6 +166,35 @@ Status Dispatcher::WaitFor(uint64_t target, std::chrono::milliseconds timeout, c
   }
 }
 
+Status Dispatcher::WaitSettled(std::chrono::milliseconds timeout) {
+  assert(!clock_passes_ && started_);
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  MutexLock lock(&progress_mu_);
+  // A settled moment counts only if the dispatcher looked after this call:
+  // the wake makes it look again.
+  const uint64_t before = settled_epoch_;
+  WakeDispatcher();
+  while (settled_epoch_ == before) {
+    if (waits_cancelled_) return Status::Closed("the bus is closed");
+    if (std::chrono::steady_clock::now() >= deadline) {
+      return Status::TimedOut("the bus did not settle: handlers kept running");
+    }
+    progress_cv_.WaitUntil(&lock, deadline);
+  }
+  return Status::OK();
+}
+
+void Dispatcher::NoteIfSettled() {
+  if (clock_passes_ || unanswered_items_.load(std::memory_order_acquire) != 0) return;
+  MutexLock lock(&progress_mu_);
+  // Under the lock a WaitSettled reads its start by: a message sent
+  // before that (a commit's wake, its own) is seen here, and the moment
+  // is not counted.
+  if (messages_.HasItems()) return;
+  ++settled_epoch_;
+  progress_cv_.NotifyAll();
+}
+
 void Dispatcher::CancelWaits() {
   {
     MutexLock lock(&progress_mu_);
@@ -181,6 +215,7 @@ void Dispatcher::Loop() {
     // Idle, it sleeps: no look at a fixed rate, only at the next due moment.
     const std::optional<SteadyTime> due = first_pass ? std::chrono::steady_clock::now() : NextDueMoment();
     first_pass = false;
+    if (!due) NoteIfSettled();
     bool woken = true;
     if (due) {
       woken = messages_.WaitDequeueUntil(m, *due);
@@ -219,6 +254,11 @@ void Dispatcher::Loop() {
 }
 
 std::optional<Dispatcher::SteadyTime> Dispatcher::NextDueMoment() const {
+  const SteadyTime real_now = std::chrono::steady_clock::now();
+  // A step that failed on storage is tried again in real time, whatever
+  // the bus's clock.
+  std::optional<SteadyTime> again;
+  if (retry_soon_ || !ready_.empty()) again = real_now + kRetryAfterError;
   const SteadyTime now = config_.clock->Now();
   std::optional<SteadyTime> due;  // on config_.clock
   auto consider = [&due](SteadyTime t) { due = due ? std::min(*due, t) : t; };
@@ -226,11 +266,12 @@ std::optional<Dispatcher::SteadyTime> Dispatcher::NextDueMoment() const {
   if (scheduled_wait_) consider(now + *scheduled_wait_);
   if (CheckpointDirty()) consider(next_checkpoint_);
   if (trim_pending_) consider(trim_waits_for_age_ ? std::max(next_trim_, next_age_out_) : next_trim_);
-  if (retry_soon_ || !ready_.empty()) consider(now + kRetryAfterError);
-  if (!due) return std::nullopt;
-  auto wait = std::max<SteadyTime::duration>(*due - now, SteadyTime::duration::zero());
-  if (!clock_is_system_) wait = std::min<SteadyTime::duration>(wait, kOwnClockRecheck);
-  return std::chrono::steady_clock::now() + wait;
+  if (!due) return again;
+  const auto wait = std::max<SteadyTime::duration>(*due - now, SteadyTime::duration::zero());
+  // A clock that does not pass by itself wakes the dispatcher when it
+  // moves: only what is due already is looked at now.
+  if (!clock_passes_ && wait > SteadyTime::duration::zero()) return again;
+  return again ? std::min(*again, real_now + wait) : real_now + wait;
 }
 
 bool Dispatcher::CheckpointDirty() const {
@@ -515,6 +556,7 @@ void Dispatcher::FlushReady() {
   if (ready_.empty() || !AdvanceHorizons()) return;
   // One bulk enqueue wakes the workers once for everything this iteration
   // made ready, so they take it in large batches and commit it together.
+  unanswered_items_.fetch_add(ready_.size(), std::memory_order_relaxed);
   bool queued = work_.enqueue_bulk(std::make_move_iterator(ready_.begin()), ready_.size());
   assert(queued);
   (void)queued;

@@ -98,7 +98,7 @@ class Dispatcher {
   // redelivered on the next open), writes checkpoints, joins the threads.
   // REQUIRES: not called from a worker thread. Idempotent.
   void Stop();
-  bool started() const { return started_; }
+  bool started() const { return started_.load(std::memory_order_acquire); }
 
   // Hands an active subscriber to the dispatcher. Before Start() it waits.
   void Add(std::shared_ptr<Subscriber> subscriber);
@@ -129,7 +129,14 @@ class Dispatcher {
   // stands in the way.
   // Closed once CancelWaits() was called.
   Status WaitFor(uint64_t target, std::chrono::milliseconds timeout, const std::vector<std::string>& names = {});
-  // Makes every WaitFor, running or to come, return Closed (Bus::Close).
+  // Under a clock that does not pass by itself: blocks until, after the
+  // call, the dispatcher finds nothing it can run before the clock moves
+  // (no message, no worker busy, nothing due now). TimedOut on the real
+  // clock; Closed once CancelWaits() was called.
+  // REQUIRES: !config.clock->PassesByItself(), and Start() was called.
+  Status WaitSettled(std::chrono::milliseconds timeout);
+  // Makes every WaitFor and WaitSettled, running or to come, return Closed
+  // (Bus::Close).
   void CancelWaits();
   // Whether the calling thread is one of this dispatcher's workers. Any
   // thread, any time.
@@ -295,6 +302,10 @@ class Dispatcher {
   // trim, a failed step to try again), on the steady clock; nullopt when
   // only a message (a commit, a completion, a call) can give it work.
   std::optional<SteadyTime> NextDueMoment() const;
+  // Under a clock that does not pass by itself, with nothing due before
+  // it moves: counts a settled moment when no worker runs and no message
+  // waits (WaitSettled).
+  void NoteIfSettled();
   // Whether a checkpoint would write anything.
   bool CheckpointDirty() const;
   // Whether every subscriber is within its window of the outbox's end:
@@ -374,7 +385,7 @@ class Dispatcher {
   std::atomic<bool> has_subscribers_{false};
   std::atomic<bool> stopping_workers_{false};
   std::atomic<bool> stopping_{false};
-  bool started_ = false;
+  std::atomic<bool> started_{false};  // read by any thread (started())
   bool stopped_ = false;
   std::thread dispatcher_thread_;
   std::vector<std::thread> workers_;
@@ -412,17 +423,23 @@ class Dispatcher {
   // request ended. Owned by the dispatcher thread.
   static constexpr uint64_t kCompactAfterTrimmedEvents = 1u << 20;
   uint64_t compaction_suggested_below_;
-  // A clock of the application's (a test's) moves as it likes, and nothing
-  // tells the dispatcher: due moments on it are looked at again this often.
-  // The system clock's are waited for exactly.
-  static constexpr std::chrono::milliseconds kOwnClockRecheck{50};
-  const bool clock_is_system_;
+  // A clock that does not pass by itself (ManualClock) wakes the
+  // dispatcher when it moves (clock_watch_ is its registration): due
+  // moments on it are not slept towards.
+  const bool clock_passes_;
+  uint64_t clock_watch_ = 0;
+  // Items enqueued for workers whose answers are not all sent yet: what
+  // tells a settled bus (see NoteIfSettled) from one whose workers run.
+  std::atomic<size_t> unanswered_items_{0};
 
   // For WaitFor: the subscribers added so far, and a signal on progress.
   Mutex progress_mu_;
   CondVar progress_cv_;
   std::vector<std::shared_ptr<Subscriber>> added_ GUARDED_BY(progress_mu_);
   bool waits_cancelled_ GUARDED_BY(progress_mu_) = false;
+  // Counts the moments the dispatcher found nothing to run before its
+  // clock moves (only under a clock that does not pass by itself).
+  uint64_t settled_epoch_ GUARDED_BY(progress_mu_) = 0;
 };
 
 }  // namespace walbus::internal

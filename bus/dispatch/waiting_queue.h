@@ -51,6 +51,9 @@ class WaitingQueue {
     items_.Wait();
     Take(item);
   }
+  // Whether an item waits: every Enqueue that returned before the call
+  // (or is ordered before it) is seen.
+  bool HasItems() const { return items_.available() > 0; }
 
  private:
   // The count was taken, so an item was enqueued before it was signalled;

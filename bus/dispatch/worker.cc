@@ -56,6 +56,10 @@ void Dispatcher::WorkerLoop() {
       WakeDispatcher();
     }
     RunBatch(items, n);
+    // Every answer of the batch is sent. The last busy worker to finish
+    // wakes a dispatcher whose clock does not pass by itself, which may
+    // now find the bus settled (WaitSettled).
+    if (unanswered_items_.fetch_sub(n, std::memory_order_acq_rel) == n && !clock_passes_) WakeDispatcher();
   }
 }
 

@@ -33,7 +33,7 @@ TEST(TimelineTest, AStepBackIsRewoundAndTimeGoesOnAtTheMonotonicPace) {
   ManualClock clock;
   Timeline timeline(&clock, {});
   const uint64_t start = timeline.NowMs();
-  clock.JumpWall(-7 * 24h);
+  clock.StepWall(-7 * 24h);
   EXPECT_EQ(timeline.NowMs(), start);
   clock.Advance(10s);
   EXPECT_EQ(timeline.NowMs(), start + 10000);
@@ -48,7 +48,7 @@ TEST(TimelineTest, JitterWithinTheToleranceNeitherRewindsNorRunsBack) {
   ManualClock clock;
   Timeline timeline(&clock, {});
   const uint64_t start = timeline.NowMs();
-  clock.JumpWall(-100ms);
+  clock.StepWall(-100ms);
   EXPECT_EQ(timeline.NowMs(), start);  // stands still
   clock.Advance(50ms);
   EXPECT_EQ(timeline.NowMs(), start);
@@ -61,7 +61,7 @@ TEST(TimelineTest, AForwardStepMovesItForward) {
   ManualClock clock;
   Timeline timeline(&clock, {});
   const uint64_t start = timeline.NowMs();
-  clock.JumpWall(2h);
+  clock.StepWall(2h);
   EXPECT_EQ(timeline.NowMs(), start + 2 * 3600 * 1000);
   EXPECT_EQ(timeline.state().rewind_ms, 0u);
 }
@@ -72,7 +72,7 @@ TEST(TimelineTest, AStartBehindTheStoredMomentTakesItAsAStep) {
   before.Advance(5min);
   const Timeline::State stored = first.state();
   ManualClock after;
-  after.JumpWall(-30 * 24h);
+  after.StepWall(-30 * 24h);
   Timeline second(&after, stored);
   EXPECT_EQ(second.NowMs(), stored.last_ms);
   after.Advance(1s);

@@ -196,7 +196,7 @@ TEST(InboxWindowTest, DropsOnlyOldRecordsAtOrBelowTheCheckpoint) {
   EXPECT_FALSE(window.MayDrop(7, 101, old_ms)) << "above the checkpoint: may be redelivered after a crash";
   EXPECT_FALSE(window.MayDrop(7, 50, now_ms - 60 * 1000)) << "inside the window";
   EXPECT_FALSE(window.MayDrop(8, 1, old_ms)) << "another subscriber";
-  clock.JumpWall(-3h);  // the wall clock stepped back: everything is young
+  clock.StepWall(-3h);  // the wall clock stepped back: everything is young
   EXPECT_FALSE(window.MayDrop(7, 1, old_ms));
   window.Forget(7);  // removed: every record of it goes, young or above
   EXPECT_TRUE(window.MayDrop(7, 1, now_ms));
@@ -250,7 +250,7 @@ TEST_P(InboxWindowCompactionTest, CompactionsDropOnlyWhatTheWindowAllows) {
   ASSERT_TRUE(db->Compact(storage::Cf::kInbox).ok());
   EXPECT_EQ(CountInbox(*db), 40u) << "seqs 61..100 are above the checkpoint";
   window->SetCheckpoint(1, 100);
-  clock.JumpWall(-150min);  // now they are 30 minutes old: inside the window
+  clock.StepWall(-150min);  // now they are 30 minutes old: inside the window
   ASSERT_TRUE(db->Compact(storage::Cf::kInbox).ok());
   EXPECT_EQ(CountInbox(*db), 40u);
 }

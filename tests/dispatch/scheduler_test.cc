@@ -434,7 +434,7 @@ TEST(SchedulerTest, AWallClockSteppingBackDoesNotDelayIt) {
   ASSERT_NE(bus, nullptr);
   const EventId before = Schedule(*bus, Expiry("reservation-1", 15min));
   clock->Advance(5min);
-  clock->JumpWall(-7 * 24h);  // NTP's first sync on a device without a real-time clock
+  clock->StepWall(-7 * 24h);  // NTP's first sync on a device without a real-time clock
   clock->Advance(9min);
   LetItLook();
   EXPECT_EQ(seen.size(), 0u);
@@ -462,7 +462,7 @@ TEST(SchedulerTest, AWallClockEarlierAtTheNextStartDoesNotDelayIt) {
   }
   // The device restarts with a clock a week behind the one that scheduled.
   auto clock = std::make_shared<ManualClock>();
-  clock->JumpWall(-7 * 24h);
+  clock->StepWall(-7 * 24h);
   Seen seen;
   auto bus = StartRecorded(dir, clock, &seen);
   ASSERT_NE(bus, nullptr);
@@ -481,7 +481,7 @@ TEST(SchedulerTest, AWallClockSteppingForwardFiresWhatFellDueAndNoMore) {
   ASSERT_NE(bus, nullptr);
   const EventId in_one_hour = Schedule(*bus, Expiry("reservation-1", 1h));
   const EventId in_three_hours = Schedule(*bus, Expiry("reservation-2", 3h));
-  clock->JumpWall(2h);
+  clock->StepWall(2h);
   ASSERT_TRUE(testing::Eventually([&] { return seen.Has(in_one_hour); }));
   LetItLook();
   EXPECT_FALSE(seen.Has(in_three_hours));

@@ -937,7 +937,7 @@ TEST(WorkerTest, WallClockJumpingBackDoesNotSpendTheAgeBudget) {
   auto bus = OpenBus(o);
   std::atomic<int> calls{0};
   SubscriberOptions s = Aging(10ms, 60s, [&](const Event&, HandlerContext&) {
-    if (++calls == 1) clock->JumpWall(-std::chrono::hours(1));  // NTP steps back after the first failure
+    if (++calls == 1) clock->StepWall(-std::chrono::hours(1));  // NTP steps back after the first failure
     return Outcome::RetryAfter(10ms);
   });
   ASSERT_TRUE(bus->Subscribe(std::move(s)).ok());
@@ -950,7 +950,7 @@ TEST(WorkerTest, WallClockJumpingBackDoesNotSpendTheAgeBudget) {
       },
       30s));
   EXPECT_EQ(bus->Stats().subscribers[0].dead_lettered, 0u) << "a negative age is no age";
-  clock->JumpWall(std::chrono::hours(1));
+  clock->StepWall(std::chrono::hours(1));
   ASSERT_TRUE(testing::Eventually(
       [&] {
         clock->Advance(1000ms);

@@ -194,7 +194,11 @@ class WALBUS_EXPORT Bus {
   // included: until, at one moment, nothing committed is left to complete.
   // For a process that only drains (no receipt for WaitQuiescent). With
   // producers that never pause, that moment may not come: TimedOut.
-  // Closed when the bus closes.
+  // Closed when the bus closes. Under a clock that does not pass by itself
+  // (ManualClock), once started: until nothing more can run before that
+  // clock moves: what waits for a later moment of it (a retry's backoff, a
+  // scheduled event, Outcome::Wait) is left waiting, and what is due now
+  // (scheduled events fired, their handlers, follow-ups) has run.
   [[nodiscard]] virtual Status WaitCaughtUp(std::chrono::milliseconds timeout) = 0;
 
   // Read-your-own-writes: blocks until each named subscriber (all active

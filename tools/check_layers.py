@@ -30,6 +30,7 @@ MAY_INCLUDE = {
     # Applications of the library: its public API and bus/util's codecs.
     "bridge": {"public", "bus/util"},
     "prometheus": {"public"},
+    "testing": {"public", "bus/util"},
     "examples": {"public", "adapters"},
     # Internal users, which may reach inside (never the tests).
     "storage/testing": {"public", "bus/util", "storage"},
@@ -70,7 +71,7 @@ def part_of(path):
     # that has that library includes (walbus/adapters/spdlog.h).
     if path.startswith("bus/include/walbus/adapters/"):
         return "adapters"
-    if path.startswith(("bus/include/", "bridge/include/", "prometheus/include/")):
+    if path.startswith(("bus/include/", "bridge/include/", "prometheus/include/", "testing/include/")):
         return "public"
     if path.startswith("storage/testing/"):
         return "storage/testing"
@@ -84,7 +85,7 @@ def part_of(path):
 
 
 def sources(root):
-    for top in ("bus", "storage", "bridge", "prometheus", "examples", "tools", "bench"):
+    for top in ("bus", "storage", "bridge", "prometheus", "testing", "examples", "tools", "bench"):
         for directory, _, files in os.walk(os.path.join(root, top)):
             for name in sorted(files):
                 if name.endswith(SOURCE_SUFFIXES):
@@ -94,7 +95,7 @@ def sources(root):
 def resolve(root, including, target):
     """The repository path a quoted include names, or None (generated)."""
     if target.startswith("walbus/"):
-        for base in ("bus/include", "bridge/include", "prometheus/include"):
+        for base in ("bus/include", "bridge/include", "prometheus/include", "testing/include"):
             if os.path.exists(os.path.join(root, base, target)):
                 return os.path.join(base, target)
         return None  # generated: walbus/version.h

@@ -123,6 +123,7 @@ enum class PoisonPolicy : uint8_t {
 // Where a new subscriber starts (SubscriberOptions::start). A known
 // subscriber resumes after its checkpoint whatever this says.
 struct StartPosition {
+  // Which start: made by Now(), OldestRetained() or AtSeq().
   enum class Kind : uint8_t {
     // With the events committed after its registration (default).
     kNow,
@@ -133,12 +134,15 @@ struct StartPosition {
     // next one to be committed).
     kAtSeq,
   };
+  // The starts, by name.
+  // @{
   static StartPosition Now() { return {Kind::kNow, 0}; }
   static StartPosition OldestRetained() { return {Kind::kOldestRetained, 0}; }
   static StartPosition AtSeq(uint64_t seq) { return {Kind::kAtSeq, seq}; }
+  // @}
 
-  Kind kind = Kind::kNow;
-  uint64_t seq = 0;  // kAtSeq only: the first event delivered
+  Kind kind = Kind::kNow;  // which start
+  uint64_t seq = 0;        // kAtSeq only: the first event delivered
 };
 
 // A subscriber: its durable name, the event types it takes, its handler,

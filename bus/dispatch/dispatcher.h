@@ -285,7 +285,6 @@ class Dispatcher {
   // it in the same turn.
   void AddFollowers(const Subscriber& sub, const KeyQueue& key, WorkItem* item) const;
   void FlushReady();
-  // Persists a horizon above every seq about to be handed to workers.
   // Keeps where `sub` is paused (`at`), or that it is not (nullopt), in
   // memory and in its PauseRecord.
   void RecordPause(Subscriber* sub, std::optional<std::reference_wrapper<const Event>> at);
@@ -295,6 +294,8 @@ class Dispatcher {
   void RecordCleanStop();
   void ForgetCleanStop(const Subscriber& sub);
   // @}
+  // Persists a horizon above every seq about to be handed to workers;
+  // false when that write failed (nothing is handed out then).
   bool AdvanceHorizons();
   void FireTimers(SteadyTime now);
   // When the dispatcher must look again without being told (a retry or a

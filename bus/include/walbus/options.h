@@ -87,7 +87,7 @@ struct Options {
   // subscriber's in-flight window and the commit group bounds. The fields
   // below bound further when set lower than their share. Resident memory
   // is about the budget plus 10-20 MiB of code, stacks and allocator.
-  // Default 256 MiB (today's bounds: no slower than without a budget).
+  // Default 256 MiB (docs/devices.md says what it costs and buys).
   // REQUIRES: memory_budget >= 8 MiB.
   size_t memory_budget = kDefaultMemoryBudget;
 
@@ -130,9 +130,8 @@ struct Options {
   // range deletion once it has grown by this many events, or after
   // trim_interval. Coarse on purpose: every range tombstone costs readers.
   // But handled events still in a memtable when it is flushed are written
-  // to a table file, only to be deleted there later: at 2,000 events/s
-  // within a 16 MiB budget, trimming every 250 ms rather than 2 s wrote a
-  // quarter less to table files. Retention by age (retain_for) is judged
+  // to a table file, only to be deleted there later, so the interval is
+  // short (docs/devices.md measures it). Retention by age (retain_for) is judged
   // at these trims too, and while nothing newer is handled, the bus sleeps
   // until its oldest kept event is old enough to go.
   // Default 10000 events, 250 ms.

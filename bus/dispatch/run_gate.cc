@@ -30,7 +30,9 @@ void RunGate::EnterShared() {
     MutexLock lock(&mu_);
     // LeaveAlone clears the bit and notifies under the mutex: seen set
     // here, under it, the notification is still to come.
+    ++shared_sleeping_;
     while ((state_.load(std::memory_order_relaxed) & kAloneBit) != 0) changed_.Wait(&lock);
+    --shared_sleeping_;
     state = state_.load(std::memory_order_relaxed);
   }
 }

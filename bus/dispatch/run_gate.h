@@ -44,8 +44,15 @@ class RunGate {
     const Kind kind_;
   };
 
-  // For tests: whether an alone pass holds the gate or waits for it.
+  // For tests: whether an alone pass holds the gate or waits for it, and
+  // how many shared passes sleep until it leaves.
+  // @{
   bool alone_for_testing() const { return (state_.load(std::memory_order_acquire) & kAloneBit) != 0; }
+  size_t shared_sleeping_for_testing() EXCLUDES(mu_) {
+    MutexLock lock(&mu_);
+    return shared_sleeping_;
+  }
+  // @}
 
  private:
   void EnterShared() EXCLUDES(mu_);
@@ -61,7 +68,8 @@ class RunGate {
   // shared ones remain or another goes alone.
   Mutex mu_;
   CondVar changed_;
-  bool alone_taken_ GUARDED_BY(mu_) = false;  // kAloneBit is this pass's
+  bool alone_taken_ GUARDED_BY(mu_) = false;    // kAloneBit is this pass's
+  size_t shared_sleeping_ GUARDED_BY(mu_) = 0;  // shared passes waiting in EnterShared
 };
 
 }  // namespace walbus::internal

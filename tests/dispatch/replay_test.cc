@@ -514,7 +514,16 @@ TEST(ReplayTest, KilledMidwayResumesWithoutDoubleEffects) {
       }
     }
     if (!bus->WaitIdle(60s).ok()) _exit(5);
-    std::this_thread::sleep_for(100ms);  // the checkpoint is written
+    // A replay selects up to the written checkpoint: wait until a dry run
+    // selects every event.
+    ReplayRequest look = Request(ReplayMode::kFreshScope);
+    look.action.dry_run = true;
+    ReplayReport looked;
+    if (!testing::Eventually(
+            [&] { return ReplayInto(*bus, look, &looked).ok() && looked.selected == static_cast<uint64_t>(kEvents); },
+            60s)) {
+      _exit(8);
+    }
     ReplayReport report;
     if (!ReplayInto(*bus, Request(ReplayMode::kFreshScope), &report).ok()) _exit(6);
     while (GetReplayInto(*bus, report.replay_id, &report).ok() && report.delivered < kEvents / 3) {

@@ -70,8 +70,8 @@ TEST(RunGateTest, AWaitingAlonePassKeepsNewSharedPassesOut) {
     late_shared_entered_at.store(order.fetch_add(1));
   });
   // The late shared pass would get in beside the first one if the waiting
-  // alone pass did not keep it out.
-  std::this_thread::sleep_for(50ms);
+  // alone pass did not keep it out: it sleeps in the gate instead.
+  while (gate.shared_sleeping_for_testing() == 0 && late_shared_entered_at.load() == -1) std::this_thread::yield();
   EXPECT_EQ(late_shared_entered_at.load(), -1) << "a shared pass got in ahead of a waiting alone pass";
   first.reset();
   alone.join();

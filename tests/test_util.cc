@@ -27,6 +27,27 @@ TempDir::~TempDir() {
   std::filesystem::remove_all(root_, ec);
 }
 
+Event IncomingEvent(std::string type, std::string subject, std::string source, std::string data) {
+  Event e;
+  e.id = EventId::Generate();
+  e.type = std::move(type);
+  e.subject = std::move(subject);
+  e.source = std::move(source);
+  e.time = std::chrono::system_clock::now();
+  e.data = std::move(data);
+  return e;
+}
+
+std::unique_ptr<storage::Db> OpenStoppedDatabase(const std::string& dir) {
+  storage::OpenOptions so;
+  so.dir = dir;
+  so.create_if_missing = false;
+  std::unique_ptr<storage::Db> db;
+  Status s = storage::Db::Open(so, &db);
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  return db;
+}
+
 std::unique_ptr<Bus> OpenBus(const Options& options) {
   std::unique_ptr<Bus> bus;
   Status s = Bus::Open(options, &bus);

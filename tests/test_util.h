@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <string_view>
@@ -13,6 +14,7 @@
 
 #include <gtest/gtest.h>
 
+#include "storage/db.h"
 #include "walbus/bus.h"
 #include "walbus/clock.h"
 
@@ -97,6 +99,14 @@ void RewriteInboxInFormat1(const std::string& dir);
 //   INSTANTIATE_TEST_SUITE_P(Formats, Suite, ::testing::ValuesIn(ReadableFormats()), FormatName);
 std::vector<uint32_t> ReadableFormats();
 std::string FormatName(const ::testing::TestParamInfo<uint32_t>& info);
+
+// An event made by another system, for Bus::IngestEvent: a fresh id, the
+// time now.
+Event IncomingEvent(std::string type, std::string subject, std::string source, std::string data = {});
+
+// Opens the walbus database in `dir`, which no bus holds, to read its
+// records directly; fails the test (and returns null) when it cannot.
+std::unique_ptr<storage::Db> OpenStoppedDatabase(const std::string& dir);
 
 // Polls `done` until it returns true or `timeout` passes.
 bool Eventually(const std::function<bool()>& done, std::chrono::milliseconds timeout = std::chrono::seconds(30));

@@ -246,13 +246,7 @@ TEST(BusSchemasTest, EachEventRecordsTheSchemaVersionItWasCheckedAgainst) {
     ASSERT_TRUE(PublishOne(bus.get(), kType, v1_payload).ok());  // 1
     ASSERT_TRUE(bus->RegisterSchema(kType, Binary(kV2Fields)).ok());
     ASSERT_TRUE(PublishOne(bus.get(), kType, v1_payload).ok());  // 2: checked against the latest
-    Event in;
-    in.id = EventId::Generate();
-    in.type = kType;
-    in.source = "device-7/orders";
-    in.subject = "order-1";
-    in.time = std::chrono::system_clock::now();
-    in.data = v1_payload;
+    Event in = testing::IncomingEvent(kType, "order-1", "device-7/orders", v1_payload);
     in.schema_version = 7;  // what another bus said: this one checks again
     ASSERT_TRUE(bus->IngestEvent(in, IngestOptions{"jetstream:a", ""}).ok());  // 2
     EXPECT_TRUE(bus->Schema(kType, 3).status().IsNotFound());
@@ -292,13 +286,8 @@ TEST(BusSchemasTest, IngestedPayloadsThatFailTheirSchemaAreQuarantined) {
     auto bus = testing::OpenBus(testing::TestOptions(dir));
     ASSERT_NE(bus, nullptr);
     ASSERT_TRUE(bus->RegisterSchema(kType, Binary(kV1Fields)).ok());
-    Event in;
-    in.id = EventId::Generate();
-    in.type = kType;
-    in.source = "device-7/orders";
-    in.subject = "order-1";
-    in.time = std::chrono::system_clock::now();
-    in.data = Payload(kStockReleased, R"({ order_id: "o-1" })");
+    Event in =
+        testing::IncomingEvent(kType, "order-1", "device-7/orders", Payload(kStockReleased, R"({ order_id: "o-1" })"));
     auto refused = bus->IngestEvent(in, IngestOptions{"jetstream:a", "inbound"});
     ASSERT_TRUE(refused.status().IsInvalidArgument());
     EXPECT_NE(refused.status().message().find("quarantined"), std::string::npos) << refused.status().ToString();

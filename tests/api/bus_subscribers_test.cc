@@ -70,13 +70,7 @@ OperatorAction Operator(bool dry_run = false) { return OperatorAction{"ops", "su
 
 // Reads the stopped database directly.
 struct Inspector {
-  explicit Inspector(const std::string& dir) {
-    storage::OpenOptions so;
-    so.dir = dir;
-    so.create_if_missing = false;
-    Status s = storage::Db::Open(so, &db);
-    EXPECT_TRUE(s.ok()) << s.ToString();
-  }
+  explicit Inspector(const std::string& dir) : db(testing::OpenStoppedDatabase(dir)) {}
   // The id the meta record gives `name`; 0 when it has none.
   uint32_t IdOf(const std::string& name) {
     std::string v;

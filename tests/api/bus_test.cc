@@ -41,25 +41,11 @@ EventSpec Approved(std::string subject, std::string data = "x") {
 }
 
 // An event made by another system, for Bus::IngestEvent.
-Event FromElsewhere() {
-  Event e;
-  e.id = EventId::Generate();
-  e.type = kType;
-  e.subject = "ingested";
-  e.source = "elsewhere";
-  e.time = std::chrono::system_clock::now();
-  return e;
-}
+Event FromElsewhere() { return testing::IncomingEvent(kType, "ingested", "elsewhere"); }
 
 // Reads the stopped database directly: outbox entries and an app value.
 struct Inspector {
-  explicit Inspector(const std::string& dir) {
-    storage::OpenOptions so;
-    so.dir = dir;
-    so.create_if_missing = false;
-    Status s = storage::Db::Open(so, &db);
-    EXPECT_TRUE(s.ok()) << s.ToString();
-  }
+  explicit Inspector(const std::string& dir) : db(testing::OpenStoppedDatabase(dir)) {}
   std::vector<Event> Outbox() {
     std::vector<Event> out;
     Status s = db->ScanOutbox(0, SIZE_MAX, [&](uint64_t seq, std::string_view bytes) {

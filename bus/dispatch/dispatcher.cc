@@ -556,7 +556,7 @@ void Dispatcher::FlushReady() {
   if (ready_.empty() || !AdvanceHorizons()) return;
   // One bulk enqueue wakes the workers once for everything this iteration
   // made ready, so they take it in large batches and commit it together.
-  unanswered_items_.fetch_add(ready_.size(), std::memory_order_relaxed);
+  if (!clock_passes_) unanswered_items_.fetch_add(ready_.size(), std::memory_order_relaxed);
   bool queued = work_.enqueue_bulk(std::make_move_iterator(ready_.begin()), ready_.size());
   assert(queued);
   (void)queued;

@@ -431,6 +431,8 @@ class Dispatcher {
   uint64_t clock_watch_ = 0;
   // Items enqueued for workers whose answers are not all sent yet: what
   // tells a settled bus (see NoteIfSettled) from one whose workers run.
+  // Kept only under a clock that does not pass by itself: the hot path
+  // pays nothing for it otherwise.
   std::atomic<size_t> unanswered_items_{0};
 
   // For WaitFor: the subscribers added so far, and a signal on progress.

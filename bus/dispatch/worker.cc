@@ -56,10 +56,11 @@ void Dispatcher::WorkerLoop() {
       WakeDispatcher();
     }
     RunBatch(items, n);
-    // Every answer of the batch is sent. The last busy worker to finish
-    // wakes a dispatcher whose clock does not pass by itself, which may
-    // now find the bus settled (WaitSettled).
-    if (unanswered_items_.fetch_sub(n, std::memory_order_acq_rel) == n && !clock_passes_) WakeDispatcher();
+    // Every answer of the batch is sent. Under a clock that does not pass
+    // by itself, the last busy worker to finish wakes the dispatcher, which
+    // may now find the bus settled (WaitSettled); under a real clock
+    // nothing waits for that, and the count is not kept.
+    if (!clock_passes_ && unanswered_items_.fetch_sub(n, std::memory_order_acq_rel) == n) WakeDispatcher();
   }
 }
 

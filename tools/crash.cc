@@ -6,8 +6,8 @@
 // in for test builds), chosen by the round's seed. The child reports every
 // acknowledged commit through a pipe, an independent record.
 //
-// After each kill the parent reopens the database and checks that no
-// acknowledged commit was lost and that no checkpoint moved backwards.
+// After each kill the database is reopened and checked: no acknowledged
+// commit was lost and no checkpoint moved backwards.
 // After the last round it runs the subscribers to the end and checks, from
 // the database: every effect exactly once per subscriber, per-subject
 // order, every event delivered, no domain write without its event (and the
@@ -19,6 +19,12 @@
 // scheduling of threads is not, so a failure is reproduced by rerunning
 // its seed a few times). Prints one JSON summary; exit 0 when every check
 // passed, 1 when one failed, 2 on bad usage or an error.
+//
+// The supervising process never opens a bus: every bus, the workload's and
+// the checks', lives in a forked child. A fork copies only the calling
+// thread, so a child forked after a bus had run would inherit the storage
+// engine's background thread pool without its threads (and possibly a lock
+// one of them held) and could wait forever for a flush.
 #include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -29,6 +35,7 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <iostream>
 #include <map>
 #include <random>
@@ -225,9 +232,66 @@ std::map<std::string, uint64_t> ReadAcknowledged(int fd, std::string read, uint6
   return newest;
 }
 
-// After a kill: every acknowledged version is there, checkpoints only grew.
+// What a check found, passed from the child that ran it to the supervisor
+// one line at a time: "failure TEXT" or "checkpoint NAME VALUE".
+struct Findings {
+  std::vector<std::string> failures;
+  std::map<std::string, uint64_t> checkpoints;
+};
+
+// Runs `check` in a forked child and returns what it found. The child
+// reports a check that could not run (an error, not a failure) by its exit
+// code, with the reason on stderr.
+walbus::Result<Findings> RunIsolated(const std::function<Status(Findings*)>& check) {
+  int fds[2];
+  if (pipe(fds) != 0) return Status::IOError("pipe failed");
+  std::cout.flush();
+  std::cerr.flush();
+  const pid_t pid = fork();
+  if (pid < 0) return Status::IOError("fork failed");
+  if (pid == 0) {
+    close(fds[0]);
+    Findings found;
+    const Status s = check(&found);
+    if (!s.ok()) {
+      std::cerr << "walbus-crash: check: " << s.ToString() << "\n";
+      _exit(2);
+    }
+    for (const std::string& f : found.failures) WriteLine(fds[1], "failure " + f);
+    for (const auto& [name, value] : found.checkpoints)
+      WriteLine(fds[1], "checkpoint " + name + " " + std::to_string(value));
+    _exit(0);
+  }
+  close(fds[1]);
+  std::string out;
+  char buf[65536];
+  ssize_t n;
+  while ((n = ::read(fds[0], buf, sizeof(buf))) > 0) out.append(buf, static_cast<size_t>(n));
+  close(fds[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) return Status::IOError("a check could not run (see above)");
+  Findings found;
+  std::istringstream in(out);
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream fields(line);
+    std::string kind;
+    fields >> kind;
+    if (kind == "failure") {
+      std::getline(fields >> std::ws, line);
+      found.failures.push_back(line);
+    } else if (std::string name; kind == "checkpoint" && fields >> name) {
+      fields >> found.checkpoints[name];
+    }
+  }
+  return found;
+}
+
+// After a kill: every acknowledged version is there, checkpoints only grew
+// (`before` holds each subscriber's checkpoint after the previous round).
 Status CheckAfterKill(const Config& cfg, const std::map<std::string, uint64_t>& acknowledged,
-                      std::map<std::string, uint64_t>* checkpoints, Totals* totals) {
+                      const std::map<std::string, uint64_t>& before, Findings* found) {
   std::unique_ptr<walbus::Bus> bus;
   if (Status s = walbus::Bus::Open(BusOptions(cfg.dir, DurabilityOf(cfg), 2), &bus); !s.ok()) return s;
   walbus::Transaction tx = bus->Begin();
@@ -235,17 +299,17 @@ Status CheckAfterKill(const Config& cfg, const std::map<std::string, uint64_t>& 
     walbus::Result<uint64_t> stored = tx.GetVersion(kStateCf, subject);
     if (!stored.ok()) return stored.status();
     if (*stored < version) {
-      totals->failures.push_back("acknowledged commit lost: " + subject + " version " + std::to_string(version) +
-                                 ", stored " + std::to_string(*stored));
+      found->failures.push_back("acknowledged commit lost: " + subject + " version " + std::to_string(version) +
+                                ", stored " + std::to_string(*stored));
     }
   }
   for (const walbus::SubscriberStats& s : bus->Stats().subscribers) {
-    uint64_t& before = (*checkpoints)[s.name];
-    if (s.checkpoint < before) {
-      totals->failures.push_back("checkpoint of " + s.name + " moved back from " + std::to_string(before) + " to " +
-                                 std::to_string(s.checkpoint));
+    const auto it = before.find(s.name);
+    if (it != before.end() && s.checkpoint < it->second) {
+      found->failures.push_back("checkpoint of " + s.name + " moved back from " + std::to_string(it->second) + " to " +
+                                std::to_string(s.checkpoint));
     }
-    before = s.checkpoint;
+    found->checkpoints[s.name] = s.checkpoint;
   }
   return bus->Close();
 }
@@ -271,11 +335,16 @@ Status RunRound(const Config& cfg, const Round& round, std::map<std::string, uin
   ++totals->rounds;
   totals->acknowledged += count;
   ++(*by_fault_point ? totals->killed_by_fault_point : totals->killed_by_timer);
-  return CheckAfterKill(cfg, acknowledged, checkpoints, totals);
+  walbus::Result<Findings> found =
+      RunIsolated([&](Findings* f) { return CheckAfterKill(cfg, acknowledged, *checkpoints, f); });
+  if (!found.ok()) return found.status();
+  for (auto& f : found->failures) totals->failures.push_back(std::move(f));
+  for (const auto& [name, value] : found->checkpoints) (*checkpoints)[name] = value;
+  return Status::OK();
 }
 
 // Runs every subscriber to the end, then checks the whole history.
-Status FinalCheck(const Config& cfg, Totals* totals) {
+Status CatchUpAndCheck(const Config& cfg, Findings* found) {
   {
     std::unique_ptr<walbus::Bus> bus;
     if (Status s = walbus::Bus::Open(BusOptions(cfg.dir, DurabilityOf(cfg), 2), &bus); !s.ok()) return s;
@@ -291,11 +360,18 @@ Status FinalCheck(const Config& cfg, Totals* totals) {
   walbus::Transaction tx = bus->Begin();
   CheckResult result;
   if (Status s = CheckSubjects(tx, tx, cfg.subscribers, cfg.subjects, &result); !s.ok()) return s;
-  for (auto& f : result.failures) totals->failures.push_back(std::move(f));
+  found->failures = std::move(result.failures);
   if (Status s = bus->Close(); !s.ok()) return s;
   size_t left = 0;
   if (Status s = CountOutbox(cfg.dir, &left); !s.ok()) return s;
-  if (left != 0) totals->failures.push_back(std::to_string(left) + " outbox entries left after catching up");
+  if (left != 0) found->failures.push_back(std::to_string(left) + " outbox entries left after catching up");
+  return Status::OK();
+}
+
+Status FinalCheck(const Config& cfg, Totals* totals) {
+  walbus::Result<Findings> found = RunIsolated([&](Findings* f) { return CatchUpAndCheck(cfg, f); });
+  if (!found.ok()) return found.status();
+  for (auto& f : found->failures) totals->failures.push_back(std::move(f));
   return Status::OK();
 }
 

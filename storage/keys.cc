@@ -47,6 +47,16 @@ bool ParseNumberKey(std::string_view key, uint64_t* n) {
 constexpr uint32_t kIngestDedupTag = 0xFFFFFFFFu;
 constexpr uint32_t kIngestOrderTag = 0xFFFFFFFEu;
 constexpr uint32_t kTimerStateTag = 0xFFFFFFFDu;
+constexpr uint32_t kScheduleKeyVersionTag = 0xFFFFFFFCu;
+constexpr uint32_t kScheduleKeyIdTag = 0xFFFFFFFBu;
+
+std::string TaggedKey(uint32_t tag, std::string_view rest) {
+  std::string k;
+  k.reserve(4 + rest.size());
+  PutBe32(&k, tag);
+  k.append(rest);
+  return k;
+}
 
 std::string IngestKey(uint32_t tag, std::string_view scope, std::string_view rest) {
   std::string k;
@@ -75,13 +85,13 @@ std::string IngestOrderKey(std::string_view scope, std::string_view order_key) {
   return IngestKey(kIngestOrderTag, scope, order_key);
 }
 
-std::string TimerStateKey(const EventId& id) {
-  std::string k;
-  k.reserve(4 + 16);
-  PutBe32(&k, kTimerStateTag);
-  k.append(IdBytes(id));
-  return k;
+std::string TimerStateKey(const EventId& id) { return TaggedKey(kTimerStateTag, IdBytes(id)); }
+
+std::string ScheduleKeyVersionKey(std::string_view schedule_key) {
+  return TaggedKey(kScheduleKeyVersionTag, schedule_key);
 }
+
+std::string ScheduleKeyIdKey(std::string_view schedule_key) { return TaggedKey(kScheduleKeyIdTag, schedule_key); }
 
 uint64_t TimerStateValue(TimerState state, uint64_t ms) {
   assert(ms < (uint64_t{1} << 62));

@@ -77,6 +77,18 @@ uint64_t TimerStateValue(TimerState state, uint64_t ms);
 // False for a value no state encodes (a corrupt record).
 bool ParseTimerStateValue(uint64_t value, TimerState* state, uint64_t* ms);
 
+// versions also hold the keys scheduled events may be given
+// (EventSpec::schedule_key), each under two records:
+// - tag 0xFFFFFFFC + key -> be64 version: every schedule and cancel under
+//   the key asserts it and moves it on, so the committer orders them; it
+//   stays, like a timer's state record.
+// - tag 0xFFFFFFFB + key -> the 16-byte id of the event pending under the
+//   key; the firing, a cancel under the key or a later schedule replaces
+//   or deletes it. An id whose event is no longer pending (it was
+//   cancelled by id) is stale: read as none.
+std::string ScheduleKeyVersionKey(std::string_view schedule_key);
+std::string ScheduleKeyIdKey(std::string_view schedule_key);
+
 // timers: be64(due, timeline ms) + 16-byte event id -> TimerRecord
 // (records.h): the scheduled events not yet fired, in the order they fall
 // due, so "what is due next" is one seek.

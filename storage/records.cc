@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "storage/keys.h"
+#include "walbus/read.h"
 
 namespace walbus::storage {
 namespace {
@@ -172,13 +173,18 @@ std::string EncodeTimer(const TimerRecord& r) {
   PutBe64(&out, r.scheduled_ms);
   PutBe64(&out, r.scheduled_wall_ms);
   PutBytes(&out, r.envelope);
+  if (!r.schedule_key.empty()) PutBytes(&out, r.schedule_key);
   return out;
 }
 
 bool DecodeTimer(std::string_view in, TimerRecord* r) {
   Reader rd(in);
-  return rd.Format() && rd.U64(&r->scheduled_ms) && rd.U64(&r->scheduled_wall_ms) &&
-         rd.Bytes(&r->envelope, kMaxEnvelopeBytes) && rd.AtEnd();
+  if (!rd.Format() || !rd.U64(&r->scheduled_ms) || !rd.U64(&r->scheduled_wall_ms) ||
+      !rd.Bytes(&r->envelope, kMaxEnvelopeBytes)) {
+    return false;
+  }
+  r->schedule_key.clear();
+  return rd.AtEnd() || (rd.Bytes(&r->schedule_key, kMaxKeyBytes) && !r->schedule_key.empty() && rd.AtEnd());
 }
 
 std::string SubscriberSeqKey(uint32_t subscriber_id, uint64_t seq) {

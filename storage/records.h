@@ -141,6 +141,9 @@ struct TimerRecord {
   uint64_t scheduled_ms = 0;       // timeline ms when it was scheduled
   uint64_t scheduled_wall_ms = 0;  // the wall clock then (unix ms), for people
   std::string envelope;            // the event, as in the outbox
+  // EventSpec::schedule_key, or empty. Records written before keys
+  // existed end after the envelope.
+  std::string schedule_key;
 };
 std::string EncodeTimer(const TimerRecord& r);
 bool DecodeTimer(std::string_view in, TimerRecord* r);

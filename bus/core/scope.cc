@@ -14,23 +14,8 @@ namespace walbus {
 namespace {
 
 using internal::Op;
+using internal::ScopeCall;
 using internal::ScopeRep;
-
-// Held by each call of a Transaction or a ReadView made on an application
-// thread, for as long as it uses storage: Close() waits for it, or it gets
-// Closed. A handler's context needs none: Close() lets running handlers
-// finish before it closes storage.
-class ScopeCall {
- public:
-  ScopeCall(internal::ScopeHost* host, bool in_handler) {
-    if (!in_handler) call_.emplace(&host->gate());
-  }
-  explicit ScopeCall(ScopeRep* rep) : ScopeCall(rep->host, rep->parent != nullptr) {}
-  bool admitted() const { return !call_.has_value() || call_->admitted(); }
-
- private:
-  std::optional<internal::CallGate::Call> call_;
-};
 
 // The column family of a read, its key checked. REQUIRES: an admitted call.
 Result<storage::CfHandle*> CfForRead(internal::ScopeHost* host, std::string_view cf, std::string_view key) {
@@ -222,6 +207,9 @@ Result<EventId> WriteScope::Publish(const EventSpec& spec) {
   Status valid = internal::ValidateNewEvent(*event, options.max_payload_bytes);
   if (valid.ok()) valid = rep->host->schemas().Verify(event->type, event->data, &event->schema_version);
   const bool scheduled = spec.deliver_at || spec.deliver_after;
+  if (valid.ok() && !scheduled && !spec.schedule_key.empty()) {
+    valid = Status::InvalidArgument("a schedule key is for a scheduled event (deliver_at or deliver_after)");
+  }
   // One reading of the timeline: the moment it was scheduled, and the
   // base of a deliver_after.
   const internal::Timeline::Reading now = scheduled ? rep->host->timeline().Read() : internal::Timeline::Reading{};
@@ -235,78 +223,16 @@ Result<EventId> WriteScope::Publish(const EventSpec& spec) {
   std::string envelope = internal::EncodeEnvelope(*event);
   if (scheduled) {
     internal::AddSchedule(&rep->writes, rep->host->db(), *event, std::move(envelope), due_ms, now_ms,
-                          UnixMillisOf(event->time));
+                          UnixMillisOf(event->time), spec.schedule_key);
+    if (!spec.schedule_key.empty()) {
+      if (Status s = internal::ScheduleUnderKey(rep, spec.schedule_key, event->id); !s.ok()) return s;
+    }
     return event->id;
   }
   rep->writes.bytes += envelope.size() + 16;
   rep->writes.envelopes.push_back(std::move(envelope));
   rep->writes.events.push_back(std::move(event));
   return rep->writes.events.back()->id;
-}
-
-Status WriteScope::CancelScheduled(const EventId& id) {
-  ScopeRep* rep = rep_.get();
-  if (rep->committed) return ScopeRep::AlreadyCommitted();
-  ScopeCall call(rep);
-  if (!call.admitted()) {
-    rep->Fail(internal::ClosedStatus());
-    return rep->error;
-  }
-  storage::Db* db = rep->host->db();
-  if (internal::DropOwnSchedule(&rep->writes, db, id)) return Status::OK();
-  const std::string state_key = storage::TimerStateKey(id);
-  for (const internal::Expectation& e : rep->writes.expects) {
-    if (e.version_key == state_key) return Status::OK();  // cancelled by this unit already
-  }
-  auto stored = rep->reader.Get(db, db->cf(storage::Cf::kVersions), state_key, nullptr);
-  Status s = stored.status();
-  if (s.ok() && !stored->has_value()) s = Status::NotFound("no event " + id.ToString() + " was scheduled");
-  if (s.ok() && (*stored)->size() != 8) s = Status::Corruption("state record of " + internal::DescribeTimer(id));
-  if (!s.ok()) {
-    rep->Fail(s);
-    return s;
-  }
-  const uint64_t value = storage::GetBe64(**stored);
-  storage::TimerState state{};
-  uint64_t ms = 0;
-  if (!storage::ParseTimerStateValue(value, &state, &ms) || state != storage::TimerState::kPending) {
-    // It fired or was cancelled as of the snapshot, and states only move
-    // forward: the commit could only refuse it.
-    s = internal::TimerStateConflict(internal::DescribeTimer(id), value);
-    rep->Fail(s);
-    return s;
-  }
-  internal::AddCancel(&rep->writes, db, id, value, rep->host->timeline().NowMs());
-  return Status::OK();
-}
-
-Result<ScheduledStatus> WriteScope::GetScheduled(const EventId& id) {
-  ScopeRep* rep = rep_.get();
-  ScopeCall call(rep);
-  if (!call.admitted()) return internal::ClosedStatus();
-  internal::Timeline& timeline = rep->host->timeline();
-  const std::string state_key = storage::TimerStateKey(id);
-  std::optional<uint64_t> value;
-  for (const internal::Expectation& e : rep->writes.expects) {
-    if (e.version_key == state_key) value = e.Next();  // this unit's own cancel
-  }
-  if (!value) {
-    // This unit's own schedule (a put of the state) laid over the snapshot.
-    storage::Db* db = rep->host->db();
-    auto stored = rep->reader.Get(db, db->cf(storage::Cf::kVersions), state_key, &rep->writes);
-    if (!stored.ok()) return stored.status();
-    if (!stored->has_value()) return ScheduledStatus{};
-    if ((*stored)->size() != 8) return Status::Corruption("state record of " + internal::DescribeTimer(id));
-    value = storage::GetBe64(**stored);
-  }
-  storage::TimerState state{};
-  uint64_t ms = 0;
-  if (!storage::ParseTimerStateValue(*value, &state, &ms)) {
-    return Status::Corruption("state record of " + internal::DescribeTimer(id));
-  }
-  constexpr ScheduledStatus::State kStates[] = {ScheduledStatus::State::kUnknown, ScheduledStatus::State::kPending,
-                                                ScheduledStatus::State::kFired, ScheduledStatus::State::kCancelled};
-  return ScheduledStatus{kStates[static_cast<uint8_t>(state)], timeline.ToWall(ms)};
 }
 
 Transaction::Transaction(Transaction&&) noexcept = default;

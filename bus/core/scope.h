@@ -5,9 +5,11 @@
 #define WALBUS_BUS_CORE_SCOPE_H_
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "bus/core/call_gate.h"
@@ -62,6 +64,11 @@ struct ScopeRep {
   uint32_t attempt = 0;
   std::optional<HandlerContext::ReplayRun> replay;  // run by a replay
 
+  // The schedule keys this unit scheduled or cancelled under (its
+  // expectation on the key's version is among writes.expects): the event
+  // it scheduled last under each, or nullopt once it cancelled.
+  std::map<std::string, std::optional<EventId>, std::less<>> schedule_keys;
+
   void Fail(Status s) {
     if (error.ok()) error = std::move(s);
   }
@@ -71,6 +78,28 @@ struct ScopeRep {
   // id handed out for an event that is never written.
   static Status AlreadyCommitted() { return Status::InvalidArgument("transaction already committed"); }
 };
+
+// Held by each call of a Transaction or a ReadView made on an application
+// thread, for as long as it uses storage: Close() waits for it, or it gets
+// Closed. A handler's context needs none: Close() lets running handlers
+// finish before it closes storage.
+class ScopeCall {
+ public:
+  ScopeCall(ScopeHost* host, bool in_handler) {
+    if (!in_handler) call_.emplace(&host->gate());
+  }
+  explicit ScopeCall(ScopeRep* rep) : ScopeCall(rep->host, rep->parent != nullptr) {}
+  bool admitted() const { return !call_.has_value() || call_->admitted(); }
+
+ private:
+  std::optional<CallGate::Call> call_;
+};
+
+// Makes `event` (scheduled by this unit: EventSpec::schedule_key) the one
+// pending under `key`, cancelling the one pending under it before, in the
+// same commit. Fails the unit on a storage error. REQUIRES: an admitted
+// call; `key` checked.
+Status ScheduleUnderKey(ScopeRep* rep, std::string_view key, const EventId& event);
 
 // A ReadView as the public wrapper holds it: the bus's calls pass its gate,
 // and the snapshot is taken when the view is made (none after Close).

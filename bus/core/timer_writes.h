@@ -26,12 +26,15 @@ std::string DescribeTimer(const EventId& id);
 Status TimerStateConflict(const std::string& description, uint64_t found);
 
 // Schedules `event` (encoded as `envelope`) to fall due at `due_ms`.
-// now_ms, wall_ms: the timeline and the wall clock now.
+// now_ms, wall_ms: the timeline and the wall clock now. `schedule_key`
+// (or empty) goes with the record, for the firing to release it; making
+// the key name the event is the caller's (bus/core/scope_timers.cc).
 void AddSchedule(WriteSet* writes, storage::Db* db, const Event& event, std::string envelope, uint64_t due_ms,
-                 uint64_t now_ms, uint64_t wall_ms);
-// Moves the pending event into the outbox. REQUIRES: event->seq == 0.
+                 uint64_t now_ms, uint64_t wall_ms, std::string schedule_key);
+// Moves the pending event into the outbox and releases the key it was
+// scheduled under (`schedule_key`, or empty). REQUIRES: event->seq == 0.
 void AddFire(WriteSet* writes, storage::Db* db, std::shared_ptr<Event> event, std::string envelope, uint64_t due_ms,
-             uint64_t now_ms);
+             uint64_t now_ms, const std::string& schedule_key);
 // Cancels the pending event whose state value is `pending` (a
 // TimerStateValue of kPending).
 void AddCancel(WriteSet* writes, storage::Db* db, const EventId& id, uint64_t pending, uint64_t now_ms);

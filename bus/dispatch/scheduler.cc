@@ -127,7 +127,7 @@ bool Scheduler::BuildFire(std::string_view key, std::string_view value, uint64_t
   if (s.ok()) s = DecodeEnvelope(record.envelope, max_payload_bytes_, event.get());
   if (s.ok() && event->id != id) s = Status::Corruption("the timer's event has another id");
   if (s.ok()) {
-    AddFire(writes, db_, std::move(event), std::move(record.envelope), due_ms, now_ms);
+    AddFire(writes, db_, std::move(event), std::move(record.envelope), due_ms, now_ms, record.schedule_key);
     return true;
   }
   // Never fired, never lost: the bytes go to the quarantine for an

@@ -86,6 +86,13 @@ struct EventSpec {
   // The same, this much elapsed time after Publish: it keeps to elapsed
   // time even when the wall clock steps back meanwhile. Not negative.
   std::optional<std::chrono::milliseconds> deliver_after;
+  // A scheduled event only: 1..kMaxKeyBytes bytes of the application's
+  // choosing ("order-42/escalate") that name the event while it is
+  // pending. Scheduling under a key cancels the event pending under it in
+  // the same commit, so at most one is pending per key, and
+  // WriteScope::CancelScheduledByKey and ScheduledByKey find it without
+  // its id. Empty: none.
+  std::string schedule_key;
 };
 
 // Where a scheduled event stands (WriteScope::GetScheduled).

@@ -109,6 +109,19 @@ class WALBUS_EXPORT WriteScope {
   // its commit on a timer that fired reads this before CancelScheduled.
   Result<ScheduledStatus> GetScheduled(const EventId& id);
 
+  // Cancels the event pending under `key` (EventSpec::schedule_key)
+  // atomically with the rest of the unit; when none is pending as the
+  // unit sees it, nothing is cancelled and the call is OK. Every schedule
+  // and cancel under a key asserts the key as ExpectVersion does: the
+  // commit returns Conflict (and writes nothing) when another unit
+  // scheduled or cancelled under it, or its event fired, after this
+  // unit first used the key. InvalidArgument for an empty key or one
+  // longer than kMaxKeyBytes.
+  Status CancelScheduledByKey(std::string_view key);
+  // The event pending under `key`, as this unit sees it (its own
+  // schedules and cancels laid over its snapshot), or nullopt.
+  Result<std::optional<EventId>> ScheduledByKey(std::string_view key);
+
  protected:
   // Made by the bus as a Transaction or a HandlerContext, and moved or
   // destroyed only as one of those.

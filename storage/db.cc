@@ -47,8 +47,9 @@ struct WriteCounters {
 namespace {
 
 constexpr const char* kCfNames[] = {
-    "walbus.meta",         "walbus.outbox",     "walbus.inbox",   "walbus.checkpoints", "walbus.retries",
-    "walbus.dead_letters", "walbus.quarantine", "walbus.replays", "walbus.versions",    "walbus.timers",
+    "walbus.meta",     "walbus.outbox",       "walbus.inbox",      "walbus.checkpoints",
+    "walbus.retries",  "walbus.dead_letters", "walbus.quarantine", "walbus.replays",
+    "walbus.versions", "walbus.timers",       "walbus.processes",
 };
 // Those every walbus database has had since its creation.
 constexpr size_t kOriginalCfCount = static_cast<size_t>(kFirstAddedCf);

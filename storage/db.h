@@ -96,6 +96,7 @@ enum class Cf : uint8_t {
   // until a primary opens it (and creates it empty); a secondary then sees
   // a null handle.
   kTimers,
+  kProcesses,
   kCount,
 };
 // The first of the column families a database may lack (see kTimers).

@@ -91,6 +91,16 @@ std::string ScheduleKeyVersionKey(std::string_view schedule_key) {
   return TaggedKey(kScheduleKeyVersionTag, schedule_key);
 }
 
+std::string ProcessKeyPrefix(std::string_view process) {
+  std::string k(process);
+  k.push_back('\0');
+  return k;
+}
+
+std::string ProcessKey(std::string_view process, std::string_view instance_key) {
+  return ProcessKeyPrefix(process).append(instance_key);
+}
+
 std::string ScheduleKeyIdKey(std::string_view schedule_key) { return TaggedKey(kScheduleKeyIdTag, schedule_key); }
 
 uint64_t TimerStateValue(TimerState state, uint64_t ms) {

@@ -95,6 +95,13 @@ std::string ScheduleKeyIdKey(std::string_view schedule_key);
 std::string TimerKey(uint64_t due_ms, const EventId& id);
 bool ParseTimerKey(std::string_view key, uint64_t* due_ms, EventId* id);
 
+// processes: the process's name + '\0' + the instance key ->
+// ProcessRecord (records.h). Names hold no '\0', so one process's
+// instances are one prefix, in key order.
+std::string ProcessKey(std::string_view process, std::string_view instance_key);
+// The prefix every instance key of `process` starts with.
+std::string ProcessKeyPrefix(std::string_view process);
+
 // replays: be64(action id) -> the record of one operator action: a
 // ReplayRecord, or a dead-letter action's JSON. Ids count up from 1 in the
 // order the actions were taken; kActionKeyPrefix (records.h) starts them.
@@ -122,6 +129,13 @@ enum class CheckpointField : uint8_t {
   kStoppedAt = 't',
   kRegistration = 'g',  // RegistrationRecord (storage/records.h)
   kPausedOn = 'u',      // PauseRecord: present while paused
+  // A process's subscriber (bus/process/): its instances started and
+  // completed, events that found no instance, stale timeouts. uint64
+  // counters, merged, each committed with the step it counts.
+  kProcessStarted = 'A',
+  kProcessCompleted = 'C',
+  kProcessUnmatched = 'U',
+  kProcessStaleTimeouts = 'T',
   // Under subscriber id 0 (no subscriber has it): quarantine counters.
   kQuarantined = 'q',        // uint64 counter, merged.
   kQuarantineEvicted = 'e',  // uint64 counter, merged.

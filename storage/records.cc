@@ -187,6 +187,72 @@ bool DecodeTimer(std::string_view in, TimerRecord* r) {
   return rd.AtEnd() || (rd.Bytes(&r->schedule_key, kMaxKeyBytes) && !r->schedule_key.empty() && rd.AtEnd());
 }
 
+namespace {
+
+void PutId(std::string* out, const EventId& id) { out->append(IdBytes(id)); }
+
+bool ReadId(Reader* rd, EventId* id) {
+  for (uint8_t& b : id->bytes) {
+    char c = 0;
+    if (!rd->U8(&c)) return false;
+    b = static_cast<uint8_t>(c);
+  }
+  return true;
+}
+
+// Bounds on what a decoded record may claim, so a corrupt count cannot
+// make a decoder reserve or loop without end.
+constexpr size_t kMaxProcessTimeouts = 1024;
+constexpr size_t kMaxTypeBytes = 256;
+
+}  // namespace
+
+std::string EncodeProcess(const ProcessRecord& r) {
+  std::string out(1, kFormat);
+  PutBe32(&out, r.definition_version);
+  PutBe32(&out, r.state_version);
+  PutBe64(&out, r.started_wall_ms);
+  PutBe64(&out, r.updated_wall_ms);
+  PutBe64(&out, r.events_handled);
+  PutBytes(&out, r.state);
+  PutBe32(&out, static_cast<uint32_t>(r.timeouts.size()));
+  for (const ProcessTimeoutRecord& t : r.timeouts) {
+    PutBytes(&out, t.name);
+    PutId(&out, t.id);
+    PutBe64(&out, t.due_wall_ms);
+  }
+  PutBe32(&out, static_cast<uint32_t>(r.last_handled.size()));
+  for (const ProcessHandledRecord& h : r.last_handled) {
+    PutId(&out, h.id);
+    PutBe64(&out, h.seq);
+    PutBytes(&out, h.type);
+    PutBe64(&out, h.handled_wall_ms);
+  }
+  return out;
+}
+
+bool DecodeProcess(std::string_view in, ProcessRecord* r) {
+  Reader rd(in);
+  uint32_t timeouts = 0, handled = 0;
+  if (!rd.Format() || !rd.U32(&r->definition_version) || !rd.U32(&r->state_version) || !rd.U64(&r->started_wall_ms) ||
+      !rd.U64(&r->updated_wall_ms) || !rd.U64(&r->events_handled) || !rd.Bytes(&r->state, kMaxProcessStateBytes) ||
+      !rd.U32(&timeouts) || timeouts > kMaxProcessTimeouts) {
+    return false;
+  }
+  r->timeouts.assign(timeouts, {});
+  for (ProcessTimeoutRecord& t : r->timeouts) {
+    if (!rd.Bytes(&t.name, kMaxKeyBytes) || !ReadId(&rd, &t.id) || !rd.U64(&t.due_wall_ms)) return false;
+  }
+  if (!rd.U32(&handled) || handled > kProcessHandledKept) return false;
+  r->last_handled.assign(handled, {});
+  for (ProcessHandledRecord& h : r->last_handled) {
+    if (!ReadId(&rd, &h.id) || !rd.U64(&h.seq) || !rd.Bytes(&h.type, kMaxTypeBytes) || !rd.U64(&h.handled_wall_ms)) {
+      return false;
+    }
+  }
+  return rd.AtEnd();
+}
+
 std::string SubscriberSeqKey(uint32_t subscriber_id, uint64_t seq) {
   std::string k;
   k.reserve(12);

@@ -12,6 +12,8 @@
 #include <string_view>
 #include <vector>
 
+#include "walbus/event.h"
+
 namespace walbus::storage {
 
 // retries: be32(subscriber id) + be64(seq) -> RetryRecord. Written when a
@@ -147,6 +149,35 @@ struct TimerRecord {
 };
 std::string EncodeTimer(const TimerRecord& r);
 bool DecodeTimer(std::string_view in, TimerRecord* r);
+
+// processes: ProcessKey (keys.h) -> ProcessRecord: one running instance of
+// a process manager (bus/process/). A completed instance has none.
+struct ProcessTimeoutRecord {
+  std::string name;  // the timeout's name, unique in its instance
+  EventId id;        // the scheduled event that delivers it
+  uint64_t due_wall_ms = 0;
+};
+// One of the last events an instance handled.
+struct ProcessHandledRecord {
+  EventId id;
+  uint64_t seq = 0;
+  std::string type;
+  uint64_t handled_wall_ms = 0;
+};
+inline constexpr size_t kProcessHandledKept = 8;
+inline constexpr size_t kMaxProcessStateBytes = 1u << 20;
+struct ProcessRecord {
+  uint32_t definition_version = 0;  // the definition it started under
+  uint32_t state_version = 0;       // its state's schema version; 0 without one
+  uint64_t started_wall_ms = 0;
+  uint64_t updated_wall_ms = 0;
+  uint64_t events_handled = 0;
+  std::string state;  // at most kMaxProcessStateBytes
+  std::vector<ProcessTimeoutRecord> timeouts;
+  std::vector<ProcessHandledRecord> last_handled;  // oldest first, at most kProcessHandledKept
+};
+std::string EncodeProcess(const ProcessRecord& r);
+bool DecodeProcess(std::string_view in, ProcessRecord* r);
 
 // Keys: be32(subscriber id) + be64(seq) for retries and dead letters.
 std::string SubscriberSeqKey(uint32_t subscriber_id, uint64_t seq);

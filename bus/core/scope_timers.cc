@@ -95,10 +95,13 @@ Result<std::optional<EventId>*> KeyEntry(ScopeRep* rep, std::string_view key) {
   return &it->second;
 }
 
-Status CheckScheduleKey(std::string_view key) {
+Status CheckScheduleKey(const ScopeRep* rep, std::string_view key) {
   if (key.empty()) return Status::InvalidArgument("a schedule key is empty");
   if (key.size() > kMaxKeyBytes) {
     return Status::InvalidArgument("a schedule key is longer than " + std::to_string(kMaxKeyBytes) + " bytes");
+  }
+  if (key.front() == '\0' && !rep->reserved_schedule_keys) {
+    return Status::InvalidArgument("schedule keys starting with a NUL byte are reserved to walbus");
   }
   return Status::OK();
 }
@@ -108,7 +111,7 @@ Status CheckScheduleKey(std::string_view key) {
 namespace internal {
 
 Status ScheduleUnderKey(ScopeRep* rep, std::string_view key, const EventId& event) {
-  Status s = CheckScheduleKey(key);
+  Status s = CheckScheduleKey(rep, key);
   auto entry = s.ok() ? KeyEntry(rep, key) : Result<std::optional<EventId>*>(s);
   if (!entry.ok()) {
     rep->Fail(entry.status());
@@ -189,7 +192,7 @@ Status WriteScope::CancelScheduledByKey(std::string_view key) {
   ScopeRep* rep = rep_.get();
   if (rep->committed) return ScopeRep::AlreadyCommitted();
   ScopeCall call(rep);
-  Status s = call.admitted() ? CheckScheduleKey(key) : internal::ClosedStatus();
+  Status s = call.admitted() ? CheckScheduleKey(rep, key) : internal::ClosedStatus();
   auto entry = s.ok() ? KeyEntry(rep, key) : Result<std::optional<EventId>*>(s);
   if (!entry.ok()) {
     rep->Fail(entry.status());
@@ -206,7 +209,7 @@ Result<std::optional<EventId>> WriteScope::ScheduledByKey(std::string_view key) 
   ScopeRep* rep = rep_.get();
   ScopeCall call(rep);
   if (!call.admitted()) return internal::ClosedStatus();
-  if (Status s = CheckScheduleKey(key); !s.ok()) return s;
+  if (Status s = CheckScheduleKey(rep, key); !s.ok()) return s;
   if (auto own = rep->schedule_keys.find(key); own != rep->schedule_keys.end()) return own->second;
   uint64_t version = 0;
   return PendingUnderKey(rep, key, &version);

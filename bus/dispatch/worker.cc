@@ -401,6 +401,7 @@ Dispatcher::Run& Dispatcher::NewRun(WorkItem& item, std::deque<Run>* runs) {
   rep->writes.ops.reserve(4);  // a handler's write or two, the inbox record, a counter
   rep->parent = item.event.get();
   rep->subscriber_name = item.sub->name;
+  rep->subscriber_id = item.sub->id;
   rep->attempt = item.attempt;
   if (item.replaying) {
     rep->replay = HandlerContext::ReplayRun{item.replay_id,

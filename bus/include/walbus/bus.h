@@ -35,7 +35,8 @@
 // walbus/ingest.h, walbus/operations.h (dead letters, replay),
 // walbus/contracts.h (event schemas),
 // walbus/options.h, walbus/event.h, walbus/status.h, walbus/metrics.h,
-// walbus/logger.h. This header includes them all.
+// walbus/logger.h. This header includes them all. Process managers, built
+// on subscribers, are in walbus/process.h.
 #ifndef WALBUS_BUS_H_
 #define WALBUS_BUS_H_
 

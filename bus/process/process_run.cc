@@ -1,0 +1,190 @@
+#include "bus/process/process_run.h"
+
+#include <algorithm>
+#include <cassert>
+
+#include "bus/core/payload_contract.h"
+#include "bus/core/schema_registry.h"
+#include "storage/keys.h"
+
+namespace walbus::internal {
+namespace {
+
+constexpr size_t kMaxTimeoutNameBytes = 200;
+
+std::chrono::system_clock::time_point WallOf(uint64_t unix_ms) {
+  return std::chrono::system_clock::time_point(std::chrono::milliseconds(unix_ms));
+}
+
+uint64_t UnixMsOf(std::chrono::system_clock::time_point t) {
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count();
+  return ms < 0 ? 0 : static_cast<uint64_t>(ms);
+}
+
+Status CheckTimeoutName(std::string_view name) {
+  if (name.empty() || name.size() > kMaxTimeoutNameBytes) {
+    return Status::InvalidArgument("a timeout name is 1.." + std::to_string(kMaxTimeoutNameBytes) + " bytes");
+  }
+  if (name.find('\0') != std::string_view::npos) return Status::InvalidArgument("a timeout name holds a NUL byte");
+  return Status::OK();
+}
+
+}  // namespace
+
+std::string ProcessTimeoutType(std::string_view process) {
+  return "walbus.process-timeout." + std::string(process) + ".v1";
+}
+
+std::string EncodeTimeoutPayload(std::string_view name, std::string_view data) {
+  std::string out;
+  storage::PutBe32(&out, static_cast<uint32_t>(name.size()));
+  out.append(name).append(data);
+  return out;
+}
+
+bool DecodeTimeoutPayload(std::string_view payload, std::string* name, std::string* data) {
+  if (payload.size() < 4) return false;
+  const uint32_t n = storage::GetBe32(payload);
+  if (n == 0 || n > kMaxTimeoutNameBytes || n > payload.size() - 4) return false;
+  name->assign(payload.substr(4, n));
+  data->assign(payload.substr(4 + n));
+  return true;
+}
+
+Result<bool> ProcessRun::Load(bool serialize) {
+  storage::Db* db = rep->host->db();
+  storage::CfHandle* cf = db->cf(storage::Cf::kProcesses);
+  record_key = storage::ProcessKey(shape.name, key);
+  if (serialize) {
+    auto version = rep->reader.Version(db, cf, "walbus.processes", record_key);
+    if (!version.ok()) return version.status();
+    rep->writes.expects.push_back(Expectation{storage::VersionKey(storage::Db::CfId(cf), record_key), *version,
+                                              "instance " + key + " of process " + shape.name});
+  }
+  auto stored = rep->reader.Get(db, cf, record_key, &rep->writes);
+  if (!stored.ok()) return stored.status();
+  if (!stored->has_value()) return false;
+  if (!storage::DecodeProcess(**stored, &record)) {
+    return Status::Corruption("the record of instance " + key + " of process " + shape.name + " is malformed");
+  }
+  RefreshTimeouts();
+  return true;
+}
+
+void ProcessRun::Start(uint64_t now_wall_ms) {
+  is_new = true;
+  record = storage::ProcessRecord{};
+  record.definition_version = shape.version;
+  record.started_wall_ms = now_wall_ms;
+  RefreshTimeouts();
+}
+
+bool ProcessRun::TakeFiredTimeout(const std::string& name, const EventId& id) {
+  auto it = std::find_if(record.timeouts.begin(), record.timeouts.end(),
+                         [&](const storage::ProcessTimeoutRecord& t) { return t.name == name && t.id == id; });
+  if (it == record.timeouts.end()) return false;
+  record.timeouts.erase(it);
+  RefreshTimeouts();
+  return true;
+}
+
+Status ProcessRun::UpgradeState(const StateUpgrade& upgrade) {
+  if (shape.state_type.empty() || !upgrade || record.state.empty()) return Status::OK();
+  auto contract = rep->host->schemas().Contract(shape.state_type);
+  if (contract == nullptr || record.state_version >= contract->version()) return Status::OK();
+  Result<std::string> upgraded = upgrade(record.state_version, record.state);
+  if (!upgraded.ok()) return upgraded.status();
+  uint32_t version = 0;
+  if (Status s = rep->host->schemas().Verify(shape.state_type, *upgraded, &version); !s.ok()) {
+    return Status::InvalidArgument("the upgraded state of instance " + key + " does not verify: " + s.message());
+  }
+  record.state = std::move(*upgraded);
+  record.state_version = version;
+  return Status::OK();
+}
+
+Status ProcessRun::SetTimeout(std::string_view name, const EventSpec& delivery, std::string data) {
+  if (Status s = CheckTimeoutName(name); !s.ok()) {
+    rep->Fail(s);
+    return s;
+  }
+  EventSpec spec = delivery;
+  spec.type = shape.timeout_type;
+  spec.subject = key;
+  spec.data = EncodeTimeoutPayload(name, data);
+  spec.content_type = "application/vnd.walbus.process-timeout";
+  spec.schedule_key = TimeoutKey(name);
+  Result<EventId> id = [&] {
+    ReservedKeys reserved(rep);
+    return ctx.Publish(spec);
+  }();
+  if (!id.ok()) return id.status();
+  auto due = ctx.GetScheduled(*id);
+  if (!due.ok()) return due.status();
+  std::erase_if(record.timeouts, [&](const storage::ProcessTimeoutRecord& t) { return t.name == name; });
+  record.timeouts.push_back(storage::ProcessTimeoutRecord{std::string(name), *id, UnixMsOf(due->at)});
+  RefreshTimeouts();
+  return Status::OK();
+}
+
+Status ProcessRun::CancelTimeout(std::string_view name) {
+  if (Status s = CheckTimeoutName(name); !s.ok()) {
+    rep->Fail(s);
+    return s;
+  }
+  const bool set =
+      std::erase_if(record.timeouts, [&](const storage::ProcessTimeoutRecord& t) { return t.name == name; }) > 0;
+  if (!set) return Status::OK();
+  RefreshTimeouts();
+  ReservedKeys reserved(rep);
+  return ctx.CancelScheduledByKey(TimeoutKey(name));
+}
+
+std::string ProcessRun::TimeoutKey(std::string_view name) const {
+  std::string k(1, '\0');
+  k.append("process").push_back('\0');
+  k.append(shape.name).push_back('\0');
+  k.append(key).push_back('\0');
+  k.append(name);
+  return k;
+}
+
+void ProcessRun::RefreshTimeouts() {
+  timeouts.clear();
+  for (const storage::ProcessTimeoutRecord& t : record.timeouts) {
+    timeouts.push_back(ProcessTimeout{t.name, t.id, WallOf(t.due_wall_ms)});
+  }
+}
+
+void ProcessRun::Count(storage::CheckpointField field) {
+  assert(rep->subscriber_id != 0);
+  storage::Db* db = rep->host->db();
+  rep->writes.AddOp(Op{Op::Kind::kAddCounter,
+                       db->cf(storage::Cf::kCheckpoints),
+                       storage::CheckpointKey(rep->subscriber_id, field),
+                       {},
+                       1});
+}
+
+Status ProcessRun::Finish(const Event& event, uint64_t now_wall_ms) {
+  storage::CfHandle* cf = rep->host->db()->cf(storage::Cf::kProcesses);
+  if (is_new) Count(storage::CheckpointField::kProcessStarted);
+  if (completed) {
+    Count(storage::CheckpointField::kProcessCompleted);
+    ReservedKeys reserved(rep);
+    for (const storage::ProcessTimeoutRecord& t : record.timeouts) {
+      if (Status s = ctx.CancelScheduledByKey(TimeoutKey(t.name)); !s.ok()) return s;
+    }
+    rep->writes.Delete(cf, record_key);
+    return Status::OK();
+  }
+  record.updated_wall_ms = now_wall_ms;
+  ++record.events_handled;
+  if (record.last_handled.size() == storage::kProcessHandledKept)
+    record.last_handled.erase(record.last_handled.begin());
+  record.last_handled.push_back(storage::ProcessHandledRecord{event.id, event.seq, event.type, now_wall_ms});
+  rep->writes.Put(cf, record_key, storage::EncodeProcess(record));
+  return Status::OK();
+}
+
+}  // namespace walbus::internal

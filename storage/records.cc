@@ -215,6 +215,7 @@ std::string EncodeProcess(const ProcessRecord& r) {
   PutBe64(&out, r.updated_wall_ms);
   PutBe64(&out, r.events_handled);
   PutBytes(&out, r.state);
+  PutBytes(&out, r.state_type);
   PutBe32(&out, static_cast<uint32_t>(r.timeouts.size()));
   for (const ProcessTimeoutRecord& t : r.timeouts) {
     PutBytes(&out, t.name);
@@ -236,7 +237,7 @@ bool DecodeProcess(std::string_view in, ProcessRecord* r) {
   uint32_t timeouts = 0, handled = 0;
   if (!rd.Format() || !rd.U32(&r->definition_version) || !rd.U32(&r->state_version) || !rd.U64(&r->started_wall_ms) ||
       !rd.U64(&r->updated_wall_ms) || !rd.U64(&r->events_handled) || !rd.Bytes(&r->state, kMaxProcessStateBytes) ||
-      !rd.U32(&timeouts) || timeouts > kMaxProcessTimeouts) {
+      !rd.Bytes(&r->state_type, kMaxTypeBytes) || !rd.U32(&timeouts) || timeouts > kMaxProcessTimeouts) {
     return false;
   }
   r->timeouts.assign(timeouts, {});

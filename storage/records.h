@@ -169,6 +169,7 @@ inline constexpr size_t kMaxProcessStateBytes = 1u << 20;
 struct ProcessRecord {
   uint32_t definition_version = 0;  // the definition it started under
   uint32_t state_version = 0;       // its state's schema version; 0 without one
+  std::string state_type;           // the type whose contract the state verified against; empty: none
   uint64_t started_wall_ms = 0;
   uint64_t updated_wall_ms = 0;
   uint64_t events_handled = 0;

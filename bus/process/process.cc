@@ -218,6 +218,7 @@ Status ProcessContext::SetState(std::string state) {
   }
   run_->record.state = std::move(state);
   run_->record.state_version = version;
+  run_->record.state_type = run_->shape.state_type;
   return Status::OK();
 }
 

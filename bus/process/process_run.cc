@@ -100,6 +100,7 @@ Status ProcessRun::UpgradeState(const StateUpgrade& upgrade) {
   }
   record.state = std::move(*upgraded);
   record.state_version = version;
+  record.state_type = shape.state_type;
   return Status::OK();
 }
 

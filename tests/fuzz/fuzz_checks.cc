@@ -2,6 +2,7 @@
 
 #include "bridge/cloudevents.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cstdio>
 #include <cstdlib>
@@ -351,6 +352,25 @@ bool Same(const storage::ReplayRecord& a, const storage::ReplayRecord& b) {
          a.error == b.error && a.cancelled_by == b.cancelled_by && a.cancel_reason == b.cancel_reason;
 }
 
+bool Same(const storage::TimerRecord& a, const storage::TimerRecord& b) {
+  return a.scheduled_ms == b.scheduled_ms && a.scheduled_wall_ms == b.scheduled_wall_ms && a.envelope == b.envelope &&
+         a.schedule_key == b.schedule_key;
+}
+bool Same(const storage::ProcessRecord& a, const storage::ProcessRecord& b) {
+  const auto same_timeout = [](const storage::ProcessTimeoutRecord& x, const storage::ProcessTimeoutRecord& y) {
+    return x.name == y.name && x.id == y.id && x.due_wall_ms == y.due_wall_ms;
+  };
+  const auto same_handled = [](const storage::ProcessHandledRecord& x, const storage::ProcessHandledRecord& y) {
+    return x.id == y.id && x.seq == y.seq && x.type == y.type && x.handled_wall_ms == y.handled_wall_ms;
+  };
+  return a.definition_version == b.definition_version && a.state_version == b.state_version &&
+         a.state_type == b.state_type && a.started_wall_ms == b.started_wall_ms &&
+         a.updated_wall_ms == b.updated_wall_ms && a.events_handled == b.events_handled && a.state == b.state &&
+         std::equal(a.timeouts.begin(), a.timeouts.end(), b.timeouts.begin(), b.timeouts.end(), same_timeout) &&
+         std::equal(a.last_handled.begin(), a.last_handled.end(), b.last_handled.begin(), b.last_handled.end(),
+                    same_handled);
+}
+
 // A record the decoder accepted re-encodes to the very same bytes (the
 // format has one encoding per record) and decodes again to an equal record.
 template <typename Record, typename Encode, typename Decode>
@@ -457,6 +477,22 @@ bool CheckRecordBytes(std::string_view bytes, std::string* why) {
       if (id.size() != 16) return Fail(why, "DecodeReplay: an event id not of 16 bytes");
     }
     if (!CheckRecordRoundTrip("replay", bytes, replay, storage::EncodeReplay, storage::DecodeReplay, why)) return false;
+  }
+
+  // A scheduled event's timer, and a process instance, as the scheduler,
+  // the process steps and `walbus scheduled|process` read them.
+  storage::TimerRecord timer;
+  if (storage::DecodeTimer(bytes, &timer) &&
+      !CheckRecordRoundTrip("timer", bytes, timer, storage::EncodeTimer, storage::DecodeTimer, why)) {
+    return false;
+  }
+  storage::ProcessRecord process;
+  if (storage::DecodeProcess(bytes, &process)) {
+    if (process.last_handled.size() > storage::kProcessHandledKept)
+      return Fail(why, "DecodeProcess: history above its cap");
+    if (!CheckRecordRoundTrip("process", bytes, process, storage::EncodeProcess, storage::DecodeProcess, why)) {
+      return false;
+    }
   }
 
   // As `walbus dlq` reads a dead letter: the record, then its envelope.

@@ -20,6 +20,8 @@ void AddDeadLetterCommands(CLI::App* app, Runners* runners);
 void AddQuarantineCommands(CLI::App* app, Runners* runners);
 // scheduled ls|show|cancel (scheduled_commands.cc).
 void AddScheduledCommands(CLI::App* app, Runners* runners);
+// process ls|show (process_commands.cc).
+void AddProcessCommands(CLI::App* app, Runners* runners);
 // replay: start, --status, --cancel (replay_command.cc).
 void AddReplayCommand(CLI::App* app, Runners* runners);
 // get, scan: the application's column families (state_commands.cc).

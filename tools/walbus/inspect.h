@@ -132,6 +132,27 @@ std::string QuarantineTable(const std::vector<QuarantineEntry>& entries);
 std::string QuarantineText(const QuarantineEntry& entry);
 std::string QuarantineJson(const QuarantineEntry& entry);
 
+// ---- process instances (inspect_process.cc) ----
+
+// One running instance of a process (walbus/process.h), as stored.
+struct ProcessEntry {
+  std::string key;
+  bool ok = false;  // false: `error` says why the record cannot be read
+  std::string error;
+  storage::ProcessRecord record;
+  PayloadReading state;  // the state as its type's schema reads it, if it does
+};
+// The running instances of process `name` in key order, at most `limit`.
+Status ListProcesses(const std::string& dir, const std::string& name, std::vector<ProcessEntry>* out, size_t limit);
+// The instance of `name` under `key`; *found is false when none runs.
+Status FindProcess(const std::string& dir, const std::string& name, const std::string& key, ProcessEntry* out,
+                   bool* found);
+// A header and one row per instance: key, started, updated, events, next
+// timeout; every field of one; one JSON object.
+std::string ProcessTable(const std::vector<ProcessEntry>& entries);
+std::string ProcessText(const ProcessEntry& entry);
+std::string ProcessJson(const ProcessEntry& entry);
+
 // ---- scheduled events (inspect_scheduled.cc) ----
 
 // One scheduled event: its state record, and while pending its timer.

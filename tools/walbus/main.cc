@@ -69,6 +69,7 @@ int main(int argc, char** argv) {
   tools::AddDeadLetterCommands(&app, &runners);
   tools::AddQuarantineCommands(&app, &runners);
   tools::AddScheduledCommands(&app, &runners);
+  tools::AddProcessCommands(&app, &runners);
   tools::AddEventCommands(&app, &runners);
   tools::AddStateCommands(&app, &runners);
   tools::AddSchemaCommand(&app, &runners);

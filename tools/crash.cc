@@ -15,6 +15,11 @@
 //
 //   walbus-crash --rounds 20 --seed 7
 //
+// With --workload process the child runs tools/process_workload.h instead:
+// process instances opened, timing out and cancelled while it is killed;
+// the end checks that each instance started once and completed once, by
+// its timeout or its cancel and never both, and that nothing is left.
+//
 // A seed reproduces its run (the kill moments are drawn from it; the
 // scheduling of threads is not, so a failure is reproduced by rerunning
 // its seed a few times). Prints one JSON summary; exit 0 when every check
@@ -43,6 +48,7 @@
 #include <thread>
 
 #include "bus/core/fault_point.h"
+#include "tools/process_workload.h"
 #include "tools/workload.h"
 
 namespace {
@@ -59,6 +65,7 @@ struct Config {
   size_t subscribers = 2;
   size_t subjects = 20;
   std::string durability = "buffered";
+  std::string workload = "items";  // or "process"
   std::string dir;
   bool keep = false;
   uint32_t max_round_ms = 400;
@@ -123,12 +130,44 @@ void WriteLine(int fd, const std::string& line) {
   if (write(fd, l.data(), l.size()) != static_cast<ssize_t>(l.size())) _exit(3);
 }
 
+bool ProcessWorkload(const Config& cfg) { return cfg.workload == "process"; }
+
+// Subscribes what the workload runs: its subscribers, or its process.
+Status SubscribeWorkload(const Config& cfg, walbus::Bus& bus) {
+  if (!ProcessWorkload(cfg)) return SubscribeAll(bus, cfg.subscribers, HandleItem, CrashBudget());
+  auto process = DefineCrashProcess(CrashBudget());
+  if (!process.ok()) return process.status();
+  return bus.Subscribe((*process)->subscriber());
+}
+
+// One producer's next commit: the subject (or key) whose version it
+// acknowledges, and that version.
+Status CommitNext(const Config& cfg, walbus::Bus& bus, std::mt19937_64& rng, const std::string& instance,
+                  std::string* acknowledged, uint64_t* version) {
+  if (ProcessWorkload(cfg)) {
+    // A fresh instance with a deadline of 1..40 ms; about half are
+    // cancelled within 20 ms, racing it.
+    if (Status s = CommitOpen(bus, instance, 1 + static_cast<uint32_t>(rng() % 40)); !s.ok()) return s;
+    *acknowledged = OpenedKey(instance);
+    *version = 1;
+    if (rng() % 2 != 0) return Status::OK();
+    std::this_thread::sleep_for(std::chrono::milliseconds(rng() % 20));
+    return CommitCancel(bus, instance);
+  }
+  *acknowledged = SubjectName(rng() % cfg.subjects);
+  walbus::Receipt receipt;
+  Status c;
+  while ((c = CommitItem(bus, *acknowledged, "payload", version, &receipt)).IsConflict()) {
+  }
+  return c;
+}
+
 // The child: runs the workload until it is killed.
 [[noreturn]] void RunChild(const Config& cfg, const Round& round, int fd) {
   if (!round.fault_point.empty()) walbus::internal::fault::Arm(round.fault_point, round.countdown);
   std::unique_ptr<walbus::Bus> bus;
   Status s = walbus::Bus::Open(BusOptions(cfg.dir, DurabilityOf(cfg), 2), &bus);
-  if (s.ok()) s = SubscribeAll(*bus, cfg.subscribers, HandleItem, CrashBudget());
+  if (s.ok()) s = SubscribeWorkload(cfg, *bus);
   if (s.ok()) s = bus->Start();
   if (!s.ok()) {
     std::cerr << "walbus-crash: child: " << s.ToString() << "\n";
@@ -139,18 +178,16 @@ void WriteLine(int fd, const std::string& line) {
   for (size_t p = 0; p < cfg.producers; ++p) {
     producers.emplace_back([&, p] {
       std::mt19937_64 rng(round.seed + p);
-      for (;;) {
-        const std::string subject = SubjectName(rng() % cfg.subjects);
+      for (uint64_t i = 0;; ++i) {
+        const std::string instance =
+            "o-" + std::to_string(round.seed) + "-" + std::to_string(p) + "-" + std::to_string(i);
+        std::string acknowledged;
         uint64_t version = 0;
-        walbus::Receipt receipt;
-        Status c;
-        while ((c = CommitItem(*bus, subject, "payload", &version, &receipt)).IsConflict()) {
-        }
-        if (!c.ok()) {
+        if (Status c = CommitNext(cfg, *bus, rng, instance, &acknowledged, &version); !c.ok()) {
           std::cerr << "walbus-crash: child commit: " << c.ToString() << "\n";
           _exit(4);
         }
-        WriteLine(fd, subject + " " + std::to_string(version));
+        WriteLine(fd, acknowledged + " " + std::to_string(version));
       }
     });
   }
@@ -343,13 +380,26 @@ Status RunRound(const Config& cfg, const Round& round, std::map<std::string, uin
   return Status::OK();
 }
 
+// Waits until no scheduled event is pending (the process workload's
+// deadlines are milliseconds; those a kill left overdue fire at once).
+Status WaitTimersFired(walbus::Bus& bus) {
+  const auto deadline = Clock::now() + std::chrono::minutes(5);
+  while (bus.Stats().scheduled_pending > 0) {
+    if (Clock::now() > deadline) return Status::TimedOut("scheduled events still pending after five minutes");
+    if (Status s = bus.WaitIdle(std::chrono::minutes(1)); !s.ok()) return s;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return Status::OK();
+}
+
 // Runs every subscriber to the end, then checks the whole history.
 Status CatchUpAndCheck(const Config& cfg, Findings* found) {
   {
     std::unique_ptr<walbus::Bus> bus;
     if (Status s = walbus::Bus::Open(BusOptions(cfg.dir, DurabilityOf(cfg), 2), &bus); !s.ok()) return s;
-    Status s = SubscribeAll(*bus, cfg.subscribers, HandleItem, CrashBudget());
+    Status s = SubscribeWorkload(cfg, *bus);
     if (s.ok()) s = bus->Start();
+    if (s.ok()) s = WaitTimersFired(*bus);
     if (s.ok()) s = bus->WaitIdle(std::chrono::minutes(5));
     Status closed = bus->Close();
     if (!s.ok()) return s;
@@ -357,10 +407,14 @@ Status CatchUpAndCheck(const Config& cfg, Findings* found) {
   }
   std::unique_ptr<walbus::Bus> bus;
   if (Status s = walbus::Bus::Open(BusOptions(cfg.dir, DurabilityOf(cfg), 2), &bus); !s.ok()) return s;
-  walbus::Transaction tx = bus->Begin();
-  CheckResult result;
-  if (Status s = CheckSubjects(tx, tx, cfg.subscribers, cfg.subjects, &result); !s.ok()) return s;
-  found->failures = std::move(result.failures);
+  if (ProcessWorkload(cfg)) {
+    if (Status s = CheckProcesses(*bus, &found->failures); !s.ok()) return s;
+  } else {
+    walbus::Transaction tx = bus->Begin();
+    CheckResult result;
+    if (Status s = CheckSubjects(tx, tx, cfg.subscribers, cfg.subjects, &result); !s.ok()) return s;
+    found->failures = std::move(result.failures);
+  }
   if (Status s = bus->Close(); !s.ok()) return s;
   size_t left = 0;
   if (Status s = CountOutbox(cfg.dir, &left); !s.ok()) return s;
@@ -391,6 +445,9 @@ int main(int argc, char** argv) {
   app.add_option("--max-round-ms", cfg.max_round_ms, "Longest a child runs before it is killed")
       ->capture_default_str()
       ->check(CLI::Range(10, 60000));
+  app.add_option("--workload", cfg.workload, "items (subscribers on versioned subjects) or process")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"items", "process"}));
   app.add_option("--dir", cfg.dir, "Database directory, missing or empty (default: fresh under /tmp)");
   app.add_flag("--keep", cfg.keep, "Keep the database afterwards");
   try {

@@ -269,6 +269,25 @@ std::map<std::string, uint64_t> ReadAcknowledged(int fd, std::string read, uint6
   return newest;
 }
 
+// Forks a child that runs `child` (which must not return: it ends with
+// _exit) with the write end of a pipe; *read_fd gets the read end.
+walbus::Result<pid_t> ForkWritingTo(int* read_fd, const std::function<void(int write_fd)>& child) {
+  int fds[2];
+  if (pipe(fds) != 0) return Status::IOError("pipe failed");
+  std::cout.flush();
+  std::cerr.flush();
+  const pid_t pid = fork();
+  if (pid < 0) return Status::IOError("fork failed");
+  if (pid == 0) {
+    close(fds[0]);
+    child(fds[1]);
+    _exit(5);  // unreachable unless `child` returned
+  }
+  close(fds[1]);
+  *read_fd = fds[0];
+  return pid;
+}
+
 // What a check found, passed from the child that ran it to the supervisor
 // one line at a time: "failure TEXT" or "checkpoint NAME VALUE".
 struct Findings {
@@ -280,33 +299,27 @@ struct Findings {
 // reports a check that could not run (an error, not a failure) by its exit
 // code, with the reason on stderr.
 walbus::Result<Findings> RunIsolated(const std::function<Status(Findings*)>& check) {
-  int fds[2];
-  if (pipe(fds) != 0) return Status::IOError("pipe failed");
-  std::cout.flush();
-  std::cerr.flush();
-  const pid_t pid = fork();
-  if (pid < 0) return Status::IOError("fork failed");
-  if (pid == 0) {
-    close(fds[0]);
+  int fd = -1;
+  walbus::Result<pid_t> pid = ForkWritingTo(&fd, [&](int out) {
     Findings found;
     const Status s = check(&found);
     if (!s.ok()) {
       std::cerr << "walbus-crash: check: " << s.ToString() << "\n";
       _exit(2);
     }
-    for (const std::string& f : found.failures) WriteLine(fds[1], "failure " + f);
+    for (const std::string& f : found.failures) WriteLine(out, "failure " + f);
     for (const auto& [name, value] : found.checkpoints)
-      WriteLine(fds[1], "checkpoint " + name + " " + std::to_string(value));
+      WriteLine(out, "checkpoint " + name + " " + std::to_string(value));
     _exit(0);
-  }
-  close(fds[1]);
+  });
+  if (!pid.ok()) return pid.status();
   std::string out;
   char buf[65536];
   ssize_t n;
-  while ((n = ::read(fds[0], buf, sizeof(buf))) > 0) out.append(buf, static_cast<size_t>(n));
-  close(fds[0]);
+  while ((n = ::read(fd, buf, sizeof(buf))) > 0) out.append(buf, static_cast<size_t>(n));
+  close(fd);
   int status = 0;
-  waitpid(pid, &status, 0);
+  waitpid(*pid, &status, 0);
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) return Status::IOError("a check could not run (see above)");
   Findings found;
   std::istringstream in(out);
@@ -352,22 +365,14 @@ Status CheckAfterKill(const Config& cfg, const std::map<std::string, uint64_t>& 
 }
 
 Status RunRound(const Config& cfg, const Round& round, std::map<std::string, uint64_t>* checkpoints, Totals* totals) {
-  int fds[2];
-  if (pipe(fds) != 0) return Status::IOError("pipe failed");
-  std::cout.flush();
-  std::cerr.flush();
-  const pid_t pid = fork();
-  if (pid < 0) return Status::IOError("fork failed");
-  if (pid == 0) {
-    close(fds[0]);
-    RunChild(cfg, round, fds[1]);
-  }
-  close(fds[1]);
+  int fd = -1;
+  walbus::Result<pid_t> pid = ForkWritingTo(&fd, [&](int out) { RunChild(cfg, round, out); });
+  if (!pid.ok()) return pid.status();
   std::string read;
-  const walbus::Result<bool> by_fault_point = KillChild(pid, round, fds[0], &read);
+  const walbus::Result<bool> by_fault_point = KillChild(*pid, round, fd, &read);
   uint64_t count = 0;
-  std::map<std::string, uint64_t> acknowledged = ReadAcknowledged(fds[0], std::move(read), &count);
-  close(fds[0]);
+  std::map<std::string, uint64_t> acknowledged = ReadAcknowledged(fd, std::move(read), &count);
+  close(fd);
   if (!by_fault_point.ok()) return by_fault_point.status();
   ++totals->rounds;
   totals->acknowledged += count;

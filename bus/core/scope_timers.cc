@@ -106,19 +106,28 @@ Status CheckScheduleKey(const ScopeRep* rep, std::string_view key) {
   return Status::OK();
 }
 
+// Readies `key` for a schedule or a cancel under it: claimed on first use,
+// and the event this unit scheduled under it before dropped. `admitted`:
+// the call's admission, checked first. Fails the unit on an error.
+Result<std::optional<EventId>*> TakeKey(ScopeRep* rep, std::string_view key, Status admitted) {
+  if (admitted.ok()) admitted = CheckScheduleKey(rep, key);
+  auto entry = admitted.ok() ? KeyEntry(rep, key) : Result<std::optional<EventId>*>(admitted);
+  if (!entry.ok()) {
+    rep->Fail(entry.status());
+    return entry;
+  }
+  if (**entry) internal::DropOwnSchedule(&rep->writes, rep->host->db(), ***entry);
+  return entry;
+}
+
 }  // namespace
 
 namespace internal {
 
 Status ScheduleUnderKey(ScopeRep* rep, std::string_view key, const EventId& event) {
-  Status s = CheckScheduleKey(rep, key);
-  auto entry = s.ok() ? KeyEntry(rep, key) : Result<std::optional<EventId>*>(s);
-  if (!entry.ok()) {
-    rep->Fail(entry.status());
-    return entry.status();
-  }
+  auto entry = TakeKey(rep, key, Status::OK());
+  if (!entry.ok()) return entry.status();
   storage::Db* db = rep->host->db();
-  if (**entry) DropOwnSchedule(&rep->writes, db, ***entry);
   rep->writes.Put(db->cf(storage::Cf::kVersions), storage::ScheduleKeyIdKey(key), std::string(storage::IdBytes(event)));
   **entry = event;
   return Status::OK();
@@ -192,14 +201,9 @@ Status WriteScope::CancelScheduledByKey(std::string_view key) {
   ScopeRep* rep = rep_.get();
   if (rep->committed) return ScopeRep::AlreadyCommitted();
   ScopeCall call(rep);
-  Status s = call.admitted() ? CheckScheduleKey(rep, key) : internal::ClosedStatus();
-  auto entry = s.ok() ? KeyEntry(rep, key) : Result<std::optional<EventId>*>(s);
-  if (!entry.ok()) {
-    rep->Fail(entry.status());
-    return entry.status();
-  }
+  auto entry = TakeKey(rep, key, call.admitted() ? Status::OK() : internal::ClosedStatus());
+  if (!entry.ok()) return entry.status();
   storage::Db* db = rep->host->db();
-  if (**entry) DropOwnSchedule(&rep->writes, db, ***entry);
   rep->writes.Delete(db->cf(storage::Cf::kVersions), storage::ScheduleKeyIdKey(key));
   (*entry)->reset();
   return Status::OK();

@@ -236,93 +236,97 @@ Status ProcessContext::SetTimeoutAt(std::string_view name, std::chrono::system_c
 
 Status ProcessContext::CancelTimeout(std::string_view name) { return run_->CancelTimeout(name); }
 
-Result<std::optional<ProcessInstance>> ReadProcessInstance(Bus& bus, std::string_view name, std::string_view key) {
+namespace {
+
+// Runs `read(rep, db)` on a fresh unit's snapshot, for process `name`.
+template <typename Read>
+auto ReadOf(Bus& bus, std::string_view name, Read read) -> decltype(read(nullptr, nullptr)) {
   if (Status s = CheckProcessName(name); !s.ok()) return s;
   Transaction tx = bus.Begin();
   internal::ScopeRep* rep = internal::ScopeAccess::Rep(tx);
   internal::ScopeCall call(rep);
   if (!call.admitted()) return internal::ClosedStatus();
-  storage::Db* db = rep->host->db();
-  auto stored = rep->reader.Get(db, db->cf(storage::Cf::kProcesses), storage::ProcessKey(name, key), nullptr);
-  if (!stored.ok()) return stored.status();
-  if (!stored->has_value()) return std::optional<ProcessInstance>();
-  storage::ProcessRecord record;
-  if (!storage::DecodeProcess(**stored, &record)) {
-    return Status::Corruption("the record of instance " + std::string(key) + " of process " + std::string(name) +
-                              " is malformed");
-  }
-  return std::optional<ProcessInstance>(ToPublic(std::string(key), std::move(record)));
+  return read(rep, rep->host->db());
+}
+
+}  // namespace
+
+Result<std::optional<ProcessInstance>> ReadProcessInstance(Bus& bus, std::string_view name, std::string_view key) {
+  return ReadOf(bus, name, [&](internal::ScopeRep* rep, storage::Db* db) -> Result<std::optional<ProcessInstance>> {
+    auto stored = rep->reader.Get(db, db->cf(storage::Cf::kProcesses), storage::ProcessKey(name, key), nullptr);
+    if (!stored.ok()) return stored.status();
+    if (!stored->has_value()) return std::optional<ProcessInstance>();
+    storage::ProcessRecord record;
+    if (!storage::DecodeProcess(**stored, &record)) {
+      return Status::Corruption("the record of instance " + std::string(key) + " of process " + std::string(name) +
+                                " is malformed");
+    }
+    return std::optional<ProcessInstance>(ToPublic(std::string(key), std::move(record)));
+  });
 }
 
 Result<ProcessStats> ReadProcessStats(Bus& bus, std::string_view name) {
-  if (Status s = CheckProcessName(name); !s.ok()) return s;
-  Transaction tx = bus.Begin();
-  internal::ScopeRep* rep = internal::ScopeAccess::Rep(tx);
-  internal::ScopeCall call(rep);
-  if (!call.admitted()) return internal::ClosedStatus();
-  storage::Db* db = rep->host->db();
-  std::string registered;
-  bool found = false;
-  if (Status s = db->Get(db->cf(storage::Cf::kMeta), storage::SubscriberMetaKey("process." + std::string(name)),
-                         &registered, &found);
-      !s.ok() || !found) {
-    return s.ok() ? Result<ProcessStats>(ProcessStats{}) : Result<ProcessStats>(s);
-  }
-  if (registered.size() < 4) return Status::Corruption("the registration of process " + std::string(name));
-  const uint32_t id = storage::GetBe32(registered);
-  auto count = [&](storage::CheckpointField field) -> Result<uint64_t> {
-    std::string value;
-    bool present = false;
-    if (Status s = db->Get(db->cf(storage::Cf::kCheckpoints), storage::CheckpointKey(id, field), &value, &present);
-        !s.ok()) {
-      return s;
+  return ReadOf(bus, name, [&](internal::ScopeRep*, storage::Db* db) -> Result<ProcessStats> {
+    std::string registered;
+    bool found = false;
+    if (Status s = db->Get(db->cf(storage::Cf::kMeta), storage::SubscriberMetaKey("process." + std::string(name)),
+                           &registered, &found);
+        !s.ok() || !found) {
+      return s.ok() ? Result<ProcessStats>(ProcessStats{}) : Result<ProcessStats>(s);
     }
-    uint64_t n = 0;
-    if (present && !storage::DecodeCounter(value, &n))
-      return Status::Corruption("a counter of process " + std::string(name));
-    return n;
-  };
-  ProcessStats stats;
-  const std::pair<storage::CheckpointField, uint64_t*> fields[] = {
-      {storage::CheckpointField::kProcessStarted, &stats.started},
-      {storage::CheckpointField::kProcessCompleted, &stats.completed},
-      {storage::CheckpointField::kProcessUnmatched, &stats.unmatched},
-      {storage::CheckpointField::kProcessStaleTimeouts, &stats.stale_timeouts}};
-  for (const auto& [field, target] : fields) {
-    Result<uint64_t> n = count(field);
-    if (!n.ok()) return n.status();
-    *target = *n;
-  }
-  stats.running = stats.started >= stats.completed ? stats.started - stats.completed : 0;
-  return stats;
+    if (registered.size() < 4) return Status::Corruption("the registration of process " + std::string(name));
+    const uint32_t id = storage::GetBe32(registered);
+    auto count = [&](storage::CheckpointField field) -> Result<uint64_t> {
+      std::string value;
+      bool present = false;
+      if (Status s = db->Get(db->cf(storage::Cf::kCheckpoints), storage::CheckpointKey(id, field), &value, &present);
+          !s.ok()) {
+        return s;
+      }
+      uint64_t n = 0;
+      if (present && !storage::DecodeCounter(value, &n))
+        return Status::Corruption("a counter of process " + std::string(name));
+      return n;
+    };
+    ProcessStats stats;
+    const std::pair<storage::CheckpointField, uint64_t*> fields[] = {
+        {storage::CheckpointField::kProcessStarted, &stats.started},
+        {storage::CheckpointField::kProcessCompleted, &stats.completed},
+        {storage::CheckpointField::kProcessUnmatched, &stats.unmatched},
+        {storage::CheckpointField::kProcessStaleTimeouts, &stats.stale_timeouts}};
+    for (const auto& [field, target] : fields) {
+      Result<uint64_t> n = count(field);
+      if (!n.ok()) return n.status();
+      *target = *n;
+    }
+    stats.running = stats.started >= stats.completed ? stats.started - stats.completed : 0;
+    return stats;
+  });
 }
 
 Result<ProcessPage> ListProcessInstances(Bus& bus, std::string_view name, const ProcessListOptions& options) {
-  if (Status s = CheckProcessName(name); !s.ok()) return s;
   if (options.limit == 0 || options.limit > 10000) return Status::InvalidArgument("limit is 1..10000");
-  Transaction tx = bus.Begin();
-  internal::ScopeRep* rep = internal::ScopeAccess::Rep(tx);
-  internal::ScopeCall call(rep);
-  if (!call.admitted()) return internal::ClosedStatus();
-  storage::Db* db = rep->host->db();
-  const std::string prefix = storage::ProcessKeyPrefix(name);
-  ScanOptions scan;
-  scan.prefix = prefix;
-  scan.limit = options.limit;
-  if (!options.resume_after.empty()) scan.resume_after = prefix + options.resume_after;
-  auto page = rep->reader.ScanPageOf(db, db->cf(storage::Cf::kProcesses), scan, nullptr);
-  if (!page.ok()) return page.status();
-  ProcessPage out;
-  for (KeyValue& row : page->rows) {
-    storage::ProcessRecord record;
-    std::string key = row.key.substr(prefix.size());
-    if (!storage::DecodeProcess(row.value, &record)) {
-      return Status::Corruption("the record of instance " + key + " of process " + std::string(name) + " is malformed");
+  return ReadOf(bus, name, [&](internal::ScopeRep* rep, storage::Db* db) -> Result<ProcessPage> {
+    const std::string prefix = storage::ProcessKeyPrefix(name);
+    ScanOptions scan;
+    scan.prefix = prefix;
+    scan.limit = options.limit;
+    if (!options.resume_after.empty()) scan.resume_after = prefix + options.resume_after;
+    auto page = rep->reader.ScanPageOf(db, db->cf(storage::Cf::kProcesses), scan, nullptr);
+    if (!page.ok()) return page.status();
+    ProcessPage out;
+    for (KeyValue& row : page->rows) {
+      storage::ProcessRecord record;
+      std::string key = row.key.substr(prefix.size());
+      if (!storage::DecodeProcess(row.value, &record)) {
+        return Status::Corruption("the record of instance " + key + " of process " + std::string(name) +
+                                  " is malformed");
+      }
+      out.instances.push_back(ToPublic(std::move(key), std::move(record)));
     }
-    out.instances.push_back(ToPublic(std::move(key), std::move(record)));
-  }
-  if (!page->resume_after.empty()) out.resume_after = page->resume_after.substr(prefix.size());
-  return out;
+    if (!page->resume_after.empty()) out.resume_after = page->resume_after.substr(prefix.size());
+    return out;
+  });
 }
 
 }  // namespace walbus

@@ -103,6 +103,11 @@ struct TestBus::State {
       Outcome out = inner(e, ctx);
       run.outcome = out.kind();
       run.error = FailureText(out);
+      if (out.kind() == Outcome::Kind::kDone && !ctx.status().ok()) {
+        // The bus retries it, as the handler had asked.
+        run.outcome = Outcome::Kind::kRetry;
+        run.error = "a call in the handler failed: " + ctx.status().ToString();
+      }
       Record(std::move(run));
       return out;
     } catch (const std::exception& ex) {
@@ -190,9 +195,18 @@ Status TestBus::RunUntilIdle() {
 
 Status TestBus::AdvanceTime(std::chrono::milliseconds d) {
   if (d.count() < 0) return Status::InvalidArgument("TestBus::AdvanceTime: time moves forward only");
-  // What is due now runs at this moment, before time passes.
+  // What is due now runs at this moment, before time passes. Then time
+  // moves to each moment the bus has work for (a timer, a retry) on the
+  // way, so that what one step causes within `d` runs within it too.
   if (Status s = RunUntilIdle(); !s.ok()) return s;
-  state_->clock->Advance(d);
+  ManualClock& clock = *state_->clock;
+  const auto target = clock.Now() + d;
+  for (auto next = clock.NextAwaited(); next && *next < target; next = clock.NextAwaited()) {
+    const auto step = std::chrono::ceil<std::chrono::milliseconds>(*next - clock.Now());
+    clock.Advance(std::max(step, std::chrono::milliseconds(1)));  // something due now has run: move on
+    if (Status s = RunUntilIdle(); !s.ok()) return s;
+  }
+  clock.Advance(std::chrono::duration_cast<std::chrono::milliseconds>(target - clock.Now()));
   return RunUntilIdle();
 }
 

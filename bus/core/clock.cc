@@ -41,8 +41,28 @@ uint64_t ManualClock::Watch(std::function<void()> on_move) const {
 }
 
 void ManualClock::Unwatch(uint64_t id) const {
-  std::lock_guard<std::mutex> lock(watchers_mu_);
-  watchers_.erase(id);
+  {
+    std::lock_guard<std::mutex> lock(watchers_mu_);
+    watchers_.erase(id);
+  }
+  std::lock_guard<std::mutex> lock(awaited_mu_);
+  awaited_.erase(id);
+}
+
+void ManualClock::Awaiting(uint64_t id, std::optional<std::chrono::steady_clock::time_point> moment) const {
+  std::lock_guard<std::mutex> lock(awaited_mu_);
+  if (moment) {
+    awaited_[id] = *moment;
+  } else {
+    awaited_.erase(id);
+  }
+}
+
+std::optional<std::chrono::steady_clock::time_point> ManualClock::NextAwaited() const {
+  std::lock_guard<std::mutex> lock(awaited_mu_);
+  std::optional<std::chrono::steady_clock::time_point> earliest;
+  for (const auto& [id, moment] : awaited_) earliest = earliest ? std::min(*earliest, moment) : moment;
+  return earliest;
 }
 
 void ManualClock::Advance(std::chrono::milliseconds d) {

@@ -169,6 +169,8 @@ Status WriteScope::Scan(std::string_view column_family, const ScanOptions& optio
   });
 }
 
+Status WriteScope::status() const { return rep_->error; }
+
 Status WriteScope::ExpectVersion(std::string_view column_family, std::string_view key, uint64_t version) {
   auto cf = CfForWrite(rep_.get(), column_family, {key});
   if (!cf.ok()) return cf.status();

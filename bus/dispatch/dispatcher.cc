@@ -264,6 +264,7 @@ std::optional<Dispatcher::SteadyTime> Dispatcher::NextDueMoment() const {
   auto consider = [&due](SteadyTime t) { due = due ? std::min(*due, t) : t; };
   if (!timers_.empty()) consider(timers_.top().due);
   if (scheduled_wait_) consider(now + *scheduled_wait_);
+  if (!clock_passes_) config_.clock->Awaiting(clock_watch_, due);  // the work to come, not the housekeeping
   if (CheckpointDirty()) consider(next_checkpoint_);
   if (trim_pending_) consider(trim_waits_for_age_ ? std::max(next_trim_, next_age_out_) : next_trim_);
   if (!due) return again;

@@ -79,8 +79,10 @@ TEST(ManualClockTest, ABusRunsWhatFallsDueWhenTheClockMoves) {
   ASSERT_TRUE(tx.Commit().ok());
 
   const auto real_start = std::chrono::steady_clock::now();
+  const auto placed_at = clock->Now();
   ASSERT_TRUE(bus->WaitCaughtUp(30s).ok()) << "the retry waits for the clock: nothing more can run";
   EXPECT_EQ(attempts.load(), 1);
+  EXPECT_EQ(clock->NextAwaited(), placed_at + 10s) << "the bus told the clock the backoff's moment";
   clock->Advance(9999ms);
   ASSERT_TRUE(bus->WaitCaughtUp(30s).ok());
   EXPECT_EQ(attempts.load(), 1) << "the backoff has 1 ms left";
@@ -88,11 +90,13 @@ TEST(ManualClockTest, ABusRunsWhatFallsDueWhenTheClockMoves) {
   ASSERT_TRUE(bus->WaitCaughtUp(30s).ok());
   EXPECT_EQ(attempts.load(), 2);
   EXPECT_EQ(reminders.load(), 0);
+  EXPECT_EQ(clock->NextAwaited(), placed_at + 10s + 1h) << "then the reminder's";
   clock->Advance(1h);
   ASSERT_TRUE(bus->WaitCaughtUp(30s).ok());
   EXPECT_EQ(reminders.load(), 1) << "due after exactly the hour";
   EXPECT_EQ(chained.load(), 1) << "the reminder's follow-up ran too";
   EXPECT_LT(std::chrono::steady_clock::now() - real_start, 20s) << "an hour and ten seconds, in moments";
+  EXPECT_EQ(clock->NextAwaited(), std::nullopt) << "nothing left to wait for";
   ASSERT_TRUE(bus->Close().ok());
   EXPECT_TRUE(bus->WaitCaughtUp(1s).IsClosed());
 }

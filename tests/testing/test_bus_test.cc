@@ -78,6 +78,39 @@ TEST(TestBusTest, AdvanceTimeRunsWhatFallsDueAndNothingElse) {
   EXPECT_TRUE(t->Failures().empty());
 }
 
+// A reminder every 5 minutes, each set by the step the previous one
+// caused: one AdvanceTime of an hour runs all twelve, each at its moment,
+// and a handler retried with a backoff within the hour runs again in it.
+TEST(TestBusTest, AdvanceTimeStopsAtEachMomentOnTheWay) {
+  constexpr char kReminded[] = "field.order-reminded.v1";
+  SubscriberOptions reminders;
+  reminders.name = "reminders";
+  reminders.types = {kReceived, kReminded};
+  reminders.handler = [&](const Event& e, HandlerContext& ctx) {
+    EventSpec next = Spec(kReminded, e.subject);
+    next.deliver_after = 5min;
+    return ctx.Publish(next).ok() ? Outcome::Done() : Outcome::RetryAfter(0ms);
+  };
+  reminders.retry.base = 1s;
+  reminders.retry.cap = 1s;
+  std::unique_ptr<TestBus> t;
+  ASSERT_TRUE(TestBus::Open(Options{}, &t).ok());
+  ASSERT_TRUE(t->Subscribe(reminders).ok());
+  t->FailAttempts("reminders", {1, 2});  // each event: two retries first, within the step
+  const auto start = t->clock().WallNow();
+  ASSERT_TRUE(t->Publish({Spec(kReceived, "order-1")}).ok());
+  ASSERT_TRUE(t->AdvanceTime(1h).ok());
+  const std::vector<Event> reminded = t->Published(kReminded);
+  ASSERT_GE(reminded.size(), 10u) << "the chain stopped: time jumped past the moments on the way";
+  for (size_t i = 1; i < reminded.size(); ++i) {
+    const auto gap = reminded[i].time - reminded[i - 1].time;
+    EXPECT_GE(gap, 5min) << i;
+    EXPECT_LE(gap, 5min + 3s) << i << ": fired late, not at its moment";
+  }
+  EXPECT_LE(reminded[0].time - start, 5min + 3s);
+  EXPECT_EQ(t->clock().WallNow() - start, 1h) << "and the clock ends where it was told";
+}
+
 TEST(TestBusTest, FailuresAreInjectedOnChosenAttemptsAndRecorded) {
   std::unique_ptr<TestBus> t;
   ASSERT_TRUE(TestBus::Open(WithOrders(), &t).ok());

@@ -12,6 +12,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 
 #include "walbus/export.h"
 
@@ -41,6 +42,14 @@ class WALBUS_EXPORT Clock {
     return 0;
   }
   virtual void Unwatch(uint64_t id) const { (void)id; }
+  // Called by a bus that watches the clock (`id`: Watch's) each time it
+  // goes to sleep, with the next moment on Now's timeline it has work
+  // for (a retry's backoff, a scheduled event), or none. Housekeeping
+  // (checkpoints, trims) is not reported.
+  virtual void Awaiting(uint64_t id, std::optional<std::chrono::steady_clock::time_point> moment) const {
+    (void)id;
+    (void)moment;
+  }
   // @}
 
   // The real clocks. Never null; shared by every bus.
@@ -66,6 +75,12 @@ class WALBUS_EXPORT ManualClock final : public Clock {
   bool PassesByItself() const override { return false; }
   uint64_t Watch(std::function<void()> on_move) const override;
   void Unwatch(uint64_t id) const override;
+  void Awaiting(uint64_t id, std::optional<std::chrono::steady_clock::time_point> moment) const override;
+
+  // The earliest moment a bus using the clock has work for, as the buses
+  // last said going to sleep (Awaiting), or none: where a test that moves
+  // time step by step stops next (the test kit's AdvanceTime).
+  std::optional<std::chrono::steady_clock::time_point> NextAwaited() const;
 
   // Moves both clocks forward by `d` and wakes every bus using it.
   // REQUIRES: d >= 0.
@@ -84,6 +99,8 @@ class WALBUS_EXPORT ManualClock final : public Clock {
   mutable std::mutex watchers_mu_;  // held while the watchers are called
   mutable uint64_t next_watch_id_ = 1;
   mutable std::map<uint64_t, std::function<void()>> watchers_;
+  mutable std::mutex awaited_mu_;  // not held while watchers are called
+  mutable std::map<uint64_t, std::chrono::steady_clock::time_point> awaited_;
 };
 
 }  // namespace walbus

@@ -96,6 +96,11 @@ class WALBUS_EXPORT WriteScope {
   // subject or an oversized payload.
   Result<EventId> Publish(const EventSpec& event);
 
+  // OK, or the error of the unit's first failed call: what its commit
+  // will return (a handler's unit with one is a failed attempt, whatever
+  // the handler answers).
+  Status status() const;
+
   // Cancels a scheduled event (EventSpec::deliver_at), atomically with the
   // rest of the unit. The commit decides it in commit order against the
   // firing: it succeeds only while the event has not fired, and otherwise

@@ -38,10 +38,12 @@ namespace walbus::testing {
 
 // One run of a handler subscribed through a TestBus.
 struct HandlerRun {
-  std::string subscriber;                        // whose handler ran
-  Event event;                                   // as the handler saw it (after any upcast)
-  uint32_t attempt = 0;                          // HandlerContext::Attempt(): 1, then 2, 3, ...
-  Outcome::Kind outcome = Outcome::Kind::kDone;  // what it answered (unless it threw)
+  std::string subscriber;  // whose handler ran
+  Event event;             // as the handler saw it (after any upcast)
+  uint32_t attempt = 0;    // HandlerContext::Attempt(): 1, then 2, 3, ...
+  // What it answered (unless it threw); kRetry for a Done whose unit had a
+  // failed call (WriteScope::status), which the bus retries.
+  Outcome::Kind outcome = Outcome::Kind::kDone;
   // Why it failed (kRetry, kReject, kWait): the reason given, the
   // exception's what() (`threw`), or "injected failure" (FailAttempts).
   std::string error;
@@ -91,9 +93,11 @@ class TestBus {
   // scheduled events due now included; what waits for a later moment
   // (a timer, a retry's backoff) waits.
   [[nodiscard]] Status RunUntilIdle();
-  // RunUntilIdle, then moves the clock forward by `d` and runs until idle
-  // again: what was due now ran at this moment, and what fell due since
-  // ran too.
+  // RunUntilIdle, then moves the clock forward by `d`, stopping at each
+  // moment the bus has work for on the way (a timer, a retry's backoff)
+  // to run what falls due there, as Temporal's time skipping does: a
+  // timeout set by a step that ran within `d` fires within it too. Returns
+  // once idle at the end.
   [[nodiscard]] Status AdvanceTime(std::chrono::milliseconds d);
   // Closes the bus and opens it again on the same directory and clock, as
   // a process restarting would; what was subscribed through the kit is

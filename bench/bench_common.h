@@ -55,13 +55,15 @@ struct Profile {
   // this many payload bytes, whichever comes first: bounds the disk and
   // the tail cache (counted in events, so it grows with the payload).
   uint64_t payload_bytes_per_point;
-  uint64_t scan_keys;             // rows of the scan group's column family
-  uint64_t point_gets;            // point reads per scan-group Get run
-  uint64_t timer_fire_events;     // scheduled events fired at once
-  uint64_t timer_pending_events;  // scheduled events pending for the RSS figure
-  double timer_lateness_seconds;  // the lateness run under live load
-  double idle_seconds;            // an idle bus watched for wake-ups
-  double wear_seconds;            // the steady load whose device writes are counted
+  uint64_t scan_keys;               // rows of the scan group's column family
+  uint64_t point_gets;              // point reads per scan-group Get run
+  uint64_t timer_fire_events;       // scheduled events fired at once
+  uint64_t timer_pending_events;    // scheduled events pending for the RSS figure
+  double timer_lateness_seconds;    // the lateness run under live load
+  uint64_t process_flows;           // three-step process instances run to completion
+  uint64_t process_open_instances;  // instances left open for the RSS and read figures
+  double idle_seconds;              // an idle bus watched for wake-ups
+  double wear_seconds;              // the steady load whose device writes are counted
 };
 
 // Selects the profile by name ("smoke", "quick", "full"); false if unknown.
@@ -78,6 +80,7 @@ void RegisterScalingBenchmarks();
 void RegisterScanBenchmarks();
 void RegisterTimerBenchmarks();
 void RegisterDeviceBenchmarks();
+void RegisterProcessBenchmarks();
 
 // The backlog group's filler runs as a child process: this program with
 // these flags (handled by main before Google Benchmark sees argv).

@@ -61,6 +61,7 @@ int main(int argc, char** argv) {
   bench::RegisterScanBenchmarks();
   bench::RegisterTimerBenchmarks();
   bench::RegisterDeviceBenchmarks();
+  bench::RegisterProcessBenchmarks();
   benchmark::AddCustomContext("profile", profile);
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();

@@ -42,6 +42,7 @@ GROUPS = [
     ("scan", "Scan"),
     ("timers", "Timers"),
     ("devices", "Devices"),
+    ("process", "Process"),
 ]
 
 # Groups that run walbus-stress rather than bus_bench: (group, its arguments
@@ -96,6 +97,9 @@ REQUIRED_KEYS = [
     "soak_disk_write_amplification_budget16",
     "idle_rss_mib_budget8",
     "disk_write_amplification",
+    "process_vs_hand_written",
+    "process_open_1m_rss_mib",
+    "process_read_one_us",
 ]
 
 # Google Benchmark's own suffixes on a name; not parameters.
@@ -324,6 +328,16 @@ def summarize(res):
     s["timers_10m_rss_mib"] = timers("pending", "rss_peak_mib")
     s["timers_pending"] = timers("pending", "pending")
 
+    process = lambda counter, **p: res.value("Process", counter, **p)
+    s["process_flow_instances_per_second"] = process("instances_per_second", measure="flow", system="process")
+    s["process_vs_hand_written"] = ratio(s["process_flow_instances_per_second"],
+                                         process("instances_per_second", measure="flow", system="hand-written"))
+    # Named for the full profile's million open instances; the smaller
+    # profiles open fewer (process_open_instances says how many).
+    s["process_open_1m_rss_mib"] = process("rss_peak_mib", measure="open")
+    s["process_open_instances"] = process("instances", measure="open")
+    s["process_read_one_us"] = process("read_one_us", measure="open")
+
     soak = res.stress["soak"]
     s["soak_rss_mib_budget16"] = soak.get("peak_rss_mib")
     s["soak_rss_growth_after_warmup_mib_budget16"] = difference(soak.get("peak_rss_mib"),
@@ -377,6 +391,8 @@ def targets(s):
         at_least("schedule_publish_vs_plain", 0.8, "publish scheduled vs immediate (4 producers)"),
         at_most("timer_lateness_p99_ms", 10, "timer lateness p99 under 10k/s live load (ms)"),
         at_most("timers_10m_rss_mib", 256, "RSS with the timers pending (MiB)"),
+        at_least("process_vs_hand_written", 0.8, "process manager vs the same flow by hand (instances/s)"),
+        at_most("process_open_1m_rss_mib", 256, "RSS with the instances open (MiB)"),
         at_most("soak_rss_mib_budget16", 40, "RSS at 2,000 events/s, 16 MiB budget (MiB)"),
         at_most("idle_rss_mib_budget8", 12, "idle RSS, the smallest budget (MiB)"),
         at_most("idle_wakeups_per_s", 1, "idle bus: wake-ups of its threads per second"),
@@ -492,6 +508,14 @@ def tables(res, s):
                        ("lateness p99 under 10k/s live, ms", "timer_lateness_p99_ms"),
                        ("timers pending", "timers_pending"),
                        ("RSS with them pending, MiB", "timers_10m_rss_mib")):
+        t.add(label, s.get(key))
+    out.append(t)
+    t = Table("Process managers", ["measure", "value"])
+    for label, key in (("three-step flow, instances/s", "process_flow_instances_per_second"),
+                       ("vs the same flow by hand", "process_vs_hand_written"),
+                       ("instances open", "process_open_instances"),
+                       ("RSS with them open, MiB", "process_open_1m_rss_mib"),
+                       ("read one instance, us", "process_read_one_us")):
         t.add(label, s.get(key))
     out.append(t)
     t = Table("Devices", ["measure", "value"])

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/payload_json.h"
 #include "tests/test_util.h"
 #include "walbus/bus.h"
 #include "walbus/testing.h"
@@ -312,6 +313,64 @@ TEST(ProcessTest, AnInvalidKeyDeadLettersTheEvent) {
   auto dead = t->DeadLettered(kSubscriber);
   ASSERT_TRUE(dead.ok());
   EXPECT_EQ(dead->size(), 1u);
+}
+
+// A state with a contract: verified when set, its schema version kept, and
+// state of an older version upgraded before the handler sees it.
+TEST(ProcessTest, AStateTypeIsVerifiedAndOldStateUpgraded) {
+  constexpr const char* kStateType = "shop.sale-state.v1";
+  const std::string v1 = "namespace shop; table SaleState { stage: string; } root_type SaleState;";
+  const std::string v2 = "namespace shop; table SaleState { stage: string; paid: bool; } root_type SaleState;";
+  std::vector<std::pair<uint32_t, int>> seen;  // (state version, upgrades so far)
+  int upgrades = 0;
+  ProcessDefinition d;
+  d.name = kProcessName;
+  d.steps = {ProcessStep{.type = kReceived, .starts = true, .correlate = {}},
+             ProcessStep{.type = kAccepted, .starts = false, .correlate = {}}};
+  d.state_type = kStateType;
+  d.upgrade_state = [&](uint32_t from, std::string_view) -> Result<std::string> {
+    ++upgrades;
+    EXPECT_EQ(from, 1u);
+    return testing::PayloadFromJson(v2, R"({"stage": "upgraded", "paid": true})");
+  };
+  d.handler = [&](const Event& e, ProcessContext& p) {
+    seen.emplace_back(p.StateVersion(), upgrades);
+    if (e.data == "garbage") {
+      EXPECT_TRUE(p.SetState("not a flatbuffer").IsInvalidArgument());
+      return Outcome::Done();  // the refused call fails the step
+    }
+    if (p.IsNew())
+      return p.SetState(testing::PayloadFromJson(v1, R"({"stage": "reserved"})")).ok() ? Outcome::Done()
+                                                                                       : Outcome::RetryAfter(0ms);
+    return Outcome::Done();
+  };
+  auto t = Running(Defined(std::move(d)));
+  ASSERT_NE(t, nullptr);
+  ASSERT_TRUE(t->bus().RegisterSchema(kStateType, testing::BinarySchemaFromSource(v1)).ok());
+  ASSERT_TRUE(t->Publish({Fact(kReceived, "sale-1")}).ok());
+  ASSERT_TRUE(t->RunUntilIdle().ok());
+  EXPECT_EQ(Instance(t->bus(), "sale-1")->state_version, 1u);
+  ASSERT_TRUE(t->Publish({Fact(kAccepted, "sale-1", "garbage")}).ok());
+  ASSERT_TRUE(t->RunUntilIdle().ok());
+  ASSERT_FALSE(t->Failures(kSubscriber).empty());
+  EXPECT_NE(t->Failures(kSubscriber)[0].error.find("a call in the handler failed"), std::string::npos)
+      << t->Failures(kSubscriber)[0].error;
+  ASSERT_TRUE(t->bus().RegisterSchema(kStateType, testing::BinarySchemaFromSource(v2)).ok());
+  ASSERT_TRUE(t->Publish({Fact(kAccepted, "sale-1")}).ok());
+  ASSERT_TRUE(t->AdvanceTime(1h).ok());  // the failed step's retries, then the upgrade
+  auto instance = Instance(t->bus(), "sale-1");
+  ASSERT_TRUE(instance.has_value());
+  EXPECT_EQ(instance->state_version, 2u);
+  EXPECT_EQ(instance->state, testing::PayloadFromJson(v2, R"({"stage": "upgraded", "paid": true})"));
+  EXPECT_GE(upgrades, 1);
+  ASSERT_FALSE(seen.empty());
+  EXPECT_EQ(seen.front().first, 0u) << "a new instance has no state";
+  EXPECT_EQ(seen.back().first, 2u) << "the handler saw the upgraded state";
+  // Committed upgraded: the next step needs none.
+  const int before = upgrades;
+  ASSERT_TRUE(t->Publish({Fact(kAccepted, "sale-1")}).ok());
+  ASSERT_TRUE(t->RunUntilIdle().ok());
+  EXPECT_EQ(upgrades, before);
 }
 
 TEST(ProcessTest, BadDefinitionsAreRefused) {

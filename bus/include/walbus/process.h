@@ -93,6 +93,7 @@ struct ProcessDefinition {
   std::vector<ProcessStep> steps;
   // Runs once per step. Required.
   ProcessHandler handler;
+  // What becomes of an event that finds no running instance.
   UnmatchedPolicy on_unmatched = UnmatchedPolicy::kIgnore;
   // Retries of a failed step, as a subscriber's.
   RetryPolicy retry;
@@ -108,40 +109,41 @@ struct ProcessDefinition {
 
 // A named timeout of an instance.
 struct ProcessTimeout {
-  std::string name;
-  EventId id;  // the scheduled event that delivers it
-  std::chrono::system_clock::time_point due;
+  std::string name;                           // unique in its instance
+  EventId id;                                 // the scheduled event that delivers it
+  std::chrono::system_clock::time_point due;  // when it falls due (wall clock)
 };
 
 // One of the last events an instance handled.
 struct ProcessEventHandled {
-  EventId id;
-  uint64_t seq = 0;
-  std::string type;
+  EventId id;                                // the event's id
+  uint64_t seq = 0;                          // its place in the outbox
+  std::string type;                          // its type; a timeout's is its process's timeout type
   std::chrono::system_clock::time_point at;  // when the step committed
 };
 
 // A running instance, as stored.
 struct ProcessInstance {
-  std::string key;
-  uint32_t definition_version = 0;  // the definition it started under
-  uint32_t state_version = 0;       // its state's schema version; 0 without a state_type
-  std::string state;
-  std::chrono::system_clock::time_point started;
-  std::chrono::system_clock::time_point updated;
-  uint64_t events_handled = 0;
-  std::vector<ProcessTimeout> timeouts;     // pending, by name
-  std::vector<ProcessEventHandled> recent;  // the last few handled, oldest first
+  std::string key;                                // the instance's key
+  uint32_t definition_version = 0;                // the definition it started under
+  uint32_t state_version = 0;                     // its state's schema version; 0 without a state_type
+  std::string state;                              // as the last step set it
+  std::chrono::system_clock::time_point started;  // when its first step committed
+  std::chrono::system_clock::time_point updated;  // when its last step committed
+  uint64_t events_handled = 0;                    // steps committed, timeouts included
+  std::vector<ProcessTimeout> timeouts;           // pending, by name
+  std::vector<ProcessEventHandled> recent;        // the last few handled, oldest first
 };
 
 // A page of instances in key order (ListProcessInstances).
 struct ProcessPage {
-  std::vector<ProcessInstance> instances;
+  std::vector<ProcessInstance> instances;  // in key order
   // Pass as ProcessListOptions::resume_after for the next page; empty
   // when this page is the last.
   std::string resume_after;
 };
 
+// Which instances ListProcessInstances returns.
 struct ProcessListOptions {
   size_t limit = 100;        // at most this many; 1..10000
   std::string resume_after;  // the previous page's resume_after
@@ -163,8 +165,11 @@ struct ProcessStats {
 // Threading: valid only inside the handler call, on the handler's thread.
 class WALBUS_EXPORT ProcessContext {
  public:
+  // Not copyable: a view of one step.
+  // @{
   ProcessContext(const ProcessContext&) = delete;
   ProcessContext& operator=(const ProcessContext&) = delete;
+  // @}
 
   // The instance's key.
   const std::string& Key() const;
@@ -225,13 +230,17 @@ class WALBUS_EXPORT Process {
   // Checks the definition: InvalidArgument naming what is wrong.
   [[nodiscard]] static Result<std::shared_ptr<Process>> Define(ProcessDefinition definition);
 
+  // Not copyable: shared (Define gives a shared_ptr).
+  // @{
   ~Process();
   Process(const Process&) = delete;
   Process& operator=(const Process&) = delete;
+  // @}
 
   // The subscriber that runs the process: pass it to Bus::Subscribe (or a
   // test kit's).
   SubscriberOptions subscriber() const;
+  // The definition's name.
   const std::string& name() const;
 
  private:

@@ -30,6 +30,7 @@
 #include "walbus/bus.h"
 #include "walbus/contracts.h"
 #include "walbus/event.h"
+#include "walbus/process.h"
 #include "walbus/status.h"
 #include "walbus/subscriber.h"
 
@@ -159,6 +160,34 @@ template <class From, class To>
   return bus.RegisterUpcaster(std::string(EventContract<From>::kType), std::string(EventContract<To>::kType),
                               std::move(upcaster));
 }
+
+// A process's state as a Table (walbus/process.h): set the definition's
+// state_type to StateTypeOf for the Table and register its contract, so
+// every state is verified when set and its schema version kept.
+// @{
+template <class Table>
+std::string StateTypeOf() {
+  return std::string(EventContract<Table>::kType);
+}
+// The instance's state as a verified Table; nullptr while it has none (a
+// new instance) or when it does not verify as one.
+template <class Table>
+const Table* StateAs(const ProcessContext& process) {
+  const std::string& state = process.State();
+  const auto* bytes = reinterpret_cast<const uint8_t*>(state.data());
+  flatbuffers::Verifier verifier(bytes, state.size(), kTypedPayloadMaxDepth, kTypedPayloadMaxTables);
+  if (state.empty() || !verifier.VerifyBuffer<Table>(EventContract<Table>::kFileIdentifier)) return nullptr;
+  return flatbuffers::GetRoot<Table>(bytes);
+}
+// Replaces the state with `root`, finishing the builder with Table's file
+// identifier (ProcessContext::SetState: committed with the step).
+template <class Table>
+Status SetTypedState(ProcessContext& process, flatbuffers::FlatBufferBuilder& builder,
+                     flatbuffers::Offset<Table> root) {
+  builder.Finish(root, EventContract<Table>::kFileIdentifier);
+  return process.SetState(std::string(reinterpret_cast<const char*>(builder.GetBufferPointer()), builder.GetSize()));
+}
+// @}
 
 // For an application's contract tests: Table's schema must be a compatible
 // evolution of every schema pinned for its event type (CheckPinnedSchema).

@@ -69,9 +69,6 @@ struct ScopeRep {
   // expectation on the key's version is among writes.expects): the event
   // it scheduled last under each, or nullopt once it cancelled.
   std::map<std::string, std::optional<EventId>, std::less<>> schedule_keys;
-  // Schedule keys starting with a NUL byte are walbus's own (a process's
-  // timeouts): taken only while this is set (ReservedKeys).
-  bool reserved_schedule_keys = false;
 
   void Fail(Status s) {
     if (error.ok()) error = std::move(s);
@@ -97,21 +94,6 @@ class ScopeCall {
 
  private:
   std::optional<CallGate::Call> call_;
-};
-
-// Lets walbus's own code use reserved schedule keys in `rep` while it lives.
-class ReservedKeys {
- public:
-  explicit ReservedKeys(ScopeRep* rep) : rep_(rep), before_(rep->reserved_schedule_keys) {
-    rep_->reserved_schedule_keys = true;
-  }
-  ~ReservedKeys() { rep_->reserved_schedule_keys = before_; }
-  ReservedKeys(const ReservedKeys&) = delete;
-  ReservedKeys& operator=(const ReservedKeys&) = delete;
-
- private:
-  ScopeRep* rep_;
-  bool before_;
 };
 
 // Makes `event` (scheduled by this unit: EventSpec::schedule_key) the one

@@ -95,13 +95,10 @@ Result<std::optional<EventId>*> KeyEntry(ScopeRep* rep, std::string_view key) {
   return &it->second;
 }
 
-Status CheckScheduleKey(const ScopeRep* rep, std::string_view key) {
+Status CheckScheduleKey(std::string_view key) {
   if (key.empty()) return Status::InvalidArgument("a schedule key is empty");
   if (key.size() > kMaxKeyBytes) {
     return Status::InvalidArgument("a schedule key is longer than " + std::to_string(kMaxKeyBytes) + " bytes");
-  }
-  if (key.front() == '\0' && !rep->reserved_schedule_keys) {
-    return Status::InvalidArgument("schedule keys starting with a NUL byte are reserved to walbus");
   }
   return Status::OK();
 }
@@ -110,7 +107,7 @@ Status CheckScheduleKey(const ScopeRep* rep, std::string_view key) {
 // and the event this unit scheduled under it before dropped. `admitted`:
 // the call's admission, checked first. Fails the unit on an error.
 Result<std::optional<EventId>*> TakeKey(ScopeRep* rep, std::string_view key, Status admitted) {
-  if (admitted.ok()) admitted = CheckScheduleKey(rep, key);
+  if (admitted.ok()) admitted = CheckScheduleKey(key);
   auto entry = admitted.ok() ? KeyEntry(rep, key) : Result<std::optional<EventId>*>(admitted);
   if (!entry.ok()) {
     rep->Fail(entry.status());
@@ -213,7 +210,7 @@ Result<std::optional<EventId>> WriteScope::ScheduledByKey(std::string_view key) 
   ScopeRep* rep = rep_.get();
   ScopeCall call(rep);
   if (!call.admitted()) return internal::ClosedStatus();
-  if (Status s = CheckScheduleKey(rep, key); !s.ok()) return s;
+  if (Status s = CheckScheduleKey(key); !s.ok()) return s;
   if (auto own = rep->schedule_keys.find(key); own != rep->schedule_keys.end()) return own->second;
   uint64_t version = 0;
   return PendingUnderKey(rep, key, &version);

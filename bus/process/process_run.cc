@@ -109,20 +109,16 @@ Status ProcessRun::SetTimeout(std::string_view name, const EventSpec& delivery, 
     rep->Fail(s);
     return s;
   }
+  if (Status s = CancelTimeout(name); !s.ok()) return s;  // replaced in the same commit
   EventSpec spec = delivery;
   spec.type = shape.timeout_type;
   spec.subject = key;
   spec.data = EncodeTimeoutPayload(name, data);
   spec.content_type = "application/vnd.walbus.process-timeout";
-  spec.schedule_key = TimeoutKey(name);
-  Result<EventId> id = [&] {
-    ReservedKeys reserved(rep);
-    return ctx.Publish(spec);
-  }();
+  Result<EventId> id = ctx.Publish(spec);
   if (!id.ok()) return id.status();
   auto due = ctx.GetScheduled(*id);
   if (!due.ok()) return due.status();
-  std::erase_if(record.timeouts, [&](const storage::ProcessTimeoutRecord& t) { return t.name == name; });
   record.timeouts.push_back(storage::ProcessTimeoutRecord{std::string(name), *id, UnixMsOf(due->at)});
   RefreshTimeouts();
   return Status::OK();
@@ -133,21 +129,24 @@ Status ProcessRun::CancelTimeout(std::string_view name) {
     rep->Fail(s);
     return s;
   }
-  const bool set =
-      std::erase_if(record.timeouts, [&](const storage::ProcessTimeoutRecord& t) { return t.name == name; }) > 0;
-  if (!set) return Status::OK();
+  auto it = std::find_if(record.timeouts.begin(), record.timeouts.end(),
+                         [&](const storage::ProcessTimeoutRecord& t) { return t.name == name; });
+  if (it == record.timeouts.end()) return Status::OK();
+  const EventId id = it->id;
+  record.timeouts.erase(it);
   RefreshTimeouts();
-  ReservedKeys reserved(rep);
-  return ctx.CancelScheduledByKey(TimeoutKey(name));
+  return CancelIfPending(id);
 }
 
-std::string ProcessRun::TimeoutKey(std::string_view name) const {
-  std::string k(1, '\0');
-  k.append("process").push_back('\0');
-  k.append(shape.name).push_back('\0');
-  k.append(key).push_back('\0');
-  k.append(name);
-  return k;
+Status ProcessRun::CancelIfPending(const EventId& id) {
+  // Steps of one instance run one at a time, so only the firing races
+  // this cancel: the commit decides it (a Conflict runs the step again,
+  // which then finds it fired). One that fired already arrives after this
+  // step and, no longer recorded, is ignored as stale.
+  auto where = ctx.GetScheduled(id);
+  if (!where.ok()) return where.status();
+  if (where->state != ScheduledStatus::State::kPending) return Status::OK();
+  return ctx.CancelScheduled(id);
 }
 
 void ProcessRun::RefreshTimeouts() {
@@ -172,9 +171,8 @@ Status ProcessRun::Finish(const Event& event, uint64_t now_wall_ms) {
   if (is_new) Count(storage::CheckpointField::kProcessStarted);
   if (completed) {
     Count(storage::CheckpointField::kProcessCompleted);
-    ReservedKeys reserved(rep);
     for (const storage::ProcessTimeoutRecord& t : record.timeouts) {
-      if (Status s = ctx.CancelScheduledByKey(TimeoutKey(t.name)); !s.ok()) return s;
+      if (Status s = CancelIfPending(t.id); !s.ok()) return s;
     }
     rep->writes.Delete(cf, record_key);
     return Status::OK();

@@ -60,9 +60,8 @@ struct ProcessRun {
 
   Status SetTimeout(std::string_view name, const EventSpec& delivery, std::string data);
   Status CancelTimeout(std::string_view name);
-  // The schedule key of timeout `name` of this instance: reserved to
-  // walbus (it starts with a NUL byte).
-  std::string TimeoutKey(std::string_view name) const;
+  // Cancels the scheduled event `id` (a timeout) unless it fired already.
+  Status CancelIfPending(const EventId& id);
   void RefreshTimeouts();
 
   const ProcessShape& shape;

@@ -395,17 +395,6 @@ TEST(ProcessTest, BadDefinitionsAreRefused) {
   EXPECT_TRUE(refused(d));
 }
 
-TEST(ProcessTest, ReservedScheduleKeysAreRefusedToApplications) {
-  auto t = Running(Defined(Dispatch()));
-  ASSERT_NE(t, nullptr);
-  Transaction tx = t->bus().Begin();
-  EventSpec spec = Fact(kEscalated, "order-10");
-  spec.deliver_after = 1min;
-  spec.schedule_key = std::string("\0process", 8);
-  EXPECT_TRUE(tx.Publish(spec).status().IsInvalidArgument());
-  EXPECT_TRUE(tx.CancelScheduledByKey(std::string("\0x", 2)).IsInvalidArgument());
-}
-
 // Live instances started under version 1 keep it when version 2 is
 // deployed; new ones start under 2.
 TEST(ProcessTest, InstancesKeepTheDefinitionVersionTheyStartedUnder) {

@@ -91,7 +91,7 @@ struct EventSpec {
   // pending. Scheduling under a key cancels the event pending under it in
   // the same commit, so at most one is pending per key, and
   // WriteScope::CancelScheduledByKey and ScheduledByKey find it without
-  // its id. Empty: none. Keys starting with a NUL byte are reserved.
+  // its id. Empty: none.
   std::string schedule_key;
 };
 

@@ -136,6 +136,7 @@ enum class CheckpointField : uint8_t {
   kProcessCompleted = 'C',
   kProcessUnmatched = 'U',
   kProcessStaleTimeouts = 'T',
+  kProcessAbandoned = 'B',  // instances an operator abandoned
   // Under subscriber id 0 (no subscriber has it): quarantine counters.
   kQuarantined = 'q',        // uint64 counter, merged.
   kQuarantineEvicted = 'e',  // uint64 counter, merged.

@@ -61,6 +61,8 @@ class BusImpl final : public Bus, public CommitListener, public ScopeHost {
   Status CancelReplay(uint64_t replay_id, const OperatorAction& action) override;
   Result<ReplayReport> GetReplay(uint64_t replay_id) override;
   Result<uint64_t> CancelScheduled(const EventId& id, const OperatorAction& action) override;
+  // AbandonProcessInstance (walbus/process.h; bus_processes.cc).
+  Result<uint64_t> AbandonProcessInstance(std::string_view name, std::string_view key, const OperatorAction& action);
   Status WaitIdle(std::chrono::milliseconds timeout) override;
   BusStats Stats() override;
   std::string MetricsText() override;

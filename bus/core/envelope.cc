@@ -76,6 +76,18 @@ Status ValidateSubscriberName(const std::string& name) {
   return Status::OK();
 }
 
+Status ValidateProcessName(std::string_view name) {
+  constexpr size_t kMaxProcessNameBytes = 64;
+  const bool fits = !name.empty() && name.size() <= kMaxProcessNameBytes;
+  const bool word = std::all_of(name.begin(), name.end(),
+                                [](char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-'; });
+  if (!fits || !word) {
+    return Status::InvalidArgument("process name '" + std::string(name) + "': 1.." +
+                                   std::to_string(kMaxProcessNameBytes) + " bytes of [a-z0-9-]");
+  }
+  return Status::OK();
+}
+
 Status ValidateEvent(const Event& e, size_t max_payload_bytes) {
   if (Status s = ValidateEventType(e.type); !s.ok()) return s;
   if (e.subject.empty()) return Status::InvalidArgument("event subject is empty (it is the ordering key)");

@@ -25,6 +25,9 @@ Status ValidateEventType(std::string_view type);
 // Subscriber names: 1..128 bytes of [A-Za-z0-9._-] (stored in the meta key
 // "sub/<name>").
 Status ValidateSubscriberName(const std::string& name);
+// Process names (walbus/process.h): 1..64 bytes of [a-z0-9-], a word of
+// event types (a process's timeout events are typed by its name).
+Status ValidateProcessName(std::string_view name);
 // The rules every stored event meets (sizes, type, no NUL in the subject):
 // what an envelope read back from storage is checked against, so that
 // events written under older, looser rules still read.

@@ -18,6 +18,7 @@
 #include "bus/util/escape.h"
 #include "bus/util/rfc3339.h"
 #include "bus/util/unix_time.h"
+#include "walbus/process.h"
 
 namespace walbus::internal {
 namespace {
@@ -65,6 +66,7 @@ const std::vector<VerbSpec>& Verbs() {
       {"replay-status", AdminVerb::kReplayStatus, {{"replay"}}},
       {"scheduled-cancel", AdminVerb::kScheduledCancel, {{"id"}, {"operator"}, {"reason"}, {"dry-run"}}},
       {"subscriber-remove", AdminVerb::kSubscriberRemove, {{"subscriber"}, {"operator"}, {"reason"}, {"dry-run"}}},
+      {"process-abandon", AdminVerb::kProcessAbandon, {{"process"}, {"key"}, {"operator"}, {"reason"}, {"dry-run"}}},
   };
   return kVerbs;
 }
@@ -185,6 +187,23 @@ Status Action(const Fields& f, OperatorAction* out) {
   out->operator_name = *who;
   out->reason = *why;
   return Flag("dry-run", f.One("dry-run"), &out->dry_run);
+}
+
+// A process instance: the process's name and the instance's key (a
+// subject: 1..512 bytes without NUL; the bus checks the rest).
+Status ProcessInstance(const Fields& f, std::string* process, std::string* key) {
+  const std::string* name = f.One("process");
+  const std::string* instance = f.One("key");
+  if (name == nullptr || instance == nullptr) return Invalid("process and key are required: the instance to abandon");
+  if (!ValidateProcessName(*name).ok()) {
+    return Invalid("process " + QuotedForMessage(*name) + " is not a process name: 1..64 bytes of [a-z0-9-]");
+  }
+  if (instance->empty() || instance->size() > kMaxSubjectBytes || instance->find('\0') != std::string::npos) {
+    return Invalid("key must be 1.." + std::to_string(kMaxSubjectBytes) + " bytes without NUL");
+  }
+  *process = *name;
+  *key = *instance;
+  return Status::OK();
 }
 
 Status ScheduledEventId(const Fields& f, EventId* out) {
@@ -483,6 +502,10 @@ Status ParseAdminRequest(std::string_view text, AdminRequest* out) {
       s = Subscriber(fields, &out->selection.subscriber);
       if (s.ok()) s = Action(fields, &out->action);
       break;
+    case AdminVerb::kProcessAbandon:
+      s = ProcessInstance(fields, &out->process, &out->key);
+      if (s.ok()) s = Action(fields, &out->action);
+      break;
   }
   if (!s.ok()) {
     *out = AdminRequest{};
@@ -522,6 +545,13 @@ std::string ExecuteAdminRequest(Bus& bus, const AdminRequest& r) {
     case AdminVerb::kSubscriberRemove: {
       Result<ActionReport> report = bus.RemoveSubscriber(r.selection.subscriber, r.action);
       return report.ok() ? OkReply(RemovalJson(r, *report)) : ErrorReply(report.status());
+    }
+    case AdminVerb::kProcessAbandon: {
+      Result<uint64_t> action_id = AbandonProcessInstance(bus, r.process, r.key, r.action);
+      if (!action_id.ok()) return ErrorReply(action_id.status());
+      return OkReply("{\"action\":\"process-abandon\",\"process\":" + JsonString(r.process) +
+                     ",\"key\":" + JsonString(r.key) + ",\"dry_run\":" + (r.action.dry_run ? "true" : "false") +
+                     ",\"action_id\":" + std::to_string(*action_id) + "}");
     }
     case AdminVerb::kScheduledCancel: {
       Result<uint64_t> action_id = bus.CancelScheduled(r.event_id, r.action);

@@ -71,16 +71,19 @@ enum class AdminVerb : uint8_t {
   kReplayStatus,
   kScheduledCancel,
   kSubscriberRemove,
+  kProcessAbandon,
 };
 
 // A checked request.
 struct AdminRequest {
   AdminVerb verb = AdminVerb::kPing;
   DeadLetterSelection selection;  // dlq-*: all=true leaves every filter empty; subscriber-remove: the name
-  OperatorAction action;          // dlq-*, replay-cancel, scheduled-cancel, subscriber-remove
+  OperatorAction action;          // dlq-*, replay-cancel, scheduled-cancel, subscriber-remove, process-abandon
   ReplayRequest replay;           // replay (its own action)
   uint64_t replay_id = 0;         // replay-cancel, replay-status
   EventId event_id;               // scheduled-cancel
+  std::string process;            // process-abandon: the process's name
+  std::string key;                // process-abandon: the instance's key
 };
 
 // Parses and checks untrusted request text (the whole of it: nothing may

@@ -17,30 +17,8 @@ namespace {
 
 using internal::ProcessRun;
 
-constexpr size_t kMaxProcessNameBytes = 64;
-
-uint64_t UnixMsOf(std::chrono::system_clock::time_point t) {
-  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count();
-  return ms < 0 ? 0 : static_cast<uint64_t>(ms);
-}
-
-std::chrono::system_clock::time_point WallOf(uint64_t unix_ms) {
-  return std::chrono::system_clock::time_point(std::chrono::milliseconds(unix_ms));
-}
-
-Status CheckProcessName(std::string_view name) {
-  const bool fits = !name.empty() && name.size() <= kMaxProcessNameBytes;
-  const bool word = std::all_of(name.begin(), name.end(),
-                                [](char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-'; });
-  if (!fits || !word) {
-    return Status::InvalidArgument("process name '" + std::string(name) + "': 1.." +
-                                   std::to_string(kMaxProcessNameBytes) + " bytes of [a-z0-9-]");
-  }
-  return Status::OK();
-}
-
 Status CheckDefinition(const ProcessDefinition& d) {
-  if (Status s = CheckProcessName(d.name); !s.ok()) return s;
+  if (Status s = internal::ValidateProcessName(d.name); !s.ok()) return s;
   if (d.version == 0) return Status::InvalidArgument("process " + d.name + ": version is at least 1");
   if (!d.handler) return Status::InvalidArgument("process " + d.name + " has no handler");
   if (d.steps.empty()) return Status::InvalidArgument("process " + d.name + " takes no event type");
@@ -64,14 +42,14 @@ ProcessInstance ToPublic(std::string key, storage::ProcessRecord r) {
   out.definition_version = r.definition_version;
   out.state_version = r.state_version;
   out.state = std::move(r.state);
-  out.started = WallOf(r.started_wall_ms);
-  out.updated = WallOf(r.updated_wall_ms);
+  out.started = internal::WallTime(r.started_wall_ms);
+  out.updated = internal::WallTime(r.updated_wall_ms);
   out.events_handled = r.events_handled;
   for (storage::ProcessTimeoutRecord& t : r.timeouts) {
-    out.timeouts.push_back(ProcessTimeout{std::move(t.name), t.id, WallOf(t.due_wall_ms)});
+    out.timeouts.push_back(ProcessTimeout{std::move(t.name), t.id, internal::WallTime(t.due_wall_ms)});
   }
   for (storage::ProcessHandledRecord& h : r.last_handled) {
-    out.recent.push_back(ProcessEventHandled{h.id, h.seq, std::move(h.type), WallOf(h.handled_wall_ms)});
+    out.recent.push_back(ProcessEventHandled{h.id, h.seq, std::move(h.type), internal::WallTime(h.handled_wall_ms)});
   }
   return out;
 }
@@ -90,6 +68,7 @@ struct Process::Rep {
   // *outcome set when the step ends here (unmatched, a bad key).
   std::optional<Outcome> Enter(const Event& event, ProcessRun* run, uint64_t now_ms);
   std::optional<Outcome> EnterTimeout(const Event& event, ProcessRun* run);
+  Outcome HandleAbandon(ProcessRun* run);
   Outcome Unmatched(ProcessRun* run);
   static Outcome Failed(ProcessRun* run, Status s);
 };
@@ -144,14 +123,28 @@ std::optional<Outcome> Process::Rep::Enter(const Event& event, ProcessRun* run, 
   return std::nullopt;
 }
 
+// An operator's abandonment: the instance ends without a step (one that
+// completed meanwhile is gone already: nothing to do).
+Outcome Process::Rep::HandleAbandon(ProcessRun* run) {
+  Result<bool> found = run->Load(serialize);
+  if (!found.ok()) return Failed(run, found.status());
+  if (!*found) return Outcome::Done();
+  if (Status s = run->Abandon(); !s.ok()) return Failed(run, s);
+  return Outcome::Done();
+}
+
 Outcome Process::Rep::Handle(const Event& event, HandlerContext& ctx) {
   std::string key = event.subject;
+  if (event.type == shape.abandon_type) {
+    ProcessRun run(shape, ctx, std::move(key));
+    return HandleAbandon(&run);
+  }
   if (event.type != shape.timeout_type) {
     const ProcessStep* step = steps.find(event.type)->second;
     if (step->correlate) key = step->correlate(event);
   }
   ProcessRun run(shape, ctx, std::move(key));
-  const uint64_t now_ms = UnixMsOf(run.rep->host->options().clock->WallNow());
+  const uint64_t now_ms = internal::ToUnixMillisUnsigned(run.rep->host->options().clock->WallNow());
   if (std::optional<Outcome> ended = Enter(event, &run, now_ms)) return *ended;
   if (Status s = run.UpgradeState(definition.upgrade_state); !s.ok()) return Failed(&run, s);
   ProcessContext view = run.View();
@@ -166,7 +159,8 @@ Result<std::shared_ptr<Process>> Process::Define(ProcessDefinition definition) {
   auto rep = std::make_shared<Rep>();
   rep->definition = std::move(definition);
   const ProcessDefinition& d = rep->definition;
-  rep->shape = internal::ProcessShape{d.name, d.version, internal::ProcessTimeoutType(d.name), d.state_type};
+  rep->shape = internal::ProcessShape{d.name, d.version, internal::ProcessTimeoutType(d.name),
+                                      internal::ProcessAbandonType(d.name), d.state_type};
   rep->subscriber.name = "process." + d.name;
   for (const ProcessStep& step : d.steps) {
     rep->steps.emplace(step.type, &step);
@@ -174,6 +168,7 @@ Result<std::shared_ptr<Process>> Process::Define(ProcessDefinition definition) {
     rep->serialize |= static_cast<bool>(step.correlate);
   }
   rep->subscriber.types.push_back(rep->shape.timeout_type);
+  rep->subscriber.types.push_back(rep->shape.abandon_type);
   rep->subscriber.retry = d.retry;
   rep->subscriber.handler_version = std::to_string(d.version);
   return std::shared_ptr<Process>(new Process(std::move(rep)));
@@ -241,7 +236,7 @@ namespace {
 // Runs `read(rep, db)` on a fresh unit's snapshot, for process `name`.
 template <typename Read>
 auto ReadOf(Bus& bus, std::string_view name, Read read) -> decltype(read(nullptr, nullptr)) {
-  if (Status s = CheckProcessName(name); !s.ok()) return s;
+  if (Status s = internal::ValidateProcessName(name); !s.ok()) return s;
   Transaction tx = bus.Begin();
   internal::ScopeRep* rep = internal::ScopeAccess::Rep(tx);
   internal::ScopeCall call(rep);
@@ -267,31 +262,27 @@ Result<std::optional<ProcessInstance>> ReadProcessInstance(Bus& bus, std::string
 
 Result<ProcessStats> ReadProcessStats(Bus& bus, std::string_view name) {
   return ReadOf(bus, name, [&](internal::ScopeRep*, storage::Db* db) -> Result<ProcessStats> {
-    std::string registered;
-    bool found = false;
-    if (Status s = db->Get(db->cf(storage::Cf::kMeta), storage::SubscriberMetaKey("process." + std::string(name)),
-                           &registered, &found);
-        !s.ok() || !found) {
-      return s.ok() ? Result<ProcessStats>(ProcessStats{}) : Result<ProcessStats>(s);
-    }
-    if (registered.size() < 4) return Status::Corruption("the registration of process " + std::string(name));
-    const uint32_t id = storage::GetBe32(registered);
+    auto id = internal::ProcessSubscriberId(db, name);
+    if (!id.ok()) return id.status();
+    if (!id->has_value()) return ProcessStats{};
     auto count = [&](storage::CheckpointField field) -> Result<uint64_t> {
       std::string value;
       bool present = false;
-      if (Status s = db->Get(db->cf(storage::Cf::kCheckpoints), storage::CheckpointKey(id, field), &value, &present);
+      if (Status s = db->Get(db->cf(storage::Cf::kCheckpoints), storage::CheckpointKey(**id, field), &value, &present);
           !s.ok()) {
         return s;
       }
       uint64_t n = 0;
-      if (present && !storage::DecodeCounter(value, &n))
+      if (present && !storage::DecodeCounter(value, &n)) {
         return Status::Corruption("a counter of process " + std::string(name));
+      }
       return n;
     };
     ProcessStats stats;
     const std::pair<storage::CheckpointField, uint64_t*> fields[] = {
         {storage::CheckpointField::kProcessStarted, &stats.started},
         {storage::CheckpointField::kProcessCompleted, &stats.completed},
+        {storage::CheckpointField::kProcessAbandoned, &stats.abandoned},
         {storage::CheckpointField::kProcessUnmatched, &stats.unmatched},
         {storage::CheckpointField::kProcessStaleTimeouts, &stats.stale_timeouts}};
     for (const auto& [field, target] : fields) {
@@ -299,7 +290,8 @@ Result<ProcessStats> ReadProcessStats(Bus& bus, std::string_view name) {
       if (!n.ok()) return n.status();
       *target = *n;
     }
-    stats.running = stats.started >= stats.completed ? stats.started - stats.completed : 0;
+    const uint64_t ended = stats.completed + stats.abandoned;
+    stats.running = stats.started >= ended ? stats.started - ended : 0;
     return stats;
   });
 }

@@ -12,15 +12,6 @@ namespace {
 
 constexpr size_t kMaxTimeoutNameBytes = 200;
 
-std::chrono::system_clock::time_point WallOf(uint64_t unix_ms) {
-  return std::chrono::system_clock::time_point(std::chrono::milliseconds(unix_ms));
-}
-
-uint64_t UnixMsOf(std::chrono::system_clock::time_point t) {
-  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count();
-  return ms < 0 ? 0 : static_cast<uint64_t>(ms);
-}
-
 Status CheckTimeoutName(std::string_view name) {
   if (name.empty() || name.size() > kMaxTimeoutNameBytes) {
     return Status::InvalidArgument("a timeout name is 1.." + std::to_string(kMaxTimeoutNameBytes) + " bytes");
@@ -33,6 +24,23 @@ Status CheckTimeoutName(std::string_view name) {
 
 std::string ProcessTimeoutType(std::string_view process) {
   return "walbus.process-timeout." + std::string(process) + ".v1";
+}
+
+std::string ProcessAbandonType(std::string_view process) {
+  return "walbus.process-abandon." + std::string(process) + ".v1";
+}
+
+Result<std::optional<uint32_t>> ProcessSubscriberId(storage::Db* db, std::string_view name) {
+  std::string registered;
+  bool found = false;
+  if (Status s = db->Get(db->cf(storage::Cf::kMeta), storage::SubscriberMetaKey("process." + std::string(name)),
+                         &registered, &found);
+      !s.ok()) {
+    return s;
+  }
+  if (!found) return std::optional<uint32_t>();
+  if (registered.size() < 4) return Status::Corruption("the registration of process " + std::string(name));
+  return std::optional<uint32_t>(storage::GetBe32(registered));
 }
 
 std::string EncodeTimeoutPayload(std::string_view name, std::string_view data) {
@@ -119,7 +127,8 @@ Status ProcessRun::SetTimeout(std::string_view name, const EventSpec& delivery, 
   if (!id.ok()) return id.status();
   auto due = ctx.GetScheduled(*id);
   if (!due.ok()) return due.status();
-  record.timeouts.push_back(storage::ProcessTimeoutRecord{std::string(name), *id, UnixMsOf(due->at)});
+  record.timeouts.push_back(
+      storage::ProcessTimeoutRecord{std::string(name), *id, internal::ToUnixMillisUnsigned(due->at)});
   RefreshTimeouts();
   return Status::OK();
 }
@@ -152,7 +161,7 @@ Status ProcessRun::CancelIfPending(const EventId& id) {
 void ProcessRun::RefreshTimeouts() {
   timeouts.clear();
   for (const storage::ProcessTimeoutRecord& t : record.timeouts) {
-    timeouts.push_back(ProcessTimeout{t.name, t.id, WallOf(t.due_wall_ms)});
+    timeouts.push_back(ProcessTimeout{t.name, t.id, internal::WallTime(t.due_wall_ms)});
   }
 }
 
@@ -164,6 +173,15 @@ void ProcessRun::Count(storage::CheckpointField field) {
                        storage::CheckpointKey(rep->subscriber_id, field),
                        {},
                        1});
+}
+
+Status ProcessRun::Abandon() {
+  for (const storage::ProcessTimeoutRecord& t : record.timeouts) {
+    if (Status s = CancelIfPending(t.id); !s.ok()) return s;
+  }
+  rep->writes.Delete(rep->host->db()->cf(storage::Cf::kProcesses), record_key);
+  Count(storage::CheckpointField::kProcessAbandoned);
+  return Status::OK();
 }
 
 Status ProcessRun::Finish(const Event& event, uint64_t now_wall_ms) {

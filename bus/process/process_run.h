@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "bus/core/scope.h"
+#include "bus/util/unix_time.h"
 #include "storage/keys.h"
 #include "storage/records.h"
 #include "walbus/process.h"
@@ -24,11 +25,23 @@ struct ProcessShape {
   std::string name;
   uint32_t version = 1;
   std::string timeout_type;  // "walbus.process-timeout.<name>.v1"
+  std::string abandon_type;  // "walbus.process-abandon.<name>.v1"
   std::string state_type;
 };
 
+// A record's unix ms as the public types' wall time.
+inline std::chrono::system_clock::time_point WallTime(uint64_t unix_ms) {
+  return FromUnixMillis(static_cast<int64_t>(unix_ms));
+}
+
 // The type of the events that deliver `process`'s timeouts.
 std::string ProcessTimeoutType(std::string_view process);
+// The type of the events that carry an operator's abandonment of one of
+// `process`'s instances (AbandonProcessInstance): subject the instance
+// key, data the action's id.
+std::string ProcessAbandonType(std::string_view process);
+// The id of process `name`'s subscriber, or nullopt when it never ran.
+Result<std::optional<uint32_t>> ProcessSubscriberId(storage::Db* db, std::string_view name);
 // A timeout event's payload: its name and the data it was set with.
 std::string EncodeTimeoutPayload(std::string_view name, std::string_view data);
 bool DecodeTimeoutPayload(std::string_view payload, std::string* name, std::string* data);
@@ -46,6 +59,9 @@ struct ProcessRun {
   Result<bool> Load(bool serialize);
   // Starts a new instance (no record was loaded).
   void Start(uint64_t now_wall_ms);
+  // Ends the loaded instance for an operator: its pending timeouts
+  // cancelled, its record deleted, counted as abandoned.
+  Status Abandon();
   // Takes the timeout `id` named `name` out of the record: false when the
   // record holds no such timeout (it was replaced or cancelled since).
   bool TakeFiredTimeout(const std::string& name, const EventId& id);

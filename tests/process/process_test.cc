@@ -248,6 +248,40 @@ TEST(ProcessTest, AnEventForNoInstanceIsDeadLetteredUnderThatPolicy) {
       << t->Failures(kSubscriber).at(0).error;
 }
 
+// An operator abandons an instance: it ends without a step, its timeout
+// never fires, and the abandonment is counted apart from completions.
+TEST(ProcessTest, AnAbandonedInstanceEndsWithoutAStepAndItsTimeoutNeverFires) {
+  auto t = Running(Defined(Dispatch()));
+  ASSERT_NE(t, nullptr);
+  ASSERT_TRUE(t->Publish({Fact(kReceived, "order-11"), Fact(kReceived, "order-12")}).ok());
+  ASSERT_TRUE(t->RunUntilIdle().ok());
+  OperatorAction action{.operator_name = "ann", .reason = "the customer left", .dry_run = true};
+  auto dry = AbandonProcessInstance(t->bus(), kProcessName, "order-11", action);
+  ASSERT_TRUE(dry.ok()) << dry.status().ToString();
+  EXPECT_EQ(*dry, 0u);
+  ASSERT_TRUE(t->RunUntilIdle().ok());
+  EXPECT_TRUE(Instance(t->bus(), "order-11").has_value()) << "a dry run changes nothing";
+  action.dry_run = false;
+  auto abandoned = AbandonProcessInstance(t->bus(), kProcessName, "order-11", action);
+  ASSERT_TRUE(abandoned.ok()) << abandoned.status().ToString();
+  EXPECT_GT(*abandoned, 0u) << "the action's id";
+  ASSERT_TRUE(t->RunUntilIdle().ok());
+  EXPECT_EQ(Instance(t->bus(), "order-11"), std::nullopt);
+  EXPECT_EQ(PendingTimers(t->bus()), 1u) << "order-12's alone";
+  ASSERT_TRUE(t->AdvanceTime(1h).ok());
+  ASSERT_EQ(t->Published(kEscalated).size(), 1u);
+  EXPECT_EQ(t->Published(kEscalated)[0].subject, "order-12");
+  const ProcessStats stats = Stats(t->bus());
+  EXPECT_EQ(stats.abandoned, 1u);
+  EXPECT_EQ(stats.completed, 1u);
+  EXPECT_EQ(stats.running, 0u);
+  EXPECT_TRUE(AbandonProcessInstance(t->bus(), kProcessName, "order-11", action).status().IsNotFound());
+  EXPECT_TRUE(AbandonProcessInstance(t->bus(), kProcessName, "order-12", OperatorAction{}).status().IsInvalidArgument())
+      << "who and why are required";
+  EXPECT_TRUE(AbandonProcessInstance(t->bus(), "Bad", "order-12", action).status().IsInvalidArgument());
+  EXPECT_TRUE(t->Failures().empty());
+}
+
 TEST(ProcessTest, InstancesAreListedInKeyOrderAPageAtATime) {
   auto t = Running(Defined(Dispatch()));
   ASSERT_NE(t, nullptr);

@@ -1,10 +1,13 @@
-// walbus process ls|show: the running instances of a process manager
-// (walbus/process.h), on a live or a stopped database.
+// walbus process ls|show|abandon: the running instances of a process
+// manager (walbus/process.h), on a live or a stopped database, and an
+// operator's abandonment of one (through the admin socket on a live
+// database, recorded).
 #include <iostream>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "tools/walbus/admin_action.h"
 #include "tools/walbus/commands.h"
 #include "tools/walbus/inspect.h"
 
@@ -17,6 +20,8 @@ struct Values {
   std::string dir, name, key;
   bool json = false;
   size_t limit = kDefaultLimit;
+  std::string operator_name, reason;
+  bool dry_run = false;
 };
 
 int RunProcessLs(const Values& v) {
@@ -44,6 +49,12 @@ int RunProcessShow(const Values& v) {
   return 0;
 }
 
+int RunProcessAbandon(const Values& v) {
+  AdminFields fields{{"process", v.name}, {"key", v.key}, {"operator", v.operator_name}, {"reason", v.reason}};
+  if (v.dry_run) fields.emplace_back("dry-run", "true");
+  return RunAdmin("process abandon", v.dir, "process-abandon", fields, v.json);
+}
+
 }  // namespace
 
 void AddProcessCommands(CLI::App* app, Runners* runners) {
@@ -66,9 +77,22 @@ void AddProcessCommands(CLI::App* app, Runners* runners) {
   show->add_option("name", v->name, "The process's name")->required();
   show->add_option("key", v->key, "The instance's key")->required();
   show->add_flag("--json", v->json, "Print one JSON object");
-  runners->push_back([ls, show, v]() -> std::optional<int> {
+  CLI::App* abandon = process->add_subcommand(
+      "abandon",
+      "Abandon a running instance, recorded as an operator action: the process ends it without a step, its "
+      "timeouts cancelled and its state removed, once it has handled what came before under its key. Through the "
+      "admin socket when a process holds the database; otherwise when the application next runs the process.");
+  abandon->add_option("dir", v->dir, "Database directory")->required();
+  abandon->add_option("name", v->name, "The process's name")->required();
+  abandon->add_option("key", v->key, "The instance's key")->required();
+  abandon->add_option("--operator", v->operator_name, "Who acts (recorded)")->required();
+  abandon->add_option("--reason", v->reason, "Why (recorded)")->required();
+  abandon->add_flag("--dry-run", v->dry_run, "Check that the instance runs; change nothing");
+  abandon->add_flag("--json", v->json, "Print the report as one JSON object");
+  runners->push_back([ls, show, abandon, v]() -> std::optional<int> {
     if (ls->parsed()) return RunProcessLs(*v);
     if (show->parsed()) return RunProcessShow(*v);
+    if (abandon->parsed()) return RunProcessAbandon(*v);
     return std::nullopt;
   });
 }

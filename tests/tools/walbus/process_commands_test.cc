@@ -36,11 +36,17 @@ std::shared_ptr<Process> Sales() {
   return process.ok() ? *process : nullptr;
 }
 
-std::unique_ptr<Bus> RunSales(const TempDir& dir) {
+// A bus running the process on `dir`; opens three sales unless `open` is
+// false.
+std::unique_ptr<Bus> RunSales(const TempDir& dir, bool open = true) {
   Options o = testing::TestOptions(dir);
   o.clock = std::make_shared<ManualClock>();
   auto bus = testing::OpenBus(o);
   if (bus == nullptr || !bus->Subscribe(Sales()->subscriber()).ok() || !bus->Start().ok()) return nullptr;
+  if (!open) {
+    EXPECT_TRUE(bus->WaitIdle(30s).ok());
+    return bus;
+  }
   Transaction tx = bus->Begin();
   for (const char* subject : {"sale-2", "sale-1", "sale-binary"}) {
     EXPECT_TRUE(tx.Publish(EventSpec{.type = kOpened, .subject = subject, .data = "{}"}).ok());
@@ -80,6 +86,37 @@ TEST(ProcessCommandsTest, ListsAndShowsRunningInstances) {
     ASSERT_EQ(RunCliOutput("process ls " + dir.path() + " other", &out), 0);
     EXPECT_NE(out.find("no instances running"), std::string::npos) << out;
   }
+}
+
+// On a stopped database the abandonment is recorded at once and takes
+// effect when the application next runs the process.
+TEST(ProcessCommandsTest, AbandonIsARecordedActionTheProcessCarriesOut) {
+  TempDir dir;
+  {
+    auto bus = RunSales(dir);
+    ASSERT_NE(bus, nullptr);
+    ASSERT_TRUE(bus->Close().ok());
+  }
+  const std::string abandon = "process abandon " + dir.path() + " sale sale-1";
+  std::string out;
+  EXPECT_EQ(RunCliOutput(abandon, &out), 2) << "who and why are required";
+  ASSERT_EQ(RunCliOutput(abandon + " --operator ann --reason stuck --dry-run --json", &out), 0) << out;
+  EXPECT_NE(out.find("\"dry_run\":true,\"action_id\":0"), std::string::npos) << out;
+  ASSERT_EQ(RunCliOutput(abandon + " --operator ann --reason stuck --json", &out), 0) << out;
+  EXPECT_NE(out.find("\"action\":\"process-abandon\",\"process\":\"sale\",\"key\":\"sale-1\""), std::string::npos)
+      << out;
+  std::string err;
+  EXPECT_EQ(RunCliErrors("process abandon " + dir.path() + " sale sale-9 --operator ann --reason stuck", &err), 1);
+  EXPECT_NE(err.find("no instance of process sale runs under key sale-9"), std::string::npos) << err;
+  ASSERT_EQ(RunCliOutput("process show " + dir.path() + " sale sale-1", &out), 0) << "until the process runs";
+  {
+    auto bus = RunSales(dir, false);  // the application runs the process again
+    ASSERT_NE(bus, nullptr);
+    ASSERT_TRUE(bus->Close().ok());
+  }
+  EXPECT_EQ(RunCliErrors("process show " + dir.path() + " sale sale-1", &err), 1);
+  ASSERT_EQ(RunCliOutput("process ls " + dir.path() + " sale --json", &out), 0);
+  EXPECT_EQ(testing::Lines(out).size(), 2u) << out;
 }
 
 }  // namespace

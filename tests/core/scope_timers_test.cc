@@ -210,15 +210,24 @@ TEST(ScopeTimersTest, AReplaceRacingTheFiringHasOneOutcome) {
   ASSERT_TRUE(bus->Subscribe(recorder).ok());
   ASSERT_TRUE(bus->Start().ok());
   constexpr int kKeys = 1500;
+  constexpr int kRacing = 1400;
   std::vector<EventId> first;
   {
     Transaction tx = bus->Begin();
     for (int i = 0; i < kKeys; ++i) {
-      first.push_back(*tx.Publish(
-          Escalation("order-" + std::to_string(i % 40), std::chrono::milliseconds(i), "key-" + std::to_string(i))));
+      // The first kRacing due one per millisecond, where the replaces race
+      // the firing; the rest an hour later, which the replaces win.
+      const auto after = i < kRacing ? std::chrono::milliseconds(i) : std::chrono::milliseconds(1h);
+      first.push_back(*tx.Publish(Escalation("order-" + std::to_string(i % 40), after, "key-" + std::to_string(i))));
     }
     ASSERT_TRUE(tx.Commit().ok());
   }
+  // The replaces start once the first event was delivered, which they
+  // lose: both outcomes occur however fast either side runs.
+  ASSERT_TRUE(testing::Eventually([&] {
+    std::lock_guard<std::mutex> lock(mu);
+    return std::find(delivered.begin(), delivered.end(), first[0]) != delivered.end();
+  }));
   std::vector<EventId> second(kKeys);
   std::vector<int> conflicts(kKeys);
   for (int i = 0; i < kKeys; ++i) {

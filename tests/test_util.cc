@@ -27,6 +27,15 @@ TempDir::~TempDir() {
   std::filesystem::remove_all(root_, ec);
 }
 
+EventId PublishAlone(Bus& bus, const EventSpec& spec) {
+  Transaction tx = bus.Begin();
+  auto id = tx.Publish(spec);
+  EXPECT_TRUE(id.ok()) << id.status().ToString();
+  auto receipt = tx.Commit();
+  EXPECT_TRUE(receipt.ok()) << receipt.status().ToString();
+  return id.ok() && receipt.ok() ? *id : EventId{};
+}
+
 Event IncomingEvent(std::string type, std::string subject, std::string source, std::string data) {
   Event e;
   e.id = EventId::Generate();

@@ -104,6 +104,10 @@ std::string FormatName(const ::testing::TestParamInfo<uint32_t>& info);
 // time now.
 Event IncomingEvent(std::string type, std::string subject, std::string source, std::string data = {});
 
+// Publishes `spec` in a transaction of its own and commits it; the event's
+// id (nil, and the test failed, when either was refused).
+EventId PublishAlone(Bus& bus, const EventSpec& spec);
+
 // Opens the walbus database in `dir`, which no bus holds, to read its
 // records directly; fails the test (and returns null) when it cannot.
 std::unique_ptr<storage::Db> OpenStoppedDatabase(const std::string& dir);

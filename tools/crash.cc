@@ -385,16 +385,21 @@ Status RunRound(const Config& cfg, const Round& round, std::map<std::string, uin
   return Status::OK();
 }
 
-// Waits until no scheduled event is pending (the process workload's
-// deadlines are milliseconds; those a kill left overdue fire at once).
-Status WaitTimersFired(walbus::Bus& bus) {
+// Waits until every committed event is handled and no scheduled event is
+// pending. Handlers schedule timers (the process workload's deadlines are
+// milliseconds; those a kill left overdue fire at once) and fired timers
+// are events to handle, so neither alone is the end: a kill may leave no
+// timer pending but opened instances not yet handled, whose steps schedule
+// theirs only once the catch-up runs them.
+Status CatchUpWithTimers(walbus::Bus& bus) {
   const auto deadline = Clock::now() + std::chrono::minutes(5);
-  while (bus.Stats().scheduled_pending > 0) {
+  while (true) {
+    if (Status s = bus.WaitCaughtUp(std::chrono::minutes(1)); !s.ok()) return s;
+    // Caught up with nothing pending: nothing can commit any more.
+    if (bus.Stats().scheduled_pending == 0) return bus.WaitCaughtUp(std::chrono::minutes(1));
     if (Clock::now() > deadline) return Status::TimedOut("scheduled events still pending after five minutes");
-    if (Status s = bus.WaitIdle(std::chrono::minutes(1)); !s.ok()) return s;
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
-  return Status::OK();
 }
 
 // Runs every subscriber to the end, then checks the whole history.
@@ -404,8 +409,7 @@ Status CatchUpAndCheck(const Config& cfg, Findings* found) {
     if (Status s = walbus::Bus::Open(BusOptions(cfg.dir, DurabilityOf(cfg), 2), &bus); !s.ok()) return s;
     Status s = SubscribeWorkload(cfg, *bus);
     if (s.ok()) s = bus->Start();
-    if (s.ok()) s = WaitTimersFired(*bus);
-    if (s.ok()) s = bus->WaitIdle(std::chrono::minutes(5));
+    if (s.ok()) s = CatchUpWithTimers(*bus);
     Status closed = bus->Close();
     if (!s.ok()) return s;
     if (!closed.ok()) return closed;

@@ -64,9 +64,12 @@ struct Process::Rep {
   SubscriberOptions subscriber;                                  // without its handler (Process::subscriber)
 
   Outcome Handle(const Event& event, HandlerContext& ctx);
-  // The instance a step event belongs to, loaded or started. nullopt with
-  // *outcome set when the step ends here (unmatched, a bad key).
-  std::optional<Outcome> Enter(const Event& event, ProcessRun* run, uint64_t now_ms);
+  // The step an event of `type` runs; nullptr for the process's timeouts.
+  // REQUIRES: `type` is one the subscriber takes, and not the abandon type.
+  const ProcessStep* StepOf(const std::string& type) const;
+  // The instance an event of `step` belongs to, loaded or started; an
+  // outcome when the step ends here (unmatched, a bad key).
+  std::optional<Outcome> Enter(const ProcessStep& step, ProcessRun* run, uint64_t now_ms);
   std::optional<Outcome> EnterTimeout(const Event& event, ProcessRun* run);
   Outcome HandleAbandon(ProcessRun* run);
   Outcome Unmatched(ProcessRun* run);
@@ -105,10 +108,15 @@ Outcome Process::Rep::Unmatched(ProcessRun* run) {
   return Outcome::Done();
 }
 
-std::optional<Outcome> Process::Rep::Enter(const Event& event, ProcessRun* run, uint64_t now_ms) {
-  if (event.type == shape.timeout_type) return EnterTimeout(event, run);
-  auto step = steps.find(event.type);
+const ProcessStep* Process::Rep::StepOf(const std::string& type) const {
+  assert(type != shape.abandon_type);
+  if (type == shape.timeout_type) return nullptr;
+  auto step = steps.find(type);
   assert(step != steps.end());  // the subscriber takes only these types
+  return step->second;
+}
+
+std::optional<Outcome> Process::Rep::Enter(const ProcessStep& step, ProcessRun* run, uint64_t now_ms) {
   if (Status s = internal::ValidateCloudEventString("instance key", run->key);
       !s.ok() || run->key.empty() || run->key.size() > internal::kMaxSubjectBytes) {
     return Outcome::Reject("the instance key of process " + shape.name +
@@ -117,7 +125,7 @@ std::optional<Outcome> Process::Rep::Enter(const Event& event, ProcessRun* run, 
   Result<bool> found = run->Load(serialize);
   if (!found.ok()) return Failed(run, found.status());
   if (!*found) {
-    if (!step->second->starts) return Unmatched(run);
+    if (!step.starts) return Unmatched(run);
     run->Start(now_ms);
   }
   return std::nullopt;
@@ -134,18 +142,16 @@ Outcome Process::Rep::HandleAbandon(ProcessRun* run) {
 }
 
 Outcome Process::Rep::Handle(const Event& event, HandlerContext& ctx) {
-  std::string key = event.subject;
   if (event.type == shape.abandon_type) {
-    ProcessRun run(shape, ctx, std::move(key));
+    ProcessRun run(shape, ctx, event.subject);
     return HandleAbandon(&run);
   }
-  if (event.type != shape.timeout_type) {
-    const ProcessStep* step = steps.find(event.type)->second;
-    if (step->correlate) key = step->correlate(event);
-  }
-  ProcessRun run(shape, ctx, std::move(key));
+  // A timeout comes back to its instance under the instance's key.
+  const ProcessStep* step = StepOf(event.type);
+  ProcessRun run(shape, ctx, step != nullptr && step->correlate ? step->correlate(event) : event.subject);
   const uint64_t now_ms = internal::ToUnixMillisUnsigned(run.rep->host->options().clock->WallNow());
-  if (std::optional<Outcome> ended = Enter(event, &run, now_ms)) return *ended;
+  std::optional<Outcome> ended = step != nullptr ? Enter(*step, &run, now_ms) : EnterTimeout(event, &run);
+  if (ended) return *ended;
   if (Status s = run.UpgradeState(definition.upgrade_state); !s.ok()) return Failed(&run, s);
   ProcessContext view = run.View();
   Outcome outcome = definition.handler(event, view);

@@ -117,7 +117,7 @@ Status ProcessRun::SetTimeout(std::string_view name, const EventSpec& delivery, 
     rep->Fail(s);
     return s;
   }
-  if (Status s = CancelTimeout(name); !s.ok()) return s;  // replaced in the same commit
+  if (Status s = DropTimeout(name); !s.ok()) return s;  // replaced in the same commit
   EventSpec spec = delivery;
   spec.type = shape.timeout_type;
   spec.subject = key;
@@ -138,6 +138,10 @@ Status ProcessRun::CancelTimeout(std::string_view name) {
     rep->Fail(s);
     return s;
   }
+  return DropTimeout(name);
+}
+
+Status ProcessRun::DropTimeout(std::string_view name) {
   auto it = std::find_if(record.timeouts.begin(), record.timeouts.end(),
                          [&](const storage::ProcessTimeoutRecord& t) { return t.name == name; });
   if (it == record.timeouts.end()) return Status::OK();

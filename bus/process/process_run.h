@@ -76,6 +76,8 @@ struct ProcessRun {
 
   Status SetTimeout(std::string_view name, const EventSpec& delivery, std::string data);
   Status CancelTimeout(std::string_view name);
+  // CancelTimeout without checking the name (its callers did).
+  Status DropTimeout(std::string_view name);
   // Cancels the scheduled event `id` (a timeout) unless it fired already.
   Status CancelIfPending(const EventId& id);
   void RefreshTimeouts();

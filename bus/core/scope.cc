@@ -29,10 +29,9 @@ Result<storage::CfHandle*> CfForRead(internal::ScopeHost* host, std::string_view
 // fails the scope too. A committed transaction takes no more writes.
 Result<storage::CfHandle*> CfForWrite(ScopeRep* rep, std::string_view cf,
                                       std::initializer_list<std::string_view> keys) {
-  if (rep->committed) return ScopeRep::AlreadyCommitted();
   ScopeCall call(rep);
-  auto handle = call.admitted() ? rep->host->app_column_families().Find(cf)
-                                : Result<storage::CfHandle*>(internal::ClosedStatus());
+  if (Status s = CheckWritable(rep, call); !s.ok()) return s;
+  auto handle = rep->host->app_column_families().Find(cf);
   for (std::string_view key : keys) {
     if (!handle.ok()) break;
     if (Status s = internal::CheckKey(cf, key, /*for_write=*/true); !s.ok()) handle = s;
@@ -182,12 +181,8 @@ Status WriteScope::ExpectVersion(std::string_view column_family, std::string_vie
 
 Result<EventId> WriteScope::Publish(const EventSpec& spec) {
   ScopeRep* rep = rep_.get();
-  if (rep->committed) return ScopeRep::AlreadyCommitted();
   ScopeCall call(rep);
-  if (!call.admitted()) {
-    rep->Fail(internal::ClosedStatus());
-    return rep->error;
-  }
+  if (Status s = CheckWritable(rep, call); !s.ok()) return s;
   const Options& options = rep->host->options();
   auto event = std::make_shared<Event>();
   event->id = EventId::Generate();

@@ -96,6 +96,15 @@ class ScopeCall {
   std::optional<CallGate::Call> call_;
 };
 
+// Whether a write of `rep` may go on inside `call`: OK, AlreadyCommitted,
+// or, once the bus closed, the unit's first error (the closing fails it).
+inline Status CheckWritable(ScopeRep* rep, const ScopeCall& call) {
+  if (rep->committed) return ScopeRep::AlreadyCommitted();
+  if (call.admitted()) return Status::OK();
+  rep->Fail(ClosedStatus());
+  return rep->error;
+}
+
 // Makes `event` (scheduled by this unit: EventSpec::schedule_key) the one
 // pending under `key`, cancelling the one pending under it before, in the
 // same commit. Fails the unit on a storage error. REQUIRES: an admitted

@@ -104,11 +104,11 @@ Status CheckScheduleKey(std::string_view key) {
 }
 
 // Readies `key` for a schedule or a cancel under it: claimed on first use,
-// and the event this unit scheduled under it before dropped. `admitted`:
-// the call's admission, checked first. Fails the unit on an error.
-Result<std::optional<EventId>*> TakeKey(ScopeRep* rep, std::string_view key, Status admitted) {
-  if (admitted.ok()) admitted = CheckScheduleKey(key);
-  auto entry = admitted.ok() ? KeyEntry(rep, key) : Result<std::optional<EventId>*>(admitted);
+// and the event this unit scheduled under it before dropped. Fails the
+// unit on an error. REQUIRES: an admitted call.
+Result<std::optional<EventId>*> TakeKey(ScopeRep* rep, std::string_view key) {
+  Status checked = CheckScheduleKey(key);
+  auto entry = checked.ok() ? KeyEntry(rep, key) : Result<std::optional<EventId>*>(checked);
   if (!entry.ok()) {
     rep->Fail(entry.status());
     return entry;
@@ -122,7 +122,7 @@ Result<std::optional<EventId>*> TakeKey(ScopeRep* rep, std::string_view key, Sta
 namespace internal {
 
 Status ScheduleUnderKey(ScopeRep* rep, std::string_view key, const EventId& event) {
-  auto entry = TakeKey(rep, key, Status::OK());
+  auto entry = TakeKey(rep, key);
   if (!entry.ok()) return entry.status();
   storage::Db* db = rep->host->db();
   rep->writes.Put(db->cf(storage::Cf::kVersions), storage::ScheduleKeyIdKey(key), std::string(storage::IdBytes(event)));
@@ -134,12 +134,8 @@ Status ScheduleUnderKey(ScopeRep* rep, std::string_view key, const EventId& even
 
 Status WriteScope::CancelScheduled(const EventId& id) {
   ScopeRep* rep = rep_.get();
-  if (rep->committed) return ScopeRep::AlreadyCommitted();
   ScopeCall call(rep);
-  if (!call.admitted()) {
-    rep->Fail(internal::ClosedStatus());
-    return rep->error;
-  }
+  if (Status s = CheckWritable(rep, call); !s.ok()) return s;
   storage::Db* db = rep->host->db();
   if (internal::DropOwnSchedule(&rep->writes, db, id)) {
     for (auto& [key, own] : rep->schedule_keys) {
@@ -196,9 +192,9 @@ Result<ScheduledStatus> WriteScope::GetScheduled(const EventId& id) {
 
 Status WriteScope::CancelScheduledByKey(std::string_view key) {
   ScopeRep* rep = rep_.get();
-  if (rep->committed) return ScopeRep::AlreadyCommitted();
   ScopeCall call(rep);
-  auto entry = TakeKey(rep, key, call.admitted() ? Status::OK() : internal::ClosedStatus());
+  if (Status s = CheckWritable(rep, call); !s.ok()) return s;
+  auto entry = TakeKey(rep, key);
   if (!entry.ok()) return entry.status();
   storage::Db* db = rep->host->db();
   rep->writes.Delete(db->cf(storage::Cf::kVersions), storage::ScheduleKeyIdKey(key));

@@ -7,6 +7,7 @@
 #include <deque>
 #include <limits>
 #include <random>
+#include <span>
 
 #include "bus/core/envelope.h"
 #include "bus/core/fault_point.h"
@@ -19,6 +20,7 @@ namespace walbus::internal {
 namespace {
 
 constexpr size_t kFetchChunk = 1024;  // events read per outbox scan
+constexpr size_t kWorkerBulk = 64;    // events one worker takes at once (run as one group commit)
 
 }  // namespace
 
@@ -30,9 +32,19 @@ Dispatcher::Dispatcher(ScopeHost* scope_host, storage::Db* db, Committer* commit
       tail_(tail),
       registry_(registry),
       config_(config),
-      trimmed_below_(config.trimmed_below),
+      runner_(scope_host, db, committer,
+              HandlerRunnerConfig{config.clock, config.schemas, config.log, config.sync_follow_ups},
+              [this](std::vector<Message>& replies) {
+                bool queued = messages_.EnqueueBulk(std::make_move_iterator(replies.begin()), replies.size());
+                assert(queued);
+                (void)queued;
+              }),
       backlog_(config.max_in_flight_per_subscriber, config.backlog_window_bytes),
-      compaction_suggested_below_(config.trimmed_below),
+      progress_writer_(db, committer, registry,
+                       ProgressWriterConfig{config.checkpoint_interval, config.trim_interval, config.trim_every_events,
+                                            config.retention, config.inbox_window, config.max_in_flight_per_subscriber,
+                                            config.max_payload_bytes, config.trimmed_below, config.clock, config.log}),
+      replays_(db, committer, config.clock, config.log, config.max_payload_bytes),
       clock_passes_(config.clock->PassesByItself()) {
   assert(config_.worker_threads >= 1);
   if (!clock_passes_) clock_watch_ = config_.clock->Watch([this] { WakeDispatcher(); });
@@ -47,8 +59,7 @@ Dispatcher::~Dispatcher() {
 void Dispatcher::Start() {
   assert(!started_);
   started_ = true;
-  next_checkpoint_ = config_.clock->Now() + config_.checkpoint_interval;
-  next_trim_ = config_.clock->Now() + config_.trim_interval;
+  progress_writer_.Start();
   // Named, so that top -H, perf and debuggers tell the bus's threads apart.
   dispatcher_thread_ = std::thread([this] {
     pthread_setname_np(pthread_self(), "walbus-dispatch");
@@ -86,6 +97,42 @@ bool Dispatcher::OnWorkerThread() const { return worker_of == this; }
 
 void Dispatcher::MarkWorkerThread() const { worker_of = this; }
 
+void Dispatcher::WorkerLoop() {
+  MarkWorkerThread();
+  std::vector<WorkItem> items(kWorkerBulk);
+  while (true) {
+    // Asleep until work comes: the dispatcher's bulk enqueue, or Stop's
+    // empty item.
+    const size_t n = work_.wait_dequeue_bulk(items.begin(), kWorkerBulk);
+    assert(n > 0);
+    if (stopping_workers_.load()) {  // queued work is redelivered on the next open
+      WakeAWorkerToStop();           // the next one, which may be asleep
+      break;
+    }
+    // The queue is drained: the dispatcher's deferred wake is due now, so
+    // that the events committed meanwhile reach the idle workers. (The
+    // fence pairs with NotifyCommitted's: see there.)
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    if (wake_owed_.load(std::memory_order_relaxed) && work_.size_approx() == 0 &&
+        wake_owed_.exchange(false, std::memory_order_relaxed)) {
+      WakeDispatcher();
+    }
+    runner_.RunBatch(std::span<WorkItem>(items.data(), n));
+    // Every answer of the batch is sent. Under a clock that does not pass
+    // by itself, the last busy worker to finish wakes the dispatcher, which
+    // may now find the bus settled (WaitSettled); under a real clock
+    // nothing waits for that, and the count is not kept.
+    if (!clock_passes_ && unanswered_items_.fetch_sub(n, std::memory_order_acq_rel) == n) WakeDispatcher();
+  }
+}
+
+void Dispatcher::WakeAWorkerToStop() {
+  // An empty item, never run: whoever takes it sees stopping_workers_.
+  bool queued = work_.enqueue(WorkItem{});
+  assert(queued);
+  (void)queued;
+}
+
 void Dispatcher::Add(std::shared_ptr<Subscriber> subscriber) {
   {
     MutexLock lock(&progress_mu_);
@@ -103,6 +150,35 @@ void Dispatcher::ResumePaused() {
   Message m;
   m.kind = Message::Kind::kResume;
   Send(std::move(m));
+}
+
+void Dispatcher::StartReplay(uint64_t replay_id, storage::ReplayRecord record) {
+  assert(record.state == static_cast<uint8_t>(ReplayState::kRunning));
+  Message m;
+  m.kind = Message::Kind::kReplay;
+  m.control = std::make_unique<Message::Control>();
+  m.control->replay_id = replay_id;
+  m.control->replay = std::move(record);
+  Send(std::move(m));
+}
+
+void Dispatcher::CancelReplay(uint64_t replay_id, const OperatorAction& action) {
+  Message m;
+  m.kind = Message::Kind::kCancelReplay;
+  m.control = std::make_unique<Message::Control>();
+  m.control->replay_id = replay_id;
+  m.control->replay.cancelled_by = action.operator_name;
+  m.control->replay.cancel_reason = action.reason;
+  Send(std::move(m));
+}
+
+void Dispatcher::PumpReplay(Subscriber* sub) {
+  ReplayDriver::Pumped pumped = replays_.Pump(sub);
+  retry_soon_ |= pumped.storage_failed;
+  for (const std::string& subject : pumped.subjects) {
+    auto key = sub->keys.find(subject);
+    if (key == sub->keys.end() || !key->second.head_busy) ApplyRedrive(sub, subject);
+  }
 }
 
 void Dispatcher::NotifyCommitted() {
@@ -244,13 +320,13 @@ void Dispatcher::Loop() {
     DropFetched();
     FlushReady();
     PublishProgress();
-    Checkpoint(false);
-    Trim(false);
+    progress_writer_.Checkpoint(subs_, false);
+    progress_writer_.Trim(subs_, false);
   }
   PublishProgress();
-  Checkpoint(true);
-  RecordCleanStop();
-  Trim(true);
+  progress_writer_.Checkpoint(subs_, true);
+  progress_writer_.RecordCleanStop(subs_);
+  progress_writer_.Trim(subs_, true);
 }
 
 std::optional<Dispatcher::SteadyTime> Dispatcher::NextDueMoment() const {
@@ -265,21 +341,13 @@ std::optional<Dispatcher::SteadyTime> Dispatcher::NextDueMoment() const {
   if (!timers_.empty()) consider(timers_.top().due);
   if (scheduled_wait_) consider(now + *scheduled_wait_);
   if (!clock_passes_) config_.clock->Awaiting(clock_watch_, due);  // the work to come, not the housekeeping
-  if (CheckpointDirty()) consider(next_checkpoint_);
-  if (trim_pending_) consider(trim_waits_for_age_ ? std::max(next_trim_, next_age_out_) : next_trim_);
+  if (const std::optional<SteadyTime> housekeeping = progress_writer_.NextDueMoment(subs_)) consider(*housekeeping);
   if (!due) return again;
   const auto wait = std::max<SteadyTime::duration>(*due - now, SteadyTime::duration::zero());
   // A clock that does not pass by itself wakes the dispatcher when it
   // moves: only what is due already is looked at now.
   if (!clock_passes_ && wait > SteadyTime::duration::zero()) return again;
   return again ? std::min(*again, real_now + wait) : real_now + wait;
-}
-
-bool Dispatcher::CheckpointDirty() const {
-  return std::any_of(subs_.begin(), subs_.end(), [](const auto& sub) {
-    return (sub->replay != nullptr && sub->replay->dirty) || sub->progress.watermark() > sub->durable_checkpoint ||
-           sub->duplicates_to_persist > 0;
-  });
 }
 
 bool Dispatcher::DeliveryKeepsUp() const {
@@ -291,85 +359,30 @@ bool Dispatcher::DeliveryKeepsUp() const {
   return true;
 }
 
-void Dispatcher::RecordPause(Subscriber* sub, std::optional<std::reference_wrapper<const Event>> at) {
-  // For Stats() and for tools on a stopped database: what it waits for.
-  {
-    MutexLock lock(&sub->paused_mu);
-    sub->paused_on_type = at ? at->get().type : std::string();
-  }
-  WriteSet scope;
-  const std::string key = storage::CheckpointKey(sub->id, storage::CheckpointField::kPausedOn);
-  if (at) {
-    scope.AddOp(Op{Op::Kind::kPut, db_->cf(storage::Cf::kCheckpoints), key,
-                   storage::EncodePause(storage::PauseRecord{at->get().seq, at->get().type})});
-  } else {
-    scope.AddOp(Op{Op::Kind::kDelete, db_->cf(storage::Cf::kCheckpoints), key, {}});
-  }
-  if (Status s = committer_->CommitUnsynced(&scope); !s.ok()) {
-    config_.log->logger().warn("walbus: recording {}'s pause failed (the tool may not show it): {}", sub->name,
-                               s.ToString());
-  }
-}
-
-void Dispatcher::RecordCleanStop() {
-  // Every handler has returned and its outcome is recorded: nothing runs.
-  WriteSet scope;
-  for (auto& sub : subs_) {
-    std::string v;
-    storage::PutBe64(&v, sub->durable_horizon);
-    scope.AddOp(Op{Op::Kind::kPut, db_->cf(storage::Cf::kCheckpoints),
-                   storage::CheckpointKey(sub->id, storage::CheckpointField::kStoppedAt), std::move(v)});
-  }
-  if (scope.ops.empty()) return;
-  if (Status s = committer_->CommitOne(&scope, /*sync=*/true); !s.ok()) {
-    config_.log->logger().warn(
-        "walbus: recording the clean stop failed (the next open charges the events that "
-        "were waiting a run): {}",
-        s.ToString());
-  }
-}
-
-void Dispatcher::ForgetCleanStop(const Subscriber& sub) {
-  // Before anything of it runs: a crash from here on is not a clean stop.
-  // Without a matching record (after a crash) there is nothing to forget:
-  // the horizon only rises, so a stale one never matches again.
-  if (!sub.recovered_clean) return;
-  WriteSet scope;
-  scope.AddOp(Op{Op::Kind::kDelete,
-                 db_->cf(storage::Cf::kCheckpoints),
-                 storage::CheckpointKey(sub.id, storage::CheckpointField::kStoppedAt),
-                 {}});
-  if (Status s = committer_->CommitOne(&scope, /*sync=*/true); !s.ok()) {
-    // Kept, a crash in this process would look clean: it then charges no
-    // attempt to the event that was running. Logged; it goes on.
-    config_.log->logger().error("walbus: forgetting {}'s clean stop failed: {}", sub.name, s.ToString());
-  }
-}
-
 void Dispatcher::Handle(Message& m) {
   // What the turn left unrun waits behind this event as if never handed out.
   if (m.ends_turn) m.sub->keys.at(m.event->subject).in_turn = 1;
   switch (m.kind) {
     case Message::Kind::kWake: break;
     case Message::Kind::kAdd:
-      ForgetCleanStop(*m.control->added);
+      progress_writer_.ForgetCleanStop(*m.control->added);
       subs_.push_back(std::move(m.control->added));
       break;
     case Message::Kind::kDone:
       m.sub->handled.fetch_add(1, std::memory_order_relaxed);
-      CountReplayOutcome(m.sub, *m.event, m.kind);
+      ReplayDriver::CountOutcome(m.sub, *m.event, m.kind);
       Complete(m.sub, *m.event);
       break;
     case Message::Kind::kDeadLettered:
       m.sub->dead_lettered.fetch_add(1, std::memory_order_relaxed);
       // A replayed event that fails again does not hold its live subject.
-      if (!CountReplayOutcome(m.sub, *m.event, m.kind) && m.sub->on_poison == PoisonPolicy::kParkKey) {
+      if (!ReplayDriver::CountOutcome(m.sub, *m.event, m.kind) && m.sub->on_poison == PoisonPolicy::kParkKey) {
         m.sub->holds.Park(m.event->subject, m.event->seq);
       }
       Complete(m.sub, *m.event);
       break;
     case Message::Kind::kDuplicate:
-      if (!CountReplayOutcome(m.sub, *m.event, m.kind)) {
+      if (!ReplayDriver::CountOutcome(m.sub, *m.event, m.kind)) {
         m.sub->duplicates.fetch_add(1, std::memory_order_relaxed);
         ++m.sub->duplicates_to_persist;
       }
@@ -377,7 +390,7 @@ void Dispatcher::Handle(Message& m) {
       break;
     case Message::Kind::kStale:
       m.sub->stale_skipped.fetch_add(1, std::memory_order_relaxed);
-      CountReplayOutcome(m.sub, *m.event, m.kind);
+      ReplayDriver::CountOutcome(m.sub, *m.event, m.kind);
       Complete(m.sub, *m.event);
       break;
     case Message::Kind::kRetry: {
@@ -416,21 +429,24 @@ void Dispatcher::Handle(Message& m) {
         config_.log->logger().warn("walbus: subscriber {} paused at seq {}: no upcaster brings {} to a type it takes",
                                    m.sub->name, m.event->seq, m.event->type);
         m.sub->pauses.fetch_add(1, std::memory_order_relaxed);
-        RecordPause(m.sub, *m.event);
+        progress_writer_.RecordPause(m.sub, *m.event);
       }
       m.sub->paused = true;
       m.sub->paused_now.store(true, std::memory_order_release);
       m.sub->holds.HoldForResume(m.event->subject);
       break;
     case Message::Kind::kRedrive: HandleRedrive(m); break;
-    case Message::Kind::kReplay:
-    case Message::Kind::kCancelReplay: HandleReplay(m); break;
+    case Message::Kind::kReplay: replays_.Begin(subs_, m.control->replay_id, std::move(m.control->replay)); break;
+    case Message::Kind::kCancelReplay:
+      replays_.Cancel(subs_, m.control->replay_id, std::move(m.control->replay.cancelled_by),
+                      std::move(m.control->replay.cancel_reason));
+      break;
     case Message::Kind::kResume:
       for (auto& sub : subs_) {
         if (!sub->paused) continue;
         sub->paused = false;
         sub->paused_now.store(false, std::memory_order_release);
-        RecordPause(sub.get(), std::nullopt);
+        progress_writer_.RecordPause(sub.get(), std::nullopt);
         for (const std::string& subject : sub->holds.TakeHeldForResume()) {
           auto it = sub->keys.find(subject);
           if (it != sub->keys.end() && !it->second.events.empty()) Submit(sub.get(), it->second);
@@ -523,38 +539,8 @@ void Dispatcher::AddFollowers(const Subscriber& sub, const KeyQueue& key, WorkIt
   }
 }
 
-bool Dispatcher::AdvanceHorizons() {
-  // Write-ahead for crash-loop protection: before a seq reaches a handler,
-  // the horizon on disk covers it, so after a crash every event that might
-  // have been running is known (Subscriber::MayHaveBeenRunning). One small
-  // write per max_in_flight events.
-  WriteSet scope;
-  std::vector<std::pair<Subscriber*, uint64_t>> raised;
-  for (const WorkItem& item : ready_) {
-    Subscriber* sub = item.sub;
-    const uint64_t last = item.followers.empty() ? item.event->seq : item.followers.back()->seq;
-    if (last <= sub->durable_horizon) continue;
-    bool seen = false;
-    for (auto& [s, h] : raised) seen |= s == sub;
-    if (seen) continue;
-    const uint64_t horizon = sub->progress.next() + config_.max_in_flight_per_subscriber;
-    std::string v;
-    storage::PutBe64(&v, horizon);
-    scope.AddOp(Op{Op::Kind::kPut, db_->cf(storage::Cf::kCheckpoints),
-                   storage::CheckpointKey(sub->id, storage::CheckpointField::kHorizon), std::move(v)});
-    raised.emplace_back(sub, horizon);
-  }
-  if (raised.empty()) return true;
-  if (Status s = committer_->CommitUnsynced(&scope); !s.ok()) {
-    config_.log->logger().warn("walbus: writing the dispatch horizon failed (retried): {}", s.ToString());
-    return false;
-  }
-  for (auto& [sub, horizon] : raised) sub->durable_horizon = horizon;
-  return true;
-}
-
 void Dispatcher::FlushReady() {
-  if (ready_.empty() || !AdvanceHorizons()) return;
+  if (ready_.empty() || !progress_writer_.AdvanceHorizons(ready_)) return;
   // One bulk enqueue wakes the workers once for everything this iteration
   // made ready, so they take it in large batches and commit it together.
   if (!clock_passes_) unanswered_items_.fetch_add(ready_.size(), std::memory_order_relaxed);
@@ -582,10 +568,10 @@ void Dispatcher::Fetch(Subscriber* sub) {
     const size_t room = config_.max_in_flight_per_subscriber - sub->progress.window();
     const size_t limit = static_cast<size_t>(std::min<uint64_t>({room, last - from + 1, kFetchChunk}));
     batch.clear();
-    if (from < trimmed_below_) {
+    if (from < progress_writer_.trimmed_below()) {
       // Only a checkpoint moved back by hand lands here: the range was
       // removed after every subscriber had passed it.
-      const uint64_t end = std::min<uint64_t>(trimmed_below_, from + limit);
+      const uint64_t end = std::min<uint64_t>(progress_writer_.trimmed_below(), from + limit);
       config_.log->logger().warn("walbus: {} resumes below the trimmed outbox; seq {}..{} are gone", sub->name, from,
                                  end - 1);
       for (uint64_t seq = from; seq < end; ++seq) PassOver(sub, seq);
@@ -683,124 +669,6 @@ void Dispatcher::PublishProgress() {
   if (moved) {
     MutexLock lock(&progress_mu_);
     progress_cv_.NotifyAll();
-  }
-}
-
-void Dispatcher::Checkpoint(bool force) {
-  const auto now = config_.clock->Now();
-  if (!force && now < next_checkpoint_) return;
-  next_checkpoint_ = now + config_.checkpoint_interval;
-  WriteSet scope;
-  for (auto& sub : subs_) {
-    if (sub->replay != nullptr) AddReplayRecord(&scope, sub->replay.get());
-    if (sub->progress.watermark() > sub->durable_checkpoint) {
-      std::string v;
-      storage::PutBe64(&v, sub->progress.watermark());
-      scope.AddOp(Op{Op::Kind::kPut, db_->cf(storage::Cf::kCheckpoints),
-                     storage::CheckpointKey(sub->id, storage::CheckpointField::kWatermark), std::move(v)});
-    }
-    if (sub->duplicates_to_persist > 0) {
-      scope.AddOp(Op{Op::Kind::kAddCounter,
-                     db_->cf(storage::Cf::kCheckpoints),
-                     storage::CheckpointKey(sub->id, storage::CheckpointField::kDuplicates),
-                     {},
-                     sub->duplicates_to_persist});
-    }
-  }
-  if (scope.ops.empty()) return;
-  WALBUS_FAULT_POINT("checkpoint.before_write");
-  if (Status s = committer_->CommitUnsynced(&scope); !s.ok()) {
-    for (auto& sub : subs_) {
-      if (sub->replay != nullptr) sub->replay->dirty = true;  // written next time
-    }
-    // A full disk fails this every few milliseconds until it has room.
-    static LogLimiter limiter(1);
-    uint64_t held = 0;
-    if (limiter.Allow(&held)) {
-      config_.log->logger().warn("walbus: checkpoint write failed (retried later): {} ({} similar lines held back)",
-                                 s.ToString(), held);
-    }
-    return;
-  }
-  MutexLock lock(&registry_->mu);
-  for (auto& sub : subs_) {
-    sub->durable_checkpoint = sub->progress.watermark();
-    sub->duplicates_to_persist = 0;
-    registry_->by_name.at(sub->name).durable.checkpoint = sub->durable_checkpoint;
-    if (config_.inbox_window != nullptr) config_.inbox_window->SetCheckpoint(sub->id, sub->durable_checkpoint);
-  }
-}
-
-void Dispatcher::NoteWhenTheOldestKeptAgesOut(uint64_t oldest_kept, SteadyTime now) {
-  const std::optional<std::chrono::system_clock::time_point> at =
-      AgesOutAt(*db_, config_.retention, oldest_kept, config_.max_payload_bytes);
-  // Unknown (an unreadable entry, a storage error): judge again on the timer.
-  trim_waits_for_age_ = at.has_value();
-  next_age_out_ = SteadyTime{};
-  if (!at) return;
-  const auto wait = *at - config_.clock->WallNow();
-  next_age_out_ = now + std::max<SteadyTime::duration>(std::chrono::duration_cast<SteadyTime::duration>(wait),
-                                                       SteadyTime::duration::zero());
-}
-
-void Dispatcher::Trim(bool force) {
-  const auto now = config_.clock->Now();
-  MutexLock lock(&registry_->mu);
-  uint64_t safe = registry_->MinCheckpoint(committer_->last_seq()) + 1;
-  // A running replay reads the outbox at its position.
-  for (const auto& sub : subs_) {
-    if (sub->replay != nullptr) safe = std::min(safe, sub->replay->NextSeq());
-  }
-  // Whether the timed trim would trim anything: by count, arithmetic says;
-  // by size, only handled events (subscribers moving) change it; by age,
-  // time itself does. The dispatcher wakes for it only then.
-  const bool ages = config_.retention.age.count() > 0;
-  trim_pending_ = false;
-  trim_waits_for_age_ = false;
-  if (safe <= trimmed_below_) return;
-  const bool due_by_time = force || now >= next_trim_;
-  // Retention by count is arithmetic; by age or size it reads storage, so
-  // it is judged on the timer only.
-  if (!due_by_time && config_.retention.reads_storage()) {
-    trim_pending_ = ages || safe != safe_at_timed_trim_;
-    // Where subscribers stood, the last judgement holds, and with it the
-    // moment its oldest kept event ages out.
-    trim_waits_for_age_ = ages && safe == safe_at_timed_trim_;
-    return;
-  }
-  const RetentionPolicy count_only{config_.retention.events, {}, 0};
-  uint64_t keep_from = RetentionFloor(*db_, due_by_time ? config_.retention : count_only, trimmed_below_, safe,
-                                      config_.clock->WallNow(), config_.max_payload_bytes);
-  if (!due_by_time && keep_from - trimmed_below_ < config_.trim_every_events) {
-    trim_pending_ = keep_from > trimmed_below_;
-    return;
-  }
-  next_trim_ = now + config_.trim_interval;
-  if (due_by_time) safe_at_timed_trim_ = safe;
-  trim_pending_ = ages && safe > std::max(keep_from, trimmed_below_);
-  if (trim_pending_) NoteWhenTheOldestKeptAgesOut(std::max(keep_from, trimmed_below_), now);
-  if (keep_from <= trimmed_below_) return;
-  WriteSet scope;
-  scope.AddOp(Op{Op::Kind::kDeleteRange, db_->cf(storage::Cf::kOutbox), storage::OutboxKey(trimmed_below_),
-                 storage::OutboxKey(keep_from)});
-  std::string v;
-  storage::PutBe64(&v, keep_from);
-  scope.AddOp(Op{Op::Kind::kPut, db_->cf(storage::Cf::kMeta), std::string(storage::kMetaTrimmedBelow), v});
-  if (Status s = committer_->CommitUnsynced(&scope); !s.ok()) {
-    config_.log->logger().warn("walbus: outbox trim failed (retried later): {}", s.ToString());
-    trim_pending_ = true;
-    trim_waits_for_age_ = false;  // the retry is due at next_trim_
-    return;
-  }
-  WALBUS_FAULT_POINT("trim.after_write");
-  trimmed_below_ = keep_from;
-  // Range deletions keep the outbox's table files until a compaction
-  // reaches them; after a large drain, ask for one (in the background).
-  if (keep_from - compaction_suggested_below_ >= kCompactAfterTrimmedEvents) {
-    if (Status s = db_->SuggestOutboxCompaction(compaction_suggested_below_, keep_from); !s.ok()) {
-      config_.log->logger().warn("walbus: outbox compaction not scheduled: {}", s.ToString());
-    }
-    compaction_suggested_below_ = keep_from;
   }
 }
 

@@ -1,6 +1,6 @@
 // Replays (Bus::Replay): the request made durable as a record, and which
-// events it selects. The running part lives in the dispatcher
-// (Dispatcher::PumpReplay, in bus/dispatch/replay.cc).
+// events it selects. The running part is ReplayDriver's
+// (bus/dispatch/replay_driver.h), on the dispatcher thread.
 #ifndef WALBUS_BUS_DISPATCH_REPLAY_H_
 #define WALBUS_BUS_DISPATCH_REPLAY_H_
 

@@ -1,5 +1,5 @@
 // bus/dispatch/run_gate.cc: the gate that lets one handler run go alone
-// (crash-loop protection). The worker side of it is in worker_test
+// (crash-loop protection). The runner side of it is in handler_runner_test
 // (SuspectsRunAloneAfterACrash...).
 #include "bus/dispatch/run_gate.h"
 

@@ -1,4 +1,4 @@
-// Failure handling of handler runs (bus/dispatch/worker.cc): retry budgets, dead
+// Failure handling of handler runs (bus/dispatch/handler_runner.cc): retry budgets, dead
 // letters, parked subjects, crash-loop protection, stale events. Against a
 // real database; dead letters are read back with the operator's view.
 #include <fcntl.h>
@@ -15,6 +15,12 @@
 #include <mutex>
 #include <thread>
 
+#include "bus/core/schema_registry.h"
+#include "bus/core/scope.h"
+#include "bus/dispatch/handler_runner.h"
+#include "storage/keys.h"
+#include "storage/records.h"
+#include "tests/storage_harness.h"
 #include "tests/test_util.h"
 #include "tools/walbus/inspect.h"
 #include "walbus/bus.h"
@@ -1082,6 +1088,167 @@ TEST(WorkerTest, ConflictRerunsAfterARestartDoNotSpendTheBudget) {
   EXPECT_EQ(bus->Stats().subscribers[0].dead_lettered, 0u);
   Transaction reader = bus->Begin();
   EXPECT_EQ(reader.Get("effects", "total").value(), std::optional<std::string>(std::to_string(kEvents)));
+}
+
+// The runner alone, without a Bus: storage, a committer and a scope host
+// are all it needs, and its answers are what the dispatcher would get.
+class RunnerHarness final : public internal::ScopeHost {
+ public:
+  explicit RunnerHarness(const std::string& dir) : storage_(dir, {"state"}) {
+    options_.clock = Clock::System();
+    if (!storage_.opened().ok()) return;
+    apps_ = internal::AppColumnFamilies(*storage_.db(), {"state"});
+    timeline_ = std::make_unique<internal::Timeline>(options_.clock.get(), internal::Timeline::State{});
+    runner_ = std::make_unique<internal::HandlerRunner>(
+        this, storage_.db(), storage_.committer(),
+        internal::HandlerRunnerConfig{options_.clock.get(), &schemas_, &log_, /*sync_follow_ups=*/false},
+        [this](std::vector<internal::Message>& replies) {
+          for (auto& m : replies) replies_.push_back(std::move(m));
+        });
+  }
+
+  const Status& opened() const { return storage_.opened(); }
+  storage::Db& db() { return *storage_.db(); }
+  std::vector<internal::Message>& replies() { return replies_; }
+
+  // A subscriber that recovered nothing: its first run, after a clean stop.
+  std::unique_ptr<internal::Subscriber> NewSubscriber(Handler handler, uint32_t max_attempts = 3) {
+    SubscriberOptions o;
+    o.name = "runner";
+    o.handler = std::move(handler);
+    o.retry = FastRetries(max_attempts);
+    internal::DurableCounters durable;
+    durable.stopped_cleanly = true;
+    return std::make_unique<internal::Subscriber>(std::move(o), 7, durable);
+  }
+
+  static std::shared_ptr<const Event> MakeEvent(uint64_t seq, std::string data) {
+    auto event = std::make_shared<Event>();
+    event->id = EventId::Generate();
+    event->seq = seq;
+    event->type = kType;
+    event->subject = "order-1";
+    event->data = std::move(data);
+    return event;
+  }
+
+  // Runs one item of `sub` for `event`; returns its replies.
+  std::vector<internal::Message> Run(internal::Subscriber* sub, std::shared_ptr<const Event> event,
+                                     uint32_t attempt = 1, bool check_stored = false) {
+    internal::WorkItem item;
+    item.sub = sub;
+    item.event = std::move(event);
+    item.attempt = attempt;
+    item.check_stored = check_stored;
+    items_.push_back(std::move(item));
+    replies_.clear();
+    runner_->RunBatch(std::span<internal::WorkItem>(&items_.back(), 1));
+    return std::move(replies_);
+  }
+
+  std::optional<std::string> Read(storage::Cf cf, const std::string& key) { return storage_.Read(cf, key); }
+  std::optional<std::string> ReadState(const std::string& key) { return storage_.Read(*apps_.Find("state"), key); }
+
+  // ScopeHost
+  internal::CallGate& gate() override { return gate_; }
+  storage::Db* db() const override { return storage_.db(); }
+  const Options& options() const override { return options_; }
+  const internal::SchemaRegistry& schemas() const override { return schemas_; }
+  const internal::AppColumnFamilies& app_column_families() const override { return apps_; }
+  internal::Timeline& timeline() override { return *timeline_; }
+  Result<Receipt> CommitTransaction(internal::ScopeRep*) override {
+    return Status::InvalidArgument("the runner's harness commits no transactions");
+  }
+
+ private:
+  testing::StorageHarness storage_;
+  Options options_;
+  internal::AppColumnFamilies apps_;
+  internal::SchemaRegistry schemas_;
+  internal::BusLog log_{nullptr, false};
+  internal::CallGate gate_;
+  std::unique_ptr<internal::Timeline> timeline_;
+  std::unique_ptr<internal::HandlerRunner> runner_;
+  std::deque<internal::WorkItem> items_;  // replies point into them
+  std::vector<internal::Message> replies_;
+};
+
+std::string InboxKeyOf(storage::Db& db, const Event& e) {
+  return storage::InboxKey(db.inbox_layout(), 7, storage::IdBytes(e.id));
+}
+
+TEST(HandlerRunnerTest, ADoneRunCommitsItsEffectWithTheInboxRecord) {
+  TempDir dir;
+  RunnerHarness h(dir.path());
+  ASSERT_TRUE(h.opened().ok()) << h.opened().ToString();
+  auto sub = h.NewSubscriber([](const Event& e, HandlerContext& ctx) {
+    EXPECT_TRUE(ctx.Put("state", "row", e.data).ok());
+    return Outcome::Done();
+  });
+  std::shared_ptr<const Event> event = RunnerHarness::MakeEvent(1, "v1");
+  std::vector<internal::Message> replies = h.Run(sub.get(), event);
+  ASSERT_EQ(replies.size(), 1u);
+  EXPECT_EQ(replies[0].kind, internal::Message::Kind::kDone);
+  EXPECT_EQ(replies[0].sub, sub.get());
+  EXPECT_EQ(h.ReadState("row"), std::optional<std::string>("v1"));
+  EXPECT_TRUE(h.Read(storage::Cf::kInbox, InboxKeyOf(h.db(), *event)).has_value());
+}
+
+TEST(HandlerRunnerTest, AFailedRunLeavesARetryRecordAndTheLastADeadLetter) {
+  TempDir dir;
+  RunnerHarness h(dir.path());
+  ASSERT_TRUE(h.opened().ok()) << h.opened().ToString();
+  auto sub = h.NewSubscriber(
+      [](const Event&, HandlerContext& ctx) {
+        EXPECT_TRUE(ctx.Put("state", "row", "never").ok());  // dropped with the attempt
+        throw std::runtime_error("boom");
+        return Outcome::Done();
+      },
+      /*max_attempts=*/2);
+  std::shared_ptr<const Event> event = RunnerHarness::MakeEvent(1, "x");
+  std::vector<internal::Message> first = h.Run(sub.get(), event);
+  ASSERT_EQ(first.size(), 1u);
+  EXPECT_EQ(first[0].kind, internal::Message::Kind::kRetry);
+  EXPECT_EQ(first[0].attempt, 1u);  // runs made
+  EXPECT_FALSE(first[0].check_stored);
+  const std::string key = storage::SubscriberSeqKey(7, 1);
+  std::optional<std::string> retry = h.Read(storage::Cf::kRetries, key);
+  ASSERT_TRUE(retry.has_value());
+  storage::RetryRecord record;
+  ASSERT_TRUE(storage::DecodeRetry(*retry, &record));
+  EXPECT_EQ(record.attempts, 1u);
+  EXPECT_NE(record.last_error.find("boom"), std::string::npos);
+  EXPECT_FALSE(h.ReadState("row").has_value());
+
+  std::vector<internal::Message> last = h.Run(sub.get(), event, /*attempt=*/2);
+  ASSERT_EQ(last.size(), 1u);
+  EXPECT_EQ(last[0].kind, internal::Message::Kind::kDeadLettered);
+  EXPECT_FALSE(h.Read(storage::Cf::kRetries, key).has_value());
+  std::optional<std::string> dead = h.Read(storage::Cf::kDeadLetters, key);
+  ASSERT_TRUE(dead.has_value());
+  storage::DeadLetterRecord letter;
+  ASSERT_TRUE(storage::DecodeDeadLetter(*dead, &letter));
+  EXPECT_EQ(letter.attempts, 2u);
+  EXPECT_FALSE(h.ReadState("row").has_value());
+}
+
+TEST(HandlerRunnerTest, AnEventTheInboxHasIsADuplicateAndDoesNotRun) {
+  TempDir dir;
+  RunnerHarness h(dir.path());
+  ASSERT_TRUE(h.opened().ok()) << h.opened().ToString();
+  int runs = 0;
+  auto sub = h.NewSubscriber([&](const Event&, HandlerContext&) {
+    ++runs;
+    return Outcome::Done();
+  });
+  std::shared_ptr<const Event> event = RunnerHarness::MakeEvent(1, "x");
+  ASSERT_EQ(h.Run(sub.get(), event).at(0).kind, internal::Message::Kind::kDone);
+  // Delivered again after a restart before the checkpoint: memory may be
+  // behind storage, so the runner looks at the inbox first.
+  std::vector<internal::Message> again = h.Run(sub.get(), event, 1, /*check_stored=*/true);
+  ASSERT_EQ(again.size(), 1u);
+  EXPECT_EQ(again[0].kind, internal::Message::Kind::kDuplicate);
+  EXPECT_EQ(runs, 1);
 }
 
 }  // namespace

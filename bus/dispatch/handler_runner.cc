@@ -1,5 +1,4 @@
-// The worker side of the Dispatcher: runs handlers, classifies their
-// outcomes, and commits completions, retry records and dead letters.
+#include "bus/dispatch/handler_runner.h"
 
 #include <cassert>
 #include <random>
@@ -8,7 +7,6 @@
 #include "bus/core/fault_point.h"
 #include "bus/core/scope.h"
 #include "bus/dispatch/backoff.h"
-#include "bus/dispatch/dispatcher.h"
 #include "bus/util/log_limiter.h"
 #include "bus/util/unix_time.h"
 #include "storage/keys.h"
@@ -16,8 +14,6 @@
 
 namespace walbus::internal {
 namespace {
-
-constexpr size_t kWorkerBulk = 64;  // events one worker runs per commit
 
 std::string ExceptionText(const std::exception_ptr& e) {
   try {
@@ -35,62 +31,33 @@ void PutOp(WriteSet* scope, storage::CfHandle* cf, std::string key, std::string 
 
 }  // namespace
 
-void Dispatcher::WorkerLoop() {
-  MarkWorkerThread();
-  std::vector<WorkItem> items(kWorkerBulk);
-  while (true) {
-    // Asleep until work comes: the dispatcher's bulk enqueue, or Stop's
-    // empty item.
-    const size_t n = work_.wait_dequeue_bulk(items.begin(), kWorkerBulk);
-    assert(n > 0);
-    if (stopping_workers_.load()) {  // queued work is redelivered on the next open
-      WakeAWorkerToStop();           // the next one, which may be asleep
-      break;
-    }
-    // The queue is drained: the dispatcher's deferred wake is due now, so
-    // that the events committed meanwhile reach the idle workers. (The
-    // fence pairs with NotifyCommitted's: see there.)
-    std::atomic_thread_fence(std::memory_order_seq_cst);
-    if (wake_owed_.load(std::memory_order_relaxed) && work_.size_approx() == 0 &&
-        wake_owed_.exchange(false, std::memory_order_relaxed)) {
-      WakeDispatcher();
-    }
-    RunBatch(items, n);
-    // Every answer of the batch is sent. Under a clock that does not pass
-    // by itself, the last busy worker to finish wakes the dispatcher, which
-    // may now find the bus settled (WaitSettled); under a real clock
-    // nothing waits for that, and the count is not kept.
-    if (!clock_passes_ && unanswered_items_.fetch_sub(n, std::memory_order_acq_rel) == n) WakeDispatcher();
-  }
+HandlerRunner::HandlerRunner(ScopeHost* scope_host, storage::Db* db, Committer* committer, HandlerRunnerConfig config,
+                             ReplySink send)
+    : scope_host_(scope_host), db_(db), committer_(committer), config_(config), send_(std::move(send)) {
+  assert(scope_host_ != nullptr && db_ != nullptr && committer_ != nullptr && send_);
+  assert(config_.clock != nullptr && config_.schemas != nullptr && config_.log != nullptr);
 }
 
-void Dispatcher::WakeAWorkerToStop() {
-  // An empty item, never run: whoever takes it sees stopping_workers_.
-  bool queued = work_.enqueue(WorkItem{});
-  assert(queued);
-  (void)queued;
-}
+uint64_t HandlerRunner::WallMillis() const { return ToUnixMillisUnsigned(config_.clock->WallNow()); }
 
-uint64_t Dispatcher::WallMillis() const { return ToUnixMillisUnsigned(config_.clock->WallNow()); }
-
-std::chrono::milliseconds Dispatcher::Backoff(const Subscriber& sub, uint32_t attempt) const {
+std::chrono::milliseconds HandlerRunner::Backoff(const Subscriber& sub, uint32_t attempt) const {
   thread_local std::mt19937_64 rng{std::random_device{}()};
   return BackoffDelay(sub.retry, std::max<uint32_t>(attempt, 1), rng());
 }
 
-std::pair<storage::CfHandle*, std::string> Dispatcher::InboxSlot(const WorkItem& item) const {
+std::pair<storage::CfHandle*, std::string> HandlerRunner::InboxSlot(const WorkItem& item) const {
   const std::string_view id = storage::IdBytes(item.event->id);
   if (item.replay_scope != 0) return {db_->cf(storage::Cf::kReplays), storage::ReplayScopeKey(item.replay_scope, id)};
   return {db_->cf(storage::Cf::kInbox), storage::InboxKey(db_->inbox_layout(), item.sub->id, id)};
 }
 
-void Dispatcher::PutInboxRecord(WriteSet* scope, const WorkItem& item, uint64_t now_ms, uint32_t runs) {
+void HandlerRunner::PutInboxRecord(WriteSet* scope, const WorkItem& item, uint64_t now_ms, uint32_t runs) {
   auto [cf, key] = InboxSlot(item);
   PutOp(scope, cf, std::move(key), storage::InboxValue(item.event->seq, now_ms, runs));
 }
 
-void Dispatcher::AddDeadLetter(WriteSet* scope, const WorkItem& item, uint32_t attempts, uint64_t first_failure_ms,
-                               std::string_view error) {
+void HandlerRunner::AddDeadLetter(WriteSet* scope, const WorkItem& item, uint32_t attempts, uint64_t first_failure_ms,
+                                  std::string_view error) {
   const Subscriber& sub = *item.sub;
   const Event& event = *item.event;
   const uint64_t now = WallMillis();
@@ -119,13 +86,14 @@ void Dispatcher::AddDeadLetter(WriteSet* scope, const WorkItem& item, uint32_t a
   }
 }
 
-bool Dispatcher::PrepareItem(WorkItem& item, std::deque<Run>* runs, std::vector<Message>* replies, WriteSet* pre_run) {
+bool HandlerRunner::PrepareItem(WorkItem& item, std::deque<Run>* runs, std::vector<Message>* replies,
+                                WriteSet* pre_run) {
   Subscriber& sub = *item.sub;
   const Event& event = *item.event;
   auto retry_later = [&](const Status& s) {
     config_.log->logger().warn("walbus: {} seq={}: reading stored state failed: {}", sub.name, event.seq, s.ToString());
-    replies->push_back(Message{Message::Kind::kRetry, &sub, item.event, Backoff(sub, item.attempt), item.attempt - 1,
-                               item.first_failure_ms, true, nullptr});
+    replies->push_back(Message::Retry(&sub, item.event, Backoff(sub, item.attempt), item.attempt - 1,
+                                      item.first_failure_ms, /*check_stored=*/true));
     return false;
   };
   // Most items read and write nothing here: the key is made when needed.
@@ -144,7 +112,7 @@ bool Dispatcher::PrepareItem(WorkItem& item, std::deque<Run>* runs, std::vector<
       found = !item.redrive;
     }
     if (found) {
-      replies->push_back(Message{Message::Kind::kDuplicate, &sub, item.event});
+      replies->push_back(Message::Of(Message::Kind::kDuplicate, &sub, item.event));
       return false;
     }
     s = db_->Get(db_->cf(storage::Cf::kRetries), seq_key(), &value, &found);
@@ -189,7 +157,7 @@ bool Dispatcher::PrepareItem(WorkItem& item, std::deque<Run>* runs, std::vector<
   return true;
 }
 
-void Dispatcher::FailAttempt(Run& run, std::string error, std::chrono::milliseconds delay, bool permanent) {
+void HandlerRunner::FailAttempt(Run& run, std::string error, std::chrono::milliseconds delay, bool permanent) {
   WorkItem& item = *run.item;
   const Subscriber& sub = *item.sub;
   const uint64_t now = WallMillis();
@@ -220,7 +188,7 @@ void Dispatcher::FailAttempt(Run& run, std::string error, std::chrono::milliseco
   run.error = std::move(error);
 }
 
-bool Dispatcher::ResolveVersion(Run& run) {
+bool HandlerRunner::ResolveVersion(Run& run) {
   WorkItem& item = *run.item;
   Subscriber& sub = *item.sub;
   Result<SchemaRegistry::Resolution> r = config_.schemas->Resolve(*item.event, sub.types, &run.upcast);
@@ -245,7 +213,7 @@ bool Dispatcher::ResolveVersion(Run& run) {
   return false;
 }
 
-void Dispatcher::RunHandler(Run& run) {
+void HandlerRunner::RunHandler(Run& run) {
   WorkItem& item = *run.item;
   Subscriber& sub = *item.sub;
   const Event& event = *run.event;
@@ -335,15 +303,14 @@ void Dispatcher::RunHandler(Run& run) {
   run.on_success = Message::Kind::kDone;
 }
 
-void Dispatcher::RunBatch(std::vector<WorkItem>& items, size_t n) {
+void HandlerRunner::RunBatch(std::span<WorkItem> items) {
   // An event that may have been running when the process stopped runs
   // alone, its attempt recorded first: no other handler of this bus runs
   // until its outcome has committed, so if it takes the process down
   // again, only it is charged, not the events that ran beside it.
   std::vector<WorkItem*> together;
-  together.reserve(n);
-  for (size_t i = 0; i < n; ++i) {
-    WorkItem& item = items[i];
+  together.reserve(items.size());
+  for (WorkItem& item : items) {
     if (MayHaveBeenRunning(item)) {
       RunGate::Pass pass(&run_gate_, RunGate::Pass::Kind::kAlone);
       WorkItem* alone[] = {&item};
@@ -358,7 +325,7 @@ void Dispatcher::RunBatch(std::vector<WorkItem>& items, size_t n) {
   }
 }
 
-void Dispatcher::RunGroup(std::span<WorkItem* const> items) {
+void HandlerRunner::RunGroup(std::span<WorkItem* const> items) {
   std::deque<Run> runs;  // CommitRequest is not movable
   std::vector<Message> replies;
   replies.reserve(items.size());
@@ -372,9 +339,8 @@ void Dispatcher::RunGroup(std::span<WorkItem* const> items) {
     if (!s.ok()) {
       config_.log->logger().warn("walbus: recording attempts before running failed: {}", s.ToString());
       for (WorkItem* item : to_run) {
-        Message retry{
-            Message::Kind::kRetry,  item->sub, item->event, Backoff(*item->sub, item->attempt), item->attempt - 1,
-            item->first_failure_ms, true,      nullptr};
+        Message retry = Message::Retry(item->sub, item->event, Backoff(*item->sub, item->attempt), item->attempt - 1,
+                                       item->first_failure_ms, /*check_stored=*/true);
         retry.ends_turn = !item->followers.empty();
         replies.push_back(std::move(retry));
       }
@@ -391,12 +357,10 @@ void Dispatcher::RunGroup(std::span<WorkItem* const> items) {
   std::deque<WorkItem> followers;  // the turns' later events, as items of their own
   for (WorkItem* item : to_run) RunTurn(*item, &runs, &followers);
   if (!runs.empty()) CommitRuns(runs, &replies);
-  bool queued = messages_.EnqueueBulk(std::make_move_iterator(replies.begin()), replies.size());
-  assert(queued);
-  (void)queued;
+  send_(replies);
 }
 
-Dispatcher::Run& Dispatcher::NewRun(WorkItem& item, std::deque<Run>* runs) {
+HandlerRunner::Run& HandlerRunner::NewRun(WorkItem& item, std::deque<Run>* runs) {
   auto rep = std::make_unique<ScopeRep>(scope_host_);
   rep->writes.ops.reserve(4);  // a handler's write or two, the inbox record, a counter
   rep->parent = item.event.get();
@@ -415,7 +379,7 @@ Dispatcher::Run& Dispatcher::NewRun(WorkItem& item, std::deque<Run>* runs) {
   return run;
 }
 
-void Dispatcher::RunTurn(WorkItem& head, std::deque<Run>* runs, std::deque<WorkItem>* followers) {
+void HandlerRunner::RunTurn(WorkItem& head, std::deque<Run>* runs, std::deque<WorkItem>* followers) {
   const auto started = std::chrono::steady_clock::now();
   Run* previous = &NewRun(head, runs);
   previous->turn_left = head.followers.size();
@@ -442,7 +406,7 @@ void Dispatcher::RunTurn(WorkItem& head, std::deque<Run>* runs, std::deque<WorkI
   }
 }
 
-void Dispatcher::LogOutcome(const Run& run) const {
+void HandlerRunner::LogOutcome(const Run& run) const {
   const Event& event = run.event != nullptr ? *run.event : *run.item->event;
   const std::string& name = run.item->sub->name;
   switch (run.on_success) {
@@ -473,7 +437,7 @@ void Dispatcher::LogOutcome(const Run& run) const {
   }
 }
 
-void Dispatcher::CommitRuns(std::deque<Run>& runs, std::vector<Message>* replies) {
+void HandlerRunner::CommitRuns(std::deque<Run>& runs, std::vector<Message>* replies) {
   std::vector<CommitRequest*> requests;
   requests.reserve(runs.size());
   for (Run& r : runs) {
@@ -497,20 +461,19 @@ void Dispatcher::CommitRuns(std::deque<Run>& runs, std::vector<Message>* replies
   }
 }
 
-Dispatcher::Message Dispatcher::Answer(const Run& r) {
+Message HandlerRunner::Answer(const Run& r) {
   WorkItem& item = *r.item;
   Subscriber& sub = *item.sub;
-  if (r.on_success == Message::Kind::kPaused) return Message{Message::Kind::kPaused, &sub, item.event};
+  if (r.on_success == Message::Kind::kPaused) return Message::Of(Message::Kind::kPaused, &sub, item.event);
   if (r.on_success == Message::Kind::kWait) {
     LogOutcome(r);
-    return Message{Message::Kind::kWait, &sub, item.event, r.delay, item.attempt};
+    return Message::Wait(&sub, item.event, r.delay, item.attempt);
   }
   const Status& s = r.request.status;
   if (s.ok()) {
     LogOutcome(r);
-    if (r.on_success != Message::Kind::kRetry) return Message{r.on_success, &sub, item.event};
-    return Message{Message::Kind::kRetry, &sub,  item.event, r.delay, item.attempt,
-                   item.first_failure_ms, false, nullptr};
+    if (r.on_success != Message::Kind::kRetry) return Message::Of(r.on_success, &sub, item.event);
+    return Message::Retry(&sub, item.event, r.delay, item.attempt, item.first_failure_ms, /*check_stored=*/false);
   }
   if (s.IsConflict()) {
     // Optimistic concurrency at work, rerun by design: counted
@@ -519,14 +482,12 @@ Dispatcher::Message Dispatcher::Answer(const Run& r) {
     config_.log->logger().debug("walbus: {}'s outcome for seq={} met a concurrent update, run again: {}", sub.name,
                                 item.event->seq, s.ToString());
     if (item.conflict_reruns + 1 <= sub.retry.max_conflict_reruns) {
-      Message rerun{Message::Kind::kRerun, &sub, item.event, {}, item.conflict_reruns + 1};
-      rerun.run_attempt = item.attempt;
-      return rerun;
+      return Message::Rerun(&sub, item.event, item.conflict_reruns + 1, item.attempt);
     }
     // Past its budget it counts as a failed attempt (the retry record
     // comes with the next failure or the dead letter).
-    return Message{Message::Kind::kRetry, &sub, item.event, Backoff(sub, item.attempt), item.attempt,
-                   item.first_failure_ms, true, nullptr};
+    return Message::Retry(&sub, item.event, Backoff(sub, item.attempt), item.attempt, item.first_failure_ms,
+                          /*check_stored=*/true);
   }
   // Any other commit error leaves the outcome unknown, so the next run
   // looks at the inbox first.
@@ -535,8 +496,8 @@ Dispatcher::Message Dispatcher::Answer(const Run& r) {
     config_.log->logger().warn("walbus: committing {}'s outcome for seq={} failed: {} ({} similar lines held back)",
                                sub.name, item.event->seq, s.ToString(), held);
   }
-  return Message{Message::Kind::kRetry, &sub, item.event, Backoff(sub, item.attempt), item.attempt,
-                 item.first_failure_ms, true, nullptr};
+  return Message::Retry(&sub, item.event, Backoff(sub, item.attempt), item.attempt, item.first_failure_ms,
+                        /*check_stored=*/true);
 }
 
 }  // namespace walbus::internal

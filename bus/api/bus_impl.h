@@ -8,6 +8,7 @@
 #include <memory>
 #include <mutex>
 
+#include "bus/api/bus_metrics.h"
 #include "bus/core/committer.h"
 #include "bus/core/quarantine.h"
 #include "bus/core/schema_registry.h"
@@ -164,23 +165,6 @@ class BusImpl final : public Bus, public CommitListener, public ScopeHost {
                                     const Subscriber* active, uint32_t sub_id, uint64_t now_ms);
   Status ActOnDeadLetters(ActionKind kind, const DeadLetterSelection& selection, const OperatorAction& action,
                           ActionReport* report, uint32_t* id);
-  // Seconds since the event at `seq` was published; 0 when it is not in
-  // the outbox (nothing pending) or unreadable.
-  // REQUIRES: an admitted InCall (it may read the outbox).
-  double AgeOfSeconds(uint64_t seq);
-  // The added sources not destroyed yet (forgetting the others).
-  std::vector<std::shared_ptr<const MetricsSource>> LiveMetricsSources();
-  // The parts of Metrics().
-  // @{
-  void WriteCommitMetrics(MetricsWriter& w, const BusStats& stats);
-  void WriteProcessSubscriberMetrics(MetricsWriter& w, const BusStats& stats);
-  void WriteReplayMetrics(MetricsWriter& w);
-  void WriteQuarantineMetrics(MetricsWriter& w);
-  void WriteScheduledMetrics(MetricsWriter& w, bool read_storage);
-  void WriteStorageMetrics(MetricsWriter& w);
-  // @}
-  // Visits every replay record (bus/dispatch/replay.cc).
-  Status LoadReplays(const std::function<void(uint64_t, storage::ReplayRecord&)>& visit);
   // The id of the next operator action (dead-letter actions and replays).
   Status NextActionId(uint64_t* id) REQUIRES(actions_mu_);
   // Restarts the running replays of a subscriber that became active.
@@ -210,6 +194,7 @@ class BusImpl final : public Bus, public CommitListener, public ScopeHost {
   std::unique_ptr<MetricsHttpServer> metrics_http_;  // Options::metrics_http; stopped first by Close()
   std::unique_ptr<AdminServer> admin_;               // Options::admin_socket; stopped first by Close()
   std::unique_ptr<Dispatcher> dispatcher_;
+  std::unique_ptr<BusMetrics> metrics_;  // reads the parts above
 
   Mutex lifecycle_mu_;  // serializes Start and Close
   // Types subscribed to that no event can arrive as under require_schemas,
@@ -217,9 +202,7 @@ class BusImpl final : public Bus, public CommitListener, public ScopeHost {
   std::set<std::string> unpublishable_warned_ GUARDED_BY(lifecycle_mu_);
   Mutex actions_mu_;  // serializes operator actions (their ids)
   Mutex schemas_mu_;  // serializes schema registrations (bus_schemas.cc)
-  Mutex metrics_sources_mu_;
-  std::vector<std::weak_ptr<const MetricsSource>> metrics_sources_ GUARDED_BY(metrics_sources_mu_);
-  CallGate gate_;  // admitted calls inside storage (InCall); Close shuts it
+  CallGate gate_;     // admitted calls inside storage (InCall); Close shuts it
 };
 
 }  // namespace walbus::internal

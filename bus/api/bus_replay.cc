@@ -20,17 +20,6 @@ constexpr size_t kDryRunListedSeqs = 10000;
 
 }  // namespace
 
-Status BusImpl::LoadReplays(const std::function<void(uint64_t, storage::ReplayRecord&)>& visit) {
-  return db_->Scan(storage::Cf::kReplays, storage::kActionKeyPrefix, SIZE_MAX,
-                   [&](std::string_view key, std::string_view value) {
-                     uint64_t id = 0;
-                     storage::ReplayRecord record;
-                     // Dead-letter actions share the space (as JSON): skipped.
-                     if (storage::ParseActionKey(key, &id) && storage::DecodeReplay(value, &record)) visit(id, record);
-                     return true;
-                   });
-}
-
 Status BusImpl::NextActionId(uint64_t* id) {
   uint64_t last = 0;
   Status s = db_->Scan(storage::Cf::kReplays, storage::kActionKeyPrefix, SIZE_MAX,
@@ -192,9 +181,11 @@ Result<ReplayReport> BusImpl::Replay(const ReplayRequest& request) {
   }
   MutexLock lock(&actions_mu_);
   bool running = false;
-  if (Status s = LoadReplays([&](uint64_t, storage::ReplayRecord& r) {
-        running |= r.subscriber_id == sub_id && r.state == static_cast<uint8_t>(ReplayState::kRunning);
-      });
+  if (Status s = LoadReplays(*db_,
+                             [&](uint64_t, storage::ReplayRecord& r) {
+                               running |=
+                                   r.subscriber_id == sub_id && r.state == static_cast<uint8_t>(ReplayState::kRunning);
+                             });
       !s.ok()) {
     return s;
   }
@@ -227,11 +218,13 @@ Result<ReplayReport> BusImpl::Replay(const ReplayRequest& request) {
 Status BusImpl::ResumeReplays(const std::shared_ptr<Subscriber>& sub) {
   MutexLock lock(&actions_mu_);
   std::vector<std::pair<uint64_t, storage::ReplayRecord>> resume;
-  if (Status s = LoadReplays([&](uint64_t id, storage::ReplayRecord& r) {
-        if (r.subscriber_id == sub->id && r.state == static_cast<uint8_t>(ReplayState::kRunning)) {
-          resume.emplace_back(id, std::move(r));
-        }
-      });
+  if (Status s =
+          LoadReplays(*db_,
+                      [&](uint64_t id, storage::ReplayRecord& r) {
+                        if (r.subscriber_id == sub->id && r.state == static_cast<uint8_t>(ReplayState::kRunning)) {
+                          resume.emplace_back(id, std::move(r));
+                        }
+                      });
       !s.ok()) {
     return s;
   }

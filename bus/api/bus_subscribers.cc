@@ -7,6 +7,7 @@
 
 #include "bus/api/bus_impl.h"
 #include "bus/core/envelope.h"
+#include "bus/dispatch/replay.h"
 #include "bus/util/escape.h"
 #include "bus/util/unix_time.h"
 #include "storage/keys.h"
@@ -178,9 +179,11 @@ Result<ActionReport> BusImpl::RemoveSubscriber(const std::string& name, const Op
     }
     id = it->second.id;
     bool replaying = false;
-    if (Status s = LoadReplays([&](uint64_t, storage::ReplayRecord& r) {
-          replaying |= r.subscriber_id == id && r.state == static_cast<uint8_t>(ReplayState::kRunning);
-        });
+    if (Status s = LoadReplays(*db_,
+                               [&](uint64_t, storage::ReplayRecord& r) {
+                                 replaying |=
+                                     r.subscriber_id == id && r.state == static_cast<uint8_t>(ReplayState::kRunning);
+                               });
         !s.ok()) {
       return s;
     }

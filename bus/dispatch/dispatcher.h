@@ -175,10 +175,6 @@ class Dispatcher {
   // Moves the subject's waiting dead letters to the front of its queue.
   // REQUIRES: the subject's front event is not running.
   void ApplyRedrive(Subscriber* sub, const std::string& subject);
-  // Reads dead letters of `sub` back as events: the listed seqs, or (with
-  // `subject`) every one of that subject.
-  void LoadDeadLetters(Subscriber* sub, const std::vector<uint64_t>& seqs, const std::string* subject,
-                       std::vector<std::shared_ptr<const Event>>* out);
 
   // Runs the subscriber's replay on (ReplayDriver::Pump) and puts the
   // subjects it selected events of in line.

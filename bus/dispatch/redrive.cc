@@ -24,14 +24,20 @@ void Dispatcher::Redrive(const std::string& subscriber, std::vector<uint64_t> se
   Send(std::move(m));
 }
 
-void Dispatcher::LoadDeadLetters(Subscriber* sub, const std::vector<uint64_t>& seqs, const std::string* subject,
-                                 std::vector<std::shared_ptr<const Event>>* out) {
+namespace {
+
+// Reads dead letters of `sub` back as events: the listed seqs, or (with
+// `subject`) every one of that subject. Unreadable ones are logged and
+// left where they are.
+void LoadDeadLetters(const storage::Db& db, const Subscriber& sub, const std::vector<uint64_t>& seqs,
+                     const std::string* subject, size_t max_payload_bytes, const BusLog& log,
+                     std::vector<std::shared_ptr<const Event>>* out) {
   auto take = [&](uint64_t seq, std::string_view value) {
     storage::DeadLetterRecord record;
     auto event = std::make_shared<Event>();
     if (!storage::DecodeDeadLetter(value, &record) ||
-        !DecodeEnvelope(record.envelope, config_.max_payload_bytes, event.get()).ok()) {
-      config_.log->logger().error("walbus: dead letter {}/{} is unreadable and cannot be redriven", sub->name, seq);
+        !DecodeEnvelope(record.envelope, max_payload_bytes, event.get()).ok()) {
+      log.logger().error("walbus: dead letter {}/{} is unreadable and cannot be redriven", sub.name, seq);
       return;
     }
     event->seq = seq;
@@ -41,22 +47,23 @@ void Dispatcher::LoadDeadLetters(Subscriber* sub, const std::vector<uint64_t>& s
     for (uint64_t seq : seqs) {
       std::string value;
       bool found = false;
-      Status s = db_->Get(db_->cf(storage::Cf::kDeadLetters), storage::SubscriberSeqKey(sub->id, seq), &value, &found);
+      Status s = db.Get(db.cf(storage::Cf::kDeadLetters), storage::SubscriberSeqKey(sub.id, seq), &value, &found);
       if (s.ok() && found) take(seq, value);
     }
     return;
   }
   std::string prefix;
-  storage::PutBe32(&prefix, sub->id);
-  Status s = db_->Scan(storage::Cf::kDeadLetters, prefix, SIZE_MAX, [&](std::string_view key, std::string_view value) {
+  storage::PutBe32(&prefix, sub.id);
+  Status s = db.Scan(storage::Cf::kDeadLetters, prefix, SIZE_MAX, [&](std::string_view key, std::string_view value) {
     uint32_t id = 0;
     uint64_t seq = 0;
     if (storage::ParseSubscriberSeqKey(key, &id, &seq)) take(seq, value);
     return true;
   });
-  if (!s.ok())
-    config_.log->logger().error("walbus: reading the dead letters of {} failed: {}", sub->name, s.ToString());
+  if (!s.ok()) log.logger().error("walbus: reading the dead letters of {} failed: {}", sub.name, s.ToString());
 }
+
+}  // namespace
 
 void Dispatcher::HandleRedrive(Message& m) {
   const Message::Control& c = *m.control;
@@ -68,7 +75,7 @@ void Dispatcher::HandleRedrive(Message& m) {
     return;
   }
   std::vector<std::shared_ptr<const Event>> events;
-  LoadDeadLetters(sub, c.seqs, nullptr, &events);
+  LoadDeadLetters(*db_, *sub, c.seqs, nullptr, config_.max_payload_bytes, *config_.log, &events);
   for (auto& e : events) sub->holds.QueueBack(std::move(e));
   for (const std::string& subject : c.release) sub->holds.ReleaseWhenIdle(subject);
   for (const std::string& subject : sub->holds.WaitingSubjects()) {
@@ -83,7 +90,7 @@ void Dispatcher::ApplyRedrive(Subscriber* sub, const std::string& subject) {
   if (release) {
     // Everything held behind the parked subject goes back in line too,
     // including what was held while this redrive waited.
-    LoadDeadLetters(sub, {}, &subject, &events);
+    LoadDeadLetters(*db_, *sub, {}, &subject, config_.max_payload_bytes, *config_.log, &events);
     sub->holds.Unpark(subject);
   }
   std::sort(events.begin(), events.end(), [](const auto& a, const auto& b) { return a->seq < b->seq; });

@@ -141,4 +141,15 @@ bool ReplaySelects(const storage::ReplayRecord& r, const std::unordered_set<std:
   return ids.empty() || ids.count(std::string(storage::IdBytes(event.id))) != 0;
 }
 
+Status LoadReplays(const storage::Db& db, const std::function<void(uint64_t id, storage::ReplayRecord&)>& visit) {
+  return db.Scan(storage::Cf::kReplays, storage::kActionKeyPrefix, SIZE_MAX,
+                 [&](std::string_view key, std::string_view value) {
+                   uint64_t id = 0;
+                   storage::ReplayRecord record;
+                   // Dead-letter actions share the space (as JSON): skipped.
+                   if (storage::ParseActionKey(key, &id) && storage::DecodeReplay(value, &record)) visit(id, record);
+                   return true;
+                 });
+}
+
 }  // namespace walbus::internal

@@ -5,9 +5,11 @@
 #define WALBUS_BUS_DISPATCH_REPLAY_H_
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <unordered_set>
 
+#include "storage/db.h"
 #include "storage/records.h"
 #include "walbus/bus.h"
 
@@ -28,6 +30,9 @@ std::unordered_set<std::string> SelectedIds(const storage::ReplayRecord& record)
 // Whether the record's filters (times, types, subject, ids) take `event`;
 // the seq range is the caller's to walk.
 bool ReplaySelects(const storage::ReplayRecord& record, const std::unordered_set<std::string>& ids, const Event& event);
+
+// Visits every replay record stored (ended ones too), by id.
+Status LoadReplays(const storage::Db& db, const std::function<void(uint64_t id, storage::ReplayRecord&)>& visit);
 
 }  // namespace walbus::internal
 

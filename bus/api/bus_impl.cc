@@ -154,6 +154,7 @@ Status BusImpl::OpenWithEnv(const Options& requested, rocksdb::Env* env, std::un
   bus->metrics_ = std::make_unique<BusMetrics>(
       BusMetrics::Parts{bus->db_.get(), bus->committer_.get(), bus->tail_.get(), &bus->registry_,
                         bus->quarantine_.get(), bus->scheduler_.get(), bus->timeline_.get(), &bus->options_});
+  bus->states_ = std::make_unique<DeliveryStates>(bus->db_.get(), options.max_payload_bytes);
   if (!options.metrics_http.empty()) {
     BusImpl* self = bus.get();
     Status s = MetricsHttpServer::Start(
@@ -448,104 +449,6 @@ Status BusImpl::Quarantine(std::string_view input, std::string_view source, std:
   return quarantine_->Add(input, source, reason);
 }
 
-namespace {}  // namespace
-
-Status BusImpl::SeqOfRetrying(uint32_t subscriber_id, const EventId& id, uint64_t* seq) {
-  // Only events with a retry record: few (at most in flight), each one
-  // point read of the outbox.
-  *seq = 0;
-  std::string prefix;
-  storage::PutBe32(&prefix, subscriber_id);
-  Status inner;
-  Status scan = db_->Scan(storage::Cf::kRetries, prefix, SIZE_MAX, [&](std::string_view key, std::string_view) {
-    uint32_t sub_id = 0;
-    uint64_t candidate = 0;
-    if (!storage::ParseSubscriberSeqKey(key, &sub_id, &candidate)) return true;
-    std::string envelope;
-    bool found = false;
-    inner = db_->Get(db_->cf(storage::Cf::kOutbox), storage::OutboxKey(candidate), &envelope, &found);
-    Event e;
-    if (inner.ok() && found && DecodeEnvelope(envelope, options_.max_payload_bytes, &e).ok() && e.id == id) {
-      *seq = candidate;
-      return false;
-    }
-    return inner.ok();
-  });
-  return scan.ok() ? inner : scan;
-}
-
-Status BusImpl::StateOf(const std::string& name, const Registry::Entry& entry, const EventId& id, uint64_t seq,
-                        DeliveryState* out) {
-  *out = DeliveryState{};
-  out->subscriber = name;
-  out->id = id;
-  out->seq = seq;
-  const std::string_view id_bytes = storage::IdBytes(id);
-  std::string value;
-  bool found = false;
-  Status s = db_->Get(db_->cf(storage::Cf::kInbox), storage::InboxKey(db_->inbox_layout(), entry.id, id_bytes), &value,
-                      &found);
-  if (!s.ok()) return s;
-  if (found) {
-    if (value.size() >= 8) out->seq = storage::GetBe64(value);
-    s = db_->Get(db_->cf(storage::Cf::kDeadLetters), storage::SubscriberSeqKey(entry.id, out->seq), &value, &found);
-    if (!s.ok()) return s;
-    storage::DeadLetterRecord letter;
-    if (found && storage::DecodeDeadLetter(value, &letter)) {
-      out->attempts = letter.attempts;
-      out->last_error = letter.error;
-      return ParkedOrDeadLettered(entry.id, letter, out);
-    }
-    out->state = found ? Delivery::kDeadLettered : Delivery::kHandled;
-    return Status::OK();
-  }
-  const uint64_t watermark = entry.active != nullptr ? entry.active->watermark.load() : entry.durable.checkpoint;
-  if (seq != 0 && watermark >= seq) {
-    out->state = Delivery::kNotDelivered;
-    return Status::OK();
-  }
-  if (out->seq == 0) {
-    if (Status r = SeqOfRetrying(entry.id, id, &out->seq); !r.ok()) return r;
-  }
-  if (entry.active != nullptr && entry.active->paused_now.load()) {
-    out->state = Delivery::kPaused;
-    MutexLock paused_lock(&entry.active->paused_mu);
-    out->last_error = "paused: no upcaster brings " + entry.active->paused_on_type + " to a type it takes";
-  }
-  if (out->seq == 0) return Status::OK();
-  s = db_->Get(db_->cf(storage::Cf::kRetries), storage::SubscriberSeqKey(entry.id, out->seq), &value, &found);
-  if (!s.ok()) return s;
-  storage::RetryRecord retry;
-  if (found && storage::DecodeRetry(value, &retry)) {
-    out->state = Delivery::kRetrying;
-    out->attempts = retry.attempts;
-    out->last_error = retry.last_error;
-    if (retry.next_attempt_ms != 0) out->next_attempt = FromUnixMillis(static_cast<int64_t>(retry.next_attempt_ms));
-  }
-  return Status::OK();
-}
-
-Status BusImpl::ParkedOrDeadLettered(uint32_t subscriber_id, const storage::DeadLetterRecord& letter,
-                                     DeliveryState* out) {
-  // Under PoisonPolicy::kParkKey the events behind a dead letter are kept
-  // with it, in the dead-letter store, until an operator releases the
-  // subject: parked, not given up on.
-  out->state = Delivery::kDeadLettered;
-  Event event;
-  if (!DecodeEnvelope(letter.envelope, options_.max_payload_bytes, &event).ok()) return Status::OK();
-  std::string value;
-  bool found = false;
-  Status s =
-      db_->Get(db_->cf(storage::Cf::kCheckpoints),
-               storage::CheckpointKey(subscriber_id, storage::CheckpointField::kParked, event.subject), &value, &found);
-  if (!s.ok()) return s;
-  if (found && value.size() >= 8 && storage::GetBe64(value) < out->seq) {
-    out->state = Delivery::kParked;
-    out->parked_behind = storage::GetBe64(value);
-  }
-  return Status::OK();
-}
-
 Result<std::vector<DeliveryState>> BusImpl::Pending(const std::string& subscriber, size_t limit) {
   InCall call(this);
   if (!call.admitted()) return ClosedStatus();
@@ -556,53 +459,7 @@ Result<std::vector<DeliveryState>> BusImpl::Pending(const std::string& subscribe
     if (it == registry_.by_name.end()) return Status::InvalidArgument("no subscriber named " + subscriber);
     entry = it->second;
   }
-  const uint64_t checkpoint = entry.active != nullptr ? entry.active->watermark.load() : entry.durable.checkpoint;
-  const std::vector<std::string>* types = entry.active != nullptr ? &entry.active->types : nullptr;
-  std::vector<DeliveryState> pending;
-  Status inner;
-  Status scan = db_->ScanOutbox(checkpoint + 1, SIZE_MAX, [&](uint64_t seq, std::string_view bytes) {
-    Event e;
-    if (!DecodeEnvelope(bytes, options_.max_payload_bytes, &e).ok()) return true;  // quarantined when read
-    if (types != nullptr && !types->empty() && std::find(types->begin(), types->end(), e.type) == types->end()) {
-      return true;
-    }
-    DeliveryState st;
-    inner = StateOf(subscriber, entry, e.id, seq, &st);
-    if (!inner.ok()) return false;
-    // Parked events come from the dead-letter store below, once each.
-    if (st.state == Delivery::kPending || st.state == Delivery::kRetrying || st.state == Delivery::kPaused) {
-      pending.push_back(std::move(st));
-    }
-    return limit == 0 || pending.size() < limit;
-  });
-  if (!scan.ok()) return scan;
-  if (!inner.ok()) return inner;
-  // Parked events are in the dead-letter store, below the checkpoint.
-  std::string prefix;
-  storage::PutBe32(&prefix, entry.id);
-  scan = db_->Scan(storage::Cf::kDeadLetters, prefix, SIZE_MAX, [&](std::string_view key, std::string_view value) {
-    uint32_t sub_id = 0;
-    DeliveryState st;
-    storage::DeadLetterRecord letter;
-    Event e;
-    if (!storage::ParseSubscriberSeqKey(key, &sub_id, &st.seq) || !storage::DecodeDeadLetter(value, &letter) ||
-        !DecodeEnvelope(letter.envelope, options_.max_payload_bytes, &e).ok()) {
-      return true;
-    }
-    st.subscriber = subscriber;
-    st.id = e.id;
-    st.attempts = letter.attempts;
-    st.last_error = letter.error;
-    inner = ParkedOrDeadLettered(entry.id, letter, &st);
-    if (inner.ok() && st.state == Delivery::kParked) pending.push_back(std::move(st));
-    return inner.ok();
-  });
-  if (!scan.ok()) return scan;
-  if (!inner.ok()) return inner;
-  std::sort(pending.begin(), pending.end(),
-            [](const DeliveryState& a, const DeliveryState& b) { return a.seq < b.seq; });
-  if (limit != 0 && pending.size() > limit) pending.resize(limit);
-  return pending;
+  return states_->Pending(subscriber, entry, limit);
 }
 
 Status BusImpl::WaitHandled(const Receipt& receipt, const std::vector<std::string>& subscribers,
@@ -630,7 +487,8 @@ Status BusImpl::WaitHandled(const Receipt& receipt, const std::vector<std::strin
   for (size_t i = 0; i < receipt.event_ids.size(); ++i) {
     for (const std::string& n : names) {
       DeliveryState st;
-      if (Status s = StateOf(n, registry_.by_name.at(n), receipt.event_ids[i], receipt.first_seq + i, &st); !s.ok()) {
+      if (Status s = states_->StateOf(n, registry_.by_name.at(n), receipt.event_ids[i], receipt.first_seq + i, &st);
+          !s.ok()) {
         return s;
       }
       states->push_back(std::move(st));
@@ -687,7 +545,7 @@ Result<std::vector<DeliveryState>> BusImpl::EventStatus(const EventId& id) {
   MutexLock lock(&registry_.mu);
   for (const auto& [name, entry] : registry_.by_name) {
     DeliveryState st;
-    if (Status s = StateOf(name, entry, id, 0, &st); !s.ok()) return s;
+    if (Status s = states_->StateOf(name, entry, id, 0, &st); !s.ok()) return s;
     states.push_back(std::move(st));
   }
   return states;

@@ -9,6 +9,7 @@
 #include <mutex>
 
 #include "bus/api/bus_metrics.h"
+#include "bus/api/delivery_states.h"
 #include "bus/core/committer.h"
 #include "bus/core/quarantine.h"
 #include "bus/core/schema_registry.h"
@@ -138,16 +139,6 @@ class BusImpl final : public Bus, public CommitListener, public ScopeHost {
   // tombstone done. REQUIRES: `id` is removed.
   Status DeleteRemovedInbox(uint32_t id);
   // @}
-  // The state of one event for one registered subscriber. `seq` is 0 when
-  // unknown (then completion cannot be told without an inbox record).
-  Status StateOf(const std::string& name, const Registry::Entry& entry, const EventId& id, uint64_t seq,
-                 DeliveryState* out);
-  // The seq of event `id` when it has a retry record of the subscriber's;
-  // 0 when it has none.
-  Status SeqOfRetrying(uint32_t subscriber_id, const EventId& id, uint64_t* seq);
-  // *out (its seq set) as kParked when `letter` holds a parked subject's
-  // later event, else kDeadLettered.
-  Status ParkedOrDeadLettered(uint32_t subscriber_id, const storage::DeadLetterRecord& letter, DeliveryState* out);
   enum class ActionKind : uint8_t { kRedrive, kSkip, kPurge };
   // The shared part of the dead-letter actions: checks, selects, records
   // the action (with `extra` ops in the same batch: unparking, deleting)
@@ -194,7 +185,8 @@ class BusImpl final : public Bus, public CommitListener, public ScopeHost {
   std::unique_ptr<MetricsHttpServer> metrics_http_;  // Options::metrics_http; stopped first by Close()
   std::unique_ptr<AdminServer> admin_;               // Options::admin_socket; stopped first by Close()
   std::unique_ptr<Dispatcher> dispatcher_;
-  std::unique_ptr<BusMetrics> metrics_;  // reads the parts above
+  std::unique_ptr<BusMetrics> metrics_;     // reads the parts above
+  std::unique_ptr<DeliveryStates> states_;  // reads storage
 
   Mutex lifecycle_mu_;  // serializes Start and Close
   // Types subscribed to that no event can arrive as under require_schemas,

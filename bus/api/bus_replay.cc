@@ -71,6 +71,9 @@ Result<ReplayReport> BusImpl::DryRunReplay(const ReplayRequest& request, storage
 }
 
 Status BusImpl::AddRebuildWrites(const ReplayRequest& request, uint32_t sub_id, uint64_t checkpoint, WriteSet* writes) {
+  assert(std::none_of(registry_.by_name.begin(), registry_.by_name.end(), [sub_id](const auto& named) {
+    return named.second.id == sub_id && named.second.active != nullptr;
+  }));
   std::vector<storage::CfHandle*> clear;
   for (const std::string& name : request.clear_column_families) {
     Result<storage::CfHandle*> cf = app_cfs_.Find(name);

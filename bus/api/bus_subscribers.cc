@@ -1,6 +1,7 @@
 // BusImpl's subscriber registrations (walbus/bus.h: Subscribe,
 // RemoveSubscriber): the records that make a subscriber durable, where a
 // new one starts, and what a removal takes away.
+#include <algorithm>
 #include <cassert>
 #include <string>
 #include <vector>
@@ -233,6 +234,11 @@ void BusImpl::AddRemovalWrites(const std::string& name, const Registry::Entry& e
 }
 
 Status BusImpl::DeleteRemovedInbox(uint32_t id) {
+  {
+    MutexLock lock(&registry_.mu);
+    assert(std::none_of(registry_.by_name.begin(), registry_.by_name.end(),
+                        [id](const auto& named) { return named.second.id == id; }));
+  }
   const storage::InboxLayout layout = db_->inbox_layout();
   WriteSet batch;
   Status commit;

@@ -154,6 +154,9 @@ Status BusImpl::OpenWithEnv(const Options& requested, rocksdb::Env* env, std::un
   bus->metrics_ = std::make_unique<BusMetrics>(
       BusMetrics::Parts{bus->db_.get(), bus->committer_.get(), bus->tail_.get(), &bus->registry_,
                         bus->quarantine_.get(), bus->scheduler_.get(), bus->timeline_.get(), &bus->options_});
+  bus->ingestion_ =
+      std::make_unique<Ingestion>(bus->db_.get(), &bus->schemas_, bus->quarantine_.get(), options.max_payload_bytes,
+                                  [self = bus.get()](WriteSet* writes) { return self->CommitWrites(writes); });
   bus->states_ = std::make_unique<DeliveryStates>(bus->db_.get(), options.max_payload_bytes);
   if (!options.metrics_http.empty()) {
     BusImpl* self = bus.get();
@@ -301,146 +304,16 @@ Result<Receipt> BusImpl::Ingest(std::string_view envelope, std::string_view sour
   return std::move(r->receipt);
 }
 
-namespace {
-
-constexpr size_t kMaxOrderKeyBytes = 2048;
-
-Status ValidateIngestOptions(const IngestOptions& options) {
-  if (!options.dedup_scope.empty()) {
-    if (Status s = ValidateSubscriberName(options.dedup_scope); !s.ok()) {
-      return Status::InvalidArgument("dedup scope: " + s.message());
-    }
-  }
-  if (options.order_key.empty()) return Status::OK();
-  if (options.dedup_scope.empty()) return Status::InvalidArgument("an order key needs a dedup scope");
-  if (options.position == 0) return Status::InvalidArgument("an order key needs a position (1 or more)");
-  if (options.order_key.size() > kMaxOrderKeyBytes) {
-    return Status::InvalidArgument("order key of " + std::to_string(options.order_key.size()) + " bytes exceeds " +
-                                   std::to_string(kMaxOrderKeyBytes));
-  }
-  return Status::OK();
-}
-
-// "This scope has not taken this event id": the committer checks it in
-// commit order, so two concurrent ingests of one id cannot both pass.
-Expectation NotTakenYet(const std::string& scope, const Event& event) {
-  return Expectation{storage::IngestDedupKey(scope, event.id), 0,
-                     "event " + event.id.ToString() + " in dedup scope " + scope};
-}
-
-std::string OrderVersionKey(const IngestOptions& options) {
-  return storage::IngestOrderKey(options.dedup_scope, options.order_key);
-}
-
-}  // namespace
-
 Result<IngestResult> BusImpl::IngestEnvelope(std::string_view envelope, const IngestOptions& options) {
   InCall call(this);
   if (!call.admitted()) return ClosedStatus();
-  if (Status s = ValidateIngestOptions(options); !s.ok()) return s;
-  auto event = std::make_shared<Event>();
-  Status verified = DecodeEnvelope(envelope, options_.max_payload_bytes, event.get());
-  if (verified.ok()) verified = ValidateNewEvent(*event, options_.max_payload_bytes);
-  if (verified.ok()) verified = schemas_.Verify(event->type, event->data, &event->schema_version);
-  if (!verified.ok()) {
-    if (Status q = quarantine_->Add(envelope, options.source, verified.message()); !q.ok()) return q;
-    return Status::InvalidArgument("quarantined input from " + options.source + ": " + verified.message());
-  }
-  return CommitIngested(std::move(event), options);
+  return ingestion_->FromEnvelope(envelope, options);
 }
 
-Result<IngestResult> BusImpl::IngestEvent(const Event& input, const IngestOptions& options) {
+Result<IngestResult> BusImpl::IngestEvent(const Event& event, const IngestOptions& options) {
   InCall call(this);
   if (!call.admitted()) return ClosedStatus();
-  if (Status s = ValidateIngestOptions(options); !s.ok()) return s;
-  auto event = std::make_shared<Event>(input);
-  event->seq = 0;
-  Status verified = event->id.IsNil() ? Status::InvalidArgument("the event has no id") : Status::OK();
-  if (verified.ok()) verified = ValidateNewEvent(*event, options_.max_payload_bytes);
-  if (verified.ok()) verified = schemas_.Verify(event->type, event->data, &event->schema_version);
-  if (!verified.ok()) {
-    // What arrived, as an envelope: the quarantine keeps every attribute.
-    if (Status q = quarantine_->Add(EncodeEnvelope(*event), options.source, verified.message()); !q.ok()) return q;
-    return Status::InvalidArgument("quarantined input from " + options.source + ": " + verified.message());
-  }
-  return CommitIngested(std::move(event), options);
-}
-
-Result<IngestResult> BusImpl::CommitIngested(std::shared_ptr<Event> event, const IngestOptions& options) {
-  if (options.order_key.empty()) {
-    WriteSet scope;
-    if (!options.dedup_scope.empty()) scope.expects.push_back(NotTakenYet(options.dedup_scope, *event));
-    scope.envelopes.push_back(EncodeEnvelope(*event));
-    scope.bytes += scope.envelopes.back().size();
-    scope.events.push_back(std::move(event));
-    Result<Receipt> committed = CommitWrites(&scope);
-    IngestResult result;
-    if (!committed.ok()) {
-      if (!committed.status().IsConflict() || options.dedup_scope.empty()) return committed.status();
-      result.duplicate = true;  // The scope's only precondition is the dedup record.
-      result.disposition = IngestDisposition::kDuplicate;
-      return result;
-    }
-    result.receipt = std::move(*committed);
-    return result;
-  }
-  // The order record is read, then asserted at commit: a concurrent ingest
-  // of the same key makes the commit a conflict, and the next try sees it.
-  for (int attempt = 0;; ++attempt) {
-    std::string value;
-    bool found = false;
-    if (Status s = db_->Get(db_->cf(storage::Cf::kVersions), OrderVersionKey(options), &value, &found); !s.ok()) {
-      return s;
-    }
-    if (found && value.size() != 8) return Status::Corruption("order record of " + options.dedup_scope);
-    const uint64_t last_taken = found ? storage::GetBe64(value) : 0;
-    Result<IngestResult> r = CommitOrdered(event, options, last_taken);
-    if (r.ok() || !r.status().IsConflict() || attempt == 3) return r;
-  }
-}
-
-Result<IngestResult> BusImpl::CommitOrdered(const std::shared_ptr<Event>& event, const IngestOptions& options,
-                                            uint64_t last_taken) {
-  IngestResult result;
-  const uint64_t position = options.position;
-  const bool late = position <= last_taken;
-  if (!late && position > last_taken + 1 && !options.accept_gap) {
-    result.disposition = IngestDisposition::kAhead;
-    result.next_position = last_taken + 1;
-    return result;
-  }
-  WriteSet scope;
-  scope.expects.push_back(NotTakenYet(options.dedup_scope, *event));
-  if (!late) {
-    Expectation order{OrderVersionKey(options), last_taken, "order key in dedup scope " + options.dedup_scope};
-    order.next_version = position;
-    scope.expects.push_back(std::move(order));
-  }
-  scope.envelopes.push_back(EncodeEnvelope(*event));
-  scope.bytes += scope.envelopes.back().size();
-  scope.events.push_back(event);
-  Result<Receipt> committed = CommitWrites(&scope);
-  if (!committed.ok()) {
-    if (!committed.status().IsConflict()) return committed.status();
-    if (!late) {
-      // The order record moved (the caller tries again), or the id was
-      // taken before without an order key.
-      std::string value;
-      bool taken = false;
-      const Expectation& dedup = scope.expects.front();
-      if (Status s = db_->Get(db_->cf(storage::Cf::kVersions), dedup.version_key, &value, &taken); !s.ok()) return s;
-      if (!taken) return committed.status();
-    }
-    result.duplicate = true;
-    result.disposition = IngestDisposition::kDuplicate;
-    result.next_position = last_taken + 1;
-    return result;
-  }
-  result.receipt = std::move(*committed);
-  result.disposition = late ? IngestDisposition::kLate : IngestDisposition::kTaken;
-  result.next_position = late ? last_taken + 1 : position + 1;
-  result.skipped_positions = late ? 0 : position - last_taken - 1;
-  return result;
+  return ingestion_->FromEvent(event, options);
 }
 
 Status BusImpl::Quarantine(std::string_view input, std::string_view source, std::string_view reason) {

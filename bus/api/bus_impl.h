@@ -10,6 +10,7 @@
 
 #include "bus/api/bus_metrics.h"
 #include "bus/api/delivery_states.h"
+#include "bus/api/ingestion.h"
 #include "bus/core/committer.h"
 #include "bus/core/quarantine.h"
 #include "bus/core/schema_registry.h"
@@ -103,12 +104,6 @@ class BusImpl final : public Bus, public CommitListener, public ScopeHost {
   // Commits `writes` inside an admitted call, with the durability of
   // Options (a Transaction's, an ingested event's).
   Result<Receipt> CommitWrites(WriteSet* writes);
-  // Commits one verified event from elsewhere, with its dedup record when
-  // dedup_scope is not empty.
-  Result<IngestResult> CommitIngested(std::shared_ptr<Event> event, const IngestOptions& options);
-  // One try of CommitIngested with an order key, against `last_taken`.
-  Result<IngestResult> CommitOrdered(const std::shared_ptr<Event>& event, const IngestOptions& options,
-                                     uint64_t last_taken);
 
  private:
   explicit BusImpl(const Options& options) : options_(options), schemas_(options.require_schemas) {
@@ -185,8 +180,9 @@ class BusImpl final : public Bus, public CommitListener, public ScopeHost {
   std::unique_ptr<MetricsHttpServer> metrics_http_;  // Options::metrics_http; stopped first by Close()
   std::unique_ptr<AdminServer> admin_;               // Options::admin_socket; stopped first by Close()
   std::unique_ptr<Dispatcher> dispatcher_;
-  std::unique_ptr<BusMetrics> metrics_;     // reads the parts above
-  std::unique_ptr<DeliveryStates> states_;  // reads storage
+  std::unique_ptr<BusMetrics> metrics_;  // reads the parts above
+  std::unique_ptr<DeliveryStates> states_;
+  std::unique_ptr<Ingestion> ingestion_;  // reads storage
 
   Mutex lifecycle_mu_;  // serializes Start and Close
   // Types subscribed to that no event can arrive as under require_schemas,

@@ -20,7 +20,6 @@ namespace walbus::internal {
 namespace {
 
 constexpr size_t kFetchChunk = 1024;  // events read per outbox scan
-constexpr size_t kWorkerBulk = 64;    // events one worker takes at once (run as one group commit)
 
 }  // namespace
 
@@ -39,6 +38,10 @@ Dispatcher::Dispatcher(ScopeHost* scope_host, storage::Db* db, Committer* commit
                 assert(queued);
                 (void)queued;
               }),
+      // Counted only under a clock that does not pass by itself (WaitSettled):
+      // the hot path pays nothing for it otherwise.
+      pool_(
+          &runner_, [this] { WakeDispatcher(); }, !config.clock->PassesByItself()),
       backlog_(config.max_in_flight_per_subscriber, config.backlog_window_bytes),
       progress_writer_(db, committer, registry,
                        ProgressWriterConfig{config.checkpoint_interval, config.trim_interval, config.trim_every_events,
@@ -65,12 +68,7 @@ void Dispatcher::Start() {
     pthread_setname_np(pthread_self(), "walbus-dispatch");
     Loop();
   });
-  for (size_t i = 0; i < config_.worker_threads; ++i) {
-    workers_.emplace_back([this] {
-      pthread_setname_np(pthread_self(), "walbus-worker");
-      WorkerLoop();
-    });
-  }
+  pool_.Start(config_.worker_threads);
 }
 
 void Dispatcher::Stop() {
@@ -79,59 +77,13 @@ void Dispatcher::Stop() {
   stopped_ = true;
   // Workers first: what they run commits and reaches the dispatcher as
   // messages, which it applies before writing its last checkpoint.
-  stopping_workers_.store(true);
-  WakeAWorkerToStop();
-  for (auto& w : workers_) w.join();
+  pool_.Stop();
   stopping_.store(true);
   Send(Message{});
   dispatcher_thread_.join();
 }
 
-namespace {
-// The dispatcher whose worker this thread is: set once, when it starts.
-// (workers_ itself may be being filled by Start() on another thread.)
-thread_local const Dispatcher* worker_of = nullptr;
-}  // namespace
-
-bool Dispatcher::OnWorkerThread() const { return worker_of == this; }
-
-void Dispatcher::MarkWorkerThread() const { worker_of = this; }
-
-void Dispatcher::WorkerLoop() {
-  MarkWorkerThread();
-  std::vector<WorkItem> items(kWorkerBulk);
-  while (true) {
-    // Asleep until work comes: the dispatcher's bulk enqueue, or Stop's
-    // empty item.
-    const size_t n = work_.wait_dequeue_bulk(items.begin(), kWorkerBulk);
-    assert(n > 0);
-    if (stopping_workers_.load()) {  // queued work is redelivered on the next open
-      WakeAWorkerToStop();           // the next one, which may be asleep
-      break;
-    }
-    // The queue is drained: the dispatcher's deferred wake is due now, so
-    // that the events committed meanwhile reach the idle workers. (The
-    // fence pairs with NotifyCommitted's: see there.)
-    std::atomic_thread_fence(std::memory_order_seq_cst);
-    if (wake_owed_.load(std::memory_order_relaxed) && work_.size_approx() == 0 &&
-        wake_owed_.exchange(false, std::memory_order_relaxed)) {
-      WakeDispatcher();
-    }
-    runner_.RunBatch(std::span<WorkItem>(items.data(), n));
-    // Every answer of the batch is sent. Under a clock that does not pass
-    // by itself, the last busy worker to finish wakes the dispatcher, which
-    // may now find the bus settled (WaitSettled); under a real clock
-    // nothing waits for that, and the count is not kept.
-    if (!clock_passes_ && unanswered_items_.fetch_sub(n, std::memory_order_acq_rel) == n) WakeDispatcher();
-  }
-}
-
-void Dispatcher::WakeAWorkerToStop() {
-  // An empty item, never run: whoever takes it sees stopping_workers_.
-  bool queued = work_.enqueue(WorkItem{});
-  assert(queued);
-  (void)queued;
-}
+bool Dispatcher::OnWorkerThread() const { return pool_.OnWorkerThread(); }
 
 void Dispatcher::Add(std::shared_ptr<Subscriber> subscriber) {
   {
@@ -188,24 +140,11 @@ void Dispatcher::NotifyCommitted() {
   // a waiting one would have it): the new events could only queue behind
   // it, and every queued item's completion wakes the dispatcher anyway.
   // The wake is owed instead: the worker that empties the queue pays it
-  // (see WorkerLoop), so the new events are queued by the time a worker is
-  // free, instead of one wake-up after its completion. Under load this
-  // halves the dispatcher's wake-ups.
-  //
-  // Each side stores, then loads what the other stores (a worker: takes
-  // items, then reads wake_owed_; here: sets wake_owed_, then reads the
-  // queue's size), with a full fence between: one of the two is bound to
-  // see the other's store, so a drained queue never leaves the wake owed
-  // and unpaid. The fence also orders the committed seq (stored before
-  // this call) before the wake flags, against the one in Loop.
-  std::atomic_thread_fence(std::memory_order_seq_cst);
-  if (work_.size_approx() != 0) {
-    wake_owed_.store(true, std::memory_order_relaxed);
-    std::atomic_thread_fence(std::memory_order_seq_cst);
-    // Emptied meanwhile by a worker that found nothing owed: pay it here.
-    if (work_.size_approx() != 0 || !wake_owed_.exchange(false, std::memory_order_relaxed)) return;
-  }
-  WakeDispatcher();
+  // (WorkerPool::OweWakeWhileBusy says how that never leaves it unpaid),
+  // so the new events are queued by the time a worker is free, instead of
+  // one wake-up after its completion. Under load this halves the
+  // dispatcher's wake-ups.
+  if (!pool_.OweWakeWhileBusy()) WakeDispatcher();
 }
 
 void Dispatcher::WakeDispatcher() {
@@ -261,7 +200,7 @@ Status Dispatcher::WaitSettled(std::chrono::milliseconds timeout) {
 }
 
 void Dispatcher::NoteIfSettled() {
-  if (clock_passes_ || unanswered_items_.load(std::memory_order_acquire) != 0) return;
+  if (clock_passes_ || pool_.unanswered() != 0) return;
   MutexLock lock(&progress_mu_);
   // Under the lock a WaitSettled reads its start by: a message sent
   // before that (a commit's wake, its own) is seen here, and the moment
@@ -309,7 +248,7 @@ void Dispatcher::Loop() {
     // NotifyCommitted: a commit either is seen or finds the flags clear
     // and wakes the dispatcher again.
     wake_pending_.store(false, std::memory_order_relaxed);
-    wake_owed_.store(false, std::memory_order_relaxed);
+    pool_.ForgetOwedWake();
     std::atomic_thread_fence(std::memory_order_seq_cst);
     FireTimers(config_.clock->Now());
     scheduled_wait_ = config_.scheduler->FireDue([this] { return DeliveryKeepsUp(); });
@@ -543,11 +482,7 @@ void Dispatcher::FlushReady() {
   if (ready_.empty() || !progress_writer_.AdvanceHorizons(ready_)) return;
   // One bulk enqueue wakes the workers once for everything this iteration
   // made ready, so they take it in large batches and commit it together.
-  if (!clock_passes_) unanswered_items_.fetch_add(ready_.size(), std::memory_order_relaxed);
-  bool queued = work_.enqueue_bulk(std::make_move_iterator(ready_.begin()), ready_.size());
-  assert(queued);
-  (void)queued;
-  ready_.clear();
+  pool_.Submit(&ready_);
 }
 
 void Dispatcher::FireTimers(SteadyTime now) {

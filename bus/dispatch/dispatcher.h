@@ -18,8 +18,6 @@
 #ifndef WALBUS_BUS_DISPATCH_DISPATCHER_H_
 #define WALBUS_BUS_DISPATCH_DISPATCHER_H_
 
-#include <concurrentqueue/blockingconcurrentqueue.h>
-
 #include <atomic>
 #include <chrono>
 #include <functional>
@@ -44,6 +42,7 @@
 #include "bus/dispatch/tail_cache.h"
 #include "bus/dispatch/waiting_queue.h"
 #include "bus/dispatch/work.h"
+#include "bus/dispatch/worker_pool.h"
 #include "bus/telemetry/log.h"
 #include "bus/util/mutex.h"
 #include "storage/db.h"
@@ -52,13 +51,6 @@
 namespace walbus::internal {
 
 class ScopeHost;
-
-// Short spins before sleeping: with more threads than cores (producers,
-// dispatcher, workers on two cores), a long spin steals the core from the
-// very thread that would fill the queue.
-struct QueueTraits : moodycamel::ConcurrentQueueDefaultTraits {
-  static const int MAX_SEMA_SPINS = 64;
-};
 
 struct DispatcherConfig {
   size_t worker_threads;
@@ -205,12 +197,6 @@ class Dispatcher {
   bool DeliveryKeepsUp() const;
   void PublishProgress();
 
-  // Worker threads: each runs what it takes from work_ through runner_.
-  void WorkerLoop();
-  void MarkWorkerThread() const;  // first thing on a worker thread
-  // Stop(): workers sleep until work comes, so each leaving worker wakes
-  // the next (REQUIRES: stopping_workers_ is set).
-  void WakeAWorkerToStop();
   void Send(Message m);
   // Wakes the dispatcher thread unless a wake-up is pending already.
   void WakeDispatcher();
@@ -225,20 +211,15 @@ class Dispatcher {
   // The dispatcher sleeps on messages_ towards a due moment: its waits run
   // on the monotonic clock. Workers wait for work without a deadline.
   WaitingQueue<Message, QueueTraits> messages_{QueueTraits::MAX_SEMA_SPINS};
-  moodycamel::BlockingConcurrentQueue<WorkItem, QueueTraits> work_;
-  // What the workers run their items with.
+  // What the workers run their items with, and the workers.
   HandlerRunner runner_;
+  WorkerPool pool_;
   std::atomic<bool> wake_pending_{false};
-  // New events came while work was queued and the wake was deferred (see
-  // NotifyCommitted).
-  std::atomic<bool> wake_owed_{false};
   std::atomic<bool> has_subscribers_{false};
-  std::atomic<bool> stopping_workers_{false};
   std::atomic<bool> stopping_{false};
   std::atomic<bool> started_{false};  // read by any thread (started())
   bool stopped_ = false;
   std::thread dispatcher_thread_;
-  std::vector<std::thread> workers_;
 
   // Dispatcher-thread state.
   std::vector<std::shared_ptr<Subscriber>> subs_;
@@ -264,11 +245,6 @@ class Dispatcher {
   // moments on it are not slept towards.
   const bool clock_passes_;
   uint64_t clock_watch_ = 0;
-  // Items enqueued for workers whose answers are not all sent yet: what
-  // tells a settled bus (see NoteIfSettled) from one whose workers run.
-  // Kept only under a clock that does not pass by itself: the hot path
-  // pays nothing for it otherwise.
-  std::atomic<size_t> unanswered_items_{0};
 
   // For WaitFor: the subscribers added so far, and a signal on progress.
   Mutex progress_mu_;

@@ -20,7 +20,7 @@
 #include "bus/dispatch/handler_runner.h"
 #include "storage/keys.h"
 #include "storage/records.h"
-#include "tests/storage_harness.h"
+#include "tests/dispatch/runner_harness.h"
 #include "tests/test_util.h"
 #include "tools/walbus/inspect.h"
 #include "walbus/bus.h"
@@ -1090,88 +1090,7 @@ TEST(WorkerTest, ConflictRerunsAfterARestartDoNotSpendTheBudget) {
   EXPECT_EQ(reader.Get("effects", "total").value(), std::optional<std::string>(std::to_string(kEvents)));
 }
 
-// The runner alone, without a Bus: storage, a committer and a scope host
-// are all it needs, and its answers are what the dispatcher would get.
-class RunnerHarness final : public internal::ScopeHost {
- public:
-  explicit RunnerHarness(const std::string& dir) : storage_(dir, {"state"}) {
-    options_.clock = Clock::System();
-    if (!storage_.opened().ok()) return;
-    apps_ = internal::AppColumnFamilies(*storage_.db(), {"state"});
-    timeline_ = std::make_unique<internal::Timeline>(options_.clock.get(), internal::Timeline::State{});
-    runner_ = std::make_unique<internal::HandlerRunner>(
-        this, storage_.db(), storage_.committer(),
-        internal::HandlerRunnerConfig{options_.clock.get(), &schemas_, &log_, /*sync_follow_ups=*/false},
-        [this](std::vector<internal::Message>& replies) {
-          for (auto& m : replies) replies_.push_back(std::move(m));
-        });
-  }
-
-  const Status& opened() const { return storage_.opened(); }
-  storage::Db& db() { return *storage_.db(); }
-  std::vector<internal::Message>& replies() { return replies_; }
-
-  // A subscriber that recovered nothing: its first run, after a clean stop.
-  std::unique_ptr<internal::Subscriber> NewSubscriber(Handler handler, uint32_t max_attempts = 3) {
-    SubscriberOptions o;
-    o.name = "runner";
-    o.handler = std::move(handler);
-    o.retry = FastRetries(max_attempts);
-    internal::DurableCounters durable;
-    durable.stopped_cleanly = true;
-    return std::make_unique<internal::Subscriber>(std::move(o), 7, durable);
-  }
-
-  static std::shared_ptr<const Event> MakeEvent(uint64_t seq, std::string data) {
-    auto event = std::make_shared<Event>();
-    event->id = EventId::Generate();
-    event->seq = seq;
-    event->type = kType;
-    event->subject = "order-1";
-    event->data = std::move(data);
-    return event;
-  }
-
-  // Runs one item of `sub` for `event`; returns its replies.
-  std::vector<internal::Message> Run(internal::Subscriber* sub, std::shared_ptr<const Event> event,
-                                     uint32_t attempt = 1, bool check_stored = false) {
-    internal::WorkItem item;
-    item.sub = sub;
-    item.event = std::move(event);
-    item.attempt = attempt;
-    item.check_stored = check_stored;
-    items_.push_back(std::move(item));
-    replies_.clear();
-    runner_->RunBatch(std::span<internal::WorkItem>(&items_.back(), 1));
-    return std::move(replies_);
-  }
-
-  std::optional<std::string> Read(storage::Cf cf, const std::string& key) { return storage_.Read(cf, key); }
-  std::optional<std::string> ReadState(const std::string& key) { return storage_.Read(*apps_.Find("state"), key); }
-
-  // ScopeHost
-  internal::CallGate& gate() override { return gate_; }
-  storage::Db* db() const override { return storage_.db(); }
-  const Options& options() const override { return options_; }
-  const internal::SchemaRegistry& schemas() const override { return schemas_; }
-  const internal::AppColumnFamilies& app_column_families() const override { return apps_; }
-  internal::Timeline& timeline() override { return *timeline_; }
-  Result<Receipt> CommitTransaction(internal::ScopeRep*) override {
-    return Status::InvalidArgument("the runner's harness commits no transactions");
-  }
-
- private:
-  testing::StorageHarness storage_;
-  Options options_;
-  internal::AppColumnFamilies apps_;
-  internal::SchemaRegistry schemas_;
-  internal::BusLog log_{nullptr, false};
-  internal::CallGate gate_;
-  std::unique_ptr<internal::Timeline> timeline_;
-  std::unique_ptr<internal::HandlerRunner> runner_;
-  std::deque<internal::WorkItem> items_;  // replies point into them
-  std::vector<internal::Message> replies_;
-};
+using testing::RunnerHarness;
 
 std::string InboxKeyOf(storage::Db& db, const Event& e) {
   return storage::InboxKey(db.inbox_layout(), 7, storage::IdBytes(e.id));

@@ -60,16 +60,33 @@ std::vector<WorkItem> Items(internal::Subscriber* sub, uint64_t first, size_t n)
   return items;
 }
 
-TEST(WorkerPoolTest, EveryItemRunsOnAWorkerAndIsAnswered) {
-  TempDir dir;
-  Replies replies;
-  RunnerHarness h(dir.path(), [&](std::vector<Message>& r) { replies.Add(r); });
-  ASSERT_TRUE(h.opened().ok()) << h.opened().ToString();
-  std::atomic<int> wakes{0};
+class WorkerPoolTest : public ::testing::Test {
+ protected:
+  void SetUp() override { ASSERT_TRUE(h_.opened().ok()) << h_.opened().ToString(); }
+
+  // A subscriber whose handler says it runs, then holds its worker until
+  // release_ is set.
+  std::unique_ptr<internal::Subscriber> Held() {
+    return h_.NewSubscriber([this](const Event&, HandlerContext&) {
+      running_.store(true);
+      while (!release_.load()) std::this_thread::yield();
+      return Outcome::Done();
+    });
+  }
+
+  TempDir dir_;
+  Replies replies_;
+  RunnerHarness h_{dir_.path(), [this](std::vector<Message>& r) { replies_.Add(r); }};
+  std::atomic<int> wakes_{0};
+  std::atomic<bool> running_{false};
+  std::atomic<bool> release_{false};
+};
+
+TEST_F(WorkerPoolTest, EveryItemRunsOnAWorkerAndIsAnswered) {
   WorkerPool pool(
-      &h.runner(), [&] { ++wakes; }, /*count_unanswered=*/true);
+      &h_.runner(), [this] { ++wakes_; }, /*count_unanswered=*/true);
   std::atomic<int> off_worker{0};
-  auto sub = h.NewSubscriber([&](const Event&, HandlerContext&) {
+  auto sub = h_.NewSubscriber([&](const Event&, HandlerContext&) {
     if (!pool.OnWorkerThread()) ++off_worker;
     return Outcome::Done();
   });
@@ -78,66 +95,47 @@ TEST(WorkerPoolTest, EveryItemRunsOnAWorkerAndIsAnswered) {
   std::vector<WorkItem> items = Items(sub.get(), 1, 200);
   pool.Submit(&items);
   EXPECT_TRUE(items.empty()) << "Submit takes the items";
-  ASSERT_TRUE(replies.WaitFor(200));
+  ASSERT_TRUE(replies_.WaitFor(200));
   ASSERT_TRUE(testing::Eventually([&] { return pool.unanswered() == 0; }, 10s));
   EXPECT_EQ(off_worker.load(), 0);
-  EXPECT_GE(wakes.load(), 1) << "the last busy worker wakes the dispatcher";
+  EXPECT_GE(wakes_.load(), 1) << "the last busy worker wakes the dispatcher";
   pool.Stop();
 }
 
-TEST(WorkerPoolTest, AWakeIsOwedOnlyWhileWorkIsQueued) {
-  TempDir dir;
-  Replies replies;
-  RunnerHarness h(dir.path(), [&](std::vector<Message>& r) { replies.Add(r); });
-  ASSERT_TRUE(h.opened().ok()) << h.opened().ToString();
-  std::atomic<int> wakes{0};
+TEST_F(WorkerPoolTest, AWakeIsOwedOnlyWhileWorkIsQueued) {
   WorkerPool pool(
-      &h.runner(), [&] { ++wakes; }, /*count_unanswered=*/false);
+      &h_.runner(), [this] { ++wakes_; }, /*count_unanswered=*/false);
   EXPECT_FALSE(pool.OweWakeWhileBusy()) << "nothing queued: the caller wakes the dispatcher";
-
   // Not started: what is submitted stays queued, so the wake is owed...
-  std::atomic<bool> release{false};
-  auto sub = h.NewSubscriber([&](const Event&, HandlerContext&) {
-    while (!release.load()) std::this_thread::yield();
-    return Outcome::Done();
-  });
+  auto sub = Held();
   std::vector<WorkItem> items = Items(sub.get(), 1, 3);
   pool.Submit(&items);
   EXPECT_TRUE(pool.OweWakeWhileBusy());
   // ...and the worker that drains the queue pays it.
   pool.Start(1);
-  ASSERT_TRUE(testing::Eventually([&] { return wakes.load() == 1; }, 10s));
-  release.store(true);
-  ASSERT_TRUE(replies.WaitFor(3));
-  EXPECT_EQ(wakes.load(), 1) << "uncounted: no wake when the batch ends";
+  ASSERT_TRUE(testing::Eventually([&] { return wakes_.load() == 1; }, 10s));
+  release_.store(true);
+  ASSERT_TRUE(replies_.WaitFor(3));
+  EXPECT_EQ(wakes_.load(), 1) << "uncounted: no wake when the batch ends";
   pool.Stop();
 }
 
-TEST(WorkerPoolTest, StopLetsRunningHandlersFinishAndDropsWhatIsQueued) {
-  TempDir dir;
-  Replies replies;
-  RunnerHarness h(dir.path(), [&](std::vector<Message>& r) { replies.Add(r); });
-  ASSERT_TRUE(h.opened().ok()) << h.opened().ToString();
+TEST_F(WorkerPoolTest, StopLetsRunningHandlersFinishAndDropsWhatIsQueued) {
   WorkerPool pool(
-      &h.runner(), [] {}, /*count_unanswered=*/false);
-  std::atomic<bool> running{false}, release{false};
-  auto slow = h.NewSubscriber([&](const Event&, HandlerContext&) {
-    running.store(true);
-    while (!release.load()) std::this_thread::yield();
-    return Outcome::Done();
-  });
+      &h_.runner(), [] {}, /*count_unanswered=*/false);
+  auto sub = Held();
   pool.Start(1);
-  std::vector<WorkItem> first = Items(slow.get(), 1, 1);
+  std::vector<WorkItem> first = Items(sub.get(), 1, 1);
   pool.Submit(&first);
-  ASSERT_TRUE(testing::Eventually([&] { return running.load(); }, 10s));
-  std::vector<WorkItem> queued = Items(slow.get(), 2, 5);
+  ASSERT_TRUE(testing::Eventually([&] { return running_.load(); }, 10s));
+  std::vector<WorkItem> queued = Items(sub.get(), 2, 5);
   pool.Submit(&queued);  // behind the running one: never taken
   std::thread stopper([&] { pool.Stop(); });
   // Stopping now, it waits for the running handler.
   ASSERT_TRUE(testing::Eventually([&] { return pool.stopping_for_testing(); }, 10s));
-  release.store(true);
+  release_.store(true);
   stopper.join();
-  EXPECT_EQ(replies.size(), 1u) << "the running one was answered; the queued ones are redelivered on the next open";
+  EXPECT_EQ(replies_.size(), 1u) << "the running one was answered; the queued ones are redelivered on the next open";
   pool.Stop();  // idempotent
 }
 

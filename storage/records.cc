@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "bus/util/escape.h"
 #include "storage/keys.h"
 #include "walbus/read.h"
 
@@ -94,6 +95,28 @@ bool DecodeSchema(std::string_view in, SchemaRecord* r) {
   Reader rd(in);
   return rd.Format() && rd.U64(&r->hash) && rd.U64(&r->first_registered_ms) && rd.U64(&r->last_registered_ms) &&
          rd.Bytes(&r->binary_schema, kMaxSchemaBytes) && rd.AtEnd();
+}
+
+std::string ActionRecord::JsonText(std::string_view text) { return internal::JsonString(text); }
+
+std::string ActionRecord::JsonNumbers(const std::vector<uint64_t>& numbers) {
+  std::string out = "[";
+  for (size_t i = 0; i < numbers.size(); ++i) out += (i ? "," : "") + std::to_string(numbers[i]);
+  return out + "]";
+}
+
+std::string ActionRecord::JsonTexts(const std::vector<std::string>& texts) {
+  std::string out = "[";
+  for (size_t i = 0; i < texts.size(); ++i) out += (i ? "," : "") + internal::JsonString(texts[i]);
+  return out + "]";
+}
+
+std::string EncodeAction(const ActionRecord& r) {
+  std::string out = "{\"action\":" + internal::JsonString(r.action) +
+                    ",\"operator\":" + internal::JsonString(r.operator_name) +
+                    ",\"reason\":" + internal::JsonString(r.reason) + ",\"time_ms\":" + std::to_string(r.time_ms);
+  for (const auto& [name, json] : r.about) out += "," + internal::JsonString(name) + ":" + json;
+  return out + "}";
 }
 
 std::string EncodeRegistration(const RegistrationRecord& r) {

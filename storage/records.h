@@ -126,6 +126,24 @@ struct SchemaRecord {
 std::string EncodeSchema(const SchemaRecord& r);
 bool DecodeSchema(std::string_view in, SchemaRecord* r);
 
+// replays: ActionKey(id) -> an operator action's record (dead-letter
+// actions, removals, cancels, abandonments; replays have binary records
+// there): JSON, for people and tools reading the database.
+struct ActionRecord {
+  std::string action;  // "redrive", "skip", "purge", "subscriber-remove", ...
+  std::string operator_name;
+  std::string reason;
+  int64_t time_ms = 0;  // Unix milliseconds
+  // What it acted on, in order: each name with its value as JSON text
+  // (JsonText, JsonNumbers and JsonTexts make them).
+  std::vector<std::pair<std::string, std::string>> about;
+
+  static std::string JsonText(std::string_view text);
+  static std::string JsonNumbers(const std::vector<uint64_t>& numbers);
+  static std::string JsonTexts(const std::vector<std::string>& texts);
+};
+std::string EncodeAction(const ActionRecord& r);
+
 std::string EncodeRegistration(const RegistrationRecord& r);
 bool DecodeRegistration(std::string_view in, RegistrationRecord* r);
 std::string EncodePause(const PauseRecord& r);

@@ -16,7 +16,6 @@
 #include "bus/dispatch/recovery.h"
 #include "bus/util/bounds.h"
 #include "bus/util/closest.h"
-#include "bus/util/escape.h"
 #include "bus/util/unix_time.h"
 #include "storage/keys.h"
 #include "storage/records.h"
@@ -492,17 +491,16 @@ Status BusImpl::ActOnDeadLetters(ActionKind kind, const DeadLetterSelection& sel
 
   MutexLock lock(&actions_mu_);
   if (Status s = NextActionId(&report->action_id); !s.ok()) return s;
-  std::string record = "{\"action\":\"" + std::string(ActionName(static_cast<uint8_t>(kind))) +
-                       "\",\"operator\":" + JsonString(action.operator_name) +
-                       ",\"reason\":" + JsonString(action.reason) +
-                       ",\"subscriber\":" + JsonString(selection.subscriber) +
-                       ",\"time_ms\":" + std::to_string(ToUnixMillis(options_.clock->WallNow())) + ",\"seqs\":[";
-  for (size_t i = 0; i < report->seqs.size(); ++i) record += (i ? "," : "") + std::to_string(report->seqs[i]);
-  record += "],\"event_ids\":[";
-  for (size_t i = 0; i < ids.size(); ++i) record += std::string(i ? "," : "") + "\"" + ids[i] + "\"";
-  record += "]}";
+  using storage::ActionRecord;
+  const ActionRecord record{ActionName(static_cast<uint8_t>(kind)),
+                            action.operator_name,
+                            action.reason,
+                            ToUnixMillis(options_.clock->WallNow()),
+                            {{"subscriber", ActionRecord::JsonText(selection.subscriber)},
+                             {"seqs", ActionRecord::JsonNumbers(report->seqs)},
+                             {"event_ids", ActionRecord::JsonTexts(ids)}}};
   WriteSet scope;
-  scope.AddOp(Op{Op::Kind::kPut, db_->cf(storage::Cf::kReplays), storage::ActionKey(report->action_id), record});
+  scope.Put(db_->cf(storage::Cf::kReplays), storage::ActionKey(report->action_id), storage::EncodeAction(record));
   for (const std::string& subject : report->released_subjects) {
     scope.AddOp(Op{Op::Kind::kDelete,
                    db_->cf(storage::Cf::kCheckpoints),
@@ -552,12 +550,13 @@ Result<uint64_t> BusImpl::CancelScheduled(const EventId& id, const OperatorActio
   MutexLock lock(&actions_mu_);
   uint64_t action_id = 0;
   if (Status s = NextActionId(&action_id); !s.ok()) return s;
-  const std::string record = "{\"action\":\"scheduled-cancel\",\"operator\":" + JsonString(action.operator_name) +
-                             ",\"reason\":" + JsonString(action.reason) +
-                             ",\"time_ms\":" + std::to_string(ToUnixMillis(options_.clock->WallNow())) +
-                             ",\"event_id\":\"" + id.ToString() + "\"}";
+  const storage::ActionRecord record{"scheduled-cancel",
+                                     action.operator_name,
+                                     action.reason,
+                                     ToUnixMillis(options_.clock->WallNow()),
+                                     {{"event_id", storage::ActionRecord::JsonText(id.ToString())}}};
   WriteSet& writes = ScopeAccess::Rep(tx)->writes;
-  writes.AddOp(Op{Op::Kind::kPut, db_->cf(storage::Cf::kReplays), storage::ActionKey(action_id), record});
+  writes.Put(db_->cf(storage::Cf::kReplays), storage::ActionKey(action_id), storage::EncodeAction(record));
   if (Status s = committer_->CommitOne(&writes, /*sync=*/true); !s.ok()) return s;
   return action_id;
 }

@@ -4,7 +4,6 @@
 #include "bus/api/bus_impl.h"
 #include "bus/core/envelope.h"
 #include "bus/process/process_run.h"
-#include "bus/util/escape.h"
 #include "bus/util/unix_time.h"
 #include "storage/keys.h"
 #include "walbus/process.h"
@@ -44,11 +43,13 @@ Result<uint64_t> BusImpl::AbandonProcessInstance(std::string_view name, std::str
   abandon.subject = std::string(key);
   abandon.data = std::to_string(action_id);
   if (Status s = tx.Publish(abandon).status(); !s.ok()) return s;
-  const std::string record = "{\"action\":\"process-abandon\",\"operator\":" + JsonString(action.operator_name) +
-                             ",\"reason\":" + JsonString(action.reason) +
-                             ",\"time_ms\":" + std::to_string(ToUnixMillis(options_.clock->WallNow())) +
-                             ",\"process\":" + JsonString(name) + ",\"key\":" + JsonString(key) + "}";
-  rep->writes.Put(db_->cf(storage::Cf::kReplays), storage::ActionKey(action_id), record);
+  using storage::ActionRecord;
+  const ActionRecord record{"process-abandon",
+                            action.operator_name,
+                            action.reason,
+                            ToUnixMillis(options_.clock->WallNow()),
+                            {{"process", ActionRecord::JsonText(name)}, {"key", ActionRecord::JsonText(key)}}};
+  rep->writes.Put(db_->cf(storage::Cf::kReplays), storage::ActionKey(action_id), storage::EncodeAction(record));
   if (Status s = committer_->CommitOne(&rep->writes, /*sync=*/true); !s.ok()) return s;
   return action_id;
 }

@@ -9,7 +9,6 @@
 #include "bus/api/bus_impl.h"
 #include "bus/core/envelope.h"
 #include "bus/dispatch/replay.h"
-#include "bus/util/escape.h"
 #include "bus/util/unix_time.h"
 #include "storage/keys.h"
 #include "storage/records.h"
@@ -214,14 +213,16 @@ Result<ActionReport> BusImpl::RemoveSubscriber(const std::string& name, const Op
 
 void BusImpl::AddRemovalWrites(const std::string& name, const Registry::Entry& entry, const OperatorAction& action,
                                const ActionReport& report, WriteSet* writes) {
-  std::string record = "{\"action\":\"subscriber-remove\",\"operator\":" + JsonString(action.operator_name) +
-                       ",\"reason\":" + JsonString(action.reason) + ",\"subscriber\":" + JsonString(name) +
-                       ",\"subscriber_id\":" + std::to_string(entry.id) +
-                       ",\"checkpoint\":" + std::to_string(entry.durable.checkpoint) +
-                       ",\"time_ms\":" + std::to_string(ToUnixMillis(options_.clock->WallNow())) + ",\"seqs\":[";
-  for (size_t i = 0; i < report.seqs.size(); ++i) record += (i ? "," : "") + std::to_string(report.seqs[i]);
-  record += "]}";
-  writes->Put(db_->cf(storage::Cf::kReplays), storage::ActionKey(report.action_id), record);
+  using storage::ActionRecord;
+  const ActionRecord record{"subscriber-remove",
+                            action.operator_name,
+                            action.reason,
+                            ToUnixMillis(options_.clock->WallNow()),
+                            {{"subscriber", ActionRecord::JsonText(name)},
+                             {"subscriber_id", std::to_string(entry.id)},
+                             {"checkpoint", std::to_string(entry.durable.checkpoint)},
+                             {"seqs", ActionRecord::JsonNumbers(report.seqs)}}};
+  writes->Put(db_->cf(storage::Cf::kReplays), storage::ActionKey(report.action_id), storage::EncodeAction(record));
   std::string tombstone;
   storage::PutBe64(&tombstone, report.action_id);
   tombstone.push_back('\0');  // its inbox records are still there

@@ -502,14 +502,12 @@ Status BusImpl::ActOnDeadLetters(ActionKind kind, const DeadLetterSelection& sel
   WriteSet scope;
   scope.Put(db_->cf(storage::Cf::kReplays), storage::ActionKey(report->action_id), storage::EncodeAction(record));
   for (const std::string& subject : report->released_subjects) {
-    scope.AddOp(Op{Op::Kind::kDelete,
-                   db_->cf(storage::Cf::kCheckpoints),
-                   storage::CheckpointKey(*id, storage::CheckpointField::kParked, subject),
-                   {}});
+    scope.Delete(db_->cf(storage::Cf::kCheckpoints),
+                 storage::CheckpointKey(*id, storage::CheckpointField::kParked, subject));
   }
   if (kind == ActionKind::kPurge) {
     for (uint64_t seq : report->seqs) {
-      scope.AddOp(Op{Op::Kind::kDelete, db_->cf(storage::Cf::kDeadLetters), storage::SubscriberSeqKey(*id, seq), {}});
+      scope.Delete(db_->cf(storage::Cf::kDeadLetters), storage::SubscriberSeqKey(*id, seq));
     }
   }
   return committer_->CommitOne(&scope, /*sync=*/true);

@@ -117,7 +117,7 @@ Status BusImpl::AddRebuildWrites(const ReplayRequest& request, uint32_t sub_id, 
     std::string value;
     bool handled = false;
     inner = db_->Get(db_->cf(storage::Cf::kInbox), key, &value, &handled);
-    if (inner.ok() && handled) writes->AddOp(Op{Op::Kind::kDelete, db_->cf(storage::Cf::kInbox), key, {}});
+    if (inner.ok() && handled) writes->Delete(db_->cf(storage::Cf::kInbox), key);
     return inner.ok();
   });
   return scan.ok() ? inner : scan;
@@ -196,8 +196,7 @@ Result<ReplayReport> BusImpl::Replay(const ReplayRequest& request) {
   uint64_t id = 0;
   if (Status s = NextActionId(&id); !s.ok()) return s;
   WriteSet scope;
-  scope.AddOp(
-      Op{Op::Kind::kPut, db_->cf(storage::Cf::kReplays), storage::ActionKey(id), storage::EncodeReplay(record)});
+  scope.Put(db_->cf(storage::Cf::kReplays), storage::ActionKey(id), storage::EncodeReplay(record));
   if (rebuild) {
     // Held to the commit: the subscriber cannot become active (Subscribe
     // takes it) between the check and the clear.
@@ -238,8 +237,7 @@ Status BusImpl::ResumeReplays(const std::shared_ptr<Subscriber>& sub) {
       record.error = "subscriber is not side_effect_safe: a fresh-scope replay would run its effects again";
       record.ended_ms = ToUnixMillisUnsigned(options_.clock->WallNow());
       WriteSet scope;
-      scope.AddOp(
-          Op{Op::Kind::kPut, db_->cf(storage::Cf::kReplays), storage::ActionKey(id), storage::EncodeReplay(record)});
+      scope.Put(db_->cf(storage::Cf::kReplays), storage::ActionKey(id), storage::EncodeReplay(record));
       if (Status s = committer_->CommitOne(&scope, /*sync=*/true); !s.ok()) return s;
       log_->logger().warn("walbus: replay {} of {} refused: {}", id, sub->name, record.error);
       continue;
@@ -301,8 +299,7 @@ Status BusImpl::CancelReplay(uint64_t replay_id, const OperatorAction& action) {
   record.cancelled_by = action.operator_name;
   record.cancel_reason = action.reason;
   WriteSet scope;
-  scope.AddOp(
-      Op{Op::Kind::kPut, db_->cf(storage::Cf::kReplays), storage::ActionKey(replay_id), storage::EncodeReplay(record)});
+  scope.Put(db_->cf(storage::Cf::kReplays), storage::ActionKey(replay_id), storage::EncodeReplay(record));
   return committer_->CommitOne(&scope, /*sync=*/true);
 }
 

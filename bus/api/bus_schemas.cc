@@ -105,8 +105,7 @@ Result<SchemaVersion> BusImpl::RegisterSchema(const std::string& type, std::stri
     record.last_registered_ms = now_ms;
   }
   WriteSet scope;
-  scope.AddOp(Op{Op::Kind::kPut, db_->cf(storage::Cf::kMeta), storage::SchemaKey(type, version),
-                 storage::EncodeSchema(record)});
+  scope.Put(db_->cf(storage::Cf::kMeta), storage::SchemaKey(type, version), storage::EncodeSchema(record));
   if (Status s = committer_->CommitOne(&scope, /*sync=*/true); !s.ok()) return s;
   if (!added && version < accepted.size()) {
     log_->logger().info(

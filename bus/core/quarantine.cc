@@ -70,16 +70,15 @@ Status Quarantine::Add(std::string_view raw, std::string_view source, std::strin
   size_t bytes = bytes_;
   while (evict < entries_.size() && (entries_.size() - evict + 1 > max_entries_ || bytes + value.size() > max_bytes_)) {
     bytes -= entries_[evict].bytes;
-    scope.AddOp(Op{Op::Kind::kDelete, cf, storage::QuarantineKey(entries_[evict].arrival), {}});
+    scope.Delete(cf, storage::QuarantineKey(entries_[evict].arrival));
     ++evict;
   }
   const uint64_t arrival = next_arrival_;
-  scope.AddOp(Op{Op::Kind::kPut, cf, storage::QuarantineKey(arrival), value});
+  scope.Put(cf, storage::QuarantineKey(arrival), value);
   storage::CfHandle* counters = db_->cf(storage::Cf::kCheckpoints);
-  scope.AddOp(Op{Op::Kind::kAddCounter, counters, storage::CheckpointKey(kQuarantineCounterId, kAddedField), {}, 1});
+  scope.AddCounter(counters, storage::CheckpointKey(kQuarantineCounterId, kAddedField), 1);
   if (evict > 0) {
-    scope.AddOp(
-        Op{Op::Kind::kAddCounter, counters, storage::CheckpointKey(kQuarantineCounterId, kEvictedField), {}, evict});
+    scope.AddCounter(counters, storage::CheckpointKey(kQuarantineCounterId, kEvictedField), evict);
   }
   if (Status s = committer_->CommitOne(&scope, /*sync=*/false); !s.ok()) return s;
   entries_.erase(entries_.begin(), entries_.begin() + static_cast<std::ptrdiff_t>(evict));

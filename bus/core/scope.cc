@@ -13,7 +13,6 @@
 namespace walbus {
 namespace {
 
-using internal::Op;
 using internal::ScopeCall;
 using internal::ScopeRep;
 
@@ -90,14 +89,14 @@ WriteScope::~WriteScope() = default;
 Status WriteScope::Put(std::string_view column_family, std::string_view key, std::string_view value) {
   auto cf = CfForWrite(rep_.get(), column_family, {key});
   if (!cf.ok()) return cf.status();
-  rep_->writes.AddOp(Op{Op::Kind::kPut, *cf, std::string(key), std::string(value)});
+  rep_->writes.Put(*cf, std::string(key), std::string(value));
   return Status::OK();
 }
 
 Status WriteScope::Delete(std::string_view column_family, std::string_view key) {
   auto cf = CfForWrite(rep_.get(), column_family, {key});
   if (!cf.ok()) return cf.status();
-  rep_->writes.AddOp(Op{Op::Kind::kDelete, *cf, std::string(key), {}});
+  rep_->writes.Delete(*cf, std::string(key));
   return Status::OK();
 }
 
@@ -110,7 +109,7 @@ Status WriteScope::DeleteRange(std::string_view column_family, std::string_view 
     rep_->Fail(s);
     return s;
   }
-  rep_->writes.AddOp(Op{Op::Kind::kDeleteRange, *cf, std::string(start), std::string(end)});
+  rep_->writes.DeleteRange(*cf, std::string(start), std::string(end));
   return Status::OK();
 }
 

@@ -75,6 +75,10 @@ struct WriteSet {
   void DeleteRange(storage::CfHandle* cf, std::string from, std::string to) {
     AddOp(Op{Op::Kind::kDeleteRange, cf, std::move(from), std::move(to)});
   }
+  // Adds `delta` to the counter at `key` (wrapping: ~0 takes one away).
+  void AddCounter(storage::CfHandle* cf, std::string key, uint64_t delta) {
+    AddOp(Op{Op::Kind::kAddCounter, cf, std::move(key), {}, delta});
+  }
   // @}
   bool empty() const { return ops.empty() && expects.empty() && events.empty(); }
 };

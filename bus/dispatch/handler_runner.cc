@@ -25,10 +25,6 @@ std::string ExceptionText(const std::exception_ptr& e) {
   }
 }
 
-void PutOp(WriteSet* scope, storage::CfHandle* cf, std::string key, std::string value) {
-  scope->AddOp(Op{Op::Kind::kPut, cf, std::move(key), std::move(value)});
-}
-
 }  // namespace
 
 HandlerRunner::HandlerRunner(ScopeHost* scope_host, storage::Db* db, Committer* committer, HandlerRunnerConfig config,
@@ -53,7 +49,7 @@ std::pair<storage::CfHandle*, std::string> HandlerRunner::InboxSlot(const WorkIt
 
 void HandlerRunner::PutInboxRecord(WriteSet* scope, const WorkItem& item, uint64_t now_ms, uint32_t runs) {
   auto [cf, key] = InboxSlot(item);
-  PutOp(scope, cf, std::move(key), storage::InboxValue(item.event->seq, now_ms, runs));
+  scope->Put(cf, std::move(key), storage::InboxValue(item.event->seq, now_ms, runs));
 }
 
 void HandlerRunner::AddDeadLetter(WriteSet* scope, const WorkItem& item, uint32_t attempts, uint64_t first_failure_ms,
@@ -69,20 +65,17 @@ void HandlerRunner::AddDeadLetter(WriteSet* scope, const WorkItem& item, uint32_
   record.handler_version = sub.handler_version;
   record.envelope = EncodeEnvelope(event);
   const std::string key = storage::SubscriberSeqKey(sub.id, event.seq);
-  PutOp(scope, db_->cf(storage::Cf::kDeadLetters), key, storage::EncodeDeadLetter(record));
-  scope->AddOp(Op{Op::Kind::kDelete, db_->cf(storage::Cf::kRetries), key, {}});
+  scope->Put(db_->cf(storage::Cf::kDeadLetters), key, storage::EncodeDeadLetter(record));
+  scope->Delete(db_->cf(storage::Cf::kRetries), key);
   // The inbox record makes a redelivery after a crash skip it too.
   PutInboxRecord(scope, item, now, attempts);
-  scope->AddOp(Op{Op::Kind::kAddCounter,
-                  db_->cf(storage::Cf::kCheckpoints),
-                  storage::CheckpointKey(sub.id, storage::CheckpointField::kDeadLettered),
-                  {},
-                  1});
+  scope->AddCounter(db_->cf(storage::Cf::kCheckpoints),
+                    storage::CheckpointKey(sub.id, storage::CheckpointField::kDeadLettered), 1);
   if (sub.on_poison == PoisonPolicy::kParkKey && item.parked_behind == 0 && !item.replaying) {
     std::string seq;
     storage::PutBe64(&seq, event.seq);
-    PutOp(scope, db_->cf(storage::Cf::kCheckpoints),
-          storage::CheckpointKey(sub.id, storage::CheckpointField::kParked, event.subject), seq);
+    scope->Put(db_->cf(storage::Cf::kCheckpoints),
+               storage::CheckpointKey(sub.id, storage::CheckpointField::kParked, event.subject), seq);
   }
 }
 
@@ -152,7 +145,7 @@ bool HandlerRunner::PrepareItem(WorkItem& item, std::deque<Run>* runs, std::vect
     record.last_error = "the process stopped while handling it";
     item.first_failure_ms = record.first_failure_ms;
     item.has_retry_record = true;
-    PutOp(pre_run, db_->cf(storage::Cf::kRetries), seq_key(), storage::EncodeRetry(record));
+    pre_run->Put(db_->cf(storage::Cf::kRetries), seq_key(), storage::EncodeRetry(record));
   }
   return true;
 }
@@ -182,8 +175,8 @@ void HandlerRunner::FailAttempt(Run& run, std::string error, std::chrono::millis
   record.last_failure_ms = now;
   record.last_error = error;
   record.next_attempt_ms = now + static_cast<uint64_t>(run.delay.count());
-  PutOp(scope, db_->cf(storage::Cf::kRetries), storage::SubscriberSeqKey(sub.id, item.event->seq),
-        storage::EncodeRetry(record));
+  scope->Put(db_->cf(storage::Cf::kRetries), storage::SubscriberSeqKey(sub.id, item.event->seq),
+             storage::EncodeRetry(record));
   run.on_success = Message::Kind::kRetry;
   run.error = std::move(error);
 }
@@ -230,11 +223,8 @@ void HandlerRunner::RunHandler(Run& run) {
         storage::GetBe64(**applied) >= event.subject_version) {
       run.on_success = Message::Kind::kStale;
       PutInboxRecord(scope, item, WallMillis(), /*runs=*/0);
-      scope->AddOp(Op{Op::Kind::kAddCounter,
-                      db_->cf(storage::Cf::kCheckpoints),
-                      storage::CheckpointKey(sub.id, storage::CheckpointField::kStaleSkipped),
-                      {},
-                      1});
+      scope->AddCounter(db_->cf(storage::Cf::kCheckpoints),
+                        storage::CheckpointKey(sub.id, storage::CheckpointField::kStaleSkipped), 1);
       return;
     }
     if (!s.ok()) {
@@ -276,25 +266,20 @@ void HandlerRunner::RunHandler(Run& run) {
     return;
   }
   PutInboxRecord(scope, item, WallMillis(), item.attempt);
-  scope->AddOp(Op{Op::Kind::kAddCounter,
-                  db_->cf(storage::Cf::kCheckpoints),
-                  storage::CheckpointKey(sub.id, storage::CheckpointField::kHandled),
-                  {},
-                  1});
+  scope->AddCounter(db_->cf(storage::Cf::kCheckpoints),
+                    storage::CheckpointKey(sub.id, storage::CheckpointField::kHandled), 1);
   // A failed attempt in this process wrote a record too (attempt > 1).
   if (item.attempt > 1 || item.has_retry_record) {
-    scope->AddOp(
-        Op{Op::Kind::kDelete, db_->cf(storage::Cf::kRetries), storage::SubscriberSeqKey(sub.id, event.seq), {}});
+    scope->Delete(db_->cf(storage::Cf::kRetries), storage::SubscriberSeqKey(sub.id, event.seq));
   }
   if (item.redrive) {
-    scope->AddOp(
-        Op{Op::Kind::kDelete, db_->cf(storage::Cf::kDeadLetters), storage::SubscriberSeqKey(sub.id, event.seq), {}});
+    scope->Delete(db_->cf(storage::Cf::kDeadLetters), storage::SubscriberSeqKey(sub.id, event.seq));
   }
   if (sub.skip_stale && event.subject_version != 0) {
     std::string v;
     storage::PutBe64(&v, event.subject_version);
-    PutOp(scope, db_->cf(storage::Cf::kCheckpoints),
-          storage::CheckpointKey(sub.id, storage::CheckpointField::kAppliedVersion, event.subject), v);
+    scope->Put(db_->cf(storage::Cf::kCheckpoints),
+               storage::CheckpointKey(sub.id, storage::CheckpointField::kAppliedVersion, event.subject), v);
   }
   // Follow-up events are dispatched once committed, so they must be as
   // durable as a producer's; a completion alone may be lost on power loss

@@ -13,8 +13,7 @@ namespace walbus::internal {
 void AddReplayRecord(storage::Db* db, WriteSet* writes, ReplayJob* job) {
   if (!job->dirty) return;
   job->record.next_seq = job->NextSeq();
-  writes->AddOp(Op{Op::Kind::kPut, db->cf(storage::Cf::kReplays), storage::ActionKey(job->id),
-                   storage::EncodeReplay(job->record)});
+  writes->Put(db->cf(storage::Cf::kReplays), storage::ActionKey(job->id), storage::EncodeReplay(job->record));
   job->dirty = false;
 }
 
@@ -60,10 +59,10 @@ void ProgressWriter::RecordPause(Subscriber* sub, std::optional<std::reference_w
   WriteSet scope;
   const std::string key = storage::CheckpointKey(sub->id, storage::CheckpointField::kPausedOn);
   if (at) {
-    scope.AddOp(Op{Op::Kind::kPut, db_->cf(storage::Cf::kCheckpoints), key,
-                   storage::EncodePause(storage::PauseRecord{at->get().seq, at->get().type})});
+    scope.Put(db_->cf(storage::Cf::kCheckpoints), key,
+              storage::EncodePause(storage::PauseRecord{at->get().seq, at->get().type}));
   } else {
-    scope.AddOp(Op{Op::Kind::kDelete, db_->cf(storage::Cf::kCheckpoints), key, {}});
+    scope.Delete(db_->cf(storage::Cf::kCheckpoints), key);
   }
   if (Status s = committer_->CommitUnsynced(&scope); !s.ok()) {
     config_.log->logger().warn("walbus: recording {}'s pause failed (the tool may not show it): {}", sub->name,
@@ -77,8 +76,8 @@ void ProgressWriter::RecordCleanStop(const Subscribers& subs) {
   for (auto& sub : subs) {
     std::string v;
     storage::PutBe64(&v, sub->durable_horizon);
-    scope.AddOp(Op{Op::Kind::kPut, db_->cf(storage::Cf::kCheckpoints),
-                   storage::CheckpointKey(sub->id, storage::CheckpointField::kStoppedAt), std::move(v)});
+    scope.Put(db_->cf(storage::Cf::kCheckpoints), storage::CheckpointKey(sub->id, storage::CheckpointField::kStoppedAt),
+              std::move(v));
   }
   if (scope.ops.empty()) return;
   if (Status s = committer_->CommitOne(&scope, /*sync=*/true); !s.ok()) {
@@ -95,10 +94,8 @@ void ProgressWriter::ForgetCleanStop(const Subscriber& sub) {
   // the horizon only rises, so a stale one never matches again.
   if (!sub.recovered_clean) return;
   WriteSet scope;
-  scope.AddOp(Op{Op::Kind::kDelete,
-                 db_->cf(storage::Cf::kCheckpoints),
-                 storage::CheckpointKey(sub.id, storage::CheckpointField::kStoppedAt),
-                 {}});
+  scope.Delete(db_->cf(storage::Cf::kCheckpoints),
+               storage::CheckpointKey(sub.id, storage::CheckpointField::kStoppedAt));
   if (Status s = committer_->CommitOne(&scope, /*sync=*/true); !s.ok()) {
     // Kept, a crash in this process would look clean: it then charges no
     // attempt to the event that was running. Logged; it goes on.
@@ -123,8 +120,8 @@ bool ProgressWriter::AdvanceHorizons(const std::vector<WorkItem>& ready) {
     const uint64_t horizon = sub->progress.next() + config_.max_in_flight_per_subscriber;
     std::string v;
     storage::PutBe64(&v, horizon);
-    scope.AddOp(Op{Op::Kind::kPut, db_->cf(storage::Cf::kCheckpoints),
-                   storage::CheckpointKey(sub->id, storage::CheckpointField::kHorizon), std::move(v)});
+    scope.Put(db_->cf(storage::Cf::kCheckpoints), storage::CheckpointKey(sub->id, storage::CheckpointField::kHorizon),
+              std::move(v));
     raised.emplace_back(sub, horizon);
   }
   if (raised.empty()) return true;
@@ -146,15 +143,13 @@ void ProgressWriter::Checkpoint(const Subscribers& subs, bool force) {
     if (sub->progress.watermark() > sub->durable_checkpoint) {
       std::string v;
       storage::PutBe64(&v, sub->progress.watermark());
-      scope.AddOp(Op{Op::Kind::kPut, db_->cf(storage::Cf::kCheckpoints),
-                     storage::CheckpointKey(sub->id, storage::CheckpointField::kWatermark), std::move(v)});
+      scope.Put(db_->cf(storage::Cf::kCheckpoints),
+                storage::CheckpointKey(sub->id, storage::CheckpointField::kWatermark), std::move(v));
     }
     if (sub->duplicates_to_persist > 0) {
-      scope.AddOp(Op{Op::Kind::kAddCounter,
-                     db_->cf(storage::Cf::kCheckpoints),
-                     storage::CheckpointKey(sub->id, storage::CheckpointField::kDuplicates),
-                     {},
-                     sub->duplicates_to_persist});
+      scope.AddCounter(db_->cf(storage::Cf::kCheckpoints),
+                       storage::CheckpointKey(sub->id, storage::CheckpointField::kDuplicates),
+                       sub->duplicates_to_persist);
     }
   }
   if (scope.ops.empty()) return;
@@ -231,11 +226,10 @@ void ProgressWriter::Trim(const Subscribers& subs, bool force) {
   if (trim_pending_) NoteWhenTheOldestKeptAgesOut(std::max(keep_from, trimmed_below_), now);
   if (keep_from <= trimmed_below_) return;
   WriteSet scope;
-  scope.AddOp(Op{Op::Kind::kDeleteRange, db_->cf(storage::Cf::kOutbox), storage::OutboxKey(trimmed_below_),
-                 storage::OutboxKey(keep_from)});
+  scope.DeleteRange(db_->cf(storage::Cf::kOutbox), storage::OutboxKey(trimmed_below_), storage::OutboxKey(keep_from));
   std::string v;
   storage::PutBe64(&v, keep_from);
-  scope.AddOp(Op{Op::Kind::kPut, db_->cf(storage::Cf::kMeta), std::string(storage::kMetaTrimmedBelow), v});
+  scope.Put(db_->cf(storage::Cf::kMeta), std::string(storage::kMetaTrimmedBelow), v);
   if (Status s = committer_->CommitUnsynced(&scope); !s.ok()) {
     config_.log->logger().warn("walbus: outbox trim failed (retried later): {}", s.ToString());
     trim_pending_ = true;

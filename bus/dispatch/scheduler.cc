@@ -140,7 +140,7 @@ bool Scheduler::BuildFire(std::string_view key, std::string_view value, uint64_t
   if (storage::ParseTimerKey(key, &due_ms, &id)) {
     AddCancel(unreadable, db_, id, storage::TimerStateValue(storage::TimerState::kPending, due_ms), now_ms);
   } else {
-    unreadable->AddOp(Op{Op::Kind::kDelete, db_->cf(storage::Cf::kTimers), std::string(key), {}});
+    unreadable->Delete(db_->cf(storage::Cf::kTimers), std::string(key));
   }
   return false;
 }
@@ -205,8 +205,7 @@ void Scheduler::StoreTimeline() {
   timeline_stored_ = Steady::now();
   const Timeline::State state = timeline_->state();
   WriteSet writes;
-  writes.AddOp(
-      Op{Op::Kind::kPut, db_->cf(storage::Cf::kMeta), std::string(storage::kMetaTimeline), Timeline::Encode(state)});
+  writes.Put(db_->cf(storage::Cf::kMeta), std::string(storage::kMetaTimeline), Timeline::Encode(state));
   // A changed rewind is what a restart must not lose: sync that one.
   const bool sync = state.rewind_ms != stored_rewind_;
   if (Status s = committer_->CommitOne(&writes, sync); !s.ok()) {

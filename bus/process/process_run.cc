@@ -172,11 +172,7 @@ void ProcessRun::RefreshTimeouts() {
 void ProcessRun::Count(storage::CheckpointField field) {
   assert(rep->subscriber_id != 0);
   storage::Db* db = rep->host->db();
-  rep->writes.AddOp(Op{Op::Kind::kAddCounter,
-                       db->cf(storage::Cf::kCheckpoints),
-                       storage::CheckpointKey(rep->subscriber_id, field),
-                       {},
-                       1});
+  rep->writes.AddCounter(db->cf(storage::Cf::kCheckpoints), storage::CheckpointKey(rep->subscriber_id, field), 1);
 }
 
 Status ProcessRun::Abandon() {

@@ -135,9 +135,6 @@ class BusImpl final : public Bus, public CommitListener, public ScopeHost {
   Status DeleteRemovedInbox(uint32_t id);
   // @}
   enum class ActionKind : uint8_t { kRedrive, kSkip, kPurge };
-  // The shared part of the dead-letter actions: checks, selects, records
-  // the action (with `extra` ops in the same batch: unparking, deleting)
-  // and fills the report. *id gets the subscriber's id.
   // A rebuild's writes beside its record (ReplayRequest::
   // clear_column_families): the clears, and the deletion of the inbox
   // records of what the subscriber handled above its checkpoint, so those
@@ -147,11 +144,16 @@ class BusImpl final : public Bus, public CommitListener, public ScopeHost {
   // become so before the commit.
   Status AddRebuildWrites(const ReplayRequest& request, uint32_t sub_id, uint64_t checkpoint, WriteSet* writes)
       REQUIRES(registry_.mu);
+  // What the replay `record` would select and do, read from the outbox and
+  // the inbox, with nothing recorded (OperatorAction::dry_run).
   Result<ReplayReport> DryRunReplay(const ReplayRequest& request, storage::ReplayRecord record,
                                     const Subscriber* active, uint32_t sub_id, uint64_t now_ms);
+  // The shared part of the dead-letter actions: checks, selects, records
+  // the action with its unparking and deletions in the same commit, and
+  // fills the report. *id gets the subscriber's id.
   Status ActOnDeadLetters(ActionKind kind, const DeadLetterSelection& selection, const OperatorAction& action,
                           ActionReport* report, uint32_t* id);
-  // The id of the next operator action (dead-letter actions and replays).
+  // The id of the next operator action (every kind shares the sequence).
   Status NextActionId(uint64_t* id) REQUIRES(actions_mu_);
   // Restarts the running replays of a subscriber that became active.
   Status ResumeReplays(const std::shared_ptr<Subscriber>& sub);

@@ -255,6 +255,7 @@ Status HasFormatVersion(const rocksdb::DBOptions& dbo, const std::string& dir, c
                         bool* found) {
   const Memory memory(kMinMemoryBytes);  // a glance: the smallest will do
   std::vector<rocksdb::ColumnFamilyDescriptor> descriptors;
+  descriptors.reserve(names.size());
   for (const auto& n : names) descriptors.emplace_back(n, OptionsFor(n, memory));
   std::vector<rocksdb::ColumnFamilyHandle*> handles;
   rocksdb::DB* raw = nullptr;
@@ -524,6 +525,7 @@ Status Db::Open(const OpenOptions& options, std::unique_ptr<Db>* out) {
     inbox_filter = std::make_unique<InboxWindowFilter>(options.inbox_retention);
   }
   std::vector<rocksdb::ColumnFamilyDescriptor> descriptors;
+  descriptors.reserve(names.size());
   for (const auto& n : names) descriptors.emplace_back(n, OptionsFor(n, memory, inbox_filter.get()));
   InboxWindowFilter* const inbox_filter_to_tell = inbox_filter.get();
   db->inbox_filter_ = std::move(inbox_filter);

@@ -7,10 +7,8 @@
 
 namespace walbus::storage {
 
-PrivateFs::PrivateFs(std::shared_ptr<rocksdb::FileSystem> below, bool share_with_group)
-    : FileSystemWrapper(std::move(below)),
-      file_mode_(share_with_group ? 0640 : 0600),
-      dir_mode_(share_with_group ? 0750 : 0700) {}
+PrivateFs::PrivateFs(const std::shared_ptr<rocksdb::FileSystem>& below, bool share_with_group)
+    : FileSystemWrapper(below), file_mode_(share_with_group ? 0640 : 0600), dir_mode_(share_with_group ? 0750 : 0700) {}
 
 std::unique_ptr<rocksdb::Env> PrivateFs::NewEnv(rocksdb::Env* base, bool share_with_group) {
   return rocksdb::NewCompositeEnv(std::make_shared<PrivateFs>(base->GetFileSystem(), share_with_group));

@@ -22,7 +22,7 @@ namespace walbus::storage {
 
 class PrivateFs : public rocksdb::FileSystemWrapper {
  public:
-  PrivateFs(std::shared_ptr<rocksdb::FileSystem> below, bool share_with_group);
+  PrivateFs(const std::shared_ptr<rocksdb::FileSystem>& below, bool share_with_group);
 
   // An Env whose file I/O goes through a PrivateFs over `base`'s file
   // system, and everything else (clock, threads) as the default Env's.

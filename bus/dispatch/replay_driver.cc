@@ -30,6 +30,7 @@ void ReplayDriver::Cancel(const Subscribers& subs, uint64_t replay_id, std::stri
     sub->replay->record.cancelled_by = std::move(cancelled_by);
     sub->replay->record.cancel_reason = std::move(reason);
     DropQueued(sub.get());
+    return;  // a replay runs through one subscriber
   }
 }
 

@@ -223,16 +223,17 @@ Status ProcessContext::SetState(std::string state) {
   return Status::OK();
 }
 
-Status ProcessContext::SetTimeout(std::string_view name, std::chrono::milliseconds after, std::string data) {
+Status ProcessContext::SetTimeout(std::string_view name, std::chrono::milliseconds after, std::string_view data) {
   EventSpec delivery;
   delivery.deliver_after = after;
-  return run_->SetTimeout(name, delivery, std::move(data));
+  return run_->SetTimeout(name, delivery, data);
 }
 
-Status ProcessContext::SetTimeoutAt(std::string_view name, std::chrono::system_clock::time_point at, std::string data) {
+Status ProcessContext::SetTimeoutAt(std::string_view name, std::chrono::system_clock::time_point at,
+                                    std::string_view data) {
   EventSpec delivery;
   delivery.deliver_at = at;
-  return run_->SetTimeout(name, delivery, std::move(data));
+  return run_->SetTimeout(name, delivery, data);
 }
 
 Status ProcessContext::CancelTimeout(std::string_view name) { return run_->CancelTimeout(name); }

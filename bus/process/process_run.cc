@@ -112,7 +112,7 @@ Status ProcessRun::UpgradeState(const StateUpgrade& upgrade) {
   return Status::OK();
 }
 
-Status ProcessRun::SetTimeout(std::string_view name, const EventSpec& delivery, std::string data) {
+Status ProcessRun::SetTimeout(std::string_view name, const EventSpec& delivery, std::string_view data) {
   if (Status s = CheckTimeoutName(name); !s.ok()) {
     rep->Fail(s);
     return s;

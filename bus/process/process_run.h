@@ -74,7 +74,7 @@ struct ProcessRun {
   // Adds one to a counter of the process, committed with the step.
   void Count(storage::CheckpointField field);
 
-  Status SetTimeout(std::string_view name, const EventSpec& delivery, std::string data);
+  Status SetTimeout(std::string_view name, const EventSpec& delivery, std::string_view data);
   Status CancelTimeout(std::string_view name);
   // CancelTimeout without checking the name (its callers did).
   Status DropTimeout(std::string_view name);

@@ -98,7 +98,7 @@ bool ParseRfc3339(std::string_view text, std::chrono::system_clock::time_point* 
     int oh = 0, om = 0;
     if (!ReadNumber(text, &pos, 2, &oh) || !Expect(text, &pos, ':') || !ReadNumber(text, &pos, 2, &om)) return false;
     if (oh > 23 || om > 59) return false;
-    offset_seconds = sign * (oh * 3600 + om * 60);
+    offset_seconds = sign * (int64_t{oh} * 3600 + int64_t{om} * 60);
   } else {
     return false;
   }
@@ -109,8 +109,8 @@ bool ParseRfc3339(std::string_view text, std::chrono::system_clock::time_point* 
   if (!date.ok()) return false;  // 2026-02-30
   // The clock counts nanoseconds in 64 bits: about the years 1678 to 2262.
   constexpr int64_t kClockRangeSeconds = 9'000'000'000;
-  const int64_t unix_seconds =
-      int64_t{sys_days(date).time_since_epoch().count()} * 86400 + hour * 3600 + minute * 60 + second - offset_seconds;
+  const int64_t unix_seconds = int64_t{sys_days(date).time_since_epoch().count()} * 86400 + int64_t{hour} * 3600 +
+                               int64_t{minute} * 60 + second - offset_seconds;
   if (unix_seconds <= -kClockRangeSeconds || unix_seconds >= kClockRangeSeconds) return false;
   *out = system_clock::time_point(duration_cast<system_clock::duration>(seconds(unix_seconds) + nanoseconds(nanos)));
   return true;

@@ -201,8 +201,8 @@ class WALBUS_EXPORT ProcessContext {
   // that name is replaced in the same commit. It never fires once the
   // step that cancelled or replaced it committed, nor after Complete.
   // @{
-  Status SetTimeout(std::string_view name, std::chrono::milliseconds after, std::string data = {});
-  Status SetTimeoutAt(std::string_view name, std::chrono::system_clock::time_point at, std::string data = {});
+  Status SetTimeout(std::string_view name, std::chrono::milliseconds after, std::string_view data = {});
+  Status SetTimeoutAt(std::string_view name, std::chrono::system_clock::time_point at, std::string_view data = {});
   // @}
   // Cancels the timeout `name`; OK when none is set.
   Status CancelTimeout(std::string_view name);

@@ -2,13 +2,10 @@
 
 #include <spdlog/spdlog.h>
 
-#include <array>
 #include <chrono>
 #include <cstdint>
-#include <map>
 #include <set>
 #include <string_view>
-#include <thread>
 
 #include "bus/api/memory_budget.h"
 #include "bus/core/envelope.h"

@@ -235,11 +235,11 @@ void BusImpl::AddRemovalWrites(const std::string& name, const Registry::Entry& e
 }
 
 Status BusImpl::DeleteRemovedInbox(uint32_t id) {
-  {
+  assert([&] {
     MutexLock lock(&registry_.mu);
-    assert(std::none_of(registry_.by_name.begin(), registry_.by_name.end(),
-                        [id](const auto& named) { return named.second.id == id; }));
-  }
+    return std::none_of(registry_.by_name.begin(), registry_.by_name.end(),
+                        [id](const auto& named) { return named.second.id == id; });
+  }());
   const storage::InboxLayout layout = db_->inbox_layout();
   WriteSet batch;
   Status commit;

@@ -4,17 +4,10 @@
 
 #include <algorithm>
 #include <cassert>
-#include <deque>
 #include <limits>
-#include <random>
 #include <span>
 
 #include "bus/core/envelope.h"
-#include "bus/core/fault_point.h"
-#include "bus/core/scope.h"
-#include "bus/util/log_limiter.h"
-#include "storage/keys.h"
-#include "storage/records.h"
 
 namespace walbus::internal {
 namespace {

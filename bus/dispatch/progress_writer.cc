@@ -4,18 +4,12 @@
 #include <cassert>
 
 #include "bus/core/fault_point.h"
+#include "bus/dispatch/replay.h"
 #include "bus/util/log_limiter.h"
 #include "storage/keys.h"
 #include "storage/records.h"
 
 namespace walbus::internal {
-
-void AddReplayRecord(storage::Db* db, WriteSet* writes, ReplayJob* job) {
-  if (!job->dirty) return;
-  job->record.next_seq = job->NextSeq();
-  writes->Put(db->cf(storage::Cf::kReplays), storage::ActionKey(job->id), storage::EncodeReplay(job->record));
-  job->dirty = false;
-}
 
 ProgressWriter::ProgressWriter(storage::Db* db, Committer* committer, Registry* registry, ProgressWriterConfig config)
     : db_(db),

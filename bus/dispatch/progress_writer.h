@@ -45,10 +45,6 @@ struct ProgressWriterConfig {
   const BusLog* log;
 };
 
-// Adds the write of the replay's record to `writes` when it changed since
-// it was written.
-void AddReplayRecord(storage::Db* db, WriteSet* writes, ReplayJob* job);
-
 class ProgressWriter {
  public:
   using SteadyTime = std::chrono::steady_clock::time_point;

@@ -141,6 +141,13 @@ bool ReplaySelects(const storage::ReplayRecord& r, const std::unordered_set<std:
   return ids.empty() || ids.count(std::string(storage::IdBytes(event.id))) != 0;
 }
 
+void AddReplayRecord(storage::Db* db, WriteSet* writes, ReplayJob* job) {
+  if (!job->dirty) return;
+  job->record.next_seq = job->NextSeq();
+  writes->Put(db->cf(storage::Cf::kReplays), storage::ActionKey(job->id), storage::EncodeReplay(job->record));
+  job->dirty = false;
+}
+
 Status LoadReplays(const storage::Db& db, const std::function<void(uint64_t id, storage::ReplayRecord&)>& visit) {
   return db.Scan(storage::Cf::kReplays, storage::kActionKeyPrefix, SIZE_MAX,
                  [&](std::string_view key, std::string_view value) {

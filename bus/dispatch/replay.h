@@ -9,6 +9,8 @@
 #include <string>
 #include <unordered_set>
 
+#include "bus/core/write_set.h"
+#include "bus/dispatch/subscriber.h"
 #include "storage/db.h"
 #include "storage/records.h"
 #include "walbus/bus.h"
@@ -30,6 +32,10 @@ std::unordered_set<std::string> SelectedIds(const storage::ReplayRecord& record)
 // Whether the record's filters (times, types, subject, ids) take `event`;
 // the seq range is the caller's to walk.
 bool ReplaySelects(const storage::ReplayRecord& record, const std::unordered_set<std::string>& ids, const Event& event);
+
+// Adds the write of the running replay's record to `writes` when it
+// changed since it was written.
+void AddReplayRecord(storage::Db* db, WriteSet* writes, ReplayJob* job);
 
 // Visits every replay record stored (ended ones too), by id.
 Status LoadReplays(const storage::Db& db, const std::function<void(uint64_t id, storage::ReplayRecord&)>& visit);

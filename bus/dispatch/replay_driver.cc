@@ -4,7 +4,6 @@
 #include <cassert>
 
 #include "bus/core/envelope.h"
-#include "bus/dispatch/progress_writer.h"
 #include "bus/dispatch/replay.h"
 #include "bus/util/unix_time.h"
 

@@ -152,7 +152,7 @@ void RunContract(benchmark::State& state, bool with_schema, int producers) {
     walbus::Status s = walbus::Bus::Open(BusOptions(dir.path(), walbus::Durability::kBuffered), &bus);
     if (Failed(state, ErrorText(s))) return;
     if (with_schema) {
-      auto registered = bus->RegisterSchema(kEventType, contract.binary_schema);
+      auto registered = bus->Contracts().RegisterSchema(kEventType, contract.binary_schema);
       if (Failed(state, ErrorText(registered.status()))) return;
     }
     const LoadResult load = RunClosedLoop(producers, CurrentProfile().publish_seconds, 0, [&](int p, uint64_t n) {
@@ -217,7 +217,7 @@ void RunPayloadCheck(benchmark::State& state, bool hostile) {
     bus_options.max_payload_bytes = 1 << 20;
     std::unique_ptr<walbus::Bus> bus;
     if (Failed(state, ErrorText(walbus::Bus::Open(bus_options, &bus)))) return;
-    if (Failed(state, ErrorText(bus->RegisterSchema(kEventType, schema).status()))) return;
+    if (Failed(state, ErrorText(bus->Contracts().RegisterSchema(kEventType, schema).status()))) return;
     constexpr int kChecks = 50;
     const auto began = std::chrono::steady_clock::now();
     for (int i = 0; i < kChecks; ++i) {

@@ -474,8 +474,9 @@ class RelayCore {
     // The schema the payload was checked against when it was published;
     // for an event that predates that record, the type's latest, which
     // reads what every earlier one wrote.
-    const Result<SchemaVersion> schema =
-        event.schema_version != 0 ? bus_->Schema(event.type, event.schema_version) : bus_->LatestSchema(event.type);
+    const Result<SchemaVersion> schema = event.schema_version != 0
+                                             ? bus_->Contracts().Schema(event.type, event.schema_version)
+                                             : bus_->Contracts().LatestSchema(event.type);
     bridge::Headers headers = bridge::ToHeaders(event, schema.ok() ? DataSchemaUri(event.type, *schema) : "");
     bridge::SetPosition(bridge::SenderPosition{origin_, position}, &headers);
     if (!options_.signing.secret.empty()) {

@@ -164,7 +164,7 @@ std::string SubscriberMetaKey(std::string_view name);
 inline constexpr std::string_view kSubscriberMetaPrefix = "sub/";
 // "removed_sub/" + be32(id) -> be64(the removal's action id) + one byte,
 // 1 once its inbox records are deleted: a subscriber an operator removed
-// (Bus::RemoveSubscriber). Its id stays taken, so the next one counts on
+// (OperatorActions::RemoveSubscriber). Its id stays taken, so the next one counts on
 // from above it; an open finishes a deletion a crash cut short.
 std::string RemovedSubscriberKey(uint32_t id);
 inline constexpr std::string_view kRemovedSubscriberMetaPrefix = "removed_sub/";

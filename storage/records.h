@@ -115,7 +115,7 @@ struct PauseRecord {
 };
 
 // meta: SchemaKey(type, version) -> one schema accepted for an event type
-// (Bus::RegisterSchema).
+// (EventContracts::RegisterSchema).
 inline constexpr size_t kMaxSchemaBytes = 64u << 20;
 struct SchemaRecord {
   uint64_t hash = 0;  // FNV-1a 64 of binary_schema

@@ -36,6 +36,16 @@ EventId PublishAlone(Bus& bus, const EventSpec& spec) {
   return id.ok() && receipt.ok() ? *id : EventId{};
 }
 
+void PublishEach(Bus& bus, const std::string& type, int n) {
+  for (int i = 0; i < n; ++i) {
+    EventSpec e;
+    e.type = type;
+    e.subject = "order-" + std::to_string(i);
+    e.data = "x";
+    PublishAlone(bus, e);
+  }
+}
+
 Event IncomingEvent(std::string type, std::string subject, std::string source, std::string data) {
   Event e;
   e.id = EventId::Generate();
@@ -55,6 +65,12 @@ std::unique_ptr<storage::Db> OpenStoppedDatabase(const std::string& dir) {
   Status s = storage::Db::Open(so, &db);
   EXPECT_TRUE(s.ok()) << s.ToString();
   return db;
+}
+
+size_t OutboxSize(storage::Db& db) {
+  size_t n = 0;
+  EXPECT_TRUE(db.ScanOutbox(0, SIZE_MAX, [&](uint64_t, std::string_view) { return ++n, true; }).ok());
+  return n;
 }
 
 std::unique_ptr<Bus> OpenBus(const Options& options) {

@@ -107,10 +107,15 @@ Event IncomingEvent(std::string type, std::string subject, std::string source, s
 // Publishes `spec` in a transaction of its own and commits it; the event's
 // id (nil, and the test failed, when either was refused).
 EventId PublishAlone(Bus& bus, const EventSpec& spec);
+// Publishes `n` events of `type`, each alone, of subjects "order-0",
+// "order-1", ... and data "x".
+void PublishEach(Bus& bus, const std::string& type, int n);
 
 // Opens the walbus database in `dir`, which no bus holds, to read its
 // records directly; fails the test (and returns null) when it cannot.
 std::unique_ptr<storage::Db> OpenStoppedDatabase(const std::string& dir);
+// How many events `db`'s outbox keeps.
+size_t OutboxSize(storage::Db& db);
 
 // Polls `done` until it returns true or `timeout` passes.
 bool Eventually(const std::function<bool()>& done, std::chrono::milliseconds timeout = std::chrono::seconds(30));

@@ -99,7 +99,6 @@ Status BusImpl::OpenWithEnv(const Options& requested, rocksdb::Env* env, std::un
   uint64_t last_seq = 0, trimmed_below = 0;
   std::vector<uint32_t> removals_left;
   if (Status s = bus->Recover(&last_seq, &trimmed_below, &removals_left); !s.ok()) return s;
-  if (Status s = bus->LoadContracts(); !s.ok()) return s;
   WALBUS_FAULT_POINT("recovery.after_open");
   bus->tail_ = std::make_unique<TailCache>(options.tail_cache_events, options.tail_cache_bytes);
   bus->log_ = std::make_unique<BusLog>(options.logger, options.hash_subjects_in_logs);
@@ -109,6 +108,11 @@ Status BusImpl::OpenWithEnv(const Options& requested, rocksdb::Env* env, std::un
   bus->committer_ =
       std::make_unique<Committer>(bus->db_.get(), CommitLimits{options.max_group_commits, options.max_group_bytes},
                                   last_seq, bus.get(), bus->wal_syncer_.get());
+  bus->registrations_ = std::make_unique<Registrations>(bus->db_.get(), bus->committer_.get(), &bus->registry_);
+  bus->contracts_ = std::make_unique<EventContractsImpl>(
+      EventContractsImpl::Parts{&bus->gate_, bus->db_.get(), bus->committer_.get(), &bus->schemas_, &bus->options_,
+                                bus->log_.get(), [self = bus.get()] { self->dispatcher_->ResumePaused(); }});
+  if (Status s = bus->contracts_->Load(); !s.ok()) return s;
   if (bus->db_->open_to_others()) {
     bus->log_->logger().warn(
         "walbus: {} lets other users in (a permission bit for others): they can read every "
@@ -119,9 +123,6 @@ Status BusImpl::OpenWithEnv(const Options& requested, rocksdb::Env* env, std::un
       bus->db_.get(), bus->committer_.get(), bus->options_.clock.get(), bus->log_.get(), options.quarantine_max_entries,
       options.quarantine_max_bytes);
   if (Status s = bus->quarantine_->Load(); !s.ok()) return s;
-  for (uint32_t id : removals_left) {
-    if (Status s = bus->DeleteRemovedInbox(id); !s.ok()) return s;
-  }
   if (Status s = bus->LoadTimeline(); !s.ok()) return s;
   bus->scheduler_ = std::make_unique<Scheduler>(bus->db_.get(), bus->committer_.get(), bus->timeline_.get(),
                                                 bus->quarantine_.get(), bus->log_.get(), options.max_payload_bytes);
@@ -154,6 +155,13 @@ Status BusImpl::OpenWithEnv(const Options& requested, rocksdb::Env* env, std::un
       std::make_unique<Ingestion>(bus->db_.get(), &bus->schemas_, bus->quarantine_.get(), options.max_payload_bytes,
                                   [self = bus.get()](WriteSet* writes) { return self->CommitWrites(writes); });
   bus->states_ = std::make_unique<DeliveryStates>(bus->db_.get(), options.max_payload_bytes);
+  bus->operator_ = std::make_unique<OperatorActionsImpl>(OperatorActionsImpl::Parts{
+      &bus->gate_, bus->db_.get(), bus->committer_.get(), &bus->registry_, bus->dispatcher_.get(), bus.get(),
+      &bus->app_cfs_, &bus->options_, bus->log_.get(), bus->inbox_window_.get()});
+  // A removal a crash cut short: its inbox records go before anything runs.
+  for (uint32_t id : removals_left) {
+    if (Status s = bus->operator_->DeleteRemovedInbox(id); !s.ok()) return s;
+  }
   if (!options.metrics_http.empty()) {
     BusImpl* self = bus.get();
     Status s = MetricsHttpServer::Start(
@@ -209,22 +217,22 @@ ReadView BusImpl::Read() {
   return ScopeAccess::NewView(std::move(rep));
 }
 
-Result<Receipt> BusImpl::CommitTransaction(ScopeRep* scope) {
+Result<Receipt> BusImpl::CommitTransaction(ScopeRep* scope, bool sync) {
   if (scope->committed) return ScopeRep::AlreadyCommitted();
   scope->committed = true;
   scope->reader.Release();  // a committed transaction reads no more
   if (!scope->error.ok()) return scope->error;
-  return CommitWrites(&scope->writes);
+  return CommitWrites(&scope->writes, sync);
 }
 
-Result<Receipt> BusImpl::CommitWrites(WriteSet* writes) {
+Result<Receipt> BusImpl::CommitWrites(WriteSet* writes, bool sync) {
   Receipt receipt;
   if (writes->empty()) return receipt;
   Status s;
   {
     InCall call(this);
     if (!call.admitted()) return ClosedStatus();
-    s = committer_->CommitOne(writes, options_.durability == Durability::kSync, &receipt.first_seq);
+    s = committer_->CommitOne(writes, sync || options_.durability == Durability::kSync, &receipt.first_seq);
   }
   if (!s.ok()) return s;
   receipt.event_ids.reserve(writes->events.size());
@@ -243,6 +251,21 @@ void BusImpl::OnCommitted(std::vector<std::shared_ptr<const Event>>& events) {
 
 void BusImpl::OnTimersChanged(const std::vector<TimerChange>& changes) {
   if (scheduler_->OnTimersChanged(changes) && dispatcher_ != nullptr) dispatcher_->NotifyTimers();
+}
+
+Status BusImpl::Subscribe(SubscriberOptions subscriber) {
+  if (Status s = Registrations::Check(subscriber); !s.ok()) return s;
+  InCall call(this);
+  if (!call.admitted()) return ClosedStatus();
+  Result<std::shared_ptr<Subscriber>> active = registrations_->Activate(std::move(subscriber));
+  if (!active.ok()) return active.status();
+  dispatcher_->Add(*active);
+  // The subscriber runs either way; a replay not resumed now stays
+  // recorded as running and resumes at the next open.
+  if (Status s = operator_->ResumeReplays(*active); !s.ok()) {
+    log_->logger().error("walbus: resuming the replays of {} failed: {}", (*active)->name, s.ToString());
+  }
+  return Status::OK();
 }
 
 Status BusImpl::Start() {
@@ -277,27 +300,6 @@ void BusImpl::WarnUnpublishableTypes() {
         "or ingested{}",
         subscriber, type, nearest.empty() ? std::string() : "; types with a schema near it: " + nearest);
   }
-}
-
-Status BusImpl::RegisterVerifier(const std::string& type, PayloadVerifier verifier) {
-  if (Status s = ValidateEventType(type); !s.ok()) return s;
-  return schemas_.AddVerifier(type, std::move(verifier));
-}
-
-Status BusImpl::RegisterUpcaster(const std::string& from_type, const std::string& to_type, Upcaster upcaster) {
-  if (Status s = ValidateEventType(from_type); !s.ok()) return s;
-  if (Status s = ValidateEventType(to_type); !s.ok()) return s;
-  if (Status s = schemas_.AddUpcaster(from_type, to_type, std::move(upcaster)); !s.ok()) return s;
-  dispatcher_->ResumePaused();
-  return Status::OK();
-}
-
-Result<Receipt> BusImpl::Ingest(std::string_view envelope, std::string_view source) {
-  IngestOptions options;
-  options.source = std::string(source);
-  Result<IngestResult> r = IngestEnvelope(envelope, options);
-  if (!r.ok()) return r.status();
-  return std::move(r->receipt);
 }
 
 Result<IngestResult> BusImpl::IngestEnvelope(std::string_view envelope, const IngestOptions& options) {
@@ -418,142 +420,6 @@ Result<std::vector<DeliveryState>> BusImpl::EventStatus(const EventId& id) {
     states.push_back(std::move(st));
   }
   return states;
-}
-
-namespace {
-
-const char* ActionName(uint8_t kind) {
-  static constexpr const char* kNames[] = {"redrive", "skip", "purge"};
-  return kNames[kind];
-}
-
-}  // namespace
-
-Status BusImpl::ActOnDeadLetters(ActionKind kind, const DeadLetterSelection& selection, const OperatorAction& action,
-                                 ActionReport* report, uint32_t* id) {
-  *report = ActionReport{};
-  InCall call(this);
-  if (!call.admitted()) return ClosedStatus();
-  if (action.operator_name.empty() || action.reason.empty()) {
-    return Status::InvalidArgument("an operator action needs an operator name and a reason");
-  }
-  {
-    MutexLock lock(&registry_.mu);
-    auto it = registry_.by_name.find(selection.subscriber);
-    if (it == registry_.by_name.end()) return Status::InvalidArgument("no subscriber named " + selection.subscriber);
-    if (kind == ActionKind::kRedrive && it->second.active == nullptr) {
-      return Status::InvalidArgument("subscriber " + selection.subscriber +
-                                     " is not active in this process: its handler is needed to redrive");
-    }
-    *id = it->second.id;
-  }
-  // Select, in seq order.
-  std::string prefix;
-  storage::PutBe32(&prefix, *id);
-  std::vector<std::string> ids;  // for the record
-  std::set<std::string> subjects;
-  Status scan =
-      db_->Scan(storage::Cf::kDeadLetters, prefix, SIZE_MAX, [&](std::string_view key, std::string_view value) {
-        uint32_t sub_id = 0;
-        uint64_t seq = 0;
-        storage::DeadLetterRecord record;
-        Event event;
-        if (!storage::ParseSubscriberSeqKey(key, &sub_id, &seq) || !storage::DecodeDeadLetter(value, &record) ||
-            !DecodeEnvelope(record.envelope, options_.max_payload_bytes, &event).ok()) {
-          return true;  // unreadable: left for an operator to look at
-        }
-        const bool chosen = selection.seqs.empty()
-                                ? (selection.type.empty() || event.type == selection.type) &&
-                                      (selection.subject.empty() || event.subject == selection.subject)
-                                : std::find(selection.seqs.begin(), selection.seqs.end(), seq) != selection.seqs.end();
-        if (chosen) {
-          report->seqs.push_back(seq);
-          ids.push_back(event.id.ToString());
-          subjects.insert(event.subject);
-        }
-        return true;
-      });
-  if (!scan.ok()) return scan;
-  // Parked subjects among them (the durable view).
-  const std::string parked_prefix = storage::CheckpointKey(*id, storage::CheckpointField::kParked);
-  Status parked =
-      db_->Scan(storage::Cf::kCheckpoints, parked_prefix, SIZE_MAX, [&](std::string_view key, std::string_view) {
-        std::string subject(key.substr(parked_prefix.size()));
-        if (subjects.count(subject) != 0 && kind != ActionKind::kPurge) report->released_subjects.push_back(subject);
-        return true;
-      });
-  if (!parked.ok()) return parked;
-  // Nothing selected: nothing to do and nothing to record (action_id 0).
-  if (action.dry_run || (report->seqs.empty() && report->released_subjects.empty())) return Status::OK();
-
-  MutexLock lock(&actions_mu_);
-  if (Status s = NextActionId(&report->action_id); !s.ok()) return s;
-  using storage::ActionRecord;
-  const ActionRecord record{ActionName(static_cast<uint8_t>(kind)),
-                            action.operator_name,
-                            action.reason,
-                            ToUnixMillis(options_.clock->WallNow()),
-                            {{"subscriber", ActionRecord::JsonText(selection.subscriber)},
-                             {"seqs", ActionRecord::JsonNumbers(report->seqs)},
-                             {"event_ids", ActionRecord::JsonTexts(ids)}}};
-  WriteSet scope;
-  scope.Put(db_->cf(storage::Cf::kReplays), storage::ActionKey(report->action_id), storage::EncodeAction(record));
-  for (const std::string& subject : report->released_subjects) {
-    scope.Delete(db_->cf(storage::Cf::kCheckpoints),
-                 storage::CheckpointKey(*id, storage::CheckpointField::kParked, subject));
-  }
-  if (kind == ActionKind::kPurge) {
-    for (uint64_t seq : report->seqs) {
-      scope.Delete(db_->cf(storage::Cf::kDeadLetters), storage::SubscriberSeqKey(*id, seq));
-    }
-  }
-  return committer_->CommitOne(&scope, /*sync=*/true);
-}
-
-Result<ActionReport> BusImpl::RedriveDeadLetters(const DeadLetterSelection& selection, const OperatorAction& action) {
-  ActionReport report;
-  uint32_t id = 0;
-  if (Status s = ActOnDeadLetters(ActionKind::kRedrive, selection, action, &report, &id); !s.ok()) return s;
-  if (!action.dry_run) dispatcher_->Redrive(selection.subscriber, report.seqs, report.released_subjects, true);
-  return report;
-}
-
-Result<ActionReport> BusImpl::SkipDeadLetters(const DeadLetterSelection& selection, const OperatorAction& action) {
-  ActionReport report;
-  uint32_t id = 0;
-  if (Status s = ActOnDeadLetters(ActionKind::kSkip, selection, action, &report, &id); !s.ok()) return s;
-  if (!action.dry_run) dispatcher_->Redrive(selection.subscriber, {}, report.released_subjects, false);
-  return report;
-}
-
-Result<ActionReport> BusImpl::PurgeDeadLetters(const DeadLetterSelection& selection, const OperatorAction& action) {
-  ActionReport report;
-  uint32_t id = 0;
-  if (Status s = ActOnDeadLetters(ActionKind::kPurge, selection, action, &report, &id); !s.ok()) return s;
-  return report;
-}
-
-Result<uint64_t> BusImpl::CancelScheduled(const EventId& id, const OperatorAction& action) {
-  InCall call(this);
-  if (!call.admitted()) return ClosedStatus();
-  if (action.operator_name.empty() || action.reason.empty()) {
-    return Status::InvalidArgument("an operator action needs an operator name and a reason");
-  }
-  Transaction tx = Begin();
-  if (Status s = tx.CancelScheduled(id); !s.ok()) return s;
-  if (action.dry_run) return uint64_t{0};
-  MutexLock lock(&actions_mu_);
-  uint64_t action_id = 0;
-  if (Status s = NextActionId(&action_id); !s.ok()) return s;
-  const storage::ActionRecord record{"scheduled-cancel",
-                                     action.operator_name,
-                                     action.reason,
-                                     ToUnixMillis(options_.clock->WallNow()),
-                                     {{"event_id", storage::ActionRecord::JsonText(id.ToString())}}};
-  WriteSet& writes = ScopeAccess::Rep(tx)->writes;
-  writes.Put(db_->cf(storage::Cf::kReplays), storage::ActionKey(action_id), storage::EncodeAction(record));
-  if (Status s = committer_->CommitOne(&writes, /*sync=*/true); !s.ok()) return s;
-  return action_id;
 }
 
 std::string BusImpl::MetricsText() { return PrometheusText(Metrics()); }

@@ -554,7 +554,7 @@ int walbus_ctx_clear(walbus_ctx_t* ctx, const char* column_family, char** err) {
 
 int walbus_ctx_replay(const walbus_ctx_t* ctx, uint64_t* replay_id, int* fresh_scope) {
   if (ctx == nullptr) return 0;
-  const std::optional<walbus::HandlerContext::ReplayRun> run = ctx->ctx->Replay();
+  const std::optional<walbus::HandlerContext::ReplayRun> run = ctx->ctx->Replaying();
   if (!run.has_value()) return 0;
   if (replay_id != nullptr) *replay_id = run->replay_id;
   if (fresh_scope != nullptr) *fresh_scope = run->mode == walbus::ReplayMode::kFreshScope ? 1 : 0;

@@ -92,7 +92,7 @@ Result<IngestResult> Ingestion::Commit(std::shared_ptr<Event> event, const Inges
     IngestResult result;
     if (!committed.ok()) {
       if (!committed.status().IsConflict() || options.dedup_scope.empty()) return committed.status();
-      result.duplicate = true;  // The scope's only precondition is the dedup record.
+      // The scope's only precondition is the dedup record.
       result.disposition = IngestDisposition::kDuplicate;
       return result;
     }
@@ -146,7 +146,6 @@ Result<IngestResult> Ingestion::CommitOrdered(const std::shared_ptr<Event>& even
       if (Status s = db_->Get(db_->cf(storage::Cf::kVersions), dedup.version_key, &value, &taken); !s.ok()) return s;
       if (!taken) return committed.status();
     }
-    result.duplicate = true;
     result.disposition = IngestDisposition::kDuplicate;
     result.next_position = last_taken + 1;
     return result;

@@ -64,7 +64,7 @@ uint32_t ScalarBytes(reflection::BaseType t);
 // A schema's hash as listings show it: 16 lowercase hex digits.
 std::string SchemaHashText(uint64_t hash);
 
-// The schemas accepted for `type` (Bus::RegisterSchema), version 1 first.
+// The schemas accepted for `type` (EventContracts::RegisterSchema), version 1 first.
 // Corruption when one does not decode, is not where its version says, or is
 // no binary schema.
 Status LoadAcceptedSchemas(const storage::Db& db, const std::string& type, std::vector<storage::SchemaRecord>* out);

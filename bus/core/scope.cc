@@ -235,9 +235,9 @@ Transaction::Transaction(Transaction&&) noexcept = default;
 Transaction& Transaction::operator=(Transaction&&) noexcept = default;
 Transaction::~Transaction() = default;
 
-Result<Receipt> Transaction::Commit() {
+Result<Receipt> Transaction::Commit(const CommitOptions& options) {
   assert(rep_ != nullptr);
-  return rep_->host->CommitTransaction(rep_.get());
+  return rep_->host->CommitTransaction(rep_.get(), options.sync);
 }
 
 HandlerContext::~HandlerContext() = default;
@@ -251,7 +251,7 @@ const std::string& HandlerContext::IdempotencyKey() const {
 }
 const std::string& HandlerContext::SubscriberName() const { return rep_->subscriber_name; }
 uint32_t HandlerContext::Attempt() const { return rep_->attempt; }
-std::optional<HandlerContext::ReplayRun> HandlerContext::Replay() const { return rep_->replay; }
+std::optional<HandlerContext::ReplayRun> HandlerContext::Replaying() const { return rep_->replay; }
 
 ReadView::ReadView(std::unique_ptr<internal::ViewRep> rep) : rep_(std::move(rep)) {}
 ReadView::ReadView(ReadView&&) noexcept = default;

@@ -38,9 +38,10 @@ class ScopeHost {
   virtual const AppColumnFamilies& app_column_families() const = 0;
   // The time scheduled events fall due in.
   virtual Timeline& timeline() = 0;
-  // Commits a Transaction's scope: InvalidArgument when it was committed
-  // before, the first failed call's error, Closed, or the committer's.
-  virtual Result<Receipt> CommitTransaction(ScopeRep* scope) = 0;
+  // Commits a Transaction's scope, fsynced when `sync` or under
+  // Durability::kSync: InvalidArgument when it was committed before, the
+  // first failed call's error, Closed, or the committer's.
+  virtual Result<Receipt> CommitTransaction(ScopeRep* scope, bool sync) = 0;
 
  protected:
   ~ScopeHost() = default;

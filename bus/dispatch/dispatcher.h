@@ -113,7 +113,7 @@ class Dispatcher {
   // (an operator's skip).
   void Redrive(const std::string& subscriber, std::vector<uint64_t> seqs, std::vector<std::string> release, bool rerun);
   // Runs a recorded replay through the active subscriber it names
-  // (Bus::Replay); a replay of a subscriber not added here is dropped (it
+  // (OperatorActions::StartReplay); a replay of a subscriber not added here is dropped (it
   // resumes when that subscriber is). REQUIRES: record.state is kRunning.
   void StartReplay(uint64_t replay_id, storage::ReplayRecord record);
   // Stops a running replay: nothing more is selected; what runs finishes.

@@ -19,7 +19,7 @@ struct RecoveredState {
   uint64_t trimmed_below = 0;  // the outbox holds nothing below it
   uint32_t next_subscriber_id = 1;
   std::map<std::string, Registry::Entry> subscribers;  // `active` unset
-  // Bus::RemoveSubscriber's, and those of them whose inbox records may
+  // OperatorActions::RemoveSubscriber's, and those of them whose inbox records may
   // not all be deleted yet.
   // @{
   std::vector<uint32_t> removed_subscriber_ids;

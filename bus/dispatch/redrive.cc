@@ -1,5 +1,5 @@
 // The dispatcher's side of an operator's dead-letter actions
-// (Bus::RedriveDeadLetters, SkipDeadLetters): the dead letters go back to
+// (OperatorActions::RedriveDeadLetters, SkipDeadLetters): the dead letters go back to
 // the front of their subjects, in seq order, once each subject is idle,
 // and a parked subject is released with them.
 #include <algorithm>

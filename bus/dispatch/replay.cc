@@ -1,4 +1,4 @@
-// Replays: Bus::Replay and friends (the record and its checks). The
+// Replays: OperatorActions::StartReplay and friends (the record and its checks). The
 // dispatcher's side (selecting events and running them in line) is
 // ReplayDriver's.
 #include "bus/dispatch/replay.h"
@@ -114,8 +114,8 @@ ReplayReport ReportFromRecord(uint64_t replay_id, const storage::ReplayRecord& r
   report.reason = r.reason;
   report.handler_version = r.handler_version;
   report.selection = SelectionText(r);
-  report.started_ms = r.started_ms;
-  report.ended_ms = r.ended_ms;
+  report.started = FromUnixMillis(static_cast<int64_t>(r.started_ms));
+  if (r.ended_ms != 0) report.ended = FromUnixMillis(static_cast<int64_t>(r.ended_ms));
   report.selected = r.selected;
   report.delivered = r.delivered;
   report.skipped = r.skipped;

@@ -1,4 +1,4 @@
-// Replays (Bus::Replay): the request made durable as a record, and which
+// Replays (OperatorActions::StartReplay): the request made durable as a record, and which
 // events it selects. The running part is ReplayDriver's
 // (bus/dispatch/replay_driver.h), on the dispatcher thread.
 #ifndef WALBUS_BUS_DISPATCH_REPLAY_H_

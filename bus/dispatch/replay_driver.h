@@ -1,4 +1,4 @@
-// ReplayDriver: runs recorded replays (Bus::Replay) through their
+// ReplayDriver: runs recorded replays (OperatorActions::StartReplay) through their
 // subscribers on the dispatcher thread: selects the replay's events from
 // the outbox a bounded window at a time, puts them in line out of order
 // (OutOfLineEvents), counts their outcomes into the record, and records

@@ -62,7 +62,7 @@ class InboxWindow final : public storage::InboxRetention {
   InboxWindow(std::chrono::milliseconds window, const Clock* clock);
   // The durable checkpoint of a subscriber moved (or was recovered).
   void SetCheckpoint(uint32_t subscriber_id, uint64_t checkpoint);
-  // The subscriber was removed (Bus::RemoveSubscriber): its records go.
+  // The subscriber was removed (OperatorActions::RemoveSubscriber): its records go.
   void Forget(uint32_t subscriber_id);
   bool MayDrop(uint32_t subscriber_id, uint64_t seq, uint64_t handled_unix_ms) const override;
   std::chrono::milliseconds window() const override { return window_; }

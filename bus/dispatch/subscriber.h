@@ -59,7 +59,7 @@ struct KeyQueue : KeyQueueHead {
   }
 };
 
-// A replay running through one subscriber (Bus::Replay): the events it
+// A replay running through one subscriber (OperatorActions::StartReplay): the events it
 // selected wait like redriven dead letters for their subject to be idle,
 // then run at its front, in seq order.
 //

@@ -319,9 +319,9 @@ std::string StringsJson(const std::vector<std::string>& values) {
   return out + "]";
 }
 
-std::string TimeJson(uint64_t unix_ms) {
-  if (unix_ms == 0) return "null";
-  return JsonString(FormatRfc3339(FromUnixMillis(static_cast<int64_t>(unix_ms))));
+std::string TimeJson(std::chrono::system_clock::time_point time) {
+  if (time == std::chrono::system_clock::time_point{}) return "null";
+  return JsonString(FormatRfc3339(time));
 }
 
 const char* ModeName(ReplayMode mode) { return mode == ReplayMode::kFreshScope ? "fresh-scope" : "same-inbox"; }
@@ -358,7 +358,7 @@ std::string ReplayJson(const ReplayReport& r) {
          ",\"mode\":\"" + ModeName(r.mode) + "\",\"state\":\"" + StateName(r.state) +
          "\",\"operator\":" + JsonString(r.operator_name) + ",\"reason\":" + JsonString(r.reason) +
          ",\"handler_version\":" + JsonString(r.handler_version) + ",\"selection\":" + JsonString(r.selection) +
-         ",\"started\":" + TimeJson(r.started_ms) + ",\"ended\":" + TimeJson(r.ended_ms) +
+         ",\"started\":" + TimeJson(r.started) + ",\"ended\":" + TimeJson(r.ended) +
          ",\"selected\":" + std::to_string(r.selected) + ",\"delivered\":" + std::to_string(r.delivered) +
          ",\"skipped\":" + std::to_string(r.skipped) + ",\"failed\":" + std::to_string(r.failed) +
          ",\"next_seq\":" + std::to_string(r.next_seq) + ",\"error\":" + JsonString(r.error) +
@@ -526,35 +526,35 @@ std::string ReplayReply(const Result<ReplayReport>& report) {
 
 }  // namespace
 
-std::string ExecuteAdminRequest(Bus& bus, const AdminRequest& r) {
+std::string ExecuteAdminRequest(OperatorActions& actions, const AdminRequest& r) {
   switch (r.verb) {
     case AdminVerb::kPing: return OkReply("{\"pong\":true,\"pid\":" + std::to_string(::getpid()) + "}");
-    case AdminVerb::kDlqRedrive: return ActionReply("redrive", r, bus.RedriveDeadLetters(r.selection, r.action));
-    case AdminVerb::kDlqSkip: return ActionReply("skip", r, bus.SkipDeadLetters(r.selection, r.action));
-    case AdminVerb::kDlqPurge: return ActionReply("purge", r, bus.PurgeDeadLetters(r.selection, r.action));
-    case AdminVerb::kReplay: return ReplayReply(bus.Replay(r.replay));
+    case AdminVerb::kDlqRedrive: return ActionReply("redrive", r, actions.RedriveDeadLetters(r.selection, r.action));
+    case AdminVerb::kDlqSkip: return ActionReply("skip", r, actions.SkipDeadLetters(r.selection, r.action));
+    case AdminVerb::kDlqPurge: return ActionReply("purge", r, actions.PurgeDeadLetters(r.selection, r.action));
+    case AdminVerb::kReplay: return ReplayReply(actions.StartReplay(r.replay));
     case AdminVerb::kReplayCancel: {
-      if (Status s = bus.CancelReplay(r.replay_id, r.action); !s.ok()) return ErrorReply(s);
+      if (Status s = actions.CancelReplay(r.replay_id, r.action); !s.ok()) return ErrorReply(s);
       // The record as it stands after the cancel; the cancel itself took
       // effect even when it cannot be read back.
-      Result<ReplayReport> after = bus.GetReplay(r.replay_id);
+      Result<ReplayReport> after = actions.Replay(r.replay_id);
       if (!after.ok()) return OkReply("{\"replay_id\":" + std::to_string(r.replay_id) + "}");
       return ReplayReply(after);
     }
-    case AdminVerb::kReplayStatus: return ReplayReply(bus.GetReplay(r.replay_id));
+    case AdminVerb::kReplayStatus: return ReplayReply(actions.Replay(r.replay_id));
     case AdminVerb::kSubscriberRemove: {
-      Result<ActionReport> report = bus.RemoveSubscriber(r.selection.subscriber, r.action);
+      Result<ActionReport> report = actions.RemoveSubscriber(r.selection.subscriber, r.action);
       return report.ok() ? OkReply(RemovalJson(r, *report)) : ErrorReply(report.status());
     }
     case AdminVerb::kProcessAbandon: {
-      Result<uint64_t> action_id = AbandonProcessInstance(bus, r.process, r.key, r.action);
+      Result<uint64_t> action_id = actions.AbandonProcess(r.process, r.key, r.action);
       if (!action_id.ok()) return ErrorReply(action_id.status());
       return OkReply("{\"action\":\"process-abandon\",\"process\":" + JsonString(r.process) +
                      ",\"key\":" + JsonString(r.key) + ",\"dry_run\":" + (r.action.dry_run ? "true" : "false") +
                      ",\"action_id\":" + std::to_string(*action_id) + "}");
     }
     case AdminVerb::kScheduledCancel: {
-      Result<uint64_t> action_id = bus.CancelScheduled(r.event_id, r.action);
+      Result<uint64_t> action_id = actions.CancelScheduled(r.event_id, r.action);
       if (!action_id.ok()) return ErrorReply(action_id.status());
       return OkReply("{\"action\":\"scheduled-cancel\",\"event_id\":\"" + r.event_id.ToString() + "\",\"dry_run\":" +
                      (r.action.dry_run ? "true" : "false") + ",\"action_id\":" + std::to_string(*action_id) + "}");
@@ -566,7 +566,7 @@ std::string ExecuteAdminRequest(Bus& bus, const AdminRequest& r) {
 std::string AnswerAdminRequest(Bus& bus, std::string_view text) {
   AdminRequest request;
   if (Status s = ParseAdminRequest(text, &request); !s.ok()) return ErrorReply(s);
-  return ExecuteAdminRequest(bus, request);
+  return ExecuteAdminRequest(bus.Operator(), request);
 }
 
 std::string AdminSocketPath(const std::string& dir) { return dir + "/admin.sock"; }

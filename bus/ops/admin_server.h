@@ -90,10 +90,10 @@ struct AdminRequest {
 // follow the empty line). InvalidArgument naming the first problem.
 Status ParseAdminRequest(std::string_view text, AdminRequest* out);
 
-// Runs a checked request on `bus` and renders the reply. The caller's
-// thread does the work; a dead-letter or replay action is what the Bus
-// method of the same name does, with the same errors.
-std::string ExecuteAdminRequest(Bus& bus, const AdminRequest& request);
+// Runs a checked request through `actions` and renders the reply. The
+// caller's thread does the work; each verb is what the OperatorActions
+// method it names does, with the same errors.
+std::string ExecuteAdminRequest(OperatorActions& actions, const AdminRequest& request);
 
 // The reply to request text: an error reply for a malformed request
 // (which changes nothing), else ExecuteAdminRequest. The one entry point of

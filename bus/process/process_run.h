@@ -37,7 +37,7 @@ inline std::chrono::system_clock::time_point WallTime(uint64_t unix_ms) {
 // The type of the events that deliver `process`'s timeouts.
 std::string ProcessTimeoutType(std::string_view process);
 // The type of the events that carry an operator's abandonment of one of
-// `process`'s instances (AbandonProcessInstance): subject the instance
+// `process`'s instances (OperatorActions::AbandonProcess): subject the instance
 // key, data the action's id.
 std::string ProcessAbandonType(std::string_view process);
 // The id of process `name`'s subscriber, or nullopt when it never ran.

@@ -112,7 +112,7 @@ walbus::Result<std::map<std::string, std::string>> RebuildStock(const std::strin
   rebuild.mode = walbus::ReplayMode::kFreshScope;
   rebuild.clear_column_families = {"stock"};
   rebuild.action = {"deploy-42", "stock view fix: rebuild from the movements", false};
-  walbus::Result<walbus::ReplayReport> recorded = bus->Replay(rebuild);
+  walbus::Result<walbus::ReplayReport> recorded = bus->Operator().StartReplay(rebuild);
   if (!recorded.ok()) return recorded.status();
   std::printf("rebuild %llu recorded: %s\n", static_cast<unsigned long long>(recorded->replay_id),
               recorded->selection.c_str());
@@ -120,7 +120,7 @@ walbus::Result<std::map<std::string, std::string>> RebuildStock(const std::strin
   if (walbus::Status s = bus->Start(); !s.ok()) return s;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
   for (;;) {
-    walbus::Result<walbus::ReplayReport> report = bus->GetReplay(recorded->replay_id);
+    walbus::Result<walbus::ReplayReport> report = bus->Operator().Replay(recorded->replay_id);
     if (!report.ok()) return report.status();
     if (report->state == walbus::ReplayState::kDone) break;
     if (report->state != walbus::ReplayState::kRunning) return walbus::Status::Corruption("rebuild " + report->error);

@@ -171,7 +171,7 @@ TEST(FlatBuffersAdapterTest, RegisteringRefusesASchemaThatBreaksTheStoredOne) {
       "root_type ShipmentBooked; file_identifier \"SHPB\";",
       {}, "stored.fbs");
   ASSERT_TRUE(stored.ok());
-  ASSERT_TRUE(bus->RegisterSchema("shipping.shipment-booked.v1", stored->bytes()).ok());
+  ASSERT_TRUE(bus->Contracts().RegisterSchema("shipping.shipment-booked.v1", stored->bytes()).ok());
   const Status s = shipping::RegisterEventSchemas(*bus);
   ASSERT_TRUE(s.IsInvalidArgument()) << s.ToString();
   EXPECT_NE(s.message().find("schema of shipping.shipment-booked.v1"), std::string::npos) << s.message();

@@ -61,9 +61,9 @@ TEST(BusMetricsTest, EachMetricMovesWithItsCause) {
   EXPECT_EQ(Value(before, "walbus_subscriber_handled_total{subscriber=\"invoicing\"}"), 0);
 
   Publish(*bus, "order-1", "ok", 2);
-  Publish(*bus, "order-1", "old", 1);                 // stale
-  Publish(*bus, "order-2", "poison");                 // retried once, then dead-lettered
-  EXPECT_FALSE(bus->Ingest("garbage", "test").ok());  // quarantined
+  Publish(*bus, "order-1", "old", 1);                                     // stale
+  Publish(*bus, "order-2", "poison");                                     // retried once, then dead-lettered
+  EXPECT_FALSE(bus->IngestEnvelope("garbage", {.source = "test"}).ok());  // quarantined
   ASSERT_TRUE(bus->WaitIdle(10s).ok());
   const std::string after = bus->MetricsText();
   EXPECT_EQ(Value(after, "walbus_events_published_total{type=\"orders.order-approved.v1\"}"), 3);
@@ -95,7 +95,7 @@ TEST(BusMetricsTest, CountersStartAtZeroInEachProcessAndPersistedGaugesCarryOn) 
     EXPECT_TRUE(bus->Subscribe(std::move(s)).ok());
     EXPECT_TRUE(bus->Start().ok());
     for (const std::string& d : data) Publish(*bus, "order-" + d, d);
-    EXPECT_FALSE(bus->Ingest("garbage", "test").ok());
+    EXPECT_FALSE(bus->IngestEnvelope("garbage", {.source = "test"}).ok());
     EXPECT_TRUE(bus->WaitIdle(10s).ok());
     return bus->MetricsText();
   };

@@ -806,7 +806,8 @@ TEST(BusTest, CloseFromAHandlerOrAVerifierIsRefusedEvenWhileAnotherCloseWaits) {
   ASSERT_NE(bus, nullptr);
   // A verifier runs inside Ingest: closing from there would wait for itself.
   Status from_verifier;
-  ASSERT_TRUE(bus->RegisterVerifier(kType,
+  ASSERT_TRUE(bus->Contracts()
+                  .RegisterVerifier(kType,
                                     [&](std::string_view) {
                                       from_verifier = bus->Close();
                                       return Status::OK();
@@ -1132,19 +1133,22 @@ TEST(BusTest, MisuseGetsTheErrorsTheContractsName) {
   EXPECT_EQ(bus->Stats().last_seq, 1u) << "nothing written twice";
 
   const PayloadVerifier accept = [](std::string_view) { return Status::OK(); };
-  EXPECT_TRUE(bus->RegisterVerifier("Orders.Placed", accept).IsInvalidArgument());
-  EXPECT_TRUE(bus->RegisterVerifier("orders.order-placed.v1", PayloadVerifier()).IsInvalidArgument());
-  EXPECT_TRUE(bus->RegisterVerifier("orders.order-placed.v1", accept).ok());
+  EXPECT_TRUE(bus->Contracts().RegisterVerifier("Orders.Placed", accept).IsInvalidArgument());
+  EXPECT_TRUE(bus->Contracts().RegisterVerifier("orders.order-placed.v1", PayloadVerifier()).IsInvalidArgument());
+  EXPECT_TRUE(bus->Contracts().RegisterVerifier("orders.order-placed.v1", accept).ok());
 
   const Upcaster same = [](const Event& from) -> Result<std::string> { return from.data; };
-  EXPECT_TRUE(bus->RegisterUpcaster("orders.order-placed.v1", "Orders.v2", same).IsInvalidArgument());
-  EXPECT_TRUE(bus->RegisterUpcaster("orders.order-placed.v1", "orders.order-shipped.v2", same).IsInvalidArgument())
-      << "another base name";
-  EXPECT_TRUE(bus->RegisterUpcaster("orders.order-placed.v2", "orders.order-placed.v1", same).IsInvalidArgument())
-      << "a lower version";
+  EXPECT_TRUE(bus->Contracts().RegisterUpcaster("orders.order-placed.v1", "Orders.v2", same).IsInvalidArgument());
   EXPECT_TRUE(
-      bus->RegisterUpcaster("orders.order-placed.v1", "orders.order-placed.v2", Upcaster()).IsInvalidArgument());
-  EXPECT_TRUE(bus->RegisterUpcaster("orders.order-placed.v1", "orders.order-placed.v2", same).ok());
+      bus->Contracts().RegisterUpcaster("orders.order-placed.v1", "orders.order-shipped.v2", same).IsInvalidArgument())
+      << "another base name";
+  EXPECT_TRUE(
+      bus->Contracts().RegisterUpcaster("orders.order-placed.v2", "orders.order-placed.v1", same).IsInvalidArgument())
+      << "a lower version";
+  EXPECT_TRUE(bus->Contracts()
+                  .RegisterUpcaster("orders.order-placed.v1", "orders.order-placed.v2", Upcaster())
+                  .IsInvalidArgument());
+  EXPECT_TRUE(bus->Contracts().RegisterUpcaster("orders.order-placed.v1", "orders.order-placed.v2", same).ok());
 
   EXPECT_TRUE(bus->Start().ok());
   EXPECT_TRUE(bus->Start().ok()) << "again: nothing to do";

@@ -84,7 +84,7 @@ int RunDevice(const std::string& dir, const std::string& url, int events) {
 // DIR/../fetched and waits to be killed.
 void StallOnFirstMessage(Bus& bus, const std::string& dir) {
   const std::string marker = (std::filesystem::path(dir).parent_path() / "fetched").string();
-  Status s = bus.RegisterVerifier(kEventType, [marker](std::string_view) {
+  Status s = bus.Contracts().RegisterVerifier(kEventType, [marker](std::string_view) {
     if (FILE* f = std::fopen(marker.c_str(), "w")) std::fclose(f);
     for (;;) std::this_thread::sleep_for(1s);
     return Status::OK();

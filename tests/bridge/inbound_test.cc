@@ -324,7 +324,8 @@ TEST(InboundTest, ASlowBatchKeepsItsMessagesInProgress) {
   bus_options.column_families.push_back("jetstream");
   auto bus = testing::OpenBus(bus_options);
   // Each ingest takes a quarter of ack_wait: the batch of 8 takes two.
-  ASSERT_TRUE(bus->RegisterVerifier(kSlowType,
+  ASSERT_TRUE(bus->Contracts()
+                  .RegisterVerifier(kSlowType,
                                     [](std::string_view) {
                                       std::this_thread::sleep_for(250ms);
                                       return Status::OK();

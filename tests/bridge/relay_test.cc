@@ -313,10 +313,10 @@ TEST(RelayTest, EventsOfATypeWithASchemaCarryTheDataSchemaTheyWerePublishedUnder
     ASSERT_TRUE(tx.Publish(typed).ok());
     ASSERT_TRUE(tx.Commit().ok());
   };
-  auto v1 = bus->RegisterSchema(kTyped, testing::BinarySchemaFromSource(kV1));
+  auto v1 = bus->Contracts().RegisterSchema(kTyped, testing::BinarySchemaFromSource(kV1));
   ASSERT_TRUE(v1.ok()) << v1.status().ToString();
   PublishTyped(kV1, "typed-1");
-  auto v2 = bus->RegisterSchema(kTyped, testing::BinarySchemaFromSource(kV2));
+  auto v2 = bus->Contracts().RegisterSchema(kTyped, testing::BinarySchemaFromSource(kV2));
   ASSERT_TRUE(v2.ok()) << v2.status().ToString();
   ASSERT_EQ(v2->version, 2u);
   PublishTyped(kV2, "typed-2");

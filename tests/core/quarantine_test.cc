@@ -1,4 +1,4 @@
-// Untrusted input through Bus::Ingest: verified envelopes are committed
+// Untrusted input through Bus::IngestEnvelope: verified envelopes are committed
 // with their identity; everything else goes to the bounded quarantine.
 #include "bus/core/quarantine.h"
 
@@ -49,24 +49,24 @@ TEST(QuarantineTest, IngestEventTakesEachIdOncePerDedupScope) {
   IngestOptions from_a{"jetstream:a", "inbound-a"};
   auto first = bus->IngestEvent(in, from_a);
   ASSERT_TRUE(first.ok()) << first.status().ToString();
-  EXPECT_FALSE(first->duplicate);
+  EXPECT_NE(first->disposition, IngestDisposition::kDuplicate);
   ASSERT_EQ(first->receipt.event_ids.size(), 1u);
   EXPECT_EQ(first->receipt.event_ids[0], in.id);
 
   auto again = bus->IngestEvent(in, from_a);
   ASSERT_TRUE(again.ok()) << again.status().ToString();
-  EXPECT_TRUE(again->duplicate);
+  EXPECT_EQ(again->disposition, IngestDisposition::kDuplicate);
   EXPECT_TRUE(again->receipt.event_ids.empty());
   EXPECT_EQ(bus->Stats().last_seq, 1u) << "a duplicate commits nothing";
 
   // Another scope is another inbound channel: it takes the id once too.
   auto other = bus->IngestEvent(in, IngestOptions{"jetstream:b", "inbound-b"});
   ASSERT_TRUE(other.ok());
-  EXPECT_FALSE(other->duplicate);
+  EXPECT_NE(other->disposition, IngestDisposition::kDuplicate);
   // Without a scope nothing is deduplicated.
   auto plain = bus->IngestEvent(in, IngestOptions{"file:x", ""});
   ASSERT_TRUE(plain.ok());
-  EXPECT_FALSE(plain->duplicate);
+  EXPECT_NE(plain->disposition, IngestDisposition::kDuplicate);
   EXPECT_EQ(bus->Stats().last_seq, 3u);
 
   EXPECT_EQ(bus->IngestEvent(in, IngestOptions{"x", "bad scope!"}).status().code(), Status::Code::kInvalidArgument);
@@ -77,7 +77,7 @@ TEST(QuarantineTest, IngestEventTakesEachIdOncePerDedupScope) {
   ASSERT_TRUE(Bus::Open(MakeOptions(dir), &bus).ok());
   auto after = bus->IngestEvent(in, from_a);
   ASSERT_TRUE(after.ok());
-  EXPECT_TRUE(after->duplicate);
+  EXPECT_EQ(after->disposition, IngestDisposition::kDuplicate);
 }
 
 TEST(QuarantineTest, ConcurrentIngestsOfOneIdCommitOnce) {
@@ -93,7 +93,7 @@ TEST(QuarantineTest, ConcurrentIngestsOfOneIdCommitOnce) {
       for (const Event& e : events) {
         auto r = bus->IngestEvent(e, IngestOptions{"jetstream:a", "inbound"});
         ASSERT_TRUE(r.ok()) << r.status().ToString();
-        (r->duplicate ? duplicates : taken).fetch_add(1);
+        (r->disposition == IngestDisposition::kDuplicate ? duplicates : taken).fetch_add(1);
       }
     });
   }
@@ -134,7 +134,7 @@ TEST(QuarantineTest, OrderedIngestTakesEachKeyInItsSendersOrder) {
   EXPECT_EQ(now.next_position, 4u);
   // Old positions again: duplicates, however often.
   EXPECT_EQ(ingest(1).disposition, IngestDisposition::kDuplicate);
-  EXPECT_TRUE(ingest(3).duplicate);
+  EXPECT_EQ(ingest(3).disposition, IngestDisposition::kDuplicate);
   // Another key of the same scope has its own order.
   auto other = bus->IngestEvent(Foreign("o"), Ordered("other", 1));
   ASSERT_TRUE(other.ok());
@@ -231,10 +231,11 @@ TEST(QuarantineTest, VerifiedEnvelopeIsCommittedWithItsIdentity) {
   ASSERT_TRUE(bus->Subscribe(std::move(s)).ok());
   ASSERT_TRUE(bus->Start().ok());
   const Event in = Foreign("{\"total\":12}");
-  auto receipt = bus->Ingest(internal::EncodeEnvelope(in), "bridge:test");
-  ASSERT_TRUE(receipt.ok()) << receipt.status().ToString();
-  ASSERT_EQ(receipt->event_ids.size(), 1u);
-  EXPECT_EQ(receipt->event_ids[0], in.id);
+  auto ingested = bus->IngestEnvelope(internal::EncodeEnvelope(in), {.source = "bridge:test"});
+  ASSERT_TRUE(ingested.ok()) << ingested.status().ToString();
+  EXPECT_EQ(ingested->disposition, IngestDisposition::kTaken);
+  ASSERT_EQ(ingested->receipt.event_ids.size(), 1u);
+  EXPECT_EQ(ingested->receipt.event_ids[0], in.id);
   ASSERT_TRUE(bus->WaitIdle(10s).ok());
   std::lock_guard<std::mutex> lock(mu);
   ASSERT_TRUE(seen.has_value());
@@ -257,7 +258,8 @@ TEST(QuarantineTest, InvalidInputIsQuarantinedAndNeverHandled) {
     return Outcome::Done();
   };
   ASSERT_TRUE(bus->Subscribe(std::move(s)).ok());
-  ASSERT_TRUE(bus->RegisterVerifier("orders.order-approved.v1",
+  ASSERT_TRUE(bus->Contracts()
+                  .RegisterVerifier("orders.order-approved.v1",
                                     [](std::string_view d) {
                                       return d.starts_with("{")
                                                  ? Status::OK()
@@ -279,7 +281,7 @@ TEST(QuarantineTest, InvalidInputIsQuarantinedAndNeverHandled) {
       {internal::EncodeEnvelope(Foreign("plain text")), "not a JSON object"},
   };
   for (const Case& c : cases) {
-    auto r = bus->Ingest(c.bytes, "bridge:test");
+    auto r = bus->IngestEnvelope(c.bytes, {.source = "bridge:test"});
     ASSERT_FALSE(r.ok());
     EXPECT_TRUE(r.status().IsInvalidArgument()) << r.status().ToString();
     EXPECT_NE(r.status().message().find(c.reason), std::string::npos) << r.status().ToString();
@@ -307,7 +309,7 @@ TEST(QuarantineTest, BoundsHoldAcrossRestartsAndByBytes) {
     std::unique_ptr<Bus> bus;
     ASSERT_TRUE(Bus::Open(o, &bus).ok());
     for (int i = 0; i < 10; ++i) {
-      EXPECT_FALSE(bus->Ingest(std::string(500, static_cast<char>('a' + i)), "file:import").ok());
+      EXPECT_FALSE(bus->IngestEnvelope(std::string(500, static_cast<char>('a' + i)), {.source = "file:import"}).ok());
     }
     EXPECT_EQ(bus->Stats().quarantined, 10u * (run + 1)) << "the counter survives the restart";
   }

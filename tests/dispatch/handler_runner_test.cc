@@ -866,7 +866,8 @@ TEST(WorkerTest, OldVersionsAreUpcastForSubscribersOfTheNewOne) {
   auto bus = OpenBus(MakeOptions(dir));
   Journal j;
   ASSERT_TRUE(bus->Subscribe(V2Reader(&j, UnknownVersionPolicy::kPause)).ok());
-  ASSERT_TRUE(bus->RegisterUpcaster("orders.order-approved.v1", "orders.order-approved.v2",
+  ASSERT_TRUE(bus->Contracts()
+                  .RegisterUpcaster("orders.order-approved.v1", "orders.order-approved.v2",
                                     [](const Event& e) -> Result<std::string> { return "{" + e.data + "}"; })
                   .ok());
   ASSERT_TRUE(bus->Start().ok());
@@ -903,7 +904,8 @@ TEST(WorkerTest, UnknownVersionPausesTheSubscriberUntilAnUpcasterArrives) {
   ASSERT_TRUE(testing::Eventually([&] { return other.Done().size() == 2; }, 10s)) << "others are unaffected";
   std::this_thread::sleep_for(100ms);
   EXPECT_TRUE(j.Done().empty()) << "no progress while paused";
-  ASSERT_TRUE(bus->RegisterUpcaster("orders.order-approved.v1", "orders.order-approved.v2",
+  ASSERT_TRUE(bus->Contracts()
+                  .RegisterUpcaster("orders.order-approved.v1", "orders.order-approved.v2",
                                     [](const Event& e) -> Result<std::string> { return "{" + e.data + "}"; })
                   .ok());
   ASSERT_TRUE(bus->WaitIdle(10s).ok());
@@ -991,7 +993,7 @@ TEST(WorkerTest, RedriveReleasesAParkedSubjectInOriginalOrder) {
   ASSERT_EQ(DeadLetters(dir.path()).size(), 3u);
 
   OperatorAction who{.operator_name = "alice", .reason = "fixed the parser", .dry_run = true};
-  Result<ActionReport> dry_run = bus->RedriveDeadLetters({.subscriber = "ledger", .subject = "acct-1"}, who);
+  Result<ActionReport> dry_run = bus->Operator().RedriveDeadLetters({.subscriber = "ledger", .subject = "acct-1"}, who);
   ASSERT_TRUE(dry_run.ok()) << dry_run.status().ToString();
   const ActionReport& dry = *dry_run;
   EXPECT_EQ(dry.seqs, (std::vector<uint64_t>{1, 2, 4}));
@@ -1001,7 +1003,7 @@ TEST(WorkerTest, RedriveReleasesAParkedSubjectInOriginalOrder) {
 
   fixed = true;
   who.dry_run = false;
-  Result<ActionReport> redriven = bus->RedriveDeadLetters({.subscriber = "ledger", .seqs = {1}}, who);
+  Result<ActionReport> redriven = bus->Operator().RedriveDeadLetters({.subscriber = "ledger", .seqs = {1}}, who);
   ASSERT_TRUE(redriven.ok()) << redriven.status().ToString();
   const ActionReport& done = *redriven;
   EXPECT_EQ(done.action_id, 1u);
@@ -1028,16 +1030,20 @@ TEST(WorkerTest, SkipReleasesAndPurgeDeletesWithARecord) {
   Publish(*bus, "order-1", "held");
   ASSERT_TRUE(bus->WaitIdle(10s).ok());
   OperatorAction who{.operator_name = "bob", .reason = "order cancelled"};
-  EXPECT_TRUE(bus->SkipDeadLetters({.subscriber = "invoicing"}, {.operator_name = "bob"}).status().IsInvalidArgument())
+  EXPECT_TRUE(bus->Operator()
+                  .SkipDeadLetters({.subscriber = "invoicing"}, {.operator_name = "bob"})
+                  .status()
+                  .IsInvalidArgument())
       << "a reason is required";
-  Result<ActionReport> skipped = bus->SkipDeadLetters({.subscriber = "invoicing", .subject = "order-1"}, who);
+  Result<ActionReport> skipped =
+      bus->Operator().SkipDeadLetters({.subscriber = "invoicing", .subject = "order-1"}, who);
   ASSERT_TRUE(skipped.ok()) << skipped.status().ToString();
   EXPECT_EQ(skipped->released_subjects, std::vector<std::string>{"order-1"});
   Publish(*bus, "order-1", "after-skip");
   ASSERT_TRUE(bus->WaitIdle(10s).ok());
   EXPECT_EQ(j.Done(), std::vector<std::string>{"after-skip"}) << "released without running the skipped ones";
   EXPECT_EQ(DeadLetters(dir.path()).size(), 2u) << "skipped dead letters stay for inspection";
-  Result<ActionReport> purged = bus->PurgeDeadLetters({.subscriber = "invoicing"}, who);
+  Result<ActionReport> purged = bus->Operator().PurgeDeadLetters({.subscriber = "invoicing"}, who);
   ASSERT_TRUE(purged.ok()) << purged.status().ToString();
   EXPECT_EQ(purged->seqs, (std::vector<uint64_t>{1, 2}));
   EXPECT_EQ(purged->action_id, 2u);

@@ -1,4 +1,4 @@
-// bus/dispatch/replay.cc: Bus::Replay against a real database: same-inbox and
+// bus/dispatch/replay.cc: OperatorActions::StartReplay against a real database: same-inbox and
 // fresh-scope modes, per-subject order beside live events, dry runs,
 // cancellation, resumption after SIGKILL, and replays recorded while their
 // subscriber is not running.
@@ -109,15 +109,15 @@ ReplayRequest Request(ReplayMode mode) {
 }
 
 // Waits for the replay to end; returns its last report.
-// Bus::Replay and Bus::GetReplay as a status and a report, which most
+// OperatorActions::StartReplay and OperatorActions::Replay as a status and a report, which most
 // checks here read apart.
 Status ReplayInto(Bus& bus, const ReplayRequest& request, ReplayReport* report) {
-  Result<ReplayReport> r = bus.Replay(request);
+  Result<ReplayReport> r = bus.Operator().StartReplay(request);
   if (r.ok()) *report = std::move(*r);
   return r.status();
 }
 Status GetReplayInto(Bus& bus, uint64_t id, ReplayReport* report) {
-  Result<ReplayReport> r = bus.GetReplay(id);
+  Result<ReplayReport> r = bus.Operator().Replay(id);
   if (r.ok()) *report = std::move(*r);
   return r.status();
 }
@@ -155,7 +155,7 @@ TEST(ReplayTest, SameInboxSkipsHandledEventsAndRunsWhatFailed) {
   EXPECT_EQ(report.skipped, 45u);
   EXPECT_EQ(report.failed, 0u);
   EXPECT_EQ(report.operator_name, "ops-anna");
-  EXPECT_GT(report.ended_ms, 0u);
+  EXPECT_NE(report.ended, std::chrono::system_clock::time_point{});
   for (int i = 0; i < 50; ++i) {
     EXPECT_EQ(log.Runs(receipts[i].event_ids[0]), i % 10 == 0 ? 2 : 1) << "event " << i;
   }
@@ -194,8 +194,9 @@ TEST(ReplayTest, LeavesAParkedSubjectToTheRedrive) {
   EXPECT_EQ(report.skipped, 10u);
   EXPECT_EQ(log.Runs(receipts[3].event_ids[0]), 1) << "the parked subject waits for its redrive";
 
-  ASSERT_TRUE(
-      bus->RedriveDeadLetters({.subscriber = "projection", .subject = "bad"}, {"ops-anna", "fixed", false}).ok());
+  ASSERT_TRUE(bus->Operator()
+                  .RedriveDeadLetters({.subscriber = "projection", .subject = "bad"}, {"ops-anna", "fixed", false})
+                  .ok());
   ASSERT_TRUE(testing::Eventually([&] { return log.Runs(receipts[7].event_ids[0]) == 1; }));
   EXPECT_EQ(log.Runs(receipts[3].event_ids[0]), 2);
 }
@@ -243,7 +244,7 @@ TEST(ReplayTest, TheContextSaysWhichReplayARunBelongsTo) {
   s.handler = [&](const Event& e, HandlerContext& ctx) {
     {
       std::lock_guard<std::mutex> lock(mu);
-      runs.push_back(ctx.Replay());
+      runs.push_back(ctx.Replaying());
     }
     if (e.subject == "bad" && broken.load()) return Outcome::Reject("broken");
     return Outcome::Done();
@@ -383,19 +384,21 @@ TEST(ReplayTest, OneAtATimePerSubscriberAndCancellable) {
   ASSERT_TRUE(ReplayInto(*bus, Request(ReplayMode::kFreshScope), &first).ok());
   EXPECT_TRUE(ReplayInto(*bus, Request(ReplayMode::kFreshScope), &second).IsBusy());
   std::this_thread::sleep_for(50ms);
-  EXPECT_TRUE(bus->CancelReplay(first.replay_id, {"ops-ben", "", false}).IsInvalidArgument()) << "why is required";
-  ASSERT_TRUE(bus->CancelReplay(first.replay_id, {"ops-ben", "wrong selection", false}).ok());
+  EXPECT_TRUE(bus->Operator().CancelReplay(first.replay_id, {"ops-ben", "", false}).IsInvalidArgument())
+      << "why is required";
+  ASSERT_TRUE(bus->Operator().CancelReplay(first.replay_id, {"ops-ben", "wrong selection", false}).ok());
   ReplayReport done = WaitReplay(*bus, first.replay_id);
   EXPECT_EQ(done.state, ReplayState::kCancelled);
   EXPECT_LT(done.delivered, 500u);
   EXPECT_EQ(done.cancelled_by, "ops-ben");
   EXPECT_EQ(done.cancel_reason, "wrong selection");
-  EXPECT_TRUE(bus->CancelReplay(first.replay_id, {"ops-cy", "again", false}).ok()) << "an ended replay: no-op";
+  EXPECT_TRUE(bus->Operator().CancelReplay(first.replay_id, {"ops-cy", "again", false}).ok())
+      << "an ended replay: no-op";
   ASSERT_TRUE(GetReplayInto(*bus, first.replay_id, &done).ok());
   EXPECT_EQ(done.cancelled_by, "ops-ben");
-  EXPECT_TRUE(bus->CancelReplay(999, {"ops-ben", "typo", false}).IsNotFound());
+  EXPECT_TRUE(bus->Operator().CancelReplay(999, {"ops-ben", "typo", false}).IsNotFound());
   ASSERT_TRUE(ReplayInto(*bus, Request(ReplayMode::kFreshScope), &second).ok()) << "the subscriber is free again";
-  ASSERT_TRUE(bus->CancelReplay(second.replay_id, {"ops-ben", "test over", false}).ok());
+  ASSERT_TRUE(bus->Operator().CancelReplay(second.replay_id, {"ops-ben", "test over", false}).ok());
 }
 
 TEST(ReplayTest, RecordedWhileTheSubscriberIsAwayRunsWhenItSubscribes) {
@@ -676,7 +679,7 @@ TEST(RebuildTest, RefusesWhatWouldLeaveThePartialOrDoubled) {
   ReplayRequest dry = Rebuild();
   dry.action.dry_run = true;
   EXPECT_TRUE(ReplayInto(*bus, dry, &report).IsNotSupported()) << "a dry run says so too";
-  auto purged = bus->PurgeDeadLetters({.subscriber = "stock"}, {"ops-anna", "bad input", false});
+  auto purged = bus->Operator().PurgeDeadLetters({.subscriber = "stock"}, {"ops-anna", "bad input", false});
   ASSERT_TRUE(purged.ok());
   ASSERT_TRUE(ReplayInto(*bus, dry, &report).ok());
   EXPECT_EQ(report.selected, 2u);

@@ -96,7 +96,7 @@ class RunnerHarness final : public internal::ScopeHost {
   const internal::SchemaRegistry& schemas() const override { return schemas_; }
   const internal::AppColumnFamilies& app_column_families() const override { return apps_; }
   internal::Timeline& timeline() override { return *timeline_; }
-  Result<Receipt> CommitTransaction(internal::ScopeRep*) override {
+  Result<Receipt> CommitTransaction(internal::ScopeRep*, bool) override {
     return Status::InvalidArgument("the runner's harness commits no transactions");
   }
 

@@ -468,7 +468,7 @@ bool CheckRecordBytes(std::string_view bytes, std::string* why) {
     return false;
   }
 
-  // A replay's record, as Bus::GetReplay and a resuming replay read it.
+  // A replay's record, as OperatorActions::Replay and a resuming replay read it.
   storage::ReplayRecord replay;
   if (storage::DecodeReplay(bytes, &replay)) {
     if (replay.types.size() > storage::kMaxReplayListEntries || replay.ids.size() > storage::kMaxReplayListEntries)

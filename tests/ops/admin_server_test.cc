@@ -598,7 +598,7 @@ TEST(AdminTest, ReplayThroughTheSocketAndTheCli) {
   ReplayReport report;
   ASSERT_TRUE(testing::Eventually(
       [&] {
-        Result<ReplayReport> r = bus->GetReplay(1);
+        Result<ReplayReport> r = bus->Operator().Replay(1);
         if (r.ok()) report = *r;
         return r.ok() && report.state != ReplayState::kRunning;
       },

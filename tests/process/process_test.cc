@@ -256,13 +256,13 @@ TEST(ProcessTest, AnAbandonedInstanceEndsWithoutAStepAndItsTimeoutNeverFires) {
   ASSERT_TRUE(t->Publish({Fact(kReceived, "order-11"), Fact(kReceived, "order-12")}).ok());
   ASSERT_TRUE(t->RunUntilIdle().ok());
   OperatorAction action{.operator_name = "ann", .reason = "the customer left", .dry_run = true};
-  auto dry = AbandonProcessInstance(t->bus(), kProcessName, "order-11", action);
+  auto dry = t->bus().Operator().AbandonProcess(kProcessName, "order-11", action);
   ASSERT_TRUE(dry.ok()) << dry.status().ToString();
   EXPECT_EQ(*dry, 0u);
   ASSERT_TRUE(t->RunUntilIdle().ok());
   EXPECT_TRUE(Instance(t->bus(), "order-11").has_value()) << "a dry run changes nothing";
   action.dry_run = false;
-  auto abandoned = AbandonProcessInstance(t->bus(), kProcessName, "order-11", action);
+  auto abandoned = t->bus().Operator().AbandonProcess(kProcessName, "order-11", action);
   ASSERT_TRUE(abandoned.ok()) << abandoned.status().ToString();
   EXPECT_GT(*abandoned, 0u) << "the action's id";
   ASSERT_TRUE(t->RunUntilIdle().ok());
@@ -275,10 +275,11 @@ TEST(ProcessTest, AnAbandonedInstanceEndsWithoutAStepAndItsTimeoutNeverFires) {
   EXPECT_EQ(stats.abandoned, 1u);
   EXPECT_EQ(stats.completed, 1u);
   EXPECT_EQ(stats.running, 0u);
-  EXPECT_TRUE(AbandonProcessInstance(t->bus(), kProcessName, "order-11", action).status().IsNotFound());
-  EXPECT_TRUE(AbandonProcessInstance(t->bus(), kProcessName, "order-12", OperatorAction{}).status().IsInvalidArgument())
+  EXPECT_TRUE(t->bus().Operator().AbandonProcess(kProcessName, "order-11", action).status().IsNotFound());
+  EXPECT_TRUE(
+      t->bus().Operator().AbandonProcess(kProcessName, "order-12", OperatorAction{}).status().IsInvalidArgument())
       << "who and why are required";
-  EXPECT_TRUE(AbandonProcessInstance(t->bus(), "Bad", "order-12", action).status().IsInvalidArgument());
+  EXPECT_TRUE(t->bus().Operator().AbandonProcess("Bad", "order-12", action).status().IsInvalidArgument());
   EXPECT_TRUE(t->Failures().empty());
 }
 
@@ -380,7 +381,7 @@ TEST(ProcessTest, AStateTypeIsVerifiedAndOldStateUpgraded) {
   };
   auto t = Running(Defined(std::move(d)));
   ASSERT_NE(t, nullptr);
-  ASSERT_TRUE(t->bus().RegisterSchema(kStateType, testing::BinarySchemaFromSource(v1)).ok());
+  ASSERT_TRUE(t->bus().Contracts().RegisterSchema(kStateType, testing::BinarySchemaFromSource(v1)).ok());
   ASSERT_TRUE(t->Publish({Fact(kReceived, "sale-1")}).ok());
   ASSERT_TRUE(t->RunUntilIdle().ok());
   EXPECT_EQ(Instance(t->bus(), "sale-1")->state_version, 1u);
@@ -389,7 +390,7 @@ TEST(ProcessTest, AStateTypeIsVerifiedAndOldStateUpgraded) {
   ASSERT_FALSE(t->Failures(kSubscriber).empty());
   EXPECT_NE(t->Failures(kSubscriber)[0].error.find("a call in the handler failed"), std::string::npos)
       << t->Failures(kSubscriber)[0].error;
-  ASSERT_TRUE(t->bus().RegisterSchema(kStateType, testing::BinarySchemaFromSource(v2)).ok());
+  ASSERT_TRUE(t->bus().Contracts().RegisterSchema(kStateType, testing::BinarySchemaFromSource(v2)).ok());
   ASSERT_TRUE(t->Publish({Fact(kAccepted, "sale-1")}).ok());
   ASSERT_TRUE(t->AdvanceTime(1h).ok());  // the failed step's retries, then the upgrade
   auto instance = Instance(t->bus(), "sale-1");

@@ -61,7 +61,7 @@ std::string RunAndLog(bool hash_subjects) {
       EXPECT_TRUE(tx.Commit().ok());
     }
     EXPECT_TRUE(bus->WaitIdle(10s).ok());
-    EXPECT_FALSE(bus->Ingest(std::string("junk ") + kSecret, "import").ok());
+    EXPECT_FALSE(bus->IngestEnvelope(std::string("junk ") + kSecret, {.source = "import"}).ok());
   }
   return logger->text();
 }
@@ -185,7 +185,7 @@ TEST(LogTest, WithoutALoggerTheBusWritesToStandardErrorOnly) {
     o.logger = nullptr;
     std::unique_ptr<Bus> bus;
     if (!Bus::Open(o, &bus).ok()) ::_exit(3);
-    if (bus->Ingest("not an envelope", "test").ok()) ::_exit(4);  // quarantined: a warning
+    if (bus->IngestEnvelope("not an envelope", {.source = "test"}).ok()) ::_exit(4);  // quarantined: a warning
     (void)bus->Close();
     ::_exit(0);
   }
@@ -208,7 +208,7 @@ TEST(LogTest, LinesReachTheApplicationsLoggerAtTheirLevel) {
   o.logger = quiet;
   auto bus = testing::OpenBus(o);
   ASSERT_NE(bus, nullptr);
-  EXPECT_FALSE(bus->Ingest("not an envelope", "test").ok());  // quarantined: a warning
+  EXPECT_FALSE(bus->IngestEnvelope("not an envelope", {.source = "test"}).ok());  // quarantined: a warning
   bus->Log(LogLevel::kInfo, "an info line");
   bus->Log(LogLevel::kError, "an error line");
   EXPECT_EQ(quiet->text(), "error an error line\n");
@@ -229,7 +229,7 @@ TEST(LogTest, AnSpdlogLoggerCanBeTheBussLogger) {
   {
     auto bus = testing::OpenBus(o);
     ASSERT_NE(bus, nullptr);
-    EXPECT_FALSE(bus->Ingest("not an envelope", "test").ok());
+    EXPECT_FALSE(bus->IngestEnvelope("not an envelope", {.source = "test"}).ok());
     bus->Log(LogLevel::kInfo, "below the level");
     bus->Log(LogLevel::kError, "an error line");
   }

@@ -32,8 +32,8 @@
 // The API by concern: walbus/scope.h (Transaction, HandlerContext),
 // walbus/read.h (scans, ReadView),
 // walbus/subscriber.h (SubscriberOptions, Outcome), walbus/stats.h,
-// walbus/ingest.h, walbus/operations.h (dead letters, replay),
-// walbus/contracts.h (event schemas),
+// walbus/ingest.h, walbus/operations.h (Bus::Operator(): dead letters,
+// replay), walbus/contracts.h (Bus::Contracts(): event schemas),
 // walbus/options.h, walbus/event.h, walbus/status.h, walbus/metrics.h,
 // walbus/logger.h. This header includes them all. Process managers, built
 // on subscribers, are in walbus/process.h.
@@ -109,51 +109,6 @@ class WALBUS_EXPORT Bus {
   // that name is already active in this process.
   [[nodiscard]] virtual Status Subscribe(SubscriberOptions subscriber) = 0;
 
-  // Registers a payload verifier for `type`, replacing any earlier one.
-  // InvalidArgument when `type` breaks the event type rules (walbus/event.h)
-  // or `verifier` is empty.
-  [[nodiscard]] virtual Status RegisterVerifier(const std::string& type, PayloadVerifier verifier) = 0;
-
-  // Registers `binary_schema` (FlatBuffers, as `flatc --binary --schema`
-  // writes it) as the contract of event type `type`, kept in the database
-  // with every schema accepted for the type before. The bytes are verified
-  // first. A schema accepted before, byte for byte, is taken again (its
-  // version, `added` false). A new one must be a compatible evolution of
-  // every schema accepted for the type (docs/contracts.md): otherwise
-  // InvalidArgument listing each violation, against each version, and
-  // nothing is stored; publish such a change as a new type version.
-  // InvalidArgument too for a bad type or bytes that are no binary schema;
-  // Corruption when a stored schema no longer reads. Registrations run one
-  // at a time, so each is checked against every one before it.
-  [[nodiscard]] virtual Result<SchemaVersion> RegisterSchema(const std::string& type,
-                                                             std::string_view binary_schema) = 0;
-
-  // The schema `type`'s payloads are checked against now (the latest
-  // accepted): its version and hash, `added` false. NotFound when the type
-  // has no schema. Never does I/O.
-  [[nodiscard]] virtual Result<SchemaVersion> LatestSchema(const std::string& type) const = 0;
-  // Version `version` of `type`'s schema, as accepted in this database
-  // (an event's Event::schema_version names one): its hash, `added`
-  // false. NotFound when there is no such version. Never does I/O.
-  [[nodiscard]] virtual Result<SchemaVersion> Schema(const std::string& type, uint32_t version) const = 0;
-
-  // Registers how to bring `from_type` to the later `to_type` (same base
-  // name, higher version), replacing an earlier upcaster of `from_type`.
-  // Subscribers paused on an event this makes translatable resume.
-  // InvalidArgument when either type breaks the event type rules, when the
-  // two differ in base name or `to_type`'s version is not higher, or when
-  // `upcaster` is empty.
-  [[nodiscard]] virtual Status RegisterUpcaster(const std::string& from_type, const std::string& to_type,
-                                                Upcaster upcaster) = 0;
-
-  // Takes an event produced elsewhere (another device, a file) as envelope
-  // bytes (schemas/envelope.fbs) and commits it to the outbox, keeping its
-  // id, type, source and time. The bytes are untrusted: they are verified
-  // (size caps, FlatBuffers verifier, envelope rules, the type's payload
-  // verifier) and on any failure stored in the bounded quarantine with the
-  // reason, and InvalidArgument is returned; nothing else is written.
-  [[nodiscard]] virtual Result<Receipt> Ingest(std::string_view envelope, std::string_view source) = 0;
-
   // Takes an event produced elsewhere, given by its attributes (a message
   // of another system, a CloudEvent), and commits it to the outbox keeping
   // its id, type, source, subject, time and trace attributes; `seq` is
@@ -161,7 +116,7 @@ class WALBUS_EXPORT Bus {
   // rules, size cap, the type's payload verifier) plus a non-nil id; on a
   // failure it is quarantined (Quarantine) and InvalidArgument returned.
   // With IngestOptions::dedup_scope set, each event id is taken at most
-  // once per scope: a repeat commits nothing and reports duplicate. The
+  // once per scope: a repeat commits nothing and reports kDuplicate. The
   // dedup record commits atomically with the event, so a crash between
   // commit and the sender's acknowledgement cannot make it twice. Dedup
   // records are kept for as long as the database: the scope's dedup is
@@ -171,7 +126,13 @@ class WALBUS_EXPORT Bus {
   // position.
   [[nodiscard]] virtual Result<IngestResult> IngestEvent(const Event& event, const IngestOptions& options) = 0;
 
-  // Ingest of envelope bytes with IngestOptions (dedup as IngestEvent).
+  // Takes an event produced elsewhere (another device, a file) as envelope
+  // bytes (schemas/envelope.fbs), keeping its id, type, source and time;
+  // otherwise as IngestEvent (dedup, order key, quarantine). The bytes are
+  // untrusted: they are verified (size caps, FlatBuffers verifier,
+  // envelope rules, the type's payload verifier and schema) and on any
+  // failure stored in the bounded quarantine with the reason, and
+  // InvalidArgument is returned; nothing else is written.
   [[nodiscard]] virtual Result<IngestResult> IngestEnvelope(std::string_view envelope,
                                                             const IngestOptions& options) = 0;
 
@@ -179,6 +140,15 @@ class WALBUS_EXPORT Bus {
   // checks: a bad signature, an unauthorized source) in the bounded
   // quarantine with `reason`, where operators find it (walbus quarantine).
   [[nodiscard]] virtual Status Quarantine(std::string_view input, std::string_view source, std::string_view reason) = 0;
+
+  // The contracts of event types: schemas, payload verifiers, upcasters
+  // (walbus/contracts.h). Valid as long as this Bus.
+  virtual EventContracts& Contracts() = 0;
+
+  // What an operator does: dead letters, replays, removing a subscriber,
+  // cancelling a scheduled event, abandoning a process instance
+  // (walbus/operations.h). Valid as long as this Bus.
+  virtual OperatorActions& Operator() = 0;
 
   // Starts the dispatcher and the worker pool. Calling it again (from a
   // handler too) does nothing and returns OK; Closed after Close().
@@ -238,74 +208,6 @@ class WALBUS_EXPORT Bus {
   // when it is active in this process. Reads the outbox above the
   // subscriber's checkpoint. InvalidArgument for an unknown subscriber.
   [[nodiscard]] virtual Result<std::vector<DeliveryState>> Pending(const std::string& subscriber, size_t limit) = 0;
-
-  // Sends the selected dead letters back to their (active) subscriber, in
-  // their original per-subject order and before any later event of their
-  // subject; a parked subject is released once its held events are back
-  // in line. Each redriven event runs under the subscriber's retry policy
-  // again. The action is recorded first (walbus.replays); a selection of
-  // nothing is no action: OK, action_id 0, no record.
-  [[nodiscard]] virtual Result<ActionReport> RedriveDeadLetters(const DeadLetterSelection& selection,
-                                                                const OperatorAction& action) = 0;
-  // Releases the parked subjects of the selection without running their
-  // dead letters again; the dead letters stay for inspection.
-  [[nodiscard]] virtual Result<ActionReport> SkipDeadLetters(const DeadLetterSelection& selection,
-                                                             const OperatorAction& action) = 0;
-  // Deletes the selected dead letters; the action record keeps their seqs
-  // and event ids.
-  [[nodiscard]] virtual Result<ActionReport> PurgeDeadLetters(const DeadLetterSelection& selection,
-                                                              const OperatorAction& action) = 0;
-
-  // Removes a registered subscriber that is not active in this process
-  // (one subscribed by mistake, or retired), as an operator action
-  // recorded first: its checkpoint, counters, retries, dead letters and
-  // parked subjects go in one commit, so the outbox is no longer held for
-  // it. Its inbox records are deleted after that commit (the next open
-  // finishes what a crash left). Its id is
-  // never given again: the same name subscribed later is a new subscriber,
-  // starting at its SubscriberOptions::start. The report lists the dead
-  // letters and parked subjects dropped. InvalidArgument for an unknown
-  // name or no operator or reason; Busy while it is active here or a
-  // replay of it is running (cancel that first). With action.dry_run, the
-  // report says what would go, and nothing changes.
-  [[nodiscard]] virtual Result<ActionReport> RemoveSubscriber(const std::string& name,
-                                                              const OperatorAction& action) = 0;
-
-  // Runs retained events through one active subscriber again, as an
-  // operator action recorded in walbus.replays before it starts. Returns
-  // once it is recorded (the report's replay_id); it runs in the
-  // background, subject by subject in seq order, never beside a live event
-  // of the same subject for that subscriber (a subject's replayed events
-  // run while it is idle, before its next live event). Exactly once per
-  // replay: a replay cut short by a crash resumes at the next open once
-  // its subscriber is active, and events it completed are not run again.
-  // A replayed event that exhausts the retry policy is dead-lettered
-  // (counted failed) without parking its subject. One replay at a time
-  // per subscriber: Busy otherwise. With action.dry_run, the report says
-  // what would run, and nothing changes. A registered subscriber that
-  // is not active in this process (an operator's tool on a stopped
-  // database) gets the replay recorded; it starts when the subscriber is
-  // next subscribed (and a kFreshScope one of a subscriber that has become
-  // not side_effect_safe by then ends as kRefused).
-  // InvalidArgument for a bad request or an unknown subscriber;
-  // NotSupported for kFreshScope on a subscriber not side_effect_safe, as
-  // active here or, when not, as it was last subscribed (a database from
-  // before registrations were stored: recorded, decided at Subscribe).
-  [[nodiscard]] virtual Result<ReplayReport> Replay(const ReplayRequest& request) = 0;
-  // Stops a running replay, recording who and why (action.dry_run is
-  // ignored); what it completed stays. InvalidArgument without an
-  // operator name and a reason; NotFound for an unknown id; OK (and no
-  // change) when it has ended already.
-  [[nodiscard]] virtual Status CancelReplay(uint64_t replay_id, const OperatorAction& action) = 0;
-  // The record of one replay, its counts up to date. NotFound when none.
-  [[nodiscard]] virtual Result<ReplayReport> GetReplay(uint64_t replay_id) = 0;
-  // An operator's cancel of a scheduled event (`walbus scheduled cancel`):
-  // WriteScope::CancelScheduled in a unit of its own, recorded (who, why,
-  // when) as an operator action in the same commit. Returns the action's
-  // id; 0 for a dry run, which only checks that the event is pending.
-  // InvalidArgument without an operator name and a reason; NotFound and
-  // Conflict as CancelScheduled.
-  [[nodiscard]] virtual Result<uint64_t> CancelScheduled(const EventId& id, const OperatorAction& action) = 0;
 
   // The counters of this bus; after Close(), the last ones.
   virtual BusStats Stats() = 0;

@@ -496,7 +496,7 @@ WALBUS_EXPORT int walbus_ctx_delete_range(walbus_ctx_t* ctx, const char* column_
 // walbus_tx_clear in a handler: commits with the handled record.
 WALBUS_EXPORT int walbus_ctx_clear(walbus_ctx_t* ctx, const char* column_family, char** err);
 
-// Non-zero when the handler runs for a replay (walbus::Bus::Replay); then
+// Non-zero when the handler runs for a replay (walbus::OperatorActions::StartReplay); then
 // *replay_id (when not NULL) is its id and *fresh_scope (when not NULL)
 // non-zero for a fresh-scope replay.
 WALBUS_EXPORT int walbus_ctx_replay(const walbus_ctx_t* ctx, uint64_t* replay_id, int* fresh_scope);

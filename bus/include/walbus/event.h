@@ -128,7 +128,7 @@ struct Event {
   std::optional<EventId> causation_id;
   std::string traceparent;  // As published, else inherited like correlation_id.
   std::string data;         // The payload.
-  // The version of its type's schema (Bus::RegisterSchema) the payload was
+  // The version of its type's schema (EventContracts::RegisterSchema) the payload was
   // checked against when it was published or ingested here; 0 when the
   // type had no schema then (or the event predates this record). Set by
   // the bus: ignored in an event given to Bus::IngestEvent.

@@ -48,7 +48,6 @@ enum class IngestDisposition : uint8_t {
 // What an ingest did.
 struct IngestResult {
   Receipt receipt;                                            // The committed event; empty unless taken or late.
-  bool duplicate = false;                                     // The scope had taken this event id before.
   IngestDisposition disposition = IngestDisposition::kTaken;  // See above.
   // With an order key: the position the key waits for next, after this
   // ingest (kAhead: the first missing one).

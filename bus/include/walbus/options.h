@@ -110,9 +110,9 @@ struct Options {
   size_t tail_cache_bytes = 64u << 20;
 
   // Refuse, at Publish and Ingest, an event whose type has no registered
-  // schema (Bus::RegisterSchema), so that every payload is checked against
+  // schema (EventContracts::RegisterSchema), so that every payload is checked against
   // a contract. Default false: such a type's payloads are checked only by
-  // its verifier, if any (Bus::RegisterVerifier).
+  // its verifier, if any (EventContracts::RegisterVerifier).
   bool require_schemas = false;
 
   // Largest accepted event payload (`data`); larger publishes are refused
@@ -141,7 +141,7 @@ struct Options {
   // @}
 
   // Retention: handled events (below every subscriber's checkpoint) kept
-  // in the outbox for Bus::Replay. A kept event stays while it is within
+  // in the outbox for OperatorActions::StartReplay. A kept event stays while it is within
   // every limit set: the newest retain_events of them, younger than
   // retain_for (by event time), and the newest ones that fit in
   // retain_bytes (judged by the mean size of a sample of them). Zero sets no limit

@@ -98,7 +98,7 @@ struct ProcessDefinition {
   UnmatchedPolicy on_unmatched = UnmatchedPolicy::kIgnore;
   // Retries of a failed step, as a subscriber's.
   RetryPolicy retry;
-  // A type with a payload contract (Bus::RegisterSchema) the state must
+  // A type with a payload contract (EventContracts::RegisterSchema) the state must
   // verify against; its schema version is kept with the state. Empty:
   // the state is bytes the bus does not look into.
   std::string state_type;
@@ -155,7 +155,7 @@ struct ProcessListOptions {
 struct ProcessStats {
   uint64_t started = 0;         // instances started
   uint64_t completed = 0;       // instances completed
-  uint64_t abandoned = 0;       // instances an operator abandoned (AbandonProcessInstance)
+  uint64_t abandoned = 0;       // instances an operator abandoned (OperatorActions::AbandonProcess)
   uint64_t running = 0;         // started, neither completed nor abandoned
   uint64_t unmatched = 0;       // events that found no instance, ignored
   uint64_t stale_timeouts = 0;  // timeouts delivered after they were replaced or cancelled, ignored
@@ -257,19 +257,6 @@ class WALBUS_EXPORT Process {
                                                                                        std::string_view key);
 // What process `name` did (all zero for one that never ran).
 [[nodiscard]] WALBUS_EXPORT Result<ProcessStats> ReadProcessStats(Bus& bus, std::string_view name);
-// Abandons the running instance of process `name` under `key`, as a
-// recorded operator action (who, why: a record beside the other operator
-// actions): the process ends it without calling its handler, cancelling
-// its pending timeouts and removing its state. The abandonment reaches the
-// instance as its events do, in their order under `key` (its subject), so
-// it never races a step; it takes effect once the process's subscriber
-// runs and has handled what came before it. An instance stuck behind a
-// failing event is abandoned once that event is dead-lettered, or
-// redriven or skipped when PoisonPolicy::kParkKey holds its subject.
-// Returns the action's id (0 for a dry run). NotFound when no instance
-// runs under `key` now; InvalidArgument without an operator or a reason.
-[[nodiscard]] WALBUS_EXPORT Result<uint64_t> AbandonProcessInstance(Bus& bus, std::string_view name,
-                                                                    std::string_view key, const OperatorAction& action);
 // The running instances of process `name`, in key order, a page at a time.
 [[nodiscard]] WALBUS_EXPORT Result<ProcessPage> ListProcessInstances(Bus& bus, std::string_view name,
                                                                      const ProcessListOptions& options = {});

@@ -13,6 +13,7 @@
 #include "walbus/event.h"
 #include "walbus/export.h"
 #include "walbus/operations.h"
+#include "walbus/options.h"
 #include "walbus/read.h"
 #include "walbus/status.h"
 
@@ -141,6 +142,17 @@ class WALBUS_EXPORT WriteScope {
   friend struct internal::ScopeAccess;
 };
 
+// How one commit is made (Transaction::Commit).
+struct CommitOptions {
+  // Return only once the commit is on stable storage, as under
+  // Durability::kSync, even on a kBuffered bus: for the few commits a
+  // power cut must not take (a payment taken, an acknowledgement about to
+  // be sent) among many that may be redone. It shares the fsync of its
+  // group, and the commits written before it become durable with it.
+  // False: as Options::durability says.
+  bool sync = false;
+};
+
 // A unit of domain writes and events that commits atomically.
 // Destroying a Transaction without Commit() leaves nothing behind.
 //
@@ -155,12 +167,12 @@ class WALBUS_EXPORT Transaction : public WriteScope {
   ~Transaction();
 
   // Writes everything buffered in one atomic batch, durable per
-  // Options::durability when it returns OK. Conflict when an ExpectVersion
-  // failed; the first error of an earlier call; Closed after Bus::Close();
-  // InvalidArgument when this transaction was committed before (nothing is
-  // written twice). Blocks while the write is in progress (shared with
-  // concurrent commits).
-  Result<Receipt> Commit();
+  // Options::durability (or CommitOptions::sync) when it returns OK.
+  // Conflict when an ExpectVersion failed; the first error of an earlier
+  // call; Closed after Bus::Close(); InvalidArgument when this transaction
+  // was committed before (nothing is written twice). Blocks while the
+  // write is in progress (shared with concurrent commits).
+  Result<Receipt> Commit(const CommitOptions& options = {});
 
  private:
   using WriteScope::WriteScope;
@@ -186,7 +198,7 @@ class WALBUS_EXPORT HandlerContext : public WriteScope {
   // across restarts; a run cut short by a crash counts, events waiting at
   // a clean Close are charged nothing, and a pause is not a run.
   uint32_t Attempt() const;
-  // A run of the handler for a replay (Bus::Replay).
+  // A run of the handler for a replay (OperatorActions::StartReplay).
   struct ReplayRun {
     uint64_t replay_id = 0;                    // which replay
     ReplayMode mode = ReplayMode::kSameInbox;  // and in which mode
@@ -195,7 +207,7 @@ class WALBUS_EXPORT HandlerContext : public WriteScope {
   // rebuilt from cleared state (ReplayRequest::clear_column_families)
   // needs nothing of it; a handler that sends nothing out during replays,
   // or keeps a marker per replay, reads it here.
-  std::optional<ReplayRun> Replay() const;
+  std::optional<ReplayRun> Replaying() const;
 
  private:
   using WriteScope::WriteScope;

@@ -62,15 +62,6 @@ class Outcome {
 // failure is permanent.
 using Handler = std::function<Outcome(const Event&, HandlerContext&)>;
 
-// Checks the payload of one event type: OK, or why not. Registered with
-// Bus::RegisterVerifier; runs at Publish and on Bus::Ingest.
-using PayloadVerifier = std::function<Status(std::string_view data)>;
-
-// Brings an event from one version of its type to a later one (v1 -> v2):
-// returns the new `data`. Registered with Bus::RegisterUpcaster; an error
-// is a failed attempt of the subscriber's handler.
-using Upcaster = std::function<Result<std::string>(const Event& from)>;
-
 // What a subscriber does with an event of a type version it does not take
 // and no upcaster can bring to one it does.
 enum class UnknownVersionPolicy : uint8_t {

@@ -286,7 +286,8 @@ TEST(InspectEventsTest, SubscribersNameTypesWithoutASchema) {
       "file_identifier \"ORDA\";";
   {
     auto bus = testing::OpenBus(testing::TestOptions(dir));
-    ASSERT_TRUE(bus->RegisterSchema("orders.order-approved.v1", testing::BinarySchemaFromSource(source)).ok());
+    ASSERT_TRUE(
+        bus->Contracts().RegisterSchema("orders.order-approved.v1", testing::BinarySchemaFromSource(source)).ok());
     SubscriberOptions s;
     s.name = "billing";
     s.types = {"orders.order-approved.v1", "orders.order-aproved.v1"};

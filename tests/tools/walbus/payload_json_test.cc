@@ -117,7 +117,7 @@ TEST(PayloadJsonTest, NumbersAreExactAndAlwaysJson) {
   {
     auto bus = testing::OpenBus(testing::TestOptions(dir));
     ASSERT_NE(bus, nullptr);
-    ASSERT_TRUE(bus->RegisterSchema("probes.sample.v1", schema->bytes()).ok());
+    ASSERT_TRUE(bus->Contracts().RegisterSchema("probes.sample.v1", schema->bytes()).ok());
     Transaction tx = bus->Begin();
     ASSERT_TRUE(tx.Publish(EventSpec{.type = "probes.sample.v1", .subject = "probe-1", .data = payload}).ok());
     ASSERT_TRUE(tx.Commit().ok());
@@ -136,7 +136,7 @@ TEST(PayloadJsonTest, EveryCommandShowsThePayloadAsJson) {
     options.quarantine_max_entries = 8;
     auto bus = testing::OpenBus(options);
     ASSERT_NE(bus, nullptr);
-    ASSERT_TRUE(bus->RegisterSchema(kType, Schema().bytes()).ok());
+    ASSERT_TRUE(bus->Contracts().RegisterSchema(kType, Schema().bytes()).ok());
     SubscriberOptions s;
     s.name = "billing";
     s.handler = [](const Event&, HandlerContext&) { return Outcome::Reject("no account"); };

@@ -110,7 +110,7 @@ TEST(SchemaCommandTest, ChecksAgainstADatabaseAndListsItsTypes) {
   {
     auto bus = testing::OpenBus(testing::TestOptions(dir));
     ASSERT_NE(bus, nullptr);
-    ASSERT_TRUE(bus->RegisterSchema("orders.order-approved.v1", v1->bytes()).ok());
+    ASSERT_TRUE(bus->Contracts().RegisterSchema("orders.order-approved.v1", v1->bytes()).ok());
   }
   std::string next_text = kV1;
   next_text.replace(next_text.find(" }\nroot_type"), 3, " note: string; }\n");
@@ -158,8 +158,8 @@ TEST(SchemaCommandTest, ShowsEveryVersionAsSourceThatReadsTheSame) {
   {
     auto bus = testing::OpenBus(testing::TestOptions(dir));
     ASSERT_NE(bus, nullptr);
-    ASSERT_TRUE(bus->RegisterSchema("orders.order-approved.v1", v1->bytes()).ok());
-    ASSERT_TRUE(bus->RegisterSchema("orders.order-approved.v1", v2->bytes()).ok());
+    ASSERT_TRUE(bus->Contracts().RegisterSchema("orders.order-approved.v1", v1->bytes()).ok());
+    ASSERT_TRUE(bus->Contracts().RegisterSchema("orders.order-approved.v1", v2->bytes()).ok());
   }
   std::string out;
   ASSERT_EQ(RunCliOutput("schema show " + dir.path() + " orders.order-approved.v1", &out), 0);

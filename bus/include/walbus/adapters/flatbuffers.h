@@ -55,11 +55,11 @@ inline constexpr flatbuffers::uoffset_t kTypedPayloadMaxTables = 1u << 20;
 // @}
 
 // Registers Table's schema as the contract of its event type
-// (Bus::RegisterSchema: a change that breaks an accepted version is
-// refused).
+// (EventContracts::RegisterSchema: a change that breaks an accepted
+// version is refused).
 template <class Table>
 [[nodiscard]] Result<SchemaVersion> RegisterContract(Bus& bus) {
-  return bus.RegisterSchema(std::string(EventContract<Table>::kType), EventContract<Table>::BinarySchema());
+  return bus.Contracts().RegisterSchema(std::string(EventContract<Table>::kType), EventContract<Table>::BinarySchema());
 }
 
 // Registers each table's contract in order; the first refusal (its
@@ -139,9 +139,9 @@ template <class From, class To>
 using TypedUpcasterFn =
     std::function<Result<flatbuffers::Offset<To>>(const Event&, const From&, flatbuffers::FlatBufferBuilder&)>;
 
-// Registers an upcaster from From's event type to To's (Bus::RegisterUpcaster)
-// that reads the verified From and builds To's root in the builder it is
-// given; the builder is finished with To's file identifier. A From payload
+// Registers an upcaster from From's event type to To's
+// (EventContracts::RegisterUpcaster) that reads the verified From and
+// builds To's root in the builder it is given; the builder is finished with To's file identifier. A From payload
 // that does not verify, or an error `upcast` returns, is a failed attempt
 // of the subscriber's handler.
 template <class From, class To>
@@ -157,8 +157,8 @@ template <class From, class To>
     builder.Finish(*root, EventContract<To>::kFileIdentifier);
     return std::string(reinterpret_cast<const char*>(builder.GetBufferPointer()), builder.GetSize());
   };
-  return bus.RegisterUpcaster(std::string(EventContract<From>::kType), std::string(EventContract<To>::kType),
-                              std::move(upcaster));
+  return bus.Contracts().RegisterUpcaster(std::string(EventContract<From>::kType),
+                                          std::string(EventContract<To>::kType), std::move(upcaster));
 }
 
 // A process's state as a Table (walbus/process.h): set the definition's

@@ -1,4 +1,4 @@
-// bus/api/bus_schemas.cc: Bus::RegisterSchema against a real database:
+// bus/api/event_contracts.cc: EventContracts::RegisterSchema against a real database:
 // versions, the same schema again, compatible and breaking evolutions
 // checked against every version, restarts, concurrent registrations.
 #include <gtest/gtest.h>
@@ -50,13 +50,7 @@ Status PublishOne(Bus* bus, const std::string& type, const std::string& data) {
   return tx.Commit().status();
 }
 
-size_t OutboxSize(const std::string& dir) {
-  std::vector<internal::OutboxEntry> entries;
-  EXPECT_TRUE(internal::ListOutbox(dir, internal::OutboxFilter{}, &entries, SIZE_MAX).ok());
-  return entries.size();
-}
-
-TEST(BusSchemasTest, VersionsGrowOnlyByCompatibleEvolutions) {
+TEST(EventContractsTest, VersionsGrowOnlyByCompatibleEvolutions) {
   TempDir dir;
   const std::string v1 = Binary("order_id: string (required); priority: int;");
   const std::string v2 = Binary("order_id: string (required); priority: int; note: string;");
@@ -64,37 +58,38 @@ TEST(BusSchemasTest, VersionsGrowOnlyByCompatibleEvolutions) {
   {
     auto bus = testing::OpenBus(testing::TestOptions(dir));
     ASSERT_NE(bus, nullptr);
-    auto first = bus->RegisterSchema(kType, v1);
+    auto first = bus->Contracts().RegisterSchema(kType, v1);
     ASSERT_TRUE(first.ok()) << first.status().ToString();
     EXPECT_EQ(first->version, 1u);
     EXPECT_TRUE(first->added);
     EXPECT_EQ(first->hash.size(), 16u);
-    auto again = bus->RegisterSchema(kType, v1);
+    auto again = bus->Contracts().RegisterSchema(kType, v1);
     ASSERT_TRUE(again.ok());
     EXPECT_EQ(again->version, 1u);
     EXPECT_FALSE(again->added) << "the same bytes are the same schema";
     EXPECT_EQ(again->hash, first->hash);
-    auto second = bus->RegisterSchema(kType, v2);
+    auto second = bus->Contracts().RegisterSchema(kType, v2);
     ASSERT_TRUE(second.ok()) << second.status().ToString();
     EXPECT_EQ(second->version, 2u);
     EXPECT_NE(second->hash, first->hash);
     // Another type is a registry of its own.
-    auto other = bus->RegisterSchema("orders.order-shipped.v1", v2);
+    auto other = bus->Contracts().RegisterSchema("orders.order-shipped.v1", v2);
     ASSERT_TRUE(other.ok());
     EXPECT_EQ(other->version, 1u);
   }
   auto bus = testing::OpenBus(testing::TestOptions(dir));
   ASSERT_NE(bus, nullptr);
-  auto kept = bus->RegisterSchema(kType, v2);
+  auto kept = bus->Contracts().RegisterSchema(kType, v2);
   ASSERT_TRUE(kept.ok());
   EXPECT_EQ(kept->version, 2u) << "versions survive a restart";
   EXPECT_FALSE(kept->added);
-  auto old = bus->RegisterSchema(kType, v1);
+  auto old = bus->Contracts().RegisterSchema(kType, v1);
   ASSERT_TRUE(old.ok()) << "an older accepted schema is still accepted, as itself";
   EXPECT_EQ(old->version, 1u);
   // Retyping `priority` breaks both versions; each line names the one it
   // breaks.
-  auto breaking = bus->RegisterSchema(kType, Binary("order_id: string (required); priority: long; note: string;"));
+  auto breaking =
+      bus->Contracts().RegisterSchema(kType, Binary("order_id: string (required); priority: long; note: string;"));
   ASSERT_TRUE(breaking.status().IsInvalidArgument());
   const std::string why = breaking.status().message();
   EXPECT_NE(why.find("against version 1: orders.OrderApproved.priority changed type from Int to Long"),
@@ -102,14 +97,15 @@ TEST(BusSchemasTest, VersionsGrowOnlyByCompatibleEvolutions) {
       << why;
   EXPECT_NE(why.find("against version 2: orders.OrderApproved.priority changed type"), std::string::npos) << why;
   EXPECT_NE(why.find("new type version"), std::string::npos) << why;
-  auto removed = bus->RegisterSchema(kType, Binary("order_id: string (required); priority: int; other: int;"));
+  auto removed =
+      bus->Contracts().RegisterSchema(kType, Binary("order_id: string (required); priority: int; other: int;"));
   ASSERT_TRUE(removed.status().IsInvalidArgument());
   EXPECT_EQ(removed.status().message().find("against version 1"), std::string::npos)
       << "version 1 has no field 2, so only version 2 is broken: " << removed.status().message();
   EXPECT_NE(removed.status().message().find("against version 2: orders.OrderApproved.note (id 2) was renamed"),
             std::string::npos)
       << removed.status().message();
-  auto third = bus->RegisterSchema(kType, v3);
+  auto third = bus->Contracts().RegisterSchema(kType, v3);
   ASSERT_TRUE(third.ok()) << third.status().ToString();
   EXPECT_EQ(third->version, 3u) << "a refused schema takes no version";
 }
@@ -117,13 +113,13 @@ TEST(BusSchemasTest, VersionsGrowOnlyByCompatibleEvolutions) {
 // A build rolled back to an earlier version of a type's schema registers
 // it as that version, whatever bytes its flatc wrote, and publishes what
 // the latest version reads.
-TEST(BusSchemasTest, AnEarlierVersionIsTakenAsItselfAfterARollback) {
+TEST(EventContractsTest, AnEarlierVersionIsTakenAsItselfAfterARollback) {
   TempDir dir;
   auto bus = testing::OpenBus(testing::TestOptions(dir));
   ASSERT_NE(bus, nullptr);
   const std::string v1_fields = "order_id: string (required); priority: int;";
-  ASSERT_TRUE(bus->RegisterSchema(kType, Binary(v1_fields)).ok());
-  auto v2 = bus->RegisterSchema(kType, Binary(v1_fields + " note: string;"));
+  ASSERT_TRUE(bus->Contracts().RegisterSchema(kType, Binary(v1_fields)).ok());
+  auto v2 = bus->Contracts().RegisterSchema(kType, Binary(v1_fields + " note: string;"));
   ASSERT_TRUE(v2.ok() && v2->version == 2u);
 
   // The same source with a user attribute: other bytes, the same schema.
@@ -133,12 +129,12 @@ TEST(BusSchemasTest, AnEarlierVersionIsTakenAsItselfAfterARollback) {
   ASSERT_TRUE(rolled_back_schema.ok()) << rolled_back_schema.status().ToString();
   ASSERT_NE(rolled_back_schema->bytes(), Binary(v1_fields));
   for (const std::string& bytes : {Binary(v1_fields), rolled_back_schema->bytes()}) {
-    auto rolled_back = bus->RegisterSchema(kType, bytes);
+    auto rolled_back = bus->Contracts().RegisterSchema(kType, bytes);
     ASSERT_TRUE(rolled_back.ok()) << rolled_back.status().ToString();
     EXPECT_EQ(rolled_back->version, 1u);
     EXPECT_FALSE(rolled_back->added);
   }
-  auto latest = bus->LatestSchema(kType);
+  auto latest = bus->Contracts().LatestSchema(kType);
   ASSERT_TRUE(latest.ok());
   EXPECT_EQ(latest->version, 2u) << "payloads are still checked against the latest";
   EXPECT_TRUE(PublishOne(bus.get(), kType, Payload(Source(v1_fields), R"({ order_id: "o-1", priority: 2 })")).ok());
@@ -147,39 +143,40 @@ TEST(BusSchemasTest, AnEarlierVersionIsTakenAsItselfAfterARollback) {
   // change what the payload check checks.
   const std::string v2_again =
       "attribute \"doc\";\n" + Source("order_id: string (required, doc: \"id\"); priority: int; note: string;");
-  auto v3 = bus->RegisterSchema(kType, internal::ParseSchemaSource(v2_again, {}, "order_approved.fbs")->bytes());
+  auto v3 =
+      bus->Contracts().RegisterSchema(kType, internal::ParseSchemaSource(v2_again, {}, "order_approved.fbs")->bytes());
   ASSERT_TRUE(v3.ok());
   EXPECT_EQ(v3->version, 3u);
 }
 
-TEST(BusSchemasTest, BadInputIsRefusedAndStoresNothing) {
+TEST(EventContractsTest, BadInputIsRefusedAndStoresNothing) {
   TempDir dir;
   auto bus = testing::OpenBus(testing::TestOptions(dir));
   ASSERT_NE(bus, nullptr);
-  EXPECT_TRUE(bus->RegisterSchema("not a type", Binary("x: int;")).status().IsInvalidArgument());
-  auto garbage = bus->RegisterSchema(kType, "not a schema");
+  EXPECT_TRUE(bus->Contracts().RegisterSchema("not a type", Binary("x: int;")).status().IsInvalidArgument());
+  auto garbage = bus->Contracts().RegisterSchema(kType, "not a schema");
   ASSERT_TRUE(garbage.status().IsInvalidArgument());
   EXPECT_NE(garbage.status().message().find("binary schema"), std::string::npos) << garbage.status().ToString();
-  auto first = bus->RegisterSchema(kType, Binary("x: int;"));
+  auto first = bus->Contracts().RegisterSchema(kType, Binary("x: int;"));
   ASSERT_TRUE(first.ok());
   EXPECT_EQ(first->version, 1u) << "nothing refused took a version";
   ASSERT_TRUE(bus->Close().ok());
-  EXPECT_TRUE(bus->RegisterSchema(kType, Binary("x: int;")).status().IsClosed());
+  EXPECT_TRUE(bus->Contracts().RegisterSchema(kType, Binary("x: int;")).status().IsClosed());
 }
 
 // Two evolutions of v1, each compatible with it but not with each other
 // (the same new field, two types), registered at once: exactly one is
 // accepted, the other is refused against it.
-TEST(BusSchemasTest, ConcurrentRegistrationsAreCheckedAgainstEachOther) {
+TEST(EventContractsTest, ConcurrentRegistrationsAreCheckedAgainstEachOther) {
   for (int round = 0; round < 10; ++round) {
     TempDir dir;
     auto bus = testing::OpenBus(testing::TestOptions(dir));
     ASSERT_NE(bus, nullptr);
-    ASSERT_TRUE(bus->RegisterSchema(kType, Binary("x: int;")).ok());
+    ASSERT_TRUE(bus->Contracts().RegisterSchema(kType, Binary("x: int;")).ok());
     const std::string with_int = Binary("x: int; y: int;"), with_string = Binary("x: int; y: string;");
     std::atomic<int> accepted{0}, refused{0};
     auto run = [&](const std::string* schema) {
-      auto r = bus->RegisterSchema(kType, *schema);
+      auto r = bus->Contracts().RegisterSchema(kType, *schema);
       if (r.ok()) {
         EXPECT_EQ(r->version, 2u);
         ++accepted;
@@ -196,7 +193,7 @@ TEST(BusSchemasTest, ConcurrentRegistrationsAreCheckedAgainstEachOther) {
   }
 }
 
-TEST(BusSchemasTest, PublishedPayloadsAreCheckedAgainstTheLatestSchema) {
+TEST(EventContractsTest, PublishedPayloadsAreCheckedAgainstTheLatestSchema) {
   TempDir dir;
   const std::string v1_payload = Payload(Source(kV1Fields), R"({ order_id: "o-1", priority: 2 })");
   const std::string wrong_table = Payload(kStockReleased, R"({ order_id: "o-1" })");
@@ -204,7 +201,7 @@ TEST(BusSchemasTest, PublishedPayloadsAreCheckedAgainstTheLatestSchema) {
     auto bus = testing::OpenBus(testing::TestOptions(dir));
     ASSERT_NE(bus, nullptr);
     ASSERT_TRUE(PublishOne(bus.get(), kType, wrong_table).ok()) << "no schema yet: payloads are opaque";
-    ASSERT_TRUE(bus->RegisterSchema(kType, Binary(kV1Fields)).ok());
+    ASSERT_TRUE(bus->Contracts().RegisterSchema(kType, Binary(kV1Fields)).ok());
     EXPECT_TRUE(PublishOne(bus.get(), kType, v1_payload).ok());
     const Status refused = PublishOne(bus.get(), kType, wrong_table);
     ASSERT_TRUE(refused.IsInvalidArgument());
@@ -214,13 +211,14 @@ TEST(BusSchemasTest, PublishedPayloadsAreCheckedAgainstTheLatestSchema) {
         << refused.ToString();
     EXPECT_TRUE(PublishOne(bus.get(), "orders.order-shipped.v1", wrong_table).ok()) << "other types are unchecked";
   }
-  EXPECT_EQ(OutboxSize(dir.path()), 3u) << "the refused publish committed nothing";
+  EXPECT_EQ(testing::OutboxSize(*testing::OpenStoppedDatabase(dir.path())), 3u)
+      << "the refused publish committed nothing";
   auto bus = testing::OpenBus(testing::TestOptions(dir));
   ASSERT_NE(bus, nullptr);
   EXPECT_TRUE(PublishOne(bus.get(), kType, wrong_table).IsInvalidArgument())
       << "the stored schema checks payloads after a restart, registered again or not";
   // A compatible version 2: payloads of either producer pass.
-  ASSERT_TRUE(bus->RegisterSchema(kType, Binary(kV2Fields)).ok());
+  ASSERT_TRUE(bus->Contracts().RegisterSchema(kType, Binary(kV2Fields)).ok());
   EXPECT_TRUE(PublishOne(bus.get(), kType, v1_payload).ok()) << "an older producer's payload";
   EXPECT_TRUE(PublishOne(bus.get(), kType, Payload(Source(kV2Fields), R"({ order_id: "o-2", note: "n" })")).ok());
   const Status missing = PublishOne(
@@ -231,7 +229,7 @@ TEST(BusSchemasTest, PublishedPayloadsAreCheckedAgainstTheLatestSchema) {
       << missing.ToString();
 }
 
-TEST(BusSchemasTest, EachEventRecordsTheSchemaVersionItWasCheckedAgainst) {
+TEST(EventContractsTest, EachEventRecordsTheSchemaVersionItWasCheckedAgainst) {
   TempDir dir;
   const std::string v1_payload = Payload(Source(kV1Fields), R"({ order_id: "o-1", priority: 2 })");
   std::string v1_hash;
@@ -240,20 +238,20 @@ TEST(BusSchemasTest, EachEventRecordsTheSchemaVersionItWasCheckedAgainst) {
   {
     auto bus = testing::OpenBus(o);
     ASSERT_TRUE(PublishOne(bus.get(), kType, v1_payload).ok());  // no schema yet: 0
-    auto v1 = bus->RegisterSchema(kType, Binary(kV1Fields));
+    auto v1 = bus->Contracts().RegisterSchema(kType, Binary(kV1Fields));
     ASSERT_TRUE(v1.ok());
     v1_hash = v1->hash;
     ASSERT_TRUE(PublishOne(bus.get(), kType, v1_payload).ok());  // 1
-    ASSERT_TRUE(bus->RegisterSchema(kType, Binary(kV2Fields)).ok());
+    ASSERT_TRUE(bus->Contracts().RegisterSchema(kType, Binary(kV2Fields)).ok());
     ASSERT_TRUE(PublishOne(bus.get(), kType, v1_payload).ok());  // 2: checked against the latest
     Event in = testing::IncomingEvent(kType, "order-1", "device-7/orders", v1_payload);
     in.schema_version = 7;  // what another bus said: this one checks again
     ASSERT_TRUE(bus->IngestEvent(in, IngestOptions{"jetstream:a", ""}).ok());  // 2
-    EXPECT_TRUE(bus->Schema(kType, 3).status().IsNotFound());
+    EXPECT_TRUE(bus->Contracts().Schema(kType, 3).status().IsNotFound());
     ASSERT_TRUE(bus->Close().ok());
   }
   auto bus = testing::OpenBus(o);
-  auto v1 = bus->Schema(kType, 1);
+  auto v1 = bus->Contracts().Schema(kType, 1);
   ASSERT_TRUE(v1.ok()) << "known after a restart: " << v1.status().ToString();
   EXPECT_EQ(v1->hash, v1_hash);
   std::mutex mu;
@@ -280,12 +278,12 @@ TEST(BusSchemasTest, EachEventRecordsTheSchemaVersionItWasCheckedAgainst) {
   EXPECT_EQ(entries[2].payload.version, 2u);
 }
 
-TEST(BusSchemasTest, IngestedPayloadsThatFailTheirSchemaAreQuarantined) {
+TEST(EventContractsTest, IngestedPayloadsThatFailTheirSchemaAreQuarantined) {
   TempDir dir;
   {
     auto bus = testing::OpenBus(testing::TestOptions(dir));
     ASSERT_NE(bus, nullptr);
-    ASSERT_TRUE(bus->RegisterSchema(kType, Binary(kV1Fields)).ok());
+    ASSERT_TRUE(bus->Contracts().RegisterSchema(kType, Binary(kV1Fields)).ok());
     Event in =
         testing::IncomingEvent(kType, "order-1", "device-7/orders", Payload(kStockReleased, R"({ order_id: "o-1" })"));
     auto refused = bus->IngestEvent(in, IngestOptions{"jetstream:a", "inbound"});
@@ -300,10 +298,10 @@ TEST(BusSchemasTest, IngestedPayloadsThatFailTheirSchemaAreQuarantined) {
   ASSERT_TRUE(internal::ListQuarantine(dir.path(), &quarantined, SIZE_MAX).ok());
   ASSERT_EQ(quarantined.size(), 1u);
   EXPECT_NE(quarantined[0].record.reason.find("file identifier"), std::string::npos) << quarantined[0].record.reason;
-  EXPECT_EQ(OutboxSize(dir.path()), 1u);
+  EXPECT_EQ(testing::OutboxSize(*testing::OpenStoppedDatabase(dir.path())), 1u);
 }
 
-TEST(BusSchemasTest, RequireSchemasRefusesTypesWithoutOne) {
+TEST(EventContractsTest, RequireSchemasRefusesTypesWithoutOne) {
   TempDir dir;
   Options options = testing::TestOptions(dir);
   options.require_schemas = true;
@@ -312,11 +310,11 @@ TEST(BusSchemasTest, RequireSchemasRefusesTypesWithoutOne) {
   const Status refused = PublishOne(bus.get(), kType, "opaque");
   ASSERT_TRUE(refused.IsInvalidArgument());
   EXPECT_NE(refused.message().find("has no registered schema"), std::string::npos) << refused.ToString();
-  ASSERT_TRUE(bus->RegisterSchema(kType, Binary(kV1Fields)).ok());
+  ASSERT_TRUE(bus->Contracts().RegisterSchema(kType, Binary(kV1Fields)).ok());
   EXPECT_TRUE(PublishOne(bus.get(), kType, Payload(Source(kV1Fields), R"({ order_id: "o-1" })")).ok());
 }
 
-TEST(BusSchemasTest, RequireSchemasWarnsOfASubscribedTypeNothingCanPublish) {
+TEST(EventContractsTest, RequireSchemasWarnsOfASubscribedTypeNothingCanPublish) {
   TempDir dir;
   auto logger = std::make_shared<testing::CapturingLogger>(LogLevel::kWarning);
   Options options = testing::TestOptions(dir);
@@ -324,7 +322,7 @@ TEST(BusSchemasTest, RequireSchemasWarnsOfASubscribedTypeNothingCanPublish) {
   options.logger = logger;
   auto bus = testing::OpenBus(options);
   ASSERT_NE(bus, nullptr);
-  ASSERT_TRUE(bus->RegisterSchema(kType, Binary(kV1Fields)).ok());
+  ASSERT_TRUE(bus->Contracts().RegisterSchema(kType, Binary(kV1Fields)).ok());
   for (const char* type : {kType, "orders.order-aproved.v1"}) {  // the second mistyped
     SubscriberOptions s;
     s.name = std::string("sub-") + (type == kType ? "right" : "typo");
@@ -344,14 +342,14 @@ TEST(BusSchemasTest, RequireSchemasWarnsOfASubscribedTypeNothingCanPublish) {
   EXPECT_EQ(log.find("aproved"), log.rfind("aproved")) << "once: " << log;
 }
 
-TEST(BusSchemasTest, ASchemaWithoutFileIdentifierChecksPayloadsWithoutOne) {
+TEST(EventContractsTest, ASchemaWithoutFileIdentifierChecksPayloadsWithoutOne) {
   TempDir dir;
   auto bus = testing::OpenBus(testing::TestOptions(dir));
   ASSERT_NE(bus, nullptr);
   const std::string source = "table T { x: int; } root_type T;";
   auto schema = internal::ParseSchemaSource(source, {}, "t.fbs");
   ASSERT_TRUE(schema.ok());
-  auto registered = bus->RegisterSchema(kType, schema->bytes());
+  auto registered = bus->Contracts().RegisterSchema(kType, schema->bytes());
   ASSERT_TRUE(registered.ok()) << registered.status().ToString();
   EXPECT_EQ(registered->version, 1u);
   EXPECT_TRUE(PublishOne(bus.get(), kType, testing::PayloadFromJson(source, "{ x: 5 }")).ok());

@@ -1,8 +1,10 @@
-// Bus::RegisterSchema: event types' schemas kept in walbus.meta, each new
-// one checked against every one accepted before for its type.
-#include <cassert>
+#include "bus/api/event_contracts.h"
 
-#include "bus/api/bus_impl.h"
+#include <cassert>
+#include <map>
+#include <utility>
+#include <vector>
+
 #include "bus/core/envelope.h"
 #include "bus/core/payload_contract.h"
 #include "bus/core/schema_compat.h"
@@ -51,28 +53,33 @@ uint32_t SameVersion(const std::vector<storage::SchemaRecord>& accepted, const B
 
 }  // namespace
 
-Status BusImpl::LoadContracts() {
+EventContractsImpl::EventContractsImpl(Parts parts) : parts_(std::move(parts)) {
+  assert(parts_.gate != nullptr && parts_.db != nullptr && parts_.committer != nullptr && parts_.schemas != nullptr &&
+         parts_.options != nullptr && parts_.log != nullptr && parts_.on_upcaster_added);
+}
+
+Status EventContractsImpl::Load() {
   std::vector<PayloadContract> contracts;
   std::map<std::string, std::vector<uint64_t>> hashes;
-  if (Status s = LoadLatestContracts(*db_, &contracts, &hashes); !s.ok()) return s;
-  for (PayloadContract& contract : contracts) schemas_.SetContract(std::move(contract));
-  for (auto& [type, versions] : hashes) schemas_.SetVersionHashes(type, std::move(versions));
+  if (Status s = LoadLatestContracts(*parts_.db, &contracts, &hashes); !s.ok()) return s;
+  for (PayloadContract& contract : contracts) parts_.schemas->SetContract(std::move(contract));
+  for (auto& [type, versions] : hashes) parts_.schemas->SetVersionHashes(type, std::move(versions));
   return Status::OK();
 }
 
-Result<SchemaVersion> BusImpl::LatestSchema(const std::string& type) const {
-  std::shared_ptr<const PayloadContract> contract = schemas_.Contract(type);
+Result<SchemaVersion> EventContractsImpl::LatestSchema(const std::string& type) const {
+  std::shared_ptr<const PayloadContract> contract = parts_.schemas->Contract(type);
   if (contract == nullptr) return Status::NotFound("no schema of " + type);
   return SchemaVersion{contract->version(), SchemaHashText(contract->schema().Hash()), false};
 }
 
-Result<SchemaVersion> BusImpl::Schema(const std::string& type, uint32_t version) const {
-  std::optional<uint64_t> hash = schemas_.VersionHash(type, version);
+Result<SchemaVersion> EventContractsImpl::Schema(const std::string& type, uint32_t version) const {
+  std::optional<uint64_t> hash = parts_.schemas->VersionHash(type, version);
   if (!hash) return Status::NotFound("no schema version " + std::to_string(version) + " of " + type);
   return SchemaVersion{version, SchemaHashText(*hash), false};
 }
 
-Result<SchemaVersion> BusImpl::RegisterSchema(const std::string& type, std::string_view binary_schema) {
+Result<SchemaVersion> EventContractsImpl::RegisterSchema(const std::string& type, std::string_view binary_schema) {
   if (Status s = ValidateEventType(type); !s.ok()) return s;
   auto schema = BinarySchema::FromBytes(std::string(binary_schema));
   if (!schema.ok()) return Status::InvalidArgument("schema of " + type + ": " + schema.status().message());
@@ -80,12 +87,12 @@ Result<SchemaVersion> BusImpl::RegisterSchema(const std::string& type, std::stri
   // check payloads is refused.
   auto contract = PayloadContract::Make(type, 0, *schema);
   if (!contract.ok()) return contract.status();
-  InCall call(this);
+  CallGate::Call call(parts_.gate);
   if (!call.admitted()) return ClosedStatus();
   MutexLock lock(&schemas_mu_);
   std::vector<storage::SchemaRecord> accepted;
-  if (Status s = LoadAcceptedSchemas(*db_, type, &accepted); !s.ok()) return s;
-  const uint64_t now_ms = ToUnixMillisUnsigned(options_.clock->WallNow());
+  if (Status s = LoadAcceptedSchemas(*parts_.db, type, &accepted); !s.ok()) return s;
+  const uint64_t now_ms = ToUnixMillisUnsigned(parts_.options->clock->WallNow());
   uint32_t version = SameVersion(accepted, *schema);
   const bool added = version == 0;
   storage::SchemaRecord record;
@@ -105,22 +112,36 @@ Result<SchemaVersion> BusImpl::RegisterSchema(const std::string& type, std::stri
     record.last_registered_ms = now_ms;
   }
   WriteSet scope;
-  scope.Put(db_->cf(storage::Cf::kMeta), storage::SchemaKey(type, version), storage::EncodeSchema(record));
-  if (Status s = committer_->CommitOne(&scope, /*sync=*/true); !s.ok()) return s;
+  scope.Put(parts_.db->cf(storage::Cf::kMeta), storage::SchemaKey(type, version), storage::EncodeSchema(record));
+  if (Status s = parts_.committer->CommitOne(&scope, /*sync=*/true); !s.ok()) return s;
   if (!added && version < accepted.size()) {
-    log_->logger().info(
+    parts_.log->logger().info(
         "walbus: the schema of {} is its version {} of {} (an earlier build); payloads are checked against "
         "version {}, which reads them",
         type, version, accepted.size(), accepted.size());
   }
   if (added) {
-    log_->logger().info("walbus: schema version {} of {} accepted ({})", version, type, schema->RootName());
+    parts_.log->logger().info("walbus: schema version {} of {} accepted ({})", version, type, schema->RootName());
     auto made = PayloadContract::Make(type, version, std::move(*schema));
     assert(made.ok() && "checked before the commit");
-    schemas_.AddVersionHash(type, version, record.hash);
-    schemas_.SetContract(std::move(*made));
+    parts_.schemas->AddVersionHash(type, version, record.hash);
+    parts_.schemas->SetContract(std::move(*made));
   }
   return SchemaVersion{version, SchemaHashText(record.hash), added};
+}
+
+Status EventContractsImpl::RegisterVerifier(const std::string& type, PayloadVerifier verifier) {
+  if (Status s = ValidateEventType(type); !s.ok()) return s;
+  return parts_.schemas->AddVerifier(type, std::move(verifier));
+}
+
+Status EventContractsImpl::RegisterUpcaster(const std::string& from_type, const std::string& to_type,
+                                            Upcaster upcaster) {
+  if (Status s = ValidateEventType(from_type); !s.ok()) return s;
+  if (Status s = ValidateEventType(to_type); !s.ok()) return s;
+  if (Status s = parts_.schemas->AddUpcaster(from_type, to_type, std::move(upcaster)); !s.ok()) return s;
+  parts_.on_upcaster_added();
+  return Status::OK();
 }
 
 }  // namespace walbus::internal

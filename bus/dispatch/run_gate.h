@@ -1,12 +1,13 @@
 // RunGate: the workers' handler runs go side by side, or one goes alone.
 //
 // After a crash, an event that may have been running when the process died
-// runs alone (crash-loop protection, docs/design.md): while its attempt is
-// recorded, its handler runs and its outcome commits, no other handler
-// runs. If it takes the process down again, no other event was running, so
-// none is charged the run. Ordinary runs share the gate. A run waiting to go
-// alone keeps new shared runs out, so it waits only for those under way,
-// never for a stream of new ones.
+// runs alone (crash-loop protection,
+// docs/decisions/0040-crash-loop-protection-without-a-write-per-event.md):
+// while its attempt is recorded, its handler runs and its outcome commits,
+// no other handler runs. If it takes the process down again, no other
+// event was running, so none is charged the run. Ordinary runs share the
+// gate. A run waiting to go alone keeps new shared runs out, so it waits
+// only for those under way, never for a stream of new ones.
 //
 // A shared pass is one compare-and-swap in and one decrement out, and
 // never sleeps unless a run goes alone: the workers take one per batch.

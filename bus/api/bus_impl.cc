@@ -131,7 +131,8 @@ Status BusImpl::OpenWithEnv(const Options& requested, rocksdb::Env* env, std::un
   dc.worker_threads = options.worker_threads;
   dc.max_in_flight_per_subscriber = options.max_in_flight_per_subscriber;
   // Subscribers catching up share their reads of the outbox within a
-  // quarter of the tail cache's bound (docs/design.md, "Data flow").
+  // quarter of the tail cache's bound
+  // (docs/decisions/0003-subscribers-catching-up-share-their-reads-of-the-outbox.md).
   dc.backlog_window_bytes = options.tail_cache_bytes / 4;
   dc.max_payload_bytes = options.max_payload_bytes;
   dc.trim_every_events = options.trim_every_events;
@@ -240,14 +241,7 @@ Result<Receipt> BusImpl::CommitWrites(WriteSet* writes, bool sync) {
   return receipt;
 }
 
-void BusImpl::OnCommitted(std::vector<std::shared_ptr<const Event>>& events) {
-  // Without a subscriber (the bridge's relay is one) nobody reads the
-  // tail: its events would only be held until evicted, growing the heap
-  // of a bus that just publishes. A subscriber added meanwhile finds these
-  // seqs missing from the tail and reads them from the outbox.
-  if (dispatcher_->has_subscribers()) tail_->Append(events);
-  dispatcher_->NotifyCommitted();
-}
+void BusImpl::OnCommitted(std::vector<std::shared_ptr<const Event>>& events) { dispatcher_->NotifyCommitted(events); }
 
 void BusImpl::OnTimersChanged(const std::vector<TimerChange>& changes) {
   if (scheduler_->OnTimersChanged(changes) && dispatcher_ != nullptr) dispatcher_->NotifyTimers();
@@ -320,14 +314,16 @@ Status BusImpl::Quarantine(std::string_view input, std::string_view source, std:
   return quarantine_->Add(input, source, reason);
 }
 
-Result<std::vector<DeliveryState>> BusImpl::Pending(const std::string& subscriber, size_t limit) {
+Result<std::vector<DeliveryState>> BusImpl::Pending(std::string_view subscriber, uint64_t limit) {
   InCall call(this);
   if (!call.admitted()) return ClosedStatus();
   Registry::Entry entry;  // a copy: the scan runs without the registry's lock
   {
     MutexLock lock(&registry_.mu);
     auto it = registry_.by_name.find(subscriber);
-    if (it == registry_.by_name.end()) return Status::InvalidArgument("no subscriber named " + subscriber);
+    if (it == registry_.by_name.end()) {
+      return Status::InvalidArgument("no subscriber named " + std::string(subscriber));
+    }
     entry = it->second;
   }
   return states_->Pending(subscriber, entry, limit);

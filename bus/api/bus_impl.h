@@ -54,7 +54,7 @@ class BusImpl final : public Bus, public CommitListener, public ScopeHost {
   Status WaitHandled(const Receipt& receipt, const std::vector<std::string>& subscribers,
                      std::chrono::milliseconds timeout, std::vector<DeliveryState>* states) override;
   Status WaitQuiescent(const Receipt& receipt, std::chrono::milliseconds timeout) override;
-  Result<std::vector<DeliveryState>> Pending(const std::string& subscriber, size_t limit) override;
+  Result<std::vector<DeliveryState>> Pending(std::string_view subscriber, uint64_t limit) override;
   Status WaitCaughtUp(std::chrono::milliseconds timeout) override;
   Result<std::vector<DeliveryState>> EventStatus(const EventId& id) override;
   Status WaitIdle(std::chrono::milliseconds timeout) override;

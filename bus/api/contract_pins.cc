@@ -60,7 +60,8 @@ Status Pin(const fs::path& path, std::string_view bytes) {
 
 }  // namespace
 
-Status CheckPinnedSchema(const std::string& type, std::string_view binary_schema, const std::string& pinned_dir) {
+Status CheckPinnedSchema(std::string_view type_name, std::string_view binary_schema, std::string_view pinned_dir) {
+  const std::string type(type_name);
   if (Status s = internal::ValidateEventType(type); !s.ok()) return s;
   auto schema = internal::BinarySchema::FromBytes(std::string(binary_schema));
   if (!schema.ok()) return Status::InvalidArgument("schema of " + type + ": " + schema.status().message());

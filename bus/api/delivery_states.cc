@@ -33,7 +33,7 @@ Status DeliveryStates::SeqOfRetrying(uint32_t subscriber_id, const EventId& id, 
   return scan.ok() ? inner : scan;
 }
 
-Status DeliveryStates::StateOf(const std::string& name, const Registry::Entry& entry, const EventId& id, uint64_t seq,
+Status DeliveryStates::StateOf(std::string_view name, const Registry::Entry& entry, const EventId& id, uint64_t seq,
                                DeliveryState* out) const {
   *out = DeliveryState{};
   out->subscriber = name;
@@ -105,8 +105,8 @@ Status DeliveryStates::ParkedOrDeadLettered(uint32_t subscriber_id, const storag
   return Status::OK();
 }
 
-Result<std::vector<DeliveryState>> DeliveryStates::Pending(const std::string& name, const Registry::Entry& entry,
-                                                           size_t limit) const {
+Result<std::vector<DeliveryState>> DeliveryStates::Pending(std::string_view name, const Registry::Entry& entry,
+                                                           uint64_t limit) const {
   const uint64_t checkpoint = entry.active != nullptr ? entry.active->watermark.load() : entry.durable.checkpoint;
   const std::vector<std::string>* types = entry.active != nullptr ? &entry.active->types : nullptr;
   std::vector<DeliveryState> pending;
@@ -135,8 +135,7 @@ Result<std::vector<DeliveryState>> DeliveryStates::Pending(const std::string& na
   return pending;
 }
 
-Status DeliveryStates::AddParked(const std::string& name, uint32_t subscriber_id,
-                                 std::vector<DeliveryState>* out) const {
+Status DeliveryStates::AddParked(std::string_view name, uint32_t subscriber_id, std::vector<DeliveryState>* out) const {
   Status inner;
   std::string prefix;
   storage::PutBe32(&prefix, subscriber_id);

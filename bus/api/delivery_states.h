@@ -27,12 +27,12 @@ class DeliveryStates {
   // The state of event `id` for the subscriber `name` registered as
   // `entry`. `seq` is 0 when unknown (then completion cannot be told
   // without an inbox record).
-  Status StateOf(const std::string& name, const Registry::Entry& entry, const EventId& id, uint64_t seq,
+  Status StateOf(std::string_view name, const Registry::Entry& entry, const EventId& id, uint64_t seq,
                  DeliveryState* out) const;
   // What the subscriber has not completed, in seq order, at most `limit`
   // (0: all): pending, retrying and paused events above its watermark, and
   // the events parked behind its dead letters.
-  Result<std::vector<DeliveryState>> Pending(const std::string& name, const Registry::Entry& entry, size_t limit) const;
+  Result<std::vector<DeliveryState>> Pending(std::string_view name, const Registry::Entry& entry, uint64_t limit) const;
 
  private:
   // The seq of event `id` when it has a retry record of the subscriber's;
@@ -43,7 +43,7 @@ class DeliveryStates {
   Status ParkedOrDeadLettered(uint32_t subscriber_id, const storage::DeadLetterRecord& letter,
                               DeliveryState* out) const;
   // Appends the subscriber's parked events (kept in the dead-letter store).
-  Status AddParked(const std::string& name, uint32_t subscriber_id, std::vector<DeliveryState>* out) const;
+  Status AddParked(std::string_view name, uint32_t subscriber_id, std::vector<DeliveryState>* out) const;
 
   const storage::Db* const db_;
   const size_t max_payload_bytes_;

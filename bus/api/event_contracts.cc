@@ -67,19 +67,20 @@ Status EventContractsImpl::Load() {
   return Status::OK();
 }
 
-Result<SchemaVersion> EventContractsImpl::LatestSchema(const std::string& type) const {
+Result<SchemaVersion> EventContractsImpl::LatestSchema(std::string_view type) const {
   std::shared_ptr<const PayloadContract> contract = parts_.schemas->Contract(type);
-  if (contract == nullptr) return Status::NotFound("no schema of " + type);
+  if (contract == nullptr) return Status::NotFound("no schema of " + std::string(type));
   return SchemaVersion{contract->version(), SchemaHashText(contract->schema().Hash()), false};
 }
 
-Result<SchemaVersion> EventContractsImpl::Schema(const std::string& type, uint32_t version) const {
+Result<SchemaVersion> EventContractsImpl::Schema(std::string_view type, uint32_t version) const {
   std::optional<uint64_t> hash = parts_.schemas->VersionHash(type, version);
-  if (!hash) return Status::NotFound("no schema version " + std::to_string(version) + " of " + type);
+  if (!hash) return Status::NotFound("no schema version " + std::to_string(version) + " of " + std::string(type));
   return SchemaVersion{version, SchemaHashText(*hash), false};
 }
 
-Result<SchemaVersion> EventContractsImpl::RegisterSchema(const std::string& type, std::string_view binary_schema) {
+Result<SchemaVersion> EventContractsImpl::RegisterSchema(std::string_view type_name, std::string_view binary_schema) {
+  const std::string type(type_name);
   if (Status s = ValidateEventType(type); !s.ok()) return s;
   auto schema = BinarySchema::FromBytes(std::string(binary_schema));
   if (!schema.ok()) return Status::InvalidArgument("schema of " + type + ": " + schema.status().message());
@@ -130,16 +131,18 @@ Result<SchemaVersion> EventContractsImpl::RegisterSchema(const std::string& type
   return SchemaVersion{version, SchemaHashText(record.hash), added};
 }
 
-Status EventContractsImpl::RegisterVerifier(const std::string& type, PayloadVerifier verifier) {
+Status EventContractsImpl::RegisterVerifier(std::string_view type, PayloadVerifier verifier) {
   if (Status s = ValidateEventType(type); !s.ok()) return s;
-  return parts_.schemas->AddVerifier(type, std::move(verifier));
+  return parts_.schemas->AddVerifier(std::string(type), std::move(verifier));
 }
 
-Status EventContractsImpl::RegisterUpcaster(const std::string& from_type, const std::string& to_type,
-                                            Upcaster upcaster) {
+Status EventContractsImpl::RegisterUpcaster(std::string_view from_type, std::string_view to_type, Upcaster upcaster) {
   if (Status s = ValidateEventType(from_type); !s.ok()) return s;
   if (Status s = ValidateEventType(to_type); !s.ok()) return s;
-  if (Status s = parts_.schemas->AddUpcaster(from_type, to_type, std::move(upcaster)); !s.ok()) return s;
+  if (Status s = parts_.schemas->AddUpcaster(std::string(from_type), std::string(to_type), std::move(upcaster));
+      !s.ok()) {
+    return s;
+  }
   parts_.on_upcaster_added();
   return Status::OK();
 }

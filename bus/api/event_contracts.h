@@ -45,11 +45,11 @@ class EventContractsImpl final : public EventContracts {
   // REQUIRES: called once, before the bus is shared.
   Status Load();
 
-  Result<SchemaVersion> RegisterSchema(const std::string& type, std::string_view binary_schema) override;
-  Result<SchemaVersion> LatestSchema(const std::string& type) const override;
-  Result<SchemaVersion> Schema(const std::string& type, uint32_t version) const override;
-  Status RegisterVerifier(const std::string& type, PayloadVerifier verifier) override;
-  Status RegisterUpcaster(const std::string& from_type, const std::string& to_type, Upcaster upcaster) override;
+  Result<SchemaVersion> RegisterSchema(std::string_view type, std::string_view binary_schema) override;
+  Result<SchemaVersion> LatestSchema(std::string_view type) const override;
+  Result<SchemaVersion> Schema(std::string_view type, uint32_t version) const override;
+  Status RegisterVerifier(std::string_view type, PayloadVerifier verifier) override;
+  Status RegisterUpcaster(std::string_view from_type, std::string_view to_type, Upcaster upcaster) override;
 
  private:
   const Parts parts_;

@@ -204,7 +204,8 @@ Status OperatorActionsImpl::SelectForRemoval(uint32_t id, ActionReport* report) 
   });
 }
 
-Result<ActionReport> OperatorActionsImpl::RemoveSubscriber(const std::string& name, const OperatorAction& action) {
+Result<ActionReport> OperatorActionsImpl::RemoveSubscriber(std::string_view removed, const OperatorAction& action) {
+  const std::string name(removed);
   if (Status s = NeedsOperatorAndReason(action, "removing a subscriber"); !s.ok()) return s;
   CallGate::Call call(gate_);
   if (!call.admitted()) return ClosedStatus();

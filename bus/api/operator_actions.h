@@ -50,7 +50,7 @@ class OperatorActionsImpl final : public OperatorActions {
   Result<ActionReport> RedriveDeadLetters(const DeadLetterSelection& selection, const OperatorAction& action) override;
   Result<ActionReport> SkipDeadLetters(const DeadLetterSelection& selection, const OperatorAction& action) override;
   Result<ActionReport> PurgeDeadLetters(const DeadLetterSelection& selection, const OperatorAction& action) override;
-  Result<ActionReport> RemoveSubscriber(const std::string& name, const OperatorAction& action) override;
+  Result<ActionReport> RemoveSubscriber(std::string_view name, const OperatorAction& action) override;
   Result<ReplayReport> StartReplay(const ReplayRequest& request) override;
   Status CancelReplay(uint64_t replay_id, const OperatorAction& action) override;
   Result<ReplayReport> Replay(uint64_t replay_id) override;

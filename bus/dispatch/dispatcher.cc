@@ -126,9 +126,14 @@ void Dispatcher::PumpReplay(Subscriber* sub) {
   }
 }
 
-void Dispatcher::NotifyCommitted() {
-  // Without subscribers there is nothing to dispatch: spare the wake-up.
+void Dispatcher::NotifyCommitted(std::vector<std::shared_ptr<const Event>>& events) {
+  // Without a subscriber (the bridge's relay is one) nobody reads the
+  // tail: its events would only be held until evicted, growing the heap
+  // of a bus that just publishes; and there is nothing to dispatch, so
+  // the wake-up is spared too. A subscriber added meanwhile finds these
+  // seqs missing from the tail and reads them from the outbox.
   if (!has_subscribers_.load(std::memory_order_acquire)) return;
+  tail_->Append(events);
   // Work is queued that no worker has taken yet (so no worker is waiting:
   // a waiting one would have it): the new events could only queue behind
   // it, and every queued item's completion wakes the dispatcher anyway.

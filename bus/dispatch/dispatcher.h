@@ -96,12 +96,10 @@ class Dispatcher {
 
   // Hands an active subscriber to the dispatcher. Before Start() it waits.
   void Add(std::shared_ptr<Subscriber> subscriber);
-  // New events were committed. Cheap; never blocks.
-  void NotifyCommitted();
-  // Whether a subscriber was ever added: until then committed events need
-  // no tail cache (a subscriber added later reads them from the outbox).
-  // Any thread; never blocks.
-  bool has_subscribers() const { return has_subscribers_.load(std::memory_order_acquire); }
+  // New events were committed (by the committer's leader, in seq order):
+  // they go to the tail cache, when a subscriber may read them there, and
+  // the loop is woken. Cheap; never blocks.
+  void NotifyCommitted(std::vector<std::shared_ptr<const Event>>& events);
   // A scheduled event falls due before the moment the dispatcher sleeps
   // towards. Cheap; never blocks.
   void NotifyTimers() { WakeDispatcher(); }

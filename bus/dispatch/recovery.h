@@ -18,7 +18,7 @@ struct RecoveredState {
   uint64_t last_seq = 0;
   uint64_t trimmed_below = 0;  // the outbox holds nothing below it
   uint32_t next_subscriber_id = 1;
-  std::map<std::string, Registry::Entry> subscribers;  // `active` unset
+  std::map<std::string, Registry::Entry, std::less<>> subscribers;  // `active` unset
   // OperatorActions::RemoveSubscriber's, and those of them whose inbox records may
   // not all be deleted yet.
   // @{

@@ -343,7 +343,7 @@ struct Registry {
     std::shared_ptr<Subscriber> active;  // null when not subscribed here
   };
   Mutex mu;
-  std::map<std::string, Entry> by_name GUARDED_BY(mu);
+  std::map<std::string, Entry, std::less<>> by_name GUARDED_BY(mu);
   uint32_t next_id GUARDED_BY(mu) = 1;
 
   // The lowest checkpoint of any registered subscriber, or `otherwise`

@@ -207,7 +207,7 @@ class WALBUS_EXPORT Bus {
   // last error), kParked or kPaused; events it does not take are left out
   // when it is active in this process. Reads the outbox above the
   // subscriber's checkpoint. InvalidArgument for an unknown subscriber.
-  [[nodiscard]] virtual Result<std::vector<DeliveryState>> Pending(const std::string& subscriber, size_t limit) = 0;
+  [[nodiscard]] virtual Result<std::vector<DeliveryState>> Pending(std::string_view subscriber, uint64_t limit) = 0;
 
   // The counters of this bus; after Close(), the last ones.
   virtual BusStats Stats() = 0;

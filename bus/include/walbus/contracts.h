@@ -55,21 +55,20 @@ class WALBUS_EXPORT EventContracts {
   // InvalidArgument too for a bad type or bytes that are no binary schema;
   // Corruption when a stored schema no longer reads; Closed after
   // Bus::Close().
-  [[nodiscard]] virtual Result<SchemaVersion> RegisterSchema(const std::string& type,
-                                                             std::string_view binary_schema) = 0;
+  [[nodiscard]] virtual Result<SchemaVersion> RegisterSchema(std::string_view type, std::string_view binary_schema) = 0;
   // The schema `type`'s payloads are checked against now (the latest
   // accepted): its version and hash, `added` false. NotFound when the type
   // has no schema. Never does I/O.
-  [[nodiscard]] virtual Result<SchemaVersion> LatestSchema(const std::string& type) const = 0;
+  [[nodiscard]] virtual Result<SchemaVersion> LatestSchema(std::string_view type) const = 0;
   // Version `version` of `type`'s schema, as accepted in this database
   // (an event's Event::schema_version names one): its hash, `added`
   // false. NotFound when there is no such version. Never does I/O.
-  [[nodiscard]] virtual Result<SchemaVersion> Schema(const std::string& type, uint32_t version) const = 0;
+  [[nodiscard]] virtual Result<SchemaVersion> Schema(std::string_view type, uint32_t version) const = 0;
 
   // Registers a payload verifier for `type`, replacing any earlier one;
   // it runs beside the type's schema, if any. InvalidArgument when `type`
   // breaks the event type rules (walbus/event.h) or `verifier` is empty.
-  [[nodiscard]] virtual Status RegisterVerifier(const std::string& type, PayloadVerifier verifier) = 0;
+  [[nodiscard]] virtual Status RegisterVerifier(std::string_view type, PayloadVerifier verifier) = 0;
 
   // Registers how to bring `from_type` to the later `to_type` (same base
   // name, higher version), replacing an earlier upcaster of `from_type`.
@@ -77,14 +76,14 @@ class WALBUS_EXPORT EventContracts {
   // InvalidArgument when either type breaks the event type rules, when the
   // two differ in base name or `to_type`'s version is not higher, or when
   // `upcaster` is empty.
-  [[nodiscard]] virtual Status RegisterUpcaster(const std::string& from_type, const std::string& to_type,
+  [[nodiscard]] virtual Status RegisterUpcaster(std::string_view from_type, std::string_view to_type,
                                                 Upcaster upcaster) = 0;
 };
 
 // The CloudEvents `dataschema` of a payload checked against `schema`, the
 // type's schema of that version: `walbus:schema:<type>:v<N>:<hash>`.
-inline std::string DataSchemaUri(const std::string& type, const SchemaVersion& schema) {
-  return "walbus:schema:" + type + ":v" + std::to_string(schema.version) + ":" + schema.hash;
+inline std::string DataSchemaUri(std::string_view type, const SchemaVersion& schema) {
+  return "walbus:schema:" + std::string(type) + ":v" + std::to_string(schema.version) + ":" + schema.hash;
 }
 
 // The environment variable that makes CheckPinnedSchema pin a new schema
@@ -102,8 +101,8 @@ inline constexpr char kPinContractsVariable[] = "WALBUS_PIN_CONTRACTS";
 // environment it is written as the next `v<N>.bfbs` instead, to be committed,
 // and OK returned. Corruption for a pinned file that is no binary schema;
 // IOError when the directory cannot be read or written.
-[[nodiscard]] WALBUS_EXPORT Status CheckPinnedSchema(const std::string& type, std::string_view binary_schema,
-                                                     const std::string& pinned_dir);
+[[nodiscard]] WALBUS_EXPORT Status CheckPinnedSchema(std::string_view type, std::string_view binary_schema,
+                                                     std::string_view pinned_dir);
 
 }  // namespace walbus
 

@@ -160,8 +160,7 @@ class WALBUS_EXPORT OperatorActions {
   // letters and parked subjects dropped. InvalidArgument for an unknown
   // name; Busy while it is active here or a replay of it is running
   // (cancel that first).
-  [[nodiscard]] virtual Result<ActionReport> RemoveSubscriber(const std::string& name,
-                                                              const OperatorAction& action) = 0;
+  [[nodiscard]] virtual Result<ActionReport> RemoveSubscriber(std::string_view name, const OperatorAction& action) = 0;
 
   // Runs retained events through one subscriber again. Returns once it is
   // recorded (the report's replay_id); it runs in the background, subject

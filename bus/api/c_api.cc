@@ -55,19 +55,19 @@ char* CopyString(std::string_view s) {
   return p;
 }
 
-int Fail(char** err, int code, std::string_view message) {
+walbus_code Fail(char** err, walbus_code code, std::string_view message) {
   if (err != nullptr) *err = CopyString(message);
   return code;
 }
 
-int Report(const walbus::Status& s, char** err) {
+walbus_code Report(const walbus::Status& s, char** err) {
   if (s.ok()) return WALBUS_OK;
-  return Fail(err, static_cast<int>(s.code()), s.ToString());
+  return Fail(err, static_cast<walbus_code>(s.code()), s.ToString());
 }
 
 // Runs `body` (which returns a walbus_code) and turns an exception into one.
 template <typename Body>
-int Guard(char** err, Body&& body) noexcept {
+walbus_code Guard(char** err, Body&& body) noexcept {
   try {
     return body();
   } catch (const std::bad_alloc&) {
@@ -86,14 +86,14 @@ int Guard(char** err, Body&& body) noexcept {
 std::string_view Bytes(const char* p, size_t n) { return n == 0 ? std::string_view() : std::string_view(p, n); }
 
 // Does not allocate but for the message: safe outside Guard.
-int MissingArgument(char** err, const char* what) {
+walbus_code MissingArgument(char** err, const char* what) {
   char message[128];
   std::snprintf(message, sizeof(message), "InvalidArgument: %s is NULL", what);
   return Fail(err, WALBUS_INVALID_ARGUMENT, message);
 }
 
 // Parses an event id argument; a code other than WALBUS_OK when it is none.
-int ParseId(const char* id, walbus::EventId* out, char** err) {
+walbus_code ParseId(const char* id, walbus::EventId* out, char** err) {
   if (id == nullptr) return MissingArgument(err, "id");
   std::optional<walbus::EventId> parsed = walbus::EventId::Parse(id);
   if (!parsed) return Fail(err, WALBUS_INVALID_ARGUMENT, std::string("InvalidArgument: not an event id: ") + id);
@@ -101,8 +101,8 @@ int ParseId(const char* id, walbus::EventId* out, char** err) {
   return WALBUS_OK;
 }
 
-int ScopePut(walbus::WriteScope* scope, const char* cf, const char* key, size_t key_len, const char* value,
-             size_t value_len, char** err) {
+walbus_code ScopePut(walbus::WriteScope* scope, const char* cf, const char* key, size_t key_len, const char* value,
+                     size_t value_len, char** err) {
   return Guard(err, [&] {
     if (cf == nullptr) return MissingArgument(err, "column_family");
     if (key == nullptr && key_len > 0) return MissingArgument(err, "key");
@@ -124,8 +124,8 @@ void GiveValue(const std::optional<std::string>& found, char** value, size_t* va
 
 // `Reader`: a WriteScope or a const ReadView, which read alike.
 template <typename Reader>
-int ReaderGet(Reader* reader, const char* cf, const char* key, size_t key_len, char** value, size_t* value_len,
-              char** err) {
+walbus_code ReaderGet(Reader* reader, const char* cf, const char* key, size_t key_len, char** value, size_t* value_len,
+                      char** err) {
   return Guard(err, [&] {
     if (cf == nullptr) return MissingArgument(err, "column_family");
     if (key == nullptr && key_len > 0) return MissingArgument(err, "key");
@@ -133,13 +133,13 @@ int ReaderGet(Reader* reader, const char* cf, const char* key, size_t key_len, c
     walbus::Result<std::optional<std::string>> r = reader->Get(cf, Bytes(key, key_len));
     if (!r.ok()) return Report(r.status(), err);
     GiveValue(*r, value, value_len);
-    return static_cast<int>(WALBUS_OK);
+    return WALBUS_OK;
   });
 }
 
 template <typename Reader>
-int ReaderGetWithVersion(Reader* reader, const char* cf, const char* key, size_t key_len, char** value,
-                         size_t* value_len, uint64_t* version, char** err) {
+walbus_code ReaderGetWithVersion(Reader* reader, const char* cf, const char* key, size_t key_len, char** value,
+                                 size_t* value_len, uint64_t* version, char** err) {
   return Guard(err, [&] {
     if (cf == nullptr) return MissingArgument(err, "column_family");
     if (key == nullptr && key_len > 0) return MissingArgument(err, "key");
@@ -149,15 +149,15 @@ int ReaderGetWithVersion(Reader* reader, const char* cf, const char* key, size_t
     if (!r.ok()) return Report(r.status(), err);
     GiveValue(r->value, value, value_len);
     *version = r->version;
-    return static_cast<int>(WALBUS_OK);
+    return WALBUS_OK;
   });
 }
 
 // Scans through the C++ visitor with one row more than the limit asks:
 // the extra row is not handed out, it only says that rows are left.
 template <typename Reader>
-int ReaderScan(Reader* reader, const char* cf, const walbus_scan_options* options, walbus_row_fn row, void* user,
-               char** resume_after, size_t* resume_after_len, char** err) {
+walbus_code ReaderScan(Reader* reader, const char* cf, const walbus_scan_options* options, walbus_row_fn row,
+                       void* user, char** resume_after, size_t* resume_after_len, char** err) {
   return Guard(err, [&] {
     if (cf == nullptr) return MissingArgument(err, "column_family");
     if (options == nullptr) return MissingArgument(err, "options");
@@ -188,12 +188,12 @@ int ReaderScan(Reader* reader, const char* cf, const walbus_scan_options* option
       if (*resume_after == nullptr) throw std::bad_alloc();
       if (resume_after_len != nullptr) *resume_after_len = last.size();
     }
-    return static_cast<int>(WALBUS_OK);
+    return WALBUS_OK;
   });
 }
 
-int ScopeDeleteRange(walbus::WriteScope* scope, const char* cf, const char* start, size_t start_len, const char* end,
-                     size_t end_len, char** err) {
+walbus_code ScopeDeleteRange(walbus::WriteScope* scope, const char* cf, const char* start, size_t start_len,
+                             const char* end, size_t end_len, char** err) {
   return Guard(err, [&] {
     if (cf == nullptr) return MissingArgument(err, "column_family");
     if (start == nullptr && start_len > 0) return MissingArgument(err, "start");
@@ -202,15 +202,15 @@ int ScopeDeleteRange(walbus::WriteScope* scope, const char* cf, const char* star
   });
 }
 
-int ScopeClear(walbus::WriteScope* scope, const char* cf, char** err) {
+walbus_code ScopeClear(walbus::WriteScope* scope, const char* cf, char** err) {
   return Guard(err, [&] {
     if (cf == nullptr) return MissingArgument(err, "column_family");
     return Report(scope->Clear(cf), err);
   });
 }
 
-int ScopePublish(walbus::WriteScope* scope, const char* type, const char* subject, const char* data, size_t data_len,
-                 char** err) {
+walbus_code ScopePublish(walbus::WriteScope* scope, const char* type, const char* subject, const char* data,
+                         size_t data_len, char** err) {
   return Guard(err, [&] {
     if (type == nullptr) return MissingArgument(err, "type");
     if (subject == nullptr) return MissingArgument(err, "subject");
@@ -223,7 +223,7 @@ int ScopePublish(walbus::WriteScope* scope, const char* type, const char* subjec
   });
 }
 
-int ScopeDelete(walbus::WriteScope* scope, const char* cf, const char* key, size_t key_len, char** err) {
+walbus_code ScopeDelete(walbus::WriteScope* scope, const char* cf, const char* key, size_t key_len, char** err) {
   return Guard(err, [&] {
     if (cf == nullptr) return MissingArgument(err, "column_family");
     if (key == nullptr && key_len > 0) return MissingArgument(err, "key");
@@ -231,8 +231,8 @@ int ScopeDelete(walbus::WriteScope* scope, const char* cf, const char* key, size
   });
 }
 
-int ScopeGetVersion(walbus::WriteScope* scope, const char* cf, const char* key, size_t key_len, uint64_t* version,
-                    char** err) {
+walbus_code ScopeGetVersion(walbus::WriteScope* scope, const char* cf, const char* key, size_t key_len,
+                            uint64_t* version, char** err) {
   return Guard(err, [&] {
     if (cf == nullptr) return MissingArgument(err, "column_family");
     if (key == nullptr && key_len > 0) return MissingArgument(err, "key");
@@ -240,12 +240,12 @@ int ScopeGetVersion(walbus::WriteScope* scope, const char* cf, const char* key, 
     walbus::Result<uint64_t> r = scope->GetVersion(cf, Bytes(key, key_len));
     if (!r.ok()) return Report(r.status(), err);
     *version = *r;
-    return static_cast<int>(WALBUS_OK);
+    return WALBUS_OK;
   });
 }
 
-int ScopeExpectVersion(walbus::WriteScope* scope, const char* cf, const char* key, size_t key_len, uint64_t version,
-                       char** err) {
+walbus_code ScopeExpectVersion(walbus::WriteScope* scope, const char* cf, const char* key, size_t key_len,
+                               uint64_t version, char** err) {
   return Guard(err, [&] {
     if (cf == nullptr) return MissingArgument(err, "column_family");
     if (key == nullptr && key_len > 0) return MissingArgument(err, "key");
@@ -261,7 +261,7 @@ struct Due {
 
 // Sets e's deliver_at or deliver_after from `due`; a code other than
 // WALBUS_OK when the moment lies beyond what the clock can hold.
-int ApplyDue(const Due& due, walbus::EventSpec* e, char** err) {
+walbus_code ApplyDue(const Due& due, walbus::EventSpec* e, char** err) {
   using std::chrono::milliseconds;
   constexpr int64_t kClockMs =
       std::chrono::duration_cast<milliseconds>(std::chrono::system_clock::duration::max()).count();
@@ -283,7 +283,8 @@ int ApplyDue(const Due& due, walbus::EventSpec* e, char** err) {
   return WALBUS_OK;
 }
 
-int ScopePublishSpec(walbus::WriteScope* scope, const walbus_event_spec* spec, const Due& due, char* id, char** err) {
+walbus_code ScopePublishSpec(walbus::WriteScope* scope, const walbus_event_spec* spec, const Due& due, char* id,
+                             char** err) {
   return Guard(err, [&] {
     if (spec == nullptr) return MissingArgument(err, "spec");
     if (spec->type == nullptr) return MissingArgument(err, "spec->type");
@@ -297,27 +298,27 @@ int ScopePublishSpec(walbus::WriteScope* scope, const walbus_event_spec* spec, c
     if (spec->content_type != nullptr) e.content_type = spec->content_type;
     if (spec->source != nullptr) e.source = spec->source;
     if (spec->traceparent != nullptr) e.traceparent = spec->traceparent;
-    if (int code = ApplyDue(due, &e, err); code != WALBUS_OK) return code;
+    if (walbus_code code = ApplyDue(due, &e, err); code != WALBUS_OK) return code;
     walbus::Result<walbus::EventId> r = scope->Publish(e);
     if (!r.ok()) return Report(r.status(), err);
     if (id != nullptr) std::snprintf(id, 37, "%s", r->ToString().c_str());
-    return static_cast<int>(WALBUS_OK);
+    return WALBUS_OK;
   });
 }
 
-int ScopeCancelScheduled(walbus::WriteScope* scope, const char* id, char** err) {
+walbus_code ScopeCancelScheduled(walbus::WriteScope* scope, const char* id, char** err) {
   return Guard(err, [&] {
     walbus::EventId parsed;
-    if (int code = ParseId(id, &parsed, err); code != WALBUS_OK) return code;
+    if (walbus_code code = ParseId(id, &parsed, err); code != WALBUS_OK) return code;
     return Report(scope->CancelScheduled(parsed), err);
   });
 }
 
-int ScopeGetScheduled(walbus::WriteScope* scope, const char* id, int* state, int64_t* at_unix_ms, char** err) {
+walbus_code ScopeGetScheduled(walbus::WriteScope* scope, const char* id, int* state, int64_t* at_unix_ms, char** err) {
   return Guard(err, [&] {
     if (state == nullptr) return MissingArgument(err, "state");
     walbus::EventId parsed;
-    if (int code = ParseId(id, &parsed, err); code != WALBUS_OK) return code;
+    if (walbus_code code = ParseId(id, &parsed, err); code != WALBUS_OK) return code;
     walbus::Result<walbus::ScheduledStatus> status = scope->GetScheduled(parsed);
     if (!status.ok()) return Report(status.status(), err);
     static_assert(static_cast<int>(walbus::ScheduledStatus::State::kCancelled) == WALBUS_SCHEDULED_CANCELLED);
@@ -326,7 +327,7 @@ int ScopeGetScheduled(walbus::WriteScope* scope, const char* id, int* state, int
       *at_unix_ms =
           status->state == walbus::ScheduledStatus::State::kUnknown ? 0 : walbus::internal::ToUnixMillis(status->at);
     }
-    return static_cast<int>(WALBUS_OK);
+    return WALBUS_OK;
   });
 }
 
@@ -409,7 +410,7 @@ void walbus_options_init(walbus_options* options) {
   options->durability = WALBUS_DURABILITY_SYNC;
 }
 
-int walbus_open(const walbus_options* options, walbus_t** bus, char** err) {
+walbus_code walbus_open(const walbus_options* options, walbus_t** bus, char** err) {
   return Guard(err, [&] {
     if (options == nullptr) return MissingArgument(err, "options");
     if (bus == nullptr) return MissingArgument(err, "bus");
@@ -433,13 +434,13 @@ int walbus_open(const walbus_options* options, walbus_t** bus, char** err) {
     if (options->worker_threads != 0) opt.worker_threads = options->worker_threads;
     if (options->memory_budget != 0) opt.memory_budget = options->memory_budget;
     auto handle = std::make_unique<walbus_t>();
-    if (int code = Report(walbus::Bus::Open(opt, &handle->bus), err); code != WALBUS_OK) return code;
+    if (walbus_code code = Report(walbus::Bus::Open(opt, &handle->bus), err); code != WALBUS_OK) return code;
     *bus = handle.release();
-    return static_cast<int>(WALBUS_OK);
+    return WALBUS_OK;
   });
 }
 
-int walbus_close(walbus_t* bus, char** err) {
+walbus_code walbus_close(walbus_t* bus, char** err) {
   if (bus == nullptr) return WALBUS_OK;
   std::unique_ptr<walbus_t> owned(bus);
   return Guard(err, [&] { return Report(owned->bus->Close(), err); });
@@ -454,50 +455,63 @@ walbus_tx_t* walbus_begin(walbus_t* bus) {
   }
 }
 
-int walbus_tx_put(walbus_tx_t* tx, const char* column_family, const char* key, size_t key_len, const char* value,
-                  size_t value_len, char** err) {
+walbus_code walbus_tx_put(walbus_tx_t* tx, const char* column_family, const char* key, size_t key_len,
+                          const char* value, size_t value_len, char** err) {
   if (tx == nullptr) return MissingArgument(err, "tx");
   return ScopePut(&tx->tx, column_family, key, key_len, value, value_len, err);
 }
 
-int walbus_tx_get(walbus_tx_t* tx, const char* column_family, const char* key, size_t key_len, char** value,
-                  size_t* value_len, char** err) {
+walbus_code walbus_tx_get(walbus_tx_t* tx, const char* column_family, const char* key, size_t key_len, char** value,
+                          size_t* value_len, char** err) {
   if (tx == nullptr) return MissingArgument(err, "tx");
   return ReaderGet(&tx->tx, column_family, key, key_len, value, value_len, err);
 }
 
-int walbus_tx_publish(walbus_tx_t* tx, const char* type, const char* subject, const char* data, size_t data_len,
-                      char** err) {
+walbus_code walbus_tx_publish(walbus_tx_t* tx, const char* type, const char* subject, const char* data, size_t data_len,
+                              char** err) {
   if (tx == nullptr) return MissingArgument(err, "tx");
   return ScopePublish(&tx->tx, type, subject, data, data_len, err);
 }
 
-int walbus_tx_commit(walbus_tx_t* tx, uint64_t* first_seq, char** err) {
+namespace {
+
+// Commits and frees `tx` (walbus_tx_commit, walbus_tx_commit_sync).
+walbus_code CommitTx(walbus_tx_t* tx, const walbus::CommitOptions& options, uint64_t* first_seq, char** err) {
   if (tx == nullptr) return MissingArgument(err, "tx");
   std::unique_ptr<walbus_tx_t> owned(tx);
   return Guard(err, [&] {
-    walbus::Result<walbus::Receipt> r = owned->tx.Commit();
+    walbus::Result<walbus::Receipt> r = owned->tx.Commit(options);
     if (!r.ok()) return Report(r.status(), err);
     if (first_seq != nullptr) *first_seq = r->first_seq;
-    return static_cast<int>(WALBUS_OK);
+    return WALBUS_OK;
   });
+}
+
+}  // namespace
+
+walbus_code walbus_tx_commit(walbus_tx_t* tx, uint64_t* first_seq, char** err) {
+  return CommitTx(tx, walbus::CommitOptions{}, first_seq, err);
+}
+
+walbus_code walbus_tx_commit_sync(walbus_tx_t* tx, uint64_t* first_seq, char** err) {
+  return CommitTx(tx, walbus::CommitOptions{.sync = true}, first_seq, err);
 }
 
 void walbus_tx_abort(walbus_tx_t* tx) { delete tx; }
 
-int walbus_tx_delete(walbus_tx_t* tx, const char* column_family, const char* key, size_t key_len, char** err) {
+walbus_code walbus_tx_delete(walbus_tx_t* tx, const char* column_family, const char* key, size_t key_len, char** err) {
   if (tx == nullptr) return MissingArgument(err, "tx");
   return ScopeDelete(&tx->tx, column_family, key, key_len, err);
 }
 
-int walbus_tx_get_version(walbus_tx_t* tx, const char* column_family, const char* key, size_t key_len,
-                          uint64_t* version, char** err) {
+walbus_code walbus_tx_get_version(walbus_tx_t* tx, const char* column_family, const char* key, size_t key_len,
+                                  uint64_t* version, char** err) {
   if (tx == nullptr) return MissingArgument(err, "tx");
   return ScopeGetVersion(&tx->tx, column_family, key, key_len, version, err);
 }
 
-int walbus_tx_expect_version(walbus_tx_t* tx, const char* column_family, const char* key, size_t key_len,
-                             uint64_t version, char** err) {
+walbus_code walbus_tx_expect_version(walbus_tx_t* tx, const char* column_family, const char* key, size_t key_len,
+                                     uint64_t version, char** err) {
   if (tx == nullptr) return MissingArgument(err, "tx");
   return ScopeExpectVersion(&tx->tx, column_family, key, key_len, version, err);
 }
@@ -506,48 +520,48 @@ void walbus_scan_options_init(walbus_scan_options* options) {
   if (options != nullptr) *options = walbus_scan_options{};
 }
 
-int walbus_tx_scan(walbus_tx_t* tx, const char* column_family, const walbus_scan_options* options, walbus_row_fn row,
-                   void* user, char** resume_after, size_t* resume_after_len, char** err) {
+walbus_code walbus_tx_scan(walbus_tx_t* tx, const char* column_family, const walbus_scan_options* options,
+                           walbus_row_fn row, void* user, char** resume_after, size_t* resume_after_len, char** err) {
   if (tx == nullptr) return MissingArgument(err, "tx");
   return ReaderScan(&tx->tx, column_family, options, row, user, resume_after, resume_after_len, err);
 }
 
-int walbus_ctx_scan(walbus_ctx_t* ctx, const char* column_family, const walbus_scan_options* options, walbus_row_fn row,
-                    void* user, char** resume_after, size_t* resume_after_len, char** err) {
+walbus_code walbus_ctx_scan(walbus_ctx_t* ctx, const char* column_family, const walbus_scan_options* options,
+                            walbus_row_fn row, void* user, char** resume_after, size_t* resume_after_len, char** err) {
   if (ctx == nullptr) return MissingArgument(err, "ctx");
   return ReaderScan(ctx->ctx, column_family, options, row, user, resume_after, resume_after_len, err);
 }
 
-int walbus_tx_get_with_version(walbus_tx_t* tx, const char* column_family, const char* key, size_t key_len,
-                               char** value, size_t* value_len, uint64_t* version, char** err) {
+walbus_code walbus_tx_get_with_version(walbus_tx_t* tx, const char* column_family, const char* key, size_t key_len,
+                                       char** value, size_t* value_len, uint64_t* version, char** err) {
   if (tx == nullptr) return MissingArgument(err, "tx");
   return ReaderGetWithVersion(&tx->tx, column_family, key, key_len, value, value_len, version, err);
 }
 
-int walbus_ctx_get_with_version(walbus_ctx_t* ctx, const char* column_family, const char* key, size_t key_len,
-                                char** value, size_t* value_len, uint64_t* version, char** err) {
+walbus_code walbus_ctx_get_with_version(walbus_ctx_t* ctx, const char* column_family, const char* key, size_t key_len,
+                                        char** value, size_t* value_len, uint64_t* version, char** err) {
   if (ctx == nullptr) return MissingArgument(err, "ctx");
   return ReaderGetWithVersion(ctx->ctx, column_family, key, key_len, value, value_len, version, err);
 }
 
-int walbus_tx_delete_range(walbus_tx_t* tx, const char* column_family, const char* start, size_t start_len,
-                           const char* end, size_t end_len, char** err) {
+walbus_code walbus_tx_delete_range(walbus_tx_t* tx, const char* column_family, const char* start, size_t start_len,
+                                   const char* end, size_t end_len, char** err) {
   if (tx == nullptr) return MissingArgument(err, "tx");
   return ScopeDeleteRange(&tx->tx, column_family, start, start_len, end, end_len, err);
 }
 
-int walbus_tx_clear(walbus_tx_t* tx, const char* column_family, char** err) {
+walbus_code walbus_tx_clear(walbus_tx_t* tx, const char* column_family, char** err) {
   if (tx == nullptr) return MissingArgument(err, "tx");
   return ScopeClear(&tx->tx, column_family, err);
 }
 
-int walbus_ctx_delete_range(walbus_ctx_t* ctx, const char* column_family, const char* start, size_t start_len,
-                            const char* end, size_t end_len, char** err) {
+walbus_code walbus_ctx_delete_range(walbus_ctx_t* ctx, const char* column_family, const char* start, size_t start_len,
+                                    const char* end, size_t end_len, char** err) {
   if (ctx == nullptr) return MissingArgument(err, "ctx");
   return ScopeDeleteRange(ctx->ctx, column_family, start, start_len, end, end_len, err);
 }
 
-int walbus_ctx_clear(walbus_ctx_t* ctx, const char* column_family, char** err) {
+walbus_code walbus_ctx_clear(walbus_ctx_t* ctx, const char* column_family, char** err) {
   if (ctx == nullptr) return MissingArgument(err, "ctx");
   return ScopeClear(ctx->ctx, column_family, err);
 }
@@ -570,22 +584,23 @@ walbus_view_t* walbus_read(walbus_t* bus) {
   }
 }
 
-void walbus_view_free(walbus_view_t* view) { delete view; }
+void walbus_free_view(walbus_view_t* view) { delete view; }
 
-int walbus_view_get(const walbus_view_t* view, const char* column_family, const char* key, size_t key_len, char** value,
-                    size_t* value_len, char** err) {
+walbus_code walbus_view_get(const walbus_view_t* view, const char* column_family, const char* key, size_t key_len,
+                            char** value, size_t* value_len, char** err) {
   if (view == nullptr) return MissingArgument(err, "view");
   return ReaderGet(&view->view, column_family, key, key_len, value, value_len, err);
 }
 
-int walbus_view_get_with_version(const walbus_view_t* view, const char* column_family, const char* key, size_t key_len,
-                                 char** value, size_t* value_len, uint64_t* version, char** err) {
+walbus_code walbus_view_get_with_version(const walbus_view_t* view, const char* column_family, const char* key,
+                                         size_t key_len, char** value, size_t* value_len, uint64_t* version,
+                                         char** err) {
   if (view == nullptr) return MissingArgument(err, "view");
   return ReaderGetWithVersion(&view->view, column_family, key, key_len, value, value_len, version, err);
 }
 
-int walbus_view_scan(const walbus_view_t* view, const char* column_family, const walbus_scan_options* options,
-                     walbus_row_fn row, void* user, char** resume_after, size_t* resume_after_len, char** err) {
+walbus_code walbus_view_scan(const walbus_view_t* view, const char* column_family, const walbus_scan_options* options,
+                             walbus_row_fn row, void* user, char** resume_after, size_t* resume_after_len, char** err) {
   if (view == nullptr) return MissingArgument(err, "view");
   return ReaderScan(&view->view, column_family, options, row, user, resume_after, resume_after_len, err);
 }
@@ -594,72 +609,74 @@ void walbus_event_spec_init(walbus_event_spec* spec) {
   if (spec != nullptr) *spec = walbus_event_spec{};
 }
 
-int walbus_tx_publish_spec(walbus_tx_t* tx, const walbus_event_spec* spec, char* id, char** err) {
+walbus_code walbus_tx_publish_spec(walbus_tx_t* tx, const walbus_event_spec* spec, char* id, char** err) {
   if (tx == nullptr) return MissingArgument(err, "tx");
   return ScopePublishSpec(&tx->tx, spec, Due{}, id, err);
 }
 
-int walbus_tx_publish_at(walbus_tx_t* tx, const walbus_event_spec* spec, int64_t deliver_at_unix_ms, char* id,
-                         char** err) {
+walbus_code walbus_tx_publish_at(walbus_tx_t* tx, const walbus_event_spec* spec, int64_t deliver_at_unix_ms, char* id,
+                                 char** err) {
   if (tx == nullptr) return MissingArgument(err, "tx");
   return ScopePublishSpec(&tx->tx, spec, Due{deliver_at_unix_ms, std::nullopt}, id, err);
 }
 
-int walbus_tx_publish_after(walbus_tx_t* tx, const walbus_event_spec* spec, uint64_t delay_ms, char* id, char** err) {
+walbus_code walbus_tx_publish_after(walbus_tx_t* tx, const walbus_event_spec* spec, uint64_t delay_ms, char* id,
+                                    char** err) {
   if (tx == nullptr) return MissingArgument(err, "tx");
   return ScopePublishSpec(&tx->tx, spec, Due{std::nullopt, delay_ms}, id, err);
 }
 
-int walbus_tx_cancel_scheduled(walbus_tx_t* tx, const char* id, char** err) {
+walbus_code walbus_tx_cancel_scheduled(walbus_tx_t* tx, const char* id, char** err) {
   if (tx == nullptr) return MissingArgument(err, "tx");
   return ScopeCancelScheduled(&tx->tx, id, err);
 }
 
-int walbus_tx_get_scheduled(walbus_tx_t* tx, const char* id, int* state, int64_t* at_unix_ms, char** err) {
+walbus_code walbus_tx_get_scheduled(walbus_tx_t* tx, const char* id, int* state, int64_t* at_unix_ms, char** err) {
   if (tx == nullptr) return MissingArgument(err, "tx");
   return ScopeGetScheduled(&tx->tx, id, state, at_unix_ms, err);
 }
 
-int walbus_ctx_delete(walbus_ctx_t* ctx, const char* column_family, const char* key, size_t key_len, char** err) {
+walbus_code walbus_ctx_delete(walbus_ctx_t* ctx, const char* column_family, const char* key, size_t key_len,
+                              char** err) {
   if (ctx == nullptr) return MissingArgument(err, "ctx");
   return ScopeDelete(ctx->ctx, column_family, key, key_len, err);
 }
 
-int walbus_ctx_get_version(walbus_ctx_t* ctx, const char* column_family, const char* key, size_t key_len,
-                           uint64_t* version, char** err) {
+walbus_code walbus_ctx_get_version(walbus_ctx_t* ctx, const char* column_family, const char* key, size_t key_len,
+                                   uint64_t* version, char** err) {
   if (ctx == nullptr) return MissingArgument(err, "ctx");
   return ScopeGetVersion(ctx->ctx, column_family, key, key_len, version, err);
 }
 
-int walbus_ctx_expect_version(walbus_ctx_t* ctx, const char* column_family, const char* key, size_t key_len,
-                              uint64_t version, char** err) {
+walbus_code walbus_ctx_expect_version(walbus_ctx_t* ctx, const char* column_family, const char* key, size_t key_len,
+                                      uint64_t version, char** err) {
   if (ctx == nullptr) return MissingArgument(err, "ctx");
   return ScopeExpectVersion(ctx->ctx, column_family, key, key_len, version, err);
 }
 
-int walbus_ctx_publish_spec(walbus_ctx_t* ctx, const walbus_event_spec* spec, char* id, char** err) {
+walbus_code walbus_ctx_publish_spec(walbus_ctx_t* ctx, const walbus_event_spec* spec, char* id, char** err) {
   if (ctx == nullptr) return MissingArgument(err, "ctx");
   return ScopePublishSpec(ctx->ctx, spec, Due{}, id, err);
 }
 
-int walbus_ctx_publish_at(walbus_ctx_t* ctx, const walbus_event_spec* spec, int64_t deliver_at_unix_ms, char* id,
-                          char** err) {
+walbus_code walbus_ctx_publish_at(walbus_ctx_t* ctx, const walbus_event_spec* spec, int64_t deliver_at_unix_ms,
+                                  char* id, char** err) {
   if (ctx == nullptr) return MissingArgument(err, "ctx");
   return ScopePublishSpec(ctx->ctx, spec, Due{deliver_at_unix_ms, std::nullopt}, id, err);
 }
 
-int walbus_ctx_publish_after(walbus_ctx_t* ctx, const walbus_event_spec* spec, uint64_t delay_ms, char* id,
-                             char** err) {
+walbus_code walbus_ctx_publish_after(walbus_ctx_t* ctx, const walbus_event_spec* spec, uint64_t delay_ms, char* id,
+                                     char** err) {
   if (ctx == nullptr) return MissingArgument(err, "ctx");
   return ScopePublishSpec(ctx->ctx, spec, Due{std::nullopt, delay_ms}, id, err);
 }
 
-int walbus_ctx_cancel_scheduled(walbus_ctx_t* ctx, const char* id, char** err) {
+walbus_code walbus_ctx_cancel_scheduled(walbus_ctx_t* ctx, const char* id, char** err) {
   if (ctx == nullptr) return MissingArgument(err, "ctx");
   return ScopeCancelScheduled(ctx->ctx, id, err);
 }
 
-int walbus_ctx_get_scheduled(walbus_ctx_t* ctx, const char* id, int* state, int64_t* at_unix_ms, char** err) {
+walbus_code walbus_ctx_get_scheduled(walbus_ctx_t* ctx, const char* id, int* state, int64_t* at_unix_ms, char** err) {
   if (ctx == nullptr) return MissingArgument(err, "ctx");
   return ScopeGetScheduled(ctx->ctx, id, state, at_unix_ms, err);
 }
@@ -675,7 +692,7 @@ void walbus_subscriber_options_init(walbus_subscriber_options* options) {
   options->on_poison = WALBUS_POISON_DEAD_LETTER;
 }
 
-int walbus_subscribe_with(walbus_t* bus, const walbus_subscriber_options* options, char** err) {
+walbus_code walbus_subscribe_with(walbus_t* bus, const walbus_subscriber_options* options, char** err) {
   return Guard(err, [&] {
     if (bus == nullptr) return MissingArgument(err, "bus");
     if (options == nullptr) return MissingArgument(err, "options");
@@ -709,18 +726,18 @@ int walbus_subscribe_with(walbus_t* bus, const walbus_subscriber_options* option
   });
 }
 
-int walbus_wait_caught_up(walbus_t* bus, uint64_t timeout_ms, char** err) {
+walbus_code walbus_wait_caught_up(walbus_t* bus, uint64_t timeout_ms, char** err) {
   return Guard(err, [&] {
     if (bus == nullptr) return MissingArgument(err, "bus");
     return Report(bus->bus->WaitCaughtUp(std::chrono::milliseconds(timeout_ms)), err);
   });
 }
 
-int walbus_wait_event(walbus_t* bus, uint64_t seq, const char* id, uint64_t timeout_ms, char** err) {
+walbus_code walbus_wait_event(walbus_t* bus, uint64_t seq, const char* id, uint64_t timeout_ms, char** err) {
   return Guard(err, [&] {
     if (bus == nullptr) return MissingArgument(err, "bus");
     walbus::EventId parsed;
-    if (int code = ParseId(id, &parsed, err); code != WALBUS_OK) return code;
+    if (walbus_code code = ParseId(id, &parsed, err); code != WALBUS_OK) return code;
     walbus::Receipt receipt;
     receipt.first_seq = seq;
     receipt.event_ids = {parsed};
@@ -729,22 +746,23 @@ int walbus_wait_event(walbus_t* bus, uint64_t seq, const char* id, uint64_t time
   });
 }
 
-int walbus_event_status(walbus_t* bus, const char* id, walbus_delivery** deliveries, size_t* count, char** err) {
+walbus_code walbus_event_status(walbus_t* bus, const char* id, walbus_delivery** deliveries, size_t* count,
+                                char** err) {
   return Guard(err, [&] {
     if (bus == nullptr) return MissingArgument(err, "bus");
     if (deliveries == nullptr || count == nullptr) return MissingArgument(err, "deliveries");
     walbus::EventId parsed;
-    if (int code = ParseId(id, &parsed, err); code != WALBUS_OK) return code;
+    if (walbus_code code = ParseId(id, &parsed, err); code != WALBUS_OK) return code;
     walbus::Result<std::vector<walbus::DeliveryState>> states = bus->bus->EventStatus(parsed);
-    if (int code = Report(states.status(), err); code != WALBUS_OK) return code;
+    if (walbus_code code = Report(states.status(), err); code != WALBUS_OK) return code;
     *deliveries = CopyDeliveries(*states);
     *count = states->size();
-    return static_cast<int>(WALBUS_OK);
+    return WALBUS_OK;
   });
 }
 
-int walbus_pending(walbus_t* bus, const char* subscriber, size_t limit, walbus_delivery** deliveries, size_t* count,
-                   char** err) {
+walbus_code walbus_pending(walbus_t* bus, const char* subscriber, size_t limit, walbus_delivery** deliveries,
+                           size_t* count, char** err) {
   return Guard(err, [&] {
     if (bus == nullptr) return MissingArgument(err, "bus");
     if (subscriber == nullptr) return MissingArgument(err, "subscriber");
@@ -753,14 +771,14 @@ int walbus_pending(walbus_t* bus, const char* subscriber, size_t limit, walbus_d
     if (!states.ok()) return Report(states.status(), err);
     *deliveries = CopyDeliveries(*states);
     *count = states->size();
-    return static_cast<int>(WALBUS_OK);
+    return WALBUS_OK;
   });
 }
 
 void walbus_free_deliveries(walbus_delivery* deliveries) { std::free(deliveries); }
 
-int walbus_subscribe(walbus_t* bus, const char* name, const char* const* types, size_t ntypes,
-                     walbus_handler_fn handler, void* user, char** err) {
+walbus_code walbus_subscribe(walbus_t* bus, const char* name, const char* const* types, size_t ntypes,
+                             walbus_handler_fn handler, void* user, char** err) {
   walbus_subscriber_options options;
   walbus_subscriber_options_init(&options);
   options.name = name;
@@ -771,20 +789,20 @@ int walbus_subscribe(walbus_t* bus, const char* name, const char* const* types, 
   return walbus_subscribe_with(bus, &options, err);
 }
 
-int walbus_ctx_put(walbus_ctx_t* ctx, const char* column_family, const char* key, size_t key_len, const char* value,
-                   size_t value_len, char** err) {
+walbus_code walbus_ctx_put(walbus_ctx_t* ctx, const char* column_family, const char* key, size_t key_len,
+                           const char* value, size_t value_len, char** err) {
   if (ctx == nullptr) return MissingArgument(err, "ctx");
   return ScopePut(ctx->ctx, column_family, key, key_len, value, value_len, err);
 }
 
-int walbus_ctx_get(walbus_ctx_t* ctx, const char* column_family, const char* key, size_t key_len, char** value,
-                   size_t* value_len, char** err) {
+walbus_code walbus_ctx_get(walbus_ctx_t* ctx, const char* column_family, const char* key, size_t key_len, char** value,
+                           size_t* value_len, char** err) {
   if (ctx == nullptr) return MissingArgument(err, "ctx");
   return ReaderGet(ctx->ctx, column_family, key, key_len, value, value_len, err);
 }
 
-int walbus_ctx_publish(walbus_ctx_t* ctx, const char* type, const char* subject, const char* data, size_t data_len,
-                       char** err) {
+walbus_code walbus_ctx_publish(walbus_ctx_t* ctx, const char* type, const char* subject, const char* data,
+                               size_t data_len, char** err) {
   if (ctx == nullptr) return MissingArgument(err, "ctx");
   return ScopePublish(ctx->ctx, type, subject, data, data_len, err);
 }
@@ -808,21 +826,21 @@ void walbus_ctx_reject_reason(walbus_ctx_t* ctx, const char* reason) {
   }
 }
 
-int walbus_start(walbus_t* bus, char** err) {
+walbus_code walbus_start(walbus_t* bus, char** err) {
   return Guard(err, [&] {
     if (bus == nullptr) return MissingArgument(err, "bus");
     return Report(bus->bus->Start(), err);
   });
 }
 
-int walbus_wait_idle(walbus_t* bus, uint64_t timeout_ms, char** err) {
+walbus_code walbus_wait_idle(walbus_t* bus, uint64_t timeout_ms, char** err) {
   return Guard(err, [&] {
     if (bus == nullptr) return MissingArgument(err, "bus");
     return Report(bus->bus->WaitIdle(std::chrono::milliseconds(timeout_ms)), err);
   });
 }
 
-int walbus_stats(walbus_t* bus, walbus_bus_stats** stats, char** err) {
+walbus_code walbus_stats(walbus_t* bus, walbus_bus_stats** stats, char** err) {
   return Guard(err, [&] {
     if (bus == nullptr) return MissingArgument(err, "bus");
     if (stats == nullptr) return MissingArgument(err, "stats");
@@ -849,7 +867,7 @@ int walbus_stats(walbus_t* bus, walbus_bus_stats** stats, char** err) {
       names += from.name.size() + 1;
     }
     *stats = out;
-    return static_cast<int>(WALBUS_OK);
+    return WALBUS_OK;
   });
 }
 

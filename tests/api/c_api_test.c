@@ -1,7 +1,8 @@
 // The C API from C: open, subscribe, start, commit 100 events, wait until
 // idle, then check that the handler ran once per event, that every effect
 // it wrote is there, and the counters; then the error path; then what an
-// application needs beyond that (Operations); then close.
+// application needs beyond that (Operations, Writing, Reading, Scheduling,
+// Handlers: every function of walbus/c.h is called); then close.
 //
 //   c_api_test [DIR]   (default: a fresh directory under $TMPDIR or /tmp,
 //                      removed at the end)
@@ -57,6 +58,7 @@ static int Handle(void* user, const walbus_event* event, walbus_ctx_t* ctx) {
     return WALBUS_RETRY;
   }
   if (strncmp(walbus_ctx_idempotency_key(ctx), "c-handler/", 10) != 0) return WALBUS_REJECT;
+  if (walbus_ctx_attempt(ctx) != 1) return WALBUS_REJECT;  // the first run of each event
   atomic_fetch_add(&seen->calls, 1);
   return WALBUS_DONE;
 }
@@ -222,8 +224,8 @@ static void Reading(walbus_t* bus) {
   walbus_free(value);
   Must(walbus_view_get(before, "orders", "counter", 7, &value, &len, &err), err, "walbus_view_get");
   CHECK(value == NULL);
-  walbus_view_free(before);
-  walbus_view_free(after);
+  walbus_free_view(before);
+  walbus_free_view(after);
 }
 
 static void Operations(walbus_t* bus) {
@@ -452,6 +454,150 @@ static void Scheduling(walbus_t* bus) {
   CHECK(seq == 0);
 }
 
+// Writes beyond put: a delete asserted with its version keeps the version
+// counting, a value and its version come from one snapshot, and a commit can ask for an fsync of
+// its own on this kBuffered bus.
+static void Writing(walbus_t* bus) {
+  char* err = NULL;
+  walbus_tx_t* tx = walbus_begin(bus);
+  Must(walbus_tx_put(tx, "orders", "kept", 4, "v1", 2, &err), err, "walbus_tx_put");
+  Must(walbus_tx_expect_version(tx, "orders", "kept", 4, 0, &err), err, "walbus_tx_expect_version");
+  uint64_t seq = 7;
+  Must(walbus_tx_commit_sync(tx, &seq, &err), err, "walbus_tx_commit_sync");
+  CHECK(seq == 0);  // no event
+  tx = walbus_begin(bus);
+  char* value = NULL;
+  size_t len = 0;
+  uint64_t version = 0;
+  Must(walbus_tx_get_with_version(tx, "orders", "kept", 4, &value, &len, &version, &err), err,
+       "walbus_tx_get_with_version");
+  CHECK(value != NULL && len == 2 && memcmp(value, "v1", 2) == 0 && version == 1);
+  walbus_free(value);
+  Must(walbus_tx_delete(tx, "orders", "kept", 4, &err), err, "walbus_tx_delete");
+  Must(walbus_tx_expect_version(tx, "orders", "kept", 4, 1, &err), err, "walbus_tx_expect_version");
+  Must(walbus_tx_get(tx, "orders", "kept", 4, &value, &len, &err), err, "walbus_tx_get");
+  CHECK(value == NULL);  // its own delete
+  Must(walbus_tx_commit(tx, NULL, &err), err, "walbus_tx_commit");
+  tx = walbus_begin(bus);
+  value = (char*)"x";
+  Must(walbus_tx_get_with_version(tx, "orders", "kept", 4, &value, &len, &version, &err), err,
+       "walbus_tx_get_with_version");
+  CHECK(value == NULL && version == 2);
+  walbus_tx_abort(tx);
+  CHECK(walbus_tx_commit_sync(NULL, NULL, &err) == WALBUS_INVALID_ARGUMENT);
+  walbus_free_error(err);
+}
+
+// A handler's reads, writes and follow-ups: a "fill" event writes three
+// rows, reads its own writes back (get, scan), deletes a range of them and
+// publishes three follow-ups (at once, at a past moment, 30 ms later); a
+// "sweep" event, once fill's commit landed, reads a row with its version
+// and clears the column family. Each result is kept for main to check.
+struct Work {
+  atomic_int filled;      // fill's reads saw what they should
+  atomic_int swept;       // sweep's read saw fill's commit
+  atomic_int replayed;    // a run that said it was a replay's
+  atomic_int follow_ups;  // follow-ups handled
+};
+
+static int ReadsAndWrites(struct Work* w, walbus_ctx_t* ctx, const char* data, size_t data_len) {
+  char* err = NULL;
+  int code = WALBUS_OK;
+  if (data_len == 4 && memcmp(data, "fill", 4) == 0) {
+    code = walbus_ctx_put(ctx, "effects", "w-a", 3, "1", 1, &err);
+    if (code == WALBUS_OK) code = walbus_ctx_expect_version(ctx, "effects", "w-a", 3, 0, &err);
+    if (code == WALBUS_OK) code = walbus_ctx_put(ctx, "effects", "w-b", 3, "2", 1, &err);
+    if (code == WALBUS_OK) code = walbus_ctx_put(ctx, "effects", "w-c", 3, "3", 1, &err);
+    char* value = NULL;
+    size_t len = 0;
+    if (code == WALBUS_OK) code = walbus_ctx_get(ctx, "effects", "w-b", 3, &value, &len, &err);
+    const int own_write = value != NULL && len == 1 && value[0] == '2';
+    walbus_free(value);
+    if (code == WALBUS_OK) code = walbus_ctx_delete_range(ctx, "effects", "w-b", 3, "w-c", 3, &err);
+    struct Rows rows = {{0}, 0, 0, 0};
+    walbus_scan_options options;
+    walbus_scan_options_init(&options);
+    options.prefix = "w-";
+    options.prefix_len = 2;
+    if (code == WALBUS_OK) code = walbus_ctx_scan(ctx, "effects", &options, CollectRow, &rows, NULL, NULL, &err);
+    walbus_event_spec spec;
+    walbus_event_spec_init(&spec);
+    spec.type = "work.follow-up.v1";
+    spec.subject = "w";
+    if (code == WALBUS_OK) code = walbus_ctx_publish(ctx, "work.follow-up.v1", "w", "now", 3, &err);
+    if (code == WALBUS_OK) code = walbus_ctx_publish_at(ctx, &spec, 1000, NULL, &err);
+    if (code == WALBUS_OK) code = walbus_ctx_publish_after(ctx, &spec, 30, NULL, &err);
+    if (code == WALBUS_OK && own_write && strcmp(rows.text, "w-a=1;w-c=3;") == 0) atomic_store(&w->filled, 1);
+  } else {
+    char* value = NULL;
+    size_t len = 0;
+    uint64_t version = 0;
+    code = walbus_ctx_get_with_version(ctx, "effects", "w-a", 3, &value, &len, &version, &err);
+    if (code == WALBUS_OK && value != NULL && len == 1 && value[0] == '1' && version == 1) atomic_store(&w->swept, 1);
+    walbus_free(value);
+    if (code == WALBUS_OK) code = walbus_ctx_clear(ctx, "effects", &err);
+  }
+  walbus_free_error(err);
+  return code;
+}
+
+static int Worker(void* user, const walbus_event* event, walbus_ctx_t* ctx) {
+  struct Work* w = user;
+  uint64_t replay_id = 7;
+  int fresh_scope = 7;
+  if (walbus_ctx_replay(ctx, &replay_id, &fresh_scope) != 0 || replay_id != 7 || fresh_scope != 7) {
+    atomic_store(&w->replayed, 1);
+  }
+  if (strcmp(event->type, "work.follow-up.v1") == 0) {
+    atomic_fetch_add(&w->follow_ups, 1);
+    return WALBUS_DONE;
+  }
+  return ReadsAndWrites(w, ctx, event->data, event->data_len) == WALBUS_OK ? WALBUS_DONE : WALBUS_RETRY;
+}
+
+static void WaitUntilAtLeast(atomic_int* counter, int n) {
+  for (int i = 0; i < 1000 && atomic_load(counter) < n; ++i) nanosleep(&(struct timespec){0, 10 * 1000 * 1000}, NULL);
+}
+
+static void Handlers(walbus_t* bus) {
+  static struct Work w;
+  atomic_init(&w.filled, 0);
+  atomic_init(&w.swept, 0);
+  atomic_init(&w.replayed, 0);
+  atomic_init(&w.follow_ups, 0);
+  char* err = NULL;
+  const char* types[] = {"work.item.v1", "work.follow-up.v1"};
+  Must(walbus_subscribe(bus, "c-worker", types, 2, Worker, &w, &err), err, "walbus_subscribe");
+  walbus_tx_t* tx = walbus_begin(bus);
+  Must(walbus_tx_publish(tx, "work.item.v1", "w", "fill", 4, &err), err, "walbus_tx_publish");
+  Must(walbus_tx_commit(tx, NULL, &err), err, "walbus_tx_commit");
+  WaitUntilPositive(&w.filled);
+  CHECK(atomic_load(&w.filled) == 1);
+  // The same subject: sweep runs after fill's commit landed.
+  tx = walbus_begin(bus);
+  Must(walbus_tx_publish(tx, "work.item.v1", "w", "sweep", 5, &err), err, "walbus_tx_publish");
+  Must(walbus_tx_commit(tx, NULL, &err), err, "walbus_tx_commit");
+  WaitUntilPositive(&w.swept);
+  CHECK(atomic_load(&w.swept) == 1);
+  WaitUntilAtLeast(&w.follow_ups, 3);
+  CHECK(atomic_load(&w.follow_ups) == 3);
+  CHECK(atomic_load(&w.replayed) == 0);
+  // Sweep's clear committed with its handled record: nothing is left.
+  int present = 1;
+  for (int i = 0; i < 1000 && present; ++i) {
+    walbus_tx_t* read = walbus_begin(bus);
+    char* value = NULL;
+    Must(walbus_tx_get(read, "effects", "w-a", 3, &value, NULL, &err), err, "walbus_tx_get");
+    present = value != NULL;
+    walbus_free(value);
+    walbus_tx_abort(read);
+    if (present) nanosleep(&(struct timespec){0, 10 * 1000 * 1000}, NULL);
+  }
+  CHECK(!present);
+  CHECK(walbus_ctx_replay(NULL, NULL, NULL) == 0);
+  CHECK(walbus_ctx_attempt(NULL) == 0);
+}
+
 static int RemoveEntry(const char* path, const struct stat* sb, int flag, struct FTW* ftw) {
   (void)sb;
   (void)flag;
@@ -559,8 +705,10 @@ int main(int argc, char** argv) {
   err = NULL;
 
   Operations(bus);
+  Writing(bus);
   Reading(bus);
   Scheduling(bus);
+  Handlers(bus);
   Must(walbus_close(bus, &err), err, "walbus_close");
   if (made[0] != '\0') nftw(made, RemoveEntry, 16, FTW_DEPTH | FTW_PHYS);
   if (failures > 0) {
@@ -569,7 +717,7 @@ int main(int argc, char** argv) {
   }
   printf(
       "c_api_test: %d events handled once each, effects and counters as expected; versions, deletes, "
-      "policies, delivery states, scans, views and scheduled events as in C++\n",
+      "policies, delivery states, scans, views, scheduled events and handlers' calls as in C++\n",
       kEvents);
   return 0;
 }

@@ -256,7 +256,7 @@ walbus::Options BusOptions(const std::string& dir, walbus::Durability durability
 std::string DurabilityName(walbus::Durability d) { return d == walbus::Durability::kSync ? "sync" : "buffered"; }
 
 walbus::Status CommitOne(walbus::Bus& bus, const std::string& domain_key, const std::string& subject,
-                         const std::string& data) {
+                         const std::string& data, const walbus::CommitOptions& commit) {
   walbus::Transaction tx = bus.Begin();
   if (walbus::Status s = tx.Put("domain", domain_key, DomainValue()); !s.ok()) return s;
   walbus::EventSpec event;
@@ -264,7 +264,7 @@ walbus::Status CommitOne(walbus::Bus& bus, const std::string& domain_key, const 
   event.subject = subject;
   event.data = data;
   if (auto id = tx.Publish(event); !id.ok()) return id.status();
-  return tx.Commit().status();
+  return tx.Commit(commit).status();
 }
 
 walbus::Outcome WriteEffect(const walbus::Event& e, walbus::HandlerContext& ctx) {

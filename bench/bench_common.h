@@ -177,9 +177,10 @@ LoadResult RunClosedLoop(int producers, double seconds, uint64_t max_operations,
 
 walbus::Options BusOptions(const std::string& dir, walbus::Durability durability);
 std::string DurabilityName(walbus::Durability d);
-// One domain write (DomainValue) and one event of kEventType, committed.
+// One domain write (DomainValue) and one event of kEventType, committed
+// with `commit`'s options.
 walbus::Status CommitOne(walbus::Bus& bus, const std::string& domain_key, const std::string& subject,
-                         const std::string& data);
+                         const std::string& data, const walbus::CommitOptions& commit = {});
 // The end-to-end handler: one effect per event, keyed by subscriber, subject
 // and seq, committed with the inbox record.
 walbus::Outcome WriteEffect(const walbus::Event& e, walbus::HandlerContext& ctx);

@@ -9,6 +9,12 @@
 // PublishBufferedSync: kBuffered publishing with the log's background
 // sync against the same without it (1 and 4 producers).
 //
+// PublishCommitSync: a kBuffered bus whose producers ask for an fsync
+// (CommitOptions::sync) on every 10th commit, on every commit, and on
+// none, beside a kSync bus, with 16 producers: what a synced commit costs
+// the others in its group, and whether asking per commit costs more than
+// the bus-wide setting.
+//
 // PublishContract: the same commits with a FlatBuffers payload of about
 // 200 bytes (strings, a vector of tables, a struct, scalars), published
 // under a type with a registered schema, so each Publish verifies it, and
@@ -44,8 +50,11 @@ void Report(benchmark::State& state, const LoadResult& load) {
 
 // `buffered_sync_interval`: the kBuffered log's background sync (the
 // default when not given; 24 h, which no run reaches, measures without it).
+// `sync_every`: every sync_every-th commit of each producer asks for an
+// fsync (CommitOptions::sync); 0: none does.
 void RunWalbus(benchmark::State& state, walbus::Durability durability, int producers,
-               std::optional<std::chrono::milliseconds> buffered_sync_interval = std::nullopt) {
+               std::optional<std::chrono::milliseconds> buffered_sync_interval = std::nullopt,
+               uint64_t sync_every = 0) {
   for (auto _ : state) {
     TempDir dir;
     std::unique_ptr<walbus::Bus> bus;
@@ -54,7 +63,8 @@ void RunWalbus(benchmark::State& state, walbus::Durability durability, int produ
     walbus::Status s = walbus::Bus::Open(options, &bus);
     if (Failed(state, ErrorText(s))) return;
     const LoadResult load = RunClosedLoop(producers, CurrentProfile().publish_seconds, 0, [&](int p, uint64_t n) {
-      walbus::Status c = CommitOne(*bus, DomainKey(p, n), SubjectOf(n, kPublishSubjects), EventData());
+      const walbus::CommitOptions commit{.sync = sync_every != 0 && n % sync_every == 0};
+      walbus::Status c = CommitOne(*bus, DomainKey(p, n), SubjectOf(n, kPublishSubjects), EventData(), commit);
       return ErrorText(c);
     });
     if (Failed(state, load.error)) return;
@@ -267,6 +277,19 @@ void RegisterPublishBenchmarks() {
           [=](benchmark::State& s) { RunWalbus(s, walbus::Durability::kBuffered, producers, interval); });
     }
   }
+  constexpr int kCommitSyncProducers = 16;
+  for (const uint64_t sync_every : {uint64_t{0}, uint64_t{10}, uint64_t{1}}) {
+    RegisterMeasurement(BenchName("PublishCommitSync", {{"bus", "buffered"},
+                                                        {"sync_every", std::to_string(sync_every)},
+                                                        {"producers", std::to_string(kCommitSyncProducers)}}),
+                        [=](benchmark::State& s) {
+                          RunWalbus(s, walbus::Durability::kBuffered, kCommitSyncProducers, std::nullopt, sync_every);
+                        });
+  }
+  RegisterMeasurement(
+      BenchName("PublishCommitSync",
+                {{"bus", "sync"}, {"sync_every", "0"}, {"producers", std::to_string(kCommitSyncProducers)}}),
+      [=](benchmark::State& s) { RunWalbus(s, walbus::Durability::kSync, kCommitSyncProducers); });
   // One producer, where verification is the largest share of a commit's
   // time, and four, where commits share writes.
   for (int producers : {1, 4}) {

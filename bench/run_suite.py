@@ -33,7 +33,7 @@ import sys
 
 GROUPS = [
     # (group, the benchmark families it runs, as a regular expression)
-    ("publish", "(Publish(Contract|BufferedSync)?|PayloadCheck)"),
+    ("publish", "(Publish(Contract|BufferedSync|CommitSync)?|PayloadCheck)"),
     ("end-to-end", "EndToEnd(NoEffect)?"),
     ("latency", "Latency"),
     ("dispatch", "Dispatch"),
@@ -69,6 +69,8 @@ REQUIRED_KEYS = [
     "publish_sync_16p_eps",
     "publish_sync_16p_vs_sqlite_full",
     "publish_schema_vs_plain",
+    "publish_sync_1_in_10_vs_buffered",
+    "publish_commit_sync_vs_sync_bus",
     "e2e_buffered_eps",
     "e2e_buffered_vs_sqlite_normal",
     "e2e_sync_vs_sqlite_full",
@@ -241,6 +243,11 @@ def summarize(res):
     synced = lambda log_sync, p: res.value("PublishBufferedSync", eps, log_sync=log_sync, producers=p)
     s["buffered_sync_publish_ratio"] = ratio(synced("background", 1), synced("none", 1))
     s["buffered_sync_publish_ratio_4p"] = ratio(synced("background", 4), synced("none", 4))
+    # Commits that ask for an fsync on a kBuffered bus (16 producers): one
+    # in ten against none, and every one against a kSync bus.
+    commit_sync = lambda bus, every: res.value("PublishCommitSync", eps, bus=bus, sync_every=every, producers=16)
+    s["publish_sync_1_in_10_vs_buffered"] = ratio(commit_sync("buffered", 10), commit_sync("buffered", 0))
+    s["publish_commit_sync_vs_sync_bus"] = ratio(commit_sync("buffered", 1), commit_sync("sync", 0))
     # Payloads checked by their registered schema against the same without one.
     contract = lambda system, p: res.value("PublishContract", eps, system=system, producers=p)
     s["publish_schema_1p_vs_plain"] = ratio(contract("schema", 1), contract("plain", 1))

@@ -12,7 +12,6 @@
 #include "bus/core/fault_point.h"
 #include "bus/dispatch/recovery.h"
 #include "bus/util/bounds.h"
-#include "bus/util/closest.h"
 #include "bus/util/unix_time.h"
 #include "storage/keys.h"
 #include "storage/records.h"
@@ -74,59 +73,19 @@ Status ValidateOptions(const Options& o) {
   return ValidateBounds(o);
 }
 
-}  // namespace
+// The timeline as last stored (a fresh one in a new database).
+Result<std::unique_ptr<Timeline>> LoadTimeline(storage::Db& db, const Clock* clock) {
+  std::string value;
+  bool found = false;
+  if (Status s = db.Get(db.cf(storage::Cf::kMeta), storage::kMetaTimeline, &value, &found); !s.ok()) return s;
+  Timeline::State state;
+  if (found && !Timeline::Decode(value, &state)) return Status::Corruption("the stored timeline is malformed");
+  return std::make_unique<Timeline>(clock, state);
+}
 
-Status BusImpl::Open(const Options& options, std::unique_ptr<Bus>* out) { return OpenWithEnv(options, nullptr, out); }
-
-Status BusImpl::OpenWithEnv(const Options& requested, rocksdb::Env* env, std::unique_ptr<Bus>* out) {
-  out->reset();
-  if (Status s = ValidateOptions(requested); !s.ok()) return s;
-  const Options options = WithinMemoryBudget(requested);
-  std::unique_ptr<BusImpl> bus(new BusImpl(options));
-  storage::OpenOptions so;
-  so.memory_bytes = StorageShare(options.memory_budget);
-  so.dir = options.dir;
-  so.create_if_missing = options.create_if_missing;
-  so.share_with_group = options.share_with_group;
-  so.app_column_families = options.column_families;
-  so.env = env;
-  if (options.inbox_window.count() > 0) {
-    bus->inbox_window_ = std::make_shared<InboxWindow>(options.inbox_window, bus->options_.clock.get());
-    so.inbox_retention = bus->inbox_window_;
-  }
-  if (Status s = storage::Db::Open(so, &bus->db_); !s.ok()) return s;
-  bus->app_cfs_ = AppColumnFamilies(*bus->db_, options.column_families);
-  uint64_t last_seq = 0, trimmed_below = 0;
-  std::vector<uint32_t> removals_left;
-  if (Status s = bus->Recover(&last_seq, &trimmed_below, &removals_left); !s.ok()) return s;
-  WALBUS_FAULT_POINT("recovery.after_open");
-  bus->tail_ = std::make_unique<TailCache>(options.tail_cache_events, options.tail_cache_bytes);
-  bus->log_ = std::make_unique<BusLog>(options.logger, options.hash_subjects_in_logs);
-  if (options.durability == Durability::kBuffered) {
-    bus->wal_syncer_ = std::make_unique<WalSyncer>(bus->db_.get(), bus->log_.get(), options.buffered_sync_interval);
-  }
-  bus->committer_ =
-      std::make_unique<Committer>(bus->db_.get(), CommitLimits{options.max_group_commits, options.max_group_bytes},
-                                  last_seq, bus.get(), bus->wal_syncer_.get());
-  bus->registrations_ = std::make_unique<Registrations>(bus->db_.get(), bus->committer_.get(), &bus->registry_);
-  bus->contracts_ = std::make_unique<EventContractsImpl>(
-      EventContractsImpl::Parts{&bus->gate_, bus->db_.get(), bus->committer_.get(), &bus->schemas_, &bus->options_,
-                                bus->log_.get(), [self = bus.get()] { self->dispatcher_->ResumePaused(); }});
-  if (Status s = bus->contracts_->Load(); !s.ok()) return s;
-  if (bus->db_->open_to_others()) {
-    bus->log_->logger().warn(
-        "walbus: {} lets other users in (a permission bit for others): they can read every "
-        "payload; chmod o= {} (a new database is created 0700)",
-        options.dir, options.dir);
-  }
-  bus->quarantine_ = std::make_unique<internal::Quarantine>(
-      bus->db_.get(), bus->committer_.get(), bus->options_.clock.get(), bus->log_.get(), options.quarantine_max_entries,
-      options.quarantine_max_bytes);
-  if (Status s = bus->quarantine_->Load(); !s.ok()) return s;
-  if (Status s = bus->LoadTimeline(); !s.ok()) return s;
-  bus->scheduler_ = std::make_unique<Scheduler>(bus->db_.get(), bus->committer_.get(), bus->timeline_.get(),
-                                                bus->quarantine_.get(), bus->log_.get(), options.max_payload_bytes);
-  if (Status s = bus->scheduler_->Load(); !s.ok()) return s;
+// The dispatcher's bounds and rhythm from `options`; the parts it works
+// with are the caller's to add.
+DispatcherConfig DispatcherConfigOf(const Options& options, uint64_t trimmed_below) {
   DispatcherConfig dc;
   dc.worker_threads = options.worker_threads;
   dc.max_in_flight_per_subscriber = options.max_in_flight_per_subscriber;
@@ -138,68 +97,119 @@ Status BusImpl::OpenWithEnv(const Options& requested, rocksdb::Env* env, std::un
   dc.trim_every_events = options.trim_every_events;
   dc.trim_interval = options.trim_interval;
   dc.retention = RetentionPolicy::From(options);
-  dc.inbox_window = bus->inbox_window_.get();
   dc.checkpoint_interval = options.checkpoint_interval;
   dc.trimmed_below = trimmed_below;
   dc.sync_follow_ups = options.durability == Durability::kSync;
-  dc.clock = bus->options_.clock.get();
-  dc.schemas = &bus->schemas_;
-  dc.quarantine = bus->quarantine_.get();
-  dc.scheduler = bus->scheduler_.get();
-  dc.log = bus->log_.get();
-  bus->dispatcher_ = std::make_unique<Dispatcher>(bus.get(), bus->db_.get(), bus->committer_.get(), bus->tail_.get(),
-                                                  &bus->registry_, dc);
-  bus->metrics_ = std::make_unique<BusMetrics>(
-      BusMetrics::Parts{bus->db_.get(), bus->committer_.get(), bus->tail_.get(), &bus->registry_,
-                        bus->quarantine_.get(), bus->scheduler_.get(), bus->timeline_.get(), &bus->options_});
-  bus->ingestion_ =
-      std::make_unique<Ingestion>(bus->db_.get(), &bus->schemas_, bus->quarantine_.get(), options.max_payload_bytes,
-                                  [self = bus.get()](WriteSet* writes) { return self->CommitWrites(writes); });
-  bus->states_ = std::make_unique<DeliveryStates>(bus->db_.get(), options.max_payload_bytes);
-  bus->operator_ = std::make_unique<OperatorActionsImpl>(OperatorActionsImpl::Parts{
-      &bus->gate_, bus->db_.get(), bus->committer_.get(), &bus->registry_, bus->dispatcher_.get(), bus.get(),
-      &bus->app_cfs_, &bus->options_, bus->log_.get(), bus->inbox_window_.get()});
-  // A removal a crash cut short: its inbox records go before anything runs.
-  for (uint32_t id : removals_left) {
-    if (Status s = bus->operator_->DeleteRemovedInbox(id); !s.ok()) return s;
-  }
-  if (!options.metrics_http.empty()) {
-    BusImpl* self = bus.get();
-    Status s = MetricsHttpServer::Start(
-        options.metrics_http, [self] { return self->MetricsText(); }, &bus->metrics_http_);
-    if (!s.ok()) return s;
-  }
-  if (options.admin_socket) {
-    if (Status s = AdminServer::Start(options.dir, bus.get(), &bus->admin_); !s.ok()) return s;
-  }
+  dc.clock = options.clock.get();
+  return dc;
+}
+
+}  // namespace
+
+Status BusImpl::Open(const Options& options, std::unique_ptr<Bus>* out) { return OpenWithEnv(options, nullptr, out); }
+
+Status BusImpl::OpenWithEnv(const Options& requested, rocksdb::Env* env, std::unique_ptr<Bus>* out) {
+  out->reset();
+  if (Status s = ValidateOptions(requested); !s.ok()) return s;
+  std::unique_ptr<BusImpl> bus(new BusImpl(WithinMemoryBudget(requested)));
+  RecoveredState recovered;
+  if (Status s = bus->OpenStorage(env, &recovered); !s.ok()) return s;
+  WALBUS_FAULT_POINT("recovery.after_open");
+  if (Status s = bus->MakeCommitPath(recovered.last_seq); !s.ok()) return s;
+  if (Status s = bus->MakeDelivery(recovered); !s.ok()) return s;
+  if (Status s = bus->StartServers(); !s.ok()) return s;
   *out = std::move(bus);
   return Status::OK();
 }
 
-Status BusImpl::LoadTimeline() {
-  std::string value;
-  bool found = false;
-  if (Status s = db_->Get(db_->cf(storage::Cf::kMeta), storage::kMetaTimeline, &value, &found); !s.ok()) return s;
-  Timeline::State state;
-  if (found && !Timeline::Decode(value, &state)) return Status::Corruption("the stored timeline is malformed");
-  timeline_ = std::make_unique<Timeline>(options_.clock.get(), state);
-  return Status::OK();
-}
-
-Status BusImpl::Recover(uint64_t* last_seq, uint64_t* trimmed_below, std::vector<uint32_t>* removals_left) {
-  RecoveredState state;
-  if (Status s = ReadRecoveredState(*db_, &state); !s.ok()) return s;
-  *last_seq = state.last_seq;
-  *trimmed_below = state.trimmed_below;
+Status BusImpl::OpenStorage(rocksdb::Env* env, RecoveredState* recovered) {
+  storage::OpenOptions so;
+  so.memory_bytes = StorageShare(options_.memory_budget);
+  so.dir = options_.dir;
+  so.create_if_missing = options_.create_if_missing;
+  so.share_with_group = options_.share_with_group;
+  so.app_column_families = options_.column_families;
+  so.env = env;
+  if (options_.inbox_window.count() > 0) {
+    inbox_window_ = std::make_shared<InboxWindow>(options_.inbox_window, options_.clock.get());
+    so.inbox_retention = inbox_window_;
+  }
+  if (Status s = storage::Db::Open(so, &db_); !s.ok()) return s;
+  app_cfs_ = AppColumnFamilies(*db_, options_.column_families);
+  if (Status s = ReadRecoveredState(*db_, recovered); !s.ok()) return s;
   MutexLock lock(&registry_.mu);
-  registry_.by_name = std::move(state.subscribers);
-  registry_.next_id = state.next_subscriber_id;
+  registry_.by_name = std::move(recovered->subscribers);
+  registry_.next_id = recovered->next_subscriber_id;
   if (inbox_window_ != nullptr) {
     for (const auto& [name, entry] : registry_.by_name)
       inbox_window_->SetCheckpoint(entry.id, entry.durable.checkpoint);
-    for (uint32_t id : state.removed_subscriber_ids) inbox_window_->Forget(id);
+    for (uint32_t id : recovered->removed_subscriber_ids) inbox_window_->Forget(id);
   }
-  *removals_left = std::move(state.removed_with_inbox_left);
+  return Status::OK();
+}
+
+Status BusImpl::MakeCommitPath(uint64_t last_seq) {
+  tail_ = std::make_unique<TailCache>(options_.tail_cache_events, options_.tail_cache_bytes);
+  log_ = std::make_unique<BusLog>(options_.logger, options_.hash_subjects_in_logs);
+  if (options_.durability == Durability::kBuffered) {
+    wal_syncer_ = std::make_unique<WalSyncer>(db_.get(), log_.get(), options_.buffered_sync_interval);
+  }
+  committer_ = std::make_unique<Committer>(
+      db_.get(), CommitLimits{options_.max_group_commits, options_.max_group_bytes}, last_seq, this, wal_syncer_.get());
+  registrations_ = std::make_unique<Registrations>(db_.get(), committer_.get(), &registry_);
+  contracts_ = std::make_unique<EventContractsImpl>(EventContractsImpl::Parts{
+      &gate_, db_.get(), committer_.get(), &schemas_, &options_, log_.get(), [this] { dispatcher_->ResumePaused(); }});
+  if (Status s = contracts_->Load(); !s.ok()) return s;
+  if (db_->open_to_others()) {
+    log_->logger().warn(
+        "walbus: {} lets other users in (a permission bit for others): they can read every "
+        "payload; chmod o= {} (a new database is created 0700)",
+        options_.dir, options_.dir);
+  }
+  quarantine_ = std::make_unique<internal::Quarantine>(db_.get(), committer_.get(), options_.clock.get(), log_.get(),
+                                                       options_.quarantine_max_entries, options_.quarantine_max_bytes);
+  if (Status s = quarantine_->Load(); !s.ok()) return s;
+  Result<std::unique_ptr<Timeline>> timeline = LoadTimeline(*db_, options_.clock.get());
+  if (!timeline.ok()) return timeline.status();
+  timeline_ = std::move(*timeline);
+  units_ = std::make_unique<UnitHost>(
+      UnitHost::Parts{&gate_, db_.get(), committer_.get(), &options_, &schemas_, &app_cfs_, timeline_.get()});
+  scheduler_ = std::make_unique<Scheduler>(db_.get(), committer_.get(), timeline_.get(), quarantine_.get(), log_.get(),
+                                           options_.max_payload_bytes);
+  return scheduler_->Load();
+}
+
+Status BusImpl::MakeDelivery(const RecoveredState& recovered) {
+  DispatcherConfig dc = DispatcherConfigOf(options_, recovered.trimmed_below);
+  dc.inbox_window = inbox_window_.get();
+  dc.schemas = &schemas_;
+  dc.quarantine = quarantine_.get();
+  dc.scheduler = scheduler_.get();
+  dc.log = log_.get();
+  dispatcher_ = std::make_unique<Dispatcher>(units_.get(), db_.get(), committer_.get(), tail_.get(), &registry_, dc);
+  metrics_ =
+      std::make_unique<BusMetrics>(BusMetrics::Parts{db_.get(), committer_.get(), tail_.get(), &registry_,
+                                                     quarantine_.get(), scheduler_.get(), timeline_.get(), &options_});
+  ingestion_ = std::make_unique<Ingestion>(db_.get(), &schemas_, quarantine_.get(), options_.max_payload_bytes,
+                                           [this](WriteSet* writes) { return units_->CommitWrites(writes); });
+  states_ = std::make_unique<DeliveryStates>(db_.get(), options_.max_payload_bytes);
+  operator_ = std::make_unique<OperatorActionsImpl>(
+      OperatorActionsImpl::Parts{&gate_, db_.get(), committer_.get(), &registry_, dispatcher_.get(), units_.get(),
+                                 &app_cfs_, &options_, log_.get(), inbox_window_.get()});
+  // A removal a crash cut short: its inbox records go before anything runs.
+  for (uint32_t id : recovered.removed_with_inbox_left) {
+    if (Status s = operator_->DeleteRemovedInbox(id); !s.ok()) return s;
+  }
+  return Status::OK();
+}
+
+Status BusImpl::StartServers() {
+  if (!options_.metrics_http.empty()) {
+    Status s = MetricsHttpServer::Start(
+        options_.metrics_http, [this] { return MetricsText(); }, &metrics_http_);
+    if (!s.ok()) return s;
+  }
+  if (options_.admin_socket) return AdminServer::Start(options_.dir, this, &admin_);
   return Status::OK();
 }
 
@@ -208,37 +218,14 @@ BusImpl::~BusImpl() {
   dispatcher_.reset();  // before the registry and committer it points into
 }
 
-Transaction BusImpl::Begin() { return ScopeAccess::NewTransaction(std::make_unique<ScopeRep>(this)); }
+Transaction BusImpl::Begin() { return ScopeAccess::NewTransaction(std::make_unique<ScopeRep>(units_.get())); }
 
 ReadView BusImpl::Read() {
-  auto rep = std::make_unique<ViewRep>(this);
+  auto rep = std::make_unique<ViewRep>(units_.get());
   InCall call(this);
   // After Close there is no snapshot to take: the view's reads say Closed.
   if (call.admitted()) rep->reader.TakeSnapshot(db_.get());
   return ScopeAccess::NewView(std::move(rep));
-}
-
-Result<Receipt> BusImpl::CommitTransaction(ScopeRep* scope, bool sync) {
-  if (scope->committed) return ScopeRep::AlreadyCommitted();
-  scope->committed = true;
-  scope->reader.Release();  // a committed transaction reads no more
-  if (!scope->error.ok()) return scope->error;
-  return CommitWrites(&scope->writes, sync);
-}
-
-Result<Receipt> BusImpl::CommitWrites(WriteSet* writes, bool sync) {
-  Receipt receipt;
-  if (writes->empty()) return receipt;
-  Status s;
-  {
-    InCall call(this);
-    if (!call.admitted()) return ClosedStatus();
-    s = committer_->CommitOne(writes, sync || options_.durability == Durability::kSync, &receipt.first_seq);
-  }
-  if (!s.ok()) return s;
-  receipt.event_ids.reserve(writes->events.size());
-  for (const auto& e : writes->events) receipt.event_ids.push_back(e->id);
-  return receipt;
 }
 
 void BusImpl::OnCommitted(std::vector<std::shared_ptr<const Event>>& events) { dispatcher_->NotifyCommitted(events); }
@@ -268,32 +255,9 @@ Status BusImpl::Start() {
   if (dispatcher_->OnWorkerThread()) return Status::OK();
   MutexLock lock(&lifecycle_mu_);
   if (gate_.closed()) return ClosedStatus();
-  if (options_.require_schemas) WarnUnpublishableTypes();
+  if (options_.require_schemas) contracts_->WarnUnpublishable(registry_);
   if (!dispatcher_->started()) dispatcher_->Start();
   return Status::OK();
-}
-
-void BusImpl::WarnUnpublishableTypes() {
-  std::vector<std::pair<std::string, std::string>> silent;  // (type, subscriber)
-  {
-    MutexLock lock(&registry_.mu);
-    for (const auto& [name, entry] : registry_.by_name) {
-      if (entry.active == nullptr) continue;
-      for (const std::string& type : entry.active->types) {
-        if (!schemas_.CanArrive(type) && unpublishable_warned_.insert(type).second) silent.emplace_back(type, name);
-      }
-    }
-  }
-  if (silent.empty()) return;
-  const std::vector<std::string> registered = schemas_.ContractTypes();
-  for (const auto& [type, subscriber] : silent) {
-    std::string nearest;
-    for (const std::string& near : ClosestNames(type, registered, 3)) nearest += (nearest.empty() ? "" : ", ") + near;
-    log_->logger().warn(
-        "walbus: subscriber {} takes {}, which has no schema: under require_schemas no event of it can be published "
-        "or ingested{}",
-        subscriber, type, nearest.empty() ? std::string() : "; types with a schema near it: " + nearest);
-  }
 }
 
 Result<IngestResult> BusImpl::IngestEnvelope(std::string_view envelope, const IngestOptions& options) {

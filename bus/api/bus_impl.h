@@ -16,11 +16,13 @@
 #include "bus/api/ingestion.h"
 #include "bus/api/operator_actions.h"
 #include "bus/api/registrations.h"
+#include "bus/api/unit_host.h"
 #include "bus/core/committer.h"
 #include "bus/core/quarantine.h"
 #include "bus/core/schema_registry.h"
 #include "bus/core/scope.h"
 #include "bus/dispatch/dispatcher.h"
+#include "bus/dispatch/recovery.h"
 #include "bus/dispatch/retention.h"
 #include "bus/dispatch/subscriber.h"
 #include "bus/dispatch/tail_cache.h"
@@ -34,7 +36,7 @@
 
 namespace walbus::internal {
 
-class BusImpl final : public Bus, public CommitListener, public ScopeHost {
+class BusImpl final : public Bus, public CommitListener {
  public:
   static Status Open(const Options& options, std::unique_ptr<Bus>* bus);
   // Test seam: opens storage through `env` (fault injection), which must
@@ -77,37 +79,29 @@ class BusImpl final : public Bus, public CommitListener, public ScopeHost {
    public:
     explicit InCall(BusImpl* bus) : CallGate::Call(&bus->gate_) {}
   };
-  static Status ClosedStatus() { return internal::ClosedStatus(); }
   // InvalidArgument, naming `call`, on one of this bus's handler threads:
   // the calls that wait for handlers (Close and the waits) would wait for
   // the handler that called them. OK elsewhere.
   Status RefusedInHandler(std::string_view call) const;
 
-  // ScopeHost: for WriteScope, inside an admitted InCall (or a handler's
-  // context).
-  CallGate& gate() override { return gate_; }
-  storage::Db* db() const override { return db_.get(); }
-  const Options& options() const override { return options_; }
-  const SchemaRegistry& schemas() const override { return schemas_; }
-  const AppColumnFamilies& app_column_families() const override { return app_cfs_; }
-  Timeline& timeline() override { return *timeline_; }
-  Result<Receipt> CommitTransaction(ScopeRep* scope, bool sync) override;
-  // Commits `writes` inside an admitted call (a Transaction's, an ingested
-  // event's), fsynced when `sync` or under Durability::kSync.
-  Result<Receipt> CommitWrites(WriteSet* writes, bool sync = false);
-
  private:
   explicit BusImpl(const Options& options) : options_(options), schemas_(options.require_schemas) {
     if (options_.clock == nullptr) options_.clock = Clock::System();
   }
-  // Reads the registry and the outbox's bounds; *removals_left gets the
-  // removed subscribers whose inbox records may not all be deleted yet.
-  Status Recover(uint64_t* last_seq, uint64_t* trimmed_below, std::vector<uint32_t>* removals_left);
-  // The timeline as last stored.
-  Status LoadTimeline();
-  // Under require_schemas, warns once about each type a subscriber takes
-  // that nothing can publish (no schema, no upcaster from one).
-  void WarnUnpublishableTypes() REQUIRES(lifecycle_mu_);
+  // Open's steps, in order.
+  // @{
+  // Opens storage and reads the registry into registry_; *recovered gets
+  // the outbox's bounds and the removals an earlier run left unfinished.
+  Status OpenStorage(rocksdb::Env* env, RecoveredState* recovered);
+  // Everything a commit passes through: the committer and what it writes
+  // beside (contracts, quarantine, timeline, scheduled events).
+  Status MakeCommitPath(uint64_t last_seq);
+  // The dispatcher and the parts that read delivery or act on it; ends
+  // the removals `recovered` lists.
+  Status MakeDelivery(const RecoveredState& recovered);
+  // The metrics and admin endpoints Options ask for.
+  Status StartServers();
+  // @}
 
   Options options_;                            // as given, with the clock resolved; not changed after Open
   std::shared_ptr<InboxWindow> inbox_window_;  // Options::inbox_window; shared with storage
@@ -123,6 +117,7 @@ class BusImpl final : public Bus, public CommitListener, public ScopeHost {
   std::unique_ptr<WalSyncer> wal_syncer_;
   std::unique_ptr<internal::Quarantine> quarantine_;
   std::unique_ptr<Timeline> timeline_;
+  std::unique_ptr<UnitHost> units_;  // once timeline_ is loaded
   std::unique_ptr<Scheduler> scheduler_;
   std::unique_ptr<MetricsHttpServer> metrics_http_;  // Options::metrics_http; stopped first by Close()
   std::unique_ptr<AdminServer> admin_;               // Options::admin_socket; stopped first by Close()
@@ -134,10 +129,7 @@ class BusImpl final : public Bus, public CommitListener, public ScopeHost {
   std::unique_ptr<OperatorActionsImpl> operator_;  // acts on the dispatcher and storage
 
   Mutex lifecycle_mu_;  // serializes Start and Close
-  // Types subscribed to that no event can arrive as under require_schemas,
-  // warned about once each.
-  std::set<std::string> unpublishable_warned_ GUARDED_BY(lifecycle_mu_);
-  CallGate gate_;  // admitted calls inside storage (InCall); Close shuts it
+  CallGate gate_;       // admitted calls inside storage (InCall); Close shuts it
 };
 
 }  // namespace walbus::internal

@@ -8,6 +8,7 @@
 #include "bus/core/envelope.h"
 #include "bus/core/payload_contract.h"
 #include "bus/core/schema_compat.h"
+#include "bus/util/closest.h"
 #include "bus/util/unix_time.h"
 #include "storage/keys.h"
 #include "storage/records.h"
@@ -129,6 +130,30 @@ Result<SchemaVersion> EventContractsImpl::RegisterSchema(std::string_view type_n
     parts_.schemas->SetContract(std::move(*made));
   }
   return SchemaVersion{version, SchemaHashText(record.hash), added};
+}
+
+void EventContractsImpl::WarnUnpublishable(Registry& registry) {
+  std::vector<std::pair<std::string, std::string>> silent;  // (type, subscriber)
+  {
+    MutexLock warned_lock(&warned_mu_);
+    MutexLock lock(&registry.mu);
+    for (const auto& [name, entry] : registry.by_name) {
+      if (entry.active == nullptr) continue;
+      for (const std::string& type : entry.active->types) {
+        if (!parts_.schemas->CanArrive(type) && warned_.insert(type).second) silent.emplace_back(type, name);
+      }
+    }
+  }
+  if (silent.empty()) return;
+  const std::vector<std::string> registered = parts_.schemas->ContractTypes();
+  for (const auto& [type, subscriber] : silent) {
+    std::string nearest;
+    for (const std::string& near : ClosestNames(type, registered, 3)) nearest += (nearest.empty() ? "" : ", ") + near;
+    parts_.log->logger().warn(
+        "walbus: subscriber {} takes {}, which has no schema: under require_schemas no event of it can be published "
+        "or ingested{}",
+        subscriber, type, nearest.empty() ? std::string() : "; types with a schema near it: " + nearest);
+  }
 }
 
 Status EventContractsImpl::RegisterVerifier(std::string_view type, PayloadVerifier verifier) {

@@ -10,11 +10,13 @@
 #define WALBUS_BUS_API_EVENT_CONTRACTS_H_
 
 #include <functional>
+#include <set>
 #include <string>
 
 #include "bus/core/call_gate.h"
 #include "bus/core/committer.h"
 #include "bus/core/schema_registry.h"
+#include "bus/dispatch/subscriber.h"
 #include "bus/telemetry/log.h"
 #include "bus/util/mutex.h"
 #include "storage/db.h"
@@ -51,9 +53,16 @@ class EventContractsImpl final : public EventContracts {
   Status RegisterVerifier(std::string_view type, PayloadVerifier verifier) override;
   Status RegisterUpcaster(std::string_view from_type, std::string_view to_type, Upcaster upcaster) override;
 
+  // Under Options::require_schemas: warns once about each type an active
+  // subscriber of `registry` takes that nothing can publish (no schema,
+  // no upcaster from one), naming the registered types nearest to it.
+  void WarnUnpublishable(Registry& registry);
+
  private:
   const Parts parts_;
   Mutex schemas_mu_;  // serializes schema registrations
+  Mutex warned_mu_;
+  std::set<std::string> warned_ GUARDED_BY(warned_mu_);  // types warned about
 };
 
 }  // namespace walbus::internal

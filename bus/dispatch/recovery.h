@@ -19,8 +19,8 @@ struct RecoveredState {
   uint64_t trimmed_below = 0;  // the outbox holds nothing below it
   uint32_t next_subscriber_id = 1;
   std::map<std::string, Registry::Entry, std::less<>> subscribers;  // `active` unset
-  // OperatorActions::RemoveSubscriber's, and those of them whose inbox records may
-  // not all be deleted yet.
+  // OperatorActions::RemoveSubscriber's, and those of them whose inbox
+  // records may not all be deleted yet.
   // @{
   std::vector<uint32_t> removed_subscriber_ids;
   std::vector<uint32_t> removed_with_inbox_left;

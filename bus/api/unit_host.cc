@@ -1,0 +1,36 @@
+#include "bus/api/unit_host.h"
+
+#include <cassert>
+
+namespace walbus::internal {
+
+UnitHost::UnitHost(Parts parts) : parts_(parts) {
+  assert(parts_.gate != nullptr && parts_.db != nullptr && parts_.committer != nullptr && parts_.options != nullptr &&
+         parts_.schemas != nullptr && parts_.app_cfs != nullptr && parts_.timeline != nullptr);
+}
+
+Result<Receipt> UnitHost::CommitTransaction(ScopeRep* scope, bool sync) {
+  if (scope->committed) return ScopeRep::AlreadyCommitted();
+  scope->committed = true;
+  scope->reader.Release();  // a committed transaction reads no more
+  if (!scope->error.ok()) return scope->error;
+  return CommitWrites(&scope->writes, sync);
+}
+
+Result<Receipt> UnitHost::CommitWrites(WriteSet* writes, bool sync) {
+  Receipt receipt;
+  if (writes->empty()) return receipt;
+  Status s;
+  {
+    CallGate::Call call(parts_.gate);
+    if (!call.admitted()) return ClosedStatus();
+    s = parts_.committer->CommitOne(writes, sync || parts_.options->durability == Durability::kSync,
+                                    &receipt.first_seq);
+  }
+  if (!s.ok()) return s;
+  receipt.event_ids.reserve(writes->events.size());
+  for (const auto& e : writes->events) receipt.event_ids.push_back(e->id);
+  return receipt;
+}
+
+}  // namespace walbus::internal

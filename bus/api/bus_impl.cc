@@ -231,7 +231,7 @@ ReadView BusImpl::Read() {
 void BusImpl::OnCommitted(std::vector<std::shared_ptr<const Event>>& events) { dispatcher_->NotifyCommitted(events); }
 
 void BusImpl::OnTimersChanged(const std::vector<TimerChange>& changes) {
-  if (scheduler_->OnTimersChanged(changes) && dispatcher_ != nullptr) dispatcher_->NotifyTimers();
+  if (scheduler_->OnTimersChanged(changes) && dispatcher_ != nullptr) dispatcher_->Wake();
 }
 
 Status BusImpl::Subscribe(SubscriberOptions subscriber) {
@@ -313,7 +313,8 @@ Status BusImpl::WaitHandled(const Receipt& receipt, const std::vector<std::strin
         if (e.active != nullptr) names.push_back(n);
     }
   }
-  Status waited = receipt.event_ids.empty() ? Status::OK() : dispatcher_->WaitFor(receipt.last_seq(), timeout, names);
+  Status waited =
+      receipt.event_ids.empty() ? Status::OK() : dispatcher_->progress().WaitFor(receipt.last_seq(), timeout, names);
   MutexLock lock(&registry_.mu);
   for (size_t i = 0; i < receipt.event_ids.size(); ++i) {
     for (const std::string& n : names) {
@@ -350,7 +351,7 @@ Status BusImpl::WaitQuiescent(const Receipt& receipt, std::chrono::milliseconds 
     const auto left =
         std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) return Status::TimedOut("the cascade of the receipt is not complete");
-    if (Status s = dispatcher_->WaitFor(target, left); !s.ok()) return s;
+    if (Status s = dispatcher_->progress().WaitFor(target, left); !s.ok()) return s;
     // Everything up to target is complete, so every follow-up of it is
     // committed: look for more of the flow above target.
     uint64_t newest = target;
@@ -402,7 +403,7 @@ Status BusImpl::WaitCaughtUp(std::chrono::milliseconds timeout) {
   if (Status s = RefusedInHandler("WaitCaughtUp"); !s.ok()) return s;
   if (!options_.clock->PassesByItself() && dispatcher_->started()) {
     if (gate_.closed()) return ClosedStatus();
-    return dispatcher_->WaitSettled(timeout);
+    return dispatcher_->progress().WaitSettled(timeout, [this] { dispatcher_->Wake(); });
   }
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   for (uint64_t target = committer_->last_seq();;) {
@@ -410,7 +411,7 @@ Status BusImpl::WaitCaughtUp(std::chrono::milliseconds timeout) {
     const auto left =
         std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) return Status::TimedOut("subscribers have not caught up with the outbox");
-    if (Status s = dispatcher_->WaitFor(target, left); !s.ok()) return s;
+    if (Status s = dispatcher_->progress().WaitFor(target, left); !s.ok()) return s;
     // Complete up to target: every follow-up of those events is committed
     // by now, so anything new shows in the last seq.
     const uint64_t last = committer_->last_seq();
@@ -422,7 +423,7 @@ Status BusImpl::WaitCaughtUp(std::chrono::milliseconds timeout) {
 Status BusImpl::WaitIdle(std::chrono::milliseconds timeout) {
   if (Status s = RefusedInHandler("WaitIdle"); !s.ok()) return s;
   if (gate_.closed()) return ClosedStatus();
-  return dispatcher_->WaitFor(committer_->last_seq(), timeout);
+  return dispatcher_->progress().WaitFor(committer_->last_seq(), timeout);
 }
 
 BusStats BusImpl::Stats() {
@@ -491,7 +492,7 @@ Status BusImpl::Close() {
   admin_.reset();         // its thread runs operator actions on the bus
   metrics_http_.reset();  // its thread reads the database
   gate_.Shut();
-  dispatcher_->CancelWaits();
+  dispatcher_->progress().Cancel();
   gate_.WaitForCallsToLeave();
   dispatcher_->Stop();
   // Whether it ran or not: timers scheduled here fall due by it.

@@ -73,7 +73,7 @@ class BusImpl final : public Bus, public CommitListener {
 
   // Held by a public call for as long as it may use storage (CallGate).
   // Calls that wait for the dispatcher give up with Closed when Close()
-  // starts (Dispatcher::CancelWaits), so Close() never waits out their
+  // starts (ProgressBoard::Cancel), so Close() never waits out their
   // timeouts.
   class InCall : public CallGate::Call {
    public:

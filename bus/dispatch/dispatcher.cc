@@ -35,7 +35,8 @@ Dispatcher::Dispatcher(ScopeHost* scope_host, storage::Db* db, Committer* commit
       // the hot path pays nothing for it otherwise.
       pool_(
           &runner_, [this] { WakeDispatcher(); }, !config.clock->PassesByItself()),
-      backlog_(config.max_in_flight_per_subscriber, config.backlog_window_bytes),
+      source_(EventSource::Parts{db, tail, config.quarantine, config.log}, config.max_in_flight_per_subscriber,
+              config.backlog_window_bytes, config.max_payload_bytes),
       progress_writer_(db, committer, registry,
                        ProgressWriterConfig{config.checkpoint_interval, config.trim_interval, config.trim_every_events,
                                             config.retention, config.inbox_window, config.max_in_flight_per_subscriber,
@@ -79,10 +80,7 @@ void Dispatcher::Stop() {
 bool Dispatcher::OnWorkerThread() const { return pool_.OnWorkerThread(); }
 
 void Dispatcher::Add(std::shared_ptr<Subscriber> subscriber) {
-  {
-    MutexLock lock(&progress_mu_);
-    added_.push_back(subscriber);
-  }
+  board_.Add(subscriber);
   has_subscribers_.store(true, std::memory_order_release);
   Message m;
   m.kind = Message::Kind::kAdd;
@@ -157,63 +155,11 @@ void Dispatcher::Send(Message m) {
   (void)queued;
 }
 
-Status Dispatcher::WaitFor(uint64_t target, std::chrono::milliseconds timeout, const std::vector<std::string>& names) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  MutexLock lock(&progress_mu_);
-  auto waited_on = [&names](const Subscriber& s) {
-    return names.empty() || std::find(names.begin(), names.end(), s.name) != names.end();
-  };
-  while (true) {
-    bool reached = std::all_of(added_.begin(), added_.end(), [&](const auto& s) {
-      return !waited_on(*s) || s->watermark.load(std::memory_order_acquire) >= target;
-    });
-    if (reached) return Status::OK();
-    if (waits_cancelled_) return Status::Closed("the bus is closed");
-    const auto now = std::chrono::steady_clock::now();
-    if (now >= deadline) {
-      return Status::TimedOut("subscribers did not reach seq " + std::to_string(target) + " in time");
-    }
-    // PublishProgress notifies under progress_mu_ whenever a watermark
-    // moves, and Close through CancelWaits: no wake-up is missed.
-    progress_cv_.WaitUntil(&lock, deadline);
-  }
-}
-
-Status Dispatcher::WaitSettled(std::chrono::milliseconds timeout) {
-  assert(!clock_passes_ && started_);
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  MutexLock lock(&progress_mu_);
-  // A settled moment counts only if the dispatcher looked after this call:
-  // the wake makes it look again.
-  const uint64_t before = settled_epoch_;
-  WakeDispatcher();
-  while (settled_epoch_ == before) {
-    if (waits_cancelled_) return Status::Closed("the bus is closed");
-    if (std::chrono::steady_clock::now() >= deadline) {
-      return Status::TimedOut("the bus did not settle: handlers kept running");
-    }
-    progress_cv_.WaitUntil(&lock, deadline);
-  }
-  return Status::OK();
-}
-
 void Dispatcher::NoteIfSettled() {
   if (clock_passes_ || pool_.unanswered() != 0) return;
-  MutexLock lock(&progress_mu_);
-  // Under the lock a WaitSettled reads its start by: a message sent
-  // before that (a commit's wake, its own) is seen here, and the moment
-  // is not counted.
-  if (messages_.HasItems()) return;
-  ++settled_epoch_;
-  progress_cv_.NotifyAll();
-}
-
-void Dispatcher::CancelWaits() {
-  {
-    MutexLock lock(&progress_mu_);
-    waits_cancelled_ = true;
-  }
-  progress_cv_.NotifyAll();
+  // A message sent before a WaitSettled began (a commit's wake, its own)
+  // is seen here: the moment is not counted.
+  board_.PostSettled([this] { return messages_.HasItems(); });
 }
 
 // ---------------------------------------------------------------------------
@@ -510,9 +456,7 @@ void Dispatcher::Fetch(Subscriber* sub) {
       for (uint64_t seq = from; seq < end; ++seq) PassOver(sub, seq);
       continue;
     }
-    if (tail_->Read(from, limit, &batch) == 0 && backlog_.Read(from, limit, &batch) == 0) {
-      ReadFromOutbox(from, limit, &batch);
-    }
+    if (!source_.Read(from, limit, &batch)) retry_soon_ = true;
     if (batch.empty()) break;
     uint64_t seq = from;
     for (auto& slot : batch) {
@@ -531,47 +475,7 @@ void Dispatcher::DropFetched() {
   if (subs_.empty()) return;
   uint64_t lowest = std::numeric_limits<uint64_t>::max();
   for (const auto& sub : subs_) lowest = std::min(lowest, sub->progress.next());
-  backlog_.DropBelow(lowest);
-  // The tail's lock is the committer's too: taken only when there is more
-  // to drop, not on every pass.
-  if (lowest <= tail_dropped_below_) return;
-  tail_dropped_below_ = lowest;
-  // What is below `lowest` is in the subscribers' queues already (the
-  // queues hold it until handled): the tail would hold it only until its
-  // bounds pushed it out, a default 64 MiB of heap no reader asks for.
-  tail_->DropBelow(lowest);
-}
-
-void Dispatcher::ReadFromOutbox(uint64_t from, size_t limit, std::vector<BacklogWindow::Slot>* out) {
-  auto hold = [&](uint64_t seq, BacklogWindow::Slot slot) {
-    backlog_.Put(seq, slot);
-    out->push_back(std::move(slot));
-  };
-  uint64_t expected = from;
-  Status s = db_->ScanOutbox(from, limit, [&](uint64_t seq, std::string_view bytes) {
-    // A missing seq can only be one that was trimmed below every
-    // checkpoint; account for it so the watermark can pass it.
-    for (; expected < seq; ++expected) hold(expected, nullptr);
-    expected = seq + 1;
-    auto event = std::make_shared<Event>();
-    Status d = DecodeEnvelope(bytes, config_.max_payload_bytes, event.get());
-    event->seq = seq;
-    if (!d.ok()) {
-      // Stored bytes that fail verification reach no handler, of any
-      // subscriber that takes this read.
-      config_.log->logger().error("walbus: outbox entry seq={} is unreadable and is skipped: {}", seq, d.ToString());
-      Status q = config_.quarantine->Add(bytes, "outbox seq " + std::to_string(seq), d.message());
-      if (!q.ok()) config_.log->logger().error("walbus: quarantining outbox seq={} failed: {}", seq, q.ToString());
-      hold(seq, nullptr);
-      return true;
-    }
-    hold(seq, std::move(event));
-    return true;
-  });
-  if (!s.ok()) {
-    config_.log->logger().error("walbus: reading the outbox from seq {} failed (retried): {}", from, s.ToString());
-    retry_soon_ = true;
-  }
+  source_.DropBelow(lowest);
 }
 
 void Dispatcher::PassOver(Subscriber* sub, uint64_t seq) {
@@ -599,10 +503,7 @@ void Dispatcher::PublishProgress() {
     moved |= sub->watermark.exchange(w, std::memory_order_acq_rel) != w;
     sub->in_flight.store(sub->progress.window(), std::memory_order_relaxed);
   }
-  if (moved) {
-    MutexLock lock(&progress_mu_);
-    progress_cv_.NotifyAll();
-  }
+  if (moved) board_.PostProgress();
 }
 
 }  // namespace walbus::internal

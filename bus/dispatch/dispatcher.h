@@ -33,7 +33,9 @@
 #include "bus/core/quarantine.h"
 #include "bus/core/schema_registry.h"
 #include "bus/dispatch/backlog_window.h"
+#include "bus/dispatch/event_source.h"
 #include "bus/dispatch/handler_runner.h"
+#include "bus/dispatch/progress_board.h"
 #include "bus/dispatch/progress_writer.h"
 #include "bus/dispatch/replay_driver.h"
 #include "bus/dispatch/retention.h"
@@ -100,9 +102,10 @@ class Dispatcher {
   // they go to the tail cache, when a subscriber may read them there, and
   // the loop is woken. Cheap; never blocks.
   void NotifyCommitted(std::vector<std::shared_ptr<const Event>>& events);
-  // A scheduled event falls due before the moment the dispatcher sleeps
-  // towards. Cheap; never blocks.
-  void NotifyTimers() { WakeDispatcher(); }
+  // Makes the dispatcher look again: a scheduled event falls due before
+  // the moment it sleeps towards, or a wait wants a fresh look. Cheap;
+  // never blocks.
+  void Wake() { WakeDispatcher(); }
   // A translator was registered: paused subscribers try again.
   void ResumePaused();
   // Puts dead letters back in line (seqs of `subscriber`, any subjects) and
@@ -116,20 +119,11 @@ class Dispatcher {
   void StartReplay(uint64_t replay_id, storage::ReplayRecord record);
   // Stops a running replay: nothing more is selected; what runs finishes.
   void CancelReplay(uint64_t replay_id, const OperatorAction& action);
-  // Blocks until the watermark of every added subscriber (or of those
-  // named, when `names` is not empty) reaches `target`, or a paused one
-  // stands in the way.
-  // Closed once CancelWaits() was called.
-  Status WaitFor(uint64_t target, std::chrono::milliseconds timeout, const std::vector<std::string>& names = {});
-  // Under a clock that does not pass by itself: blocks until, after the
-  // call, the dispatcher finds nothing it can run before the clock moves
-  // (no message, no worker busy, nothing due now). TimedOut on the real
-  // clock; Closed once CancelWaits() was called.
-  // REQUIRES: !config.clock->PassesByItself(), and Start() was called.
-  Status WaitSettled(std::chrono::milliseconds timeout);
-  // Makes every WaitFor and WaitSettled, running or to come, return Closed
-  // (Bus::Close).
-  void CancelWaits();
+  // Where callers wait on this dispatcher's progress: its watermarks and,
+  // under a clock that does not pass by itself, the moments it finds
+  // nothing to run before the clock moves (no message, no worker busy,
+  // nothing due now; a WaitSettled needs Start() and such a clock).
+  ProgressBoard& progress() { return board_; }
   // Whether the calling thread is one of this dispatcher's workers. Any
   // thread, any time.
   bool OnWorkerThread() const;
@@ -148,16 +142,12 @@ class Dispatcher {
   void Handle(Message& m);
   void Complete(Subscriber* sub, const Event& event);
   void Fetch(Subscriber* sub);
-  // Appends the slots of seqs from `from` on, read from the outbox, and
-  // holds them in backlog_ for the other subscribers: a null slot is a seq
-  // with nothing to deliver (trimmed, or unreadable and quarantined).
-  void ReadFromOutbox(uint64_t from, size_t limit, std::vector<BacklogWindow::Slot>* out);
   void Route(Subscriber* sub, std::shared_ptr<const Event> event);
   // Moves `sub` past a seq it has nothing to deliver for (trimmed, unreadable,
   // or of a type it does not take). REQUIRES: seq == sub->progress.next().
   static void PassOver(Subscriber* sub, uint64_t seq);
-  // Frees the events of the tail cache and backlog_ that every subscriber
-  // has fetched.
+  // Frees the events of the event source that every subscriber has
+  // fetched.
   void DropFetched();
 
   // Dead letters sent back (bus/dispatch/redrive.cc).
@@ -229,11 +219,8 @@ class Dispatcher {
   // is tried again after kRetryAfterError.
   bool retry_soon_ = false;
   static constexpr std::chrono::milliseconds kRetryAfterError{50};
-  // The tail cache holds nothing below this (DropFetched).
-  uint64_t tail_dropped_below_ = 0;
-  // What subscribers behind the tail read from the outbox, for the others
-  // catching up over the same seqs.
-  BacklogWindow backlog_;
+  // The tail cache, the backlog window and the outbox, cheapest first.
+  EventSource source_;
   // Checkpoints, horizons, pause and clean-stop records, trims.
   ProgressWriter progress_writer_;
   // The replays running through the subscribers.
@@ -244,14 +231,8 @@ class Dispatcher {
   const bool clock_passes_;
   uint64_t clock_watch_ = 0;
 
-  // For WaitFor: the subscribers added so far, and a signal on progress.
-  Mutex progress_mu_;
-  CondVar progress_cv_;
-  std::vector<std::shared_ptr<Subscriber>> added_ GUARDED_BY(progress_mu_);
-  bool waits_cancelled_ GUARDED_BY(progress_mu_) = false;
-  // Counts the moments the dispatcher found nothing to run before its
-  // clock moves (only under a clock that does not pass by itself).
-  uint64_t settled_epoch_ GUARDED_BY(progress_mu_) = 0;
+  // The subscribers' progress, for the bus's waits.
+  ProgressBoard board_;
 };
 
 }  // namespace walbus::internal

@@ -90,7 +90,7 @@ void WorkerPool::Loop() {
     runner_->RunBatch(std::span<WorkItem>(items.data(), n));
     // Every answer of the batch is sent. When counted, the last busy
     // worker to finish wakes the dispatcher, which may now find the bus
-    // settled (Dispatcher::WaitSettled).
+    // settled (ProgressBoard::WaitSettled).
     if (count_unanswered_ && unanswered_.fetch_sub(n, std::memory_order_acq_rel) == n) wake_dispatcher_();
   }
 }

@@ -310,12 +310,9 @@ class InboundImpl final : public Inbound {
     // its end, or, when it no longer holds the newest message this consumer
     // took where it was (it lost its tail and stored new ones there), from
     // the first one stored after that message.
-    uint64_t new_from = last + 1;
-    if (cursor_ && cursor_->seq > last) {
-      new_from = FirstStoredAfter(cursor_->time, first, last);
-    } else if (cursor_ && cursor_->seq >= first && StoredTime(cursor_->seq) != cursor_->time) {
-      new_from = FirstStoredAfter(cursor_->time, first, last);
-    }
+    const bool lost_tail =
+        cursor_ && (cursor_->seq > last || (cursor_->seq >= first && StoredTime(cursor_->seq) != cursor_->time));
+    const uint64_t new_from = lost_tail ? FirstStoredAfter(cursor_->time, first, last) : last + 1;
     // Ahead: it counts as delivered some of those, and would skip them.
     if (delivered.Stream < new_from) return Status::OK();
     uint64_t start = std::min(settled + 1, new_from);
@@ -396,15 +393,15 @@ class InboundImpl final : public Inbound {
     Event event;
     std::string refusal;
     Result<std::optional<bridge::SenderPosition>> position = std::optional<bridge::SenderPosition>();
-    if (bytes > options_.max_message_bytes) {
-      refusal = Refusal(headers, bytes, event);
-    } else if (Status parsed = bridge::FromHeaders(headers, body, &event); !parsed.ok()) {
-      refusal = parsed.message();
-    } else if (position = bridge::ReadPosition(headers); !position.ok()) {
-      refusal = position.status().message();
-    } else {
-      refusal = Refusal(headers, bytes, event);
+    // An oversized message is refused unread; a readable one by the rules.
+    if (bytes <= options_.max_message_bytes) {
+      if (Status parsed = bridge::FromHeaders(headers, body, &event); !parsed.ok()) {
+        refusal = parsed.message();
+      } else if (position = bridge::ReadPosition(headers); !position.ok()) {
+        refusal = position.status().message();
+      }
     }
+    if (refusal.empty()) refusal = Refusal(headers, bytes, event);
     if (!refusal.empty()) {
       const std::string raw = bridge::MessageBytes(headers, body.substr(0, std::min(body.size(), size_t{64} << 10)));
       if (Status q = bus_->Quarantine(raw, source_label_, refusal); !q.ok()) {

@@ -262,6 +262,46 @@ class RelayCore {
     uint64_t first_stream_seq = UINT64_MAX, last_stream_seq = 0;
   };
 
+  // The journal's entries of seqs [low, until] into *journal, in seq
+  // order; a damaged one is deleted in `tx` (nothing to trust or
+  // republish). False when a read failed.
+  bool ReadJournal(Transaction& tx, uint64_t low, uint64_t until, std::vector<Journaled>* journal) {
+    for (uint64_t seq = low; seq <= until; ++seq) {
+      std::string key = keys_.Journal(seq);
+      Result<std::optional<std::string>> got = tx.Get(options_.column_family, key);
+      if (!got.ok()) return false;
+      if (!got->has_value()) continue;
+      std::optional<JournalEntry> entry = DecodeJournalEntry(**got);
+      if (!entry) {
+        (void)tx.Delete(options_.column_family, key);
+        continue;
+      }
+      journal->push_back(Journaled{seq, std::move(key), std::move(*entry)});
+    }
+    return true;
+  }
+
+  // The entries of `journal` acknowledged on connections before `current`
+  // that the server no longer holds: of each earlier connection's entries,
+  // in stream order, those past the prefix the stream still has.
+  Result<std::set<const Journaled*>> LostEntries(const std::vector<Journaled>& journal, uint64_t current) {
+    Result<uint64_t> last_seq = StreamLastSeq();
+    if (!last_seq.ok()) return last_seq.status();
+    std::map<uint64_t, std::vector<const Journaled*>> earlier;
+    for (const Journaled& j : journal) {
+      if (j.entry.connection != current) earlier[j.entry.connection].push_back(&j);
+    }
+    std::set<const Journaled*> lost;
+    for (auto& [connection, entries] : earlier) {
+      std::sort(entries.begin(), entries.end(),
+                [](const Journaled* a, const Journaled* b) { return a->entry.stream_seq < b->entry.stream_seq; });
+      Result<size_t> held = HeldPrefix(entries, *last_seq);
+      if (!held.ok()) return held.status();
+      for (size_t i = *held; i < entries.size(); ++i) lost.insert(entries[i]);
+    }
+    return lost;
+  }
+
   // Walks the journal from the low mark to the relay's checkpoint (every
   // entry at or below it has committed): confirms what may be trusted,
   // republishes in order what the server lost, and moves the low mark.
@@ -278,36 +318,13 @@ class RelayCore {
     constexpr uint64_t kMaxSeqsPerCheck = 200000;
     const uint64_t until = std::min(checkpoint, low + kMaxSeqsPerCheck);
     std::vector<Journaled> journal;
-    for (uint64_t seq = low; seq <= until; ++seq) {
-      std::string key = keys_.Journal(seq);
-      Result<std::optional<std::string>> got = tx.Get(options_.column_family, key);
-      if (!got.ok()) return retry_soon;
-      if (!got->has_value()) continue;
-      std::optional<JournalEntry> entry = DecodeJournalEntry(**got);
-      if (!entry) {
-        (void)tx.Delete(options_.column_family, key);  // damaged: nothing to trust or republish
-        continue;
-      }
-      journal.push_back(Journaled{seq, std::move(key), std::move(*entry)});
-    }
-    Result<uint64_t> last_seq = StreamLastSeq();
-    if (!last_seq.ok()) return retry_soon;
+    if (!ReadJournal(tx, low, until, &journal)) return retry_soon;
     const uint64_t current = ConnectionTag();
+    Result<std::set<const Journaled*>> found_lost = LostEntries(journal, current);
+    if (!found_lost.ok()) return retry_soon;
+    const std::set<const Journaled*>& lost = *found_lost;
     const uint64_t now_ms = NowMs();
     const uint64_t confirm_ms = static_cast<uint64_t>(options_.confirm_after.count());
-    // Entries of earlier connections, by connection, in stream order.
-    std::map<uint64_t, std::vector<const Journaled*>> earlier;
-    for (const Journaled& j : journal) {
-      if (j.entry.connection != current) earlier[j.entry.connection].push_back(&j);
-    }
-    std::set<const Journaled*> lost;
-    for (auto& [connection, entries] : earlier) {
-      std::sort(entries.begin(), entries.end(),
-                [](const Journaled* a, const Journaled* b) { return a->entry.stream_seq < b->entry.stream_seq; });
-      Result<size_t> held = HeldPrefix(entries, *last_seq);
-      if (!held.ok()) return retry_soon;
-      for (size_t i = *held; i < entries.size(); ++i) lost.insert(entries[i]);
-    }
     CheckReport report;
     std::optional<uint64_t> kept_low;
     std::optional<uint64_t> next_due_ms;

@@ -91,7 +91,7 @@ struct ReplayRecord {
 inline constexpr size_t kMaxReplayListEntries = 4096;
 
 inline constexpr size_t kMaxErrorBytes = 1024;
-inline constexpr size_t kMaxQuarantineRawBytes = 64 * 1024;
+inline constexpr size_t kMaxQuarantineRawBytes = size_t{64} * 1024;
 
 std::string EncodeRetry(const RetryRecord& r);
 bool DecodeRetry(std::string_view in, RetryRecord* r);

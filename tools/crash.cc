@@ -48,6 +48,7 @@
 #include <thread>
 
 #include "bus/core/fault_point.h"
+#include "tools/guarded_main.h"
 #include "tools/process_workload.h"
 #include "tools/workload.h"
 
@@ -440,7 +441,7 @@ Status FinalCheck(const Config& cfg, Totals* totals) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+static int Main(int argc, char** argv) {
   Config cfg;
   CLI::App app{"walbus-crash: SIGKILL a bus at random moments and fault points, then check what survived"};
   app.add_option("--rounds", cfg.rounds, "Kill rounds")->capture_default_str()->check(CLI::Range(1, 100000));
@@ -505,3 +506,5 @@ int main(int argc, char** argv) {
   if (!passed || cfg.keep) std::cerr << "walbus-crash: database in " << cfg.dir << "\n";
   return passed ? 0 : 1;
 }
+
+int main(int argc, char** argv) { return walbus::tools::GuardedMain("walbus-crash", Main, argc, argv); }

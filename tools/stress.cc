@@ -84,6 +84,7 @@
 #include <thread>
 #include <vector>
 
+#include "tools/guarded_main.h"
 #include "tools/nats_server.h"
 #include "tools/process_stats.h"
 #include "tools/workload.h"
@@ -204,9 +205,8 @@ std::string RandomPayload(std::mt19937_64& rng, size_t bytes) {
 
 // ---- command line and directory ----
 
-// Returns an exit code when the program should stop now.
-std::optional<int> ParseArgs(int argc, char** argv, Config* cfg) {
-  CLI::App app{"walbus-stress: concurrent load with exactly-once and order checks"};
+// The load: producers, events or a soak, pacing, sizes, durability.
+void AddLoadOptions(CLI::App& app, Config* cfg) {
   app.add_option("--producers", cfg->producers, "Producer threads")
       ->capture_default_str()
       ->check(CLI::Range(size_t{1}, size_t{1024}));
@@ -237,7 +237,11 @@ std::optional<int> ParseArgs(int argc, char** argv, Config* cfg) {
   app.add_option("--durability", cfg->durability, "sync or buffered")
       ->capture_default_str()
       ->check(CLI::IsMember({"sync", "buffered"}));
-  CLI::Option* seed = app.add_option("--seed", cfg->seed, "PRNG seed (default: from time)");
+}
+
+// The bus under load: where it lives, the failures it meets, what it
+// keeps, its memory and workers.
+void AddBusOptions(CLI::App& app, Config* cfg) {
   app.add_option("--dir", cfg->dir, "Database directory, missing or empty (default: fresh under /tmp)");
   app.add_flag("--keep", cfg->keep, "Keep the directory created under /tmp");
   app.add_option("--poison-rate", cfg->poison_rate, "Share of events whose handler always throws")
@@ -265,6 +269,10 @@ std::optional<int> ParseArgs(int argc, char** argv, Config* cfg) {
   app.add_option("--workers", cfg->workers, "Handler worker threads")
       ->capture_default_str()
       ->check(CLI::Range(size_t{1}, size_t{256}));
+}
+
+// A run through NATS JetStream, and the device processes of one.
+void AddBridgeOptions(CLI::App& app, Config* cfg) {
   CLI::Option* bridge = app.add_option("--bridge", cfg->bridge,
                                        "Run the events through NATS JetStream into a second bus: 'local' "
                                        "(start a nats-server here) or a nats:// url");
@@ -287,39 +295,49 @@ std::optional<int> ParseArgs(int argc, char** argv, Config* cfg) {
   // A device process of a --kill-devices-every run (started by the run).
   app.add_option("--role", cfg->role)->check(CLI::IsMember({"sender", "receiver"}))->group("");
   app.add_option("--role-url", cfg->role_url)->group("");
+}
+
+// Why `cfg` is not a run; nullopt when it is.
+std::optional<std::string> ConfigProblem(const Config& cfg) {
+  if (cfg.memory_budget_mib > 0 && cfg.memory_budget_mib < (walbus::kMinMemoryBudget >> 20)) {
+    return "--memory-budget-mib must be 0 (the default) or at least " + std::to_string(walbus::kMinMemoryBudget >> 20);
+  }
+  if (cfg.soak() && cfg.rate <= 0) {
+    return "--soak needs a --rate above 0";
+  }
+  if (cfg.rate > 0 && cfg.rate < 0.01) {
+    return "--rate must be 0 (unpaced) or at least 0.01";
+  }
+  if (cfg.kill_server_every > 0 && cfg.bridge != "local") {
+    return "--kill-server-every needs --bridge local (a server this run owns)";
+  }
+  if (cfg.bridged() && cfg.bridge != "local" && !cfg.bridge.starts_with("nats://")) {
+    return "--bridge takes 'local' or a nats:// url, not '" + cfg.bridge + "'";
+  }
+  if (cfg.devices() && (cfg.poison_rate > 0 || cfg.transient_rate > 0)) {
+    return "--kill-devices-every checks clean events only (no --poison-rate, "
+           "--transient-rate)";
+  }
+  if (cfg.bridged() && cfg.soak()) {
+    return "--bridge runs a fixed --events count, not a soak";
+  }
+  return std::nullopt;
+}
+
+// Returns an exit code when the program should stop now.
+std::optional<int> ParseArgs(int argc, char** argv, Config* cfg) {
+  CLI::App app{"walbus-stress: concurrent load with exactly-once and order checks"};
+  AddLoadOptions(app, cfg);
+  CLI::Option* seed = app.add_option("--seed", cfg->seed, "PRNG seed (default: from time)");
+  AddBusOptions(app, cfg);
+  AddBridgeOptions(app, cfg);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? kExitPassed : kExitError;
   }
-  if (cfg->memory_budget_mib > 0 && cfg->memory_budget_mib < (walbus::kMinMemoryBudget >> 20)) {
-    std::cerr << "walbus-stress: --memory-budget-mib must be 0 (the default) or at least "
-              << (walbus::kMinMemoryBudget >> 20) << "\n";
-    return kExitError;
-  }
-  if (cfg->soak() && cfg->rate <= 0) {
-    std::cerr << "walbus-stress: --soak needs a --rate above 0\n";
-    return kExitError;
-  }
-  if (cfg->rate > 0 && cfg->rate < 0.01) {
-    std::cerr << "walbus-stress: --rate must be 0 (unpaced) or at least 0.01\n";
-    return kExitError;
-  }
-  if (cfg->kill_server_every > 0 && cfg->bridge != "local") {
-    std::cerr << "walbus-stress: --kill-server-every needs --bridge local (a server this run owns)\n";
-    return kExitError;
-  }
-  if (cfg->bridged() && cfg->bridge != "local" && !cfg->bridge.starts_with("nats://")) {
-    std::cerr << "walbus-stress: --bridge takes 'local' or a nats:// url, not '" << cfg->bridge << "'\n";
-    return kExitError;
-  }
-  if (cfg->devices() && (cfg->poison_rate > 0 || cfg->transient_rate > 0)) {
-    std::cerr << "walbus-stress: --kill-devices-every checks clean events only (no --poison-rate, "
-                 "--transient-rate)\n";
-    return kExitError;
-  }
-  if (cfg->bridged() && cfg->soak()) {
-    std::cerr << "walbus-stress: --bridge runs a fixed --events count, not a soak\n";
+  if (std::optional<std::string> problem = ConfigProblem(*cfg)) {
+    std::cerr << "walbus-stress: " << *problem << "\n";
     return kExitError;
   }
   if (seed->count() == 0) {
@@ -923,7 +941,7 @@ int RunReceiverRole(const Config& cfg) {
 // A device process of this run: this program again, with --role.
 class Device {
  public:
-  Device(const Config& cfg, std::string role, std::string url) : role_(std::move(role)) {
+  Device(const Config& cfg, std::string role, const std::string& url) : role_(std::move(role)) {
     const auto n = [](auto v) { return std::to_string(v); };
     args_ = {"/proc/self/exe",
              "--role",
@@ -1282,7 +1300,7 @@ int Fail(const Config& cfg, const Status& s) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+static int Main(int argc, char** argv) {
   Config cfg;
   if (std::optional<int> rc = ParseArgs(argc, argv, &cfg)) return *rc;
   if (cfg.role == "sender") return RunSenderRole(cfg);
@@ -1321,3 +1339,5 @@ int main(int argc, char** argv) {
   CleanUp(cfg, checks.passed());
   return checks.passed() ? kExitPassed : kExitCheckFailed;
 }
+
+int main(int argc, char** argv) { return walbus::tools::GuardedMain("walbus-stress", Main, argc, argv); }

@@ -465,6 +465,18 @@ Result<ReplayReport> OperatorActionsImpl::StartReplay(const ReplayRequest& reque
     }
     return DryRunReplay(request, std::move(record), active.get(), sub_id, now_ms);
   }
+  Result<uint64_t> id = RecordReplay(request, sub_id, record);
+  if (!id.ok()) return id.status();
+  ReplayReport report = ReportFromRecord(*id, record);
+  log_->logger().info("walbus: {} {} of {} recorded by {} ({}): {}, {}", rebuild ? "rebuild" : "replay", *id,
+                      request.subscriber, request.action.operator_name, request.action.reason,
+                      request.mode == ReplayMode::kSameInbox ? "same-inbox" : "fresh-scope", report.selection);
+  if (active != nullptr) dispatcher_->StartReplay(*id, std::move(record));
+  return report;
+}
+
+Result<uint64_t> OperatorActionsImpl::RecordReplay(const ReplayRequest& request, uint32_t sub_id,
+                                                   const storage::ReplayRecord& record) {
   MutexLock lock(&actions_mu_);
   Result<bool> running = ReplayRunning(sub_id);
   if (!running.ok()) return running.status();
@@ -473,24 +485,18 @@ Result<ReplayReport> OperatorActionsImpl::StartReplay(const ReplayRequest& reque
   if (Status s = NextActionId(&id); !s.ok()) return s;
   WriteSet writes;
   writes.Put(db_->cf(storage::Cf::kReplays), storage::ActionKey(id), storage::EncodeReplay(record));
-  if (rebuild) {
-    // Held to the commit: the subscriber cannot become active (Subscribe
-    // takes it) between the check and the clear.
-    MutexLock registry_lock(&registry_.mu);
-    auto it = registry_.by_name.find(request.subscriber);
-    if (it->second.active != nullptr)
-      return Status::Busy("replay: subscriber " + request.subscriber + " became active");
-    if (Status s = AddRebuildWrites(request, sub_id, it->second.durable.checkpoint, &writes); !s.ok()) return s;
+  if (request.clear_column_families.empty()) {
     if (Status s = CommitAction(&writes); !s.ok()) return s;
-  } else if (Status s = CommitAction(&writes); !s.ok()) {
-    return s;
+    return id;
   }
-  ReplayReport report = ReportFromRecord(id, record);
-  log_->logger().info("walbus: {} {} of {} recorded by {} ({}): {}, {}", rebuild ? "rebuild" : "replay", id,
-                      request.subscriber, request.action.operator_name, request.action.reason,
-                      request.mode == ReplayMode::kSameInbox ? "same-inbox" : "fresh-scope", report.selection);
-  if (active != nullptr) dispatcher_->StartReplay(id, std::move(record));
-  return report;
+  // A rebuild. Held to the commit: the subscriber cannot become active
+  // (Subscribe takes it) between the check and the clear.
+  MutexLock registry_lock(&registry_.mu);
+  auto it = registry_.by_name.find(request.subscriber);
+  if (it->second.active != nullptr) return Status::Busy("replay: subscriber " + request.subscriber + " became active");
+  if (Status s = AddRebuildWrites(request, sub_id, it->second.durable.checkpoint, &writes); !s.ok()) return s;
+  if (Status s = CommitAction(&writes); !s.ok()) return s;
+  return id;
 }
 
 Status OperatorActionsImpl::ResumeReplays(const std::shared_ptr<Subscriber>& sub) {

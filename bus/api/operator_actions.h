@@ -96,6 +96,10 @@ class OperatorActionsImpl final : public OperatorActions {
   // become so before the commit.
   Status AddRebuildWrites(const ReplayRequest& request, uint32_t sub_id, uint64_t checkpoint, WriteSet* writes)
       REQUIRES(registry_.mu);
+  // Records a checked replay request (its record, and a rebuild's clears)
+  // in one commit; returns its id. Busy when the subscriber has a replay
+  // running, or became active before a rebuild's commit.
+  Result<uint64_t> RecordReplay(const ReplayRequest& request, uint32_t sub_id, const storage::ReplayRecord& record);
   // Whether a fresh-scope replay may run the subscriber's effects again:
   // as active here, or else as it was last subscribed.
   Result<bool> SideEffectSafe(uint32_t sub_id, const Subscriber* active);

@@ -231,6 +231,32 @@ void Committer::AddCounterWrite(CounterSum* sum) {
   batch_.Put(sum->cf, sum->key, storage::EncodeCounter(sum->value));
 }
 
+void Committer::AddToBatch(CommitRequest* r, uint64_t* next) {
+  WriteSet& writes = *r->writes;
+  for (const Op& op : writes.ops) {
+    switch (op.kind) {
+      case Op::Kind::kPut: batch_.Put(op.cf, op.key, op.value); break;
+      case Op::Kind::kDelete: batch_.Delete(op.cf, op.key); break;
+      case Op::Kind::kAddCounter: AddToCounter(op); break;
+      case Op::Kind::kDeleteRange: batch_.DeleteRange(op.cf, op.key, op.value); break;
+    }
+  }
+  for (const Expectation& e : writes.expects) {
+    std::string v;
+    storage::PutBe64(&v, e.Next());
+    batch_.Put(db_->cf(storage::Cf::kVersions), e.version_key, v);
+    group_versions_[e.version_key] = e.Next();
+  }
+  r->first_seq = writes.events.empty() ? 0 : *next;
+  for (size_t i = 0; i < writes.events.size(); ++i) {
+    writes.events[i]->seq = *next;
+    batch_.Put(db_->cf(storage::Cf::kOutbox), storage::OutboxKey(*next), writes.envelopes[i]);
+    group_events_.push_back(writes.events[i]);
+    ++*next;
+  }
+  group_timers_.insert(group_timers_.end(), writes.timers.begin(), writes.timers.end());
+}
+
 bool Committer::WriteGroup(const std::vector<CommitRequest*>& group) {
   batch_.Clear();
   group_versions_.clear();
@@ -250,28 +276,7 @@ bool Committer::WriteGroup(const std::vector<CommitRequest*>& group) {
                     : CheckExpectations(writes);
     if (!r->status.ok()) continue;
     ++accepted;
-    for (const Op& op : writes.ops) {
-      switch (op.kind) {
-        case Op::Kind::kPut: batch_.Put(op.cf, op.key, op.value); break;
-        case Op::Kind::kDelete: batch_.Delete(op.cf, op.key); break;
-        case Op::Kind::kAddCounter: AddToCounter(op); break;
-        case Op::Kind::kDeleteRange: batch_.DeleteRange(op.cf, op.key, op.value); break;
-      }
-    }
-    for (const Expectation& e : writes.expects) {
-      std::string v;
-      storage::PutBe64(&v, e.Next());
-      batch_.Put(db_->cf(storage::Cf::kVersions), e.version_key, v);
-      group_versions_[e.version_key] = e.Next();
-    }
-    r->first_seq = writes.events.empty() ? 0 : next;
-    for (size_t i = 0; i < writes.events.size(); ++i) {
-      writes.events[i]->seq = next;
-      batch_.Put(db_->cf(storage::Cf::kOutbox), storage::OutboxKey(next), writes.envelopes[i]);
-      group_events_.push_back(writes.events[i]);
-      ++next;
-    }
-    group_timers_.insert(group_timers_.end(), writes.timers.begin(), writes.timers.end());
+    AddToBatch(r, &next);
     sync |= r->sync;
   }
   if (accepted == 0) return false;

@@ -130,6 +130,10 @@ class Committer {
   void LingerForSyncedGroup() REQUIRES(mu_);
   // Returns whether it wrote and fsynced.
   bool WriteGroup(const std::vector<CommitRequest*>& group);
+  // Adds accepted request `r`'s writes to the group's batch: its ops, the
+  // versions its expectations advance, its events at seqs from *next on
+  // (*next moves past them), and its timer changes.
+  void AddToBatch(CommitRequest* r, uint64_t* next);
   // Adds a kAddCounter op to the group's sums (or, past a bound on distinct
   // keys, straight to the batch).
   void AddToCounter(const Op& op);

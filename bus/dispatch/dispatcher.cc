@@ -242,6 +242,62 @@ bool Dispatcher::DeliveryKeepsUp() const {
   return true;
 }
 
+namespace {
+
+// Counts a run's end (kDone, kDeadLettered, kDuplicate, kStale) for its
+// subscriber, or for the replay it ran in; a dead letter of a live run
+// parks its subject under PoisonPolicy::kParkKey.
+void CountCompletion(const Message& m) {
+  Subscriber* sub = m.sub;
+  const bool replayed = ReplayDriver::CountOutcome(sub, *m.event, m.kind);
+  switch (m.kind) {
+    case Message::Kind::kDone: sub->handled.fetch_add(1, std::memory_order_relaxed); break;
+    case Message::Kind::kDeadLettered:
+      sub->dead_lettered.fetch_add(1, std::memory_order_relaxed);
+      // A replayed event that fails again does not hold its live subject.
+      if (!replayed && sub->on_poison == PoisonPolicy::kParkKey) sub->holds.Park(m.event->subject, m.event->seq);
+      break;
+    case Message::Kind::kDuplicate:
+      if (!replayed) {
+        sub->duplicates.fetch_add(1, std::memory_order_relaxed);
+        ++sub->duplicates_to_persist;
+      }
+      break;
+    case Message::Kind::kStale: sub->stale_skipped.fetch_add(1, std::memory_order_relaxed); break;
+    default: assert(false && "not a completion");
+  }
+}
+
+// What the key's queue keeps of a run that is to run again (kRetry,
+// kWait, kRerun), and the subscriber's count of it.
+void NoteRunAgain(const Message& m, KeyQueue* key) {
+  switch (m.kind) {
+    case Message::Kind::kRetry:
+      m.sub->retries.fetch_add(1, std::memory_order_relaxed);
+      key->attempts = std::max(key->attempts, m.attempt);
+      key->conflict_reruns = 0;
+      if (key->first_failure_ms == 0) key->first_failure_ms = m.first_failure_ms;
+      key->check_stored |= m.check_stored;
+      break;
+    case Message::Kind::kWait:
+      // Not a failed attempt: the next run keeps this one's number.
+      m.sub->waits.fetch_add(1, std::memory_order_relaxed);
+      key->attempts = m.attempt > 0 ? m.attempt - 1 : 0;
+      break;
+    case Message::Kind::kRerun:
+      // A conflict is not a failed attempt: the rerun keeps the run's
+      // number and, having run here already, is not charged again.
+      key->conflict_reruns = m.attempt;
+      if (m.run_attempt > 0) key->attempts = m.run_attempt - 1;
+      key->check_stored = false;
+      break;
+    default: assert(false && "not a run to run again");
+  }
+  key->charged = true;
+}
+
+}  // namespace
+
 void Dispatcher::Handle(Message& m) {
   // What the turn left unrun waits behind this event as if never handed out.
   if (m.ends_turn) m.sub->keys.at(m.event->subject).in_turn = 1;
@@ -252,58 +308,20 @@ void Dispatcher::Handle(Message& m) {
       subs_.push_back(std::move(m.control->added));
       break;
     case Message::Kind::kDone:
-      m.sub->handled.fetch_add(1, std::memory_order_relaxed);
-      ReplayDriver::CountOutcome(m.sub, *m.event, m.kind);
-      Complete(m.sub, *m.event);
-      break;
     case Message::Kind::kDeadLettered:
-      m.sub->dead_lettered.fetch_add(1, std::memory_order_relaxed);
-      // A replayed event that fails again does not hold its live subject.
-      if (!ReplayDriver::CountOutcome(m.sub, *m.event, m.kind) && m.sub->on_poison == PoisonPolicy::kParkKey) {
-        m.sub->holds.Park(m.event->subject, m.event->seq);
-      }
-      Complete(m.sub, *m.event);
-      break;
     case Message::Kind::kDuplicate:
-      if (!ReplayDriver::CountOutcome(m.sub, *m.event, m.kind)) {
-        m.sub->duplicates.fetch_add(1, std::memory_order_relaxed);
-        ++m.sub->duplicates_to_persist;
-      }
-      Complete(m.sub, *m.event);
-      break;
     case Message::Kind::kStale:
-      m.sub->stale_skipped.fetch_add(1, std::memory_order_relaxed);
-      ReplayDriver::CountOutcome(m.sub, *m.event, m.kind);
+      CountCompletion(m);
       Complete(m.sub, *m.event);
       break;
-    case Message::Kind::kRetry: {
-      m.sub->retries.fetch_add(1, std::memory_order_relaxed);
-      KeyQueue& key = m.sub->keys.at(m.event->subject);
-      key.attempts = std::max(key.attempts, m.attempt);
-      key.conflict_reruns = 0;
-      if (key.first_failure_ms == 0) key.first_failure_ms = m.first_failure_ms;
-      key.check_stored |= m.check_stored;
-      key.charged = true;
+    case Message::Kind::kRetry:
+    case Message::Kind::kWait:
+      NoteRunAgain(m, &m.sub->keys.at(m.event->subject));
       timers_.push(Timer{config_.clock->Now() + m.delay, m.sub, m.event->subject});
       break;
-    }
-    case Message::Kind::kWait: {
-      // Not a failed attempt: the next run keeps this one's number.
-      m.sub->waits.fetch_add(1, std::memory_order_relaxed);
-      KeyQueue& key = m.sub->keys.at(m.event->subject);
-      key.attempts = m.attempt > 0 ? m.attempt - 1 : 0;
-      key.charged = true;
-      timers_.push(Timer{config_.clock->Now() + m.delay, m.sub, m.event->subject});
-      break;
-    }
     case Message::Kind::kRerun: {
-      // A conflict is not a failed attempt: the rerun keeps the run's number
-      // and, having run here already, is not charged again.
       KeyQueue& key = m.sub->keys.at(m.event->subject);
-      key.conflict_reruns = m.attempt;
-      if (m.run_attempt > 0) key.attempts = m.run_attempt - 1;
-      key.charged = true;
-      key.check_stored = false;
+      NoteRunAgain(m, &key);
       Submit(m.sub, key);
       break;
     }

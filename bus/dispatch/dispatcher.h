@@ -165,7 +165,7 @@ class Dispatcher {
   // Bounds a turn: a hot subject shares the workers with the others
   // (HandlerRunner bounds the time of its handler runs).
   static constexpr size_t kMaxTurnEvents = 32;
-  static constexpr size_t kMaxTurnBytes = 256 * 1024;  // payload bytes
+  static constexpr size_t kMaxTurnBytes = size_t{256} * 1024;  // payload bytes
   // Adds to `item` (the key's front event) the events that may run after
   // it in the same turn.
   void AddFollowers(const Subscriber& sub, const KeyQueue& key, WorkItem* item) const;

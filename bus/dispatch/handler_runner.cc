@@ -206,32 +206,37 @@ bool HandlerRunner::ResolveVersion(Run& run) {
   return false;
 }
 
+bool HandlerRunner::SkippedAsStale(Run& run) {
+  WorkItem& item = *run.item;
+  Subscriber& sub = *item.sub;
+  const Event& event = *run.event;
+  if (!sub.skip_stale || event.subject_version == 0) return false;
+  // Through the context's reader: the runs before it in its turn applied
+  // versions too.
+  Result<std::optional<std::string>> applied = ScopeAccess::Rep(*run.ctx)->reader.Get(
+      db_, db_->cf(storage::Cf::kCheckpoints),
+      storage::CheckpointKey(sub.id, storage::CheckpointField::kAppliedVersion, event.subject), nullptr);
+  const Status& s = applied.status();
+  if (!s.ok()) {
+    FailAttempt(run, "reading the applied version failed: " + s.ToString(), {}, false);
+    return true;
+  }
+  if (!applied->has_value() || (*applied)->size() != 8 || storage::GetBe64(**applied) < event.subject_version) {
+    return false;
+  }
+  run.on_success = Message::Kind::kStale;
+  PutInboxRecord(run.request.writes, item, WallMillis(), /*runs=*/0);
+  run.request.writes->AddCounter(db_->cf(storage::Cf::kCheckpoints),
+                                 storage::CheckpointKey(sub.id, storage::CheckpointField::kStaleSkipped), 1);
+  return true;
+}
+
 void HandlerRunner::RunHandler(Run& run) {
   WorkItem& item = *run.item;
   Subscriber& sub = *item.sub;
   const Event& event = *run.event;
   ScopeRep& context = *ScopeAccess::Rep(*run.ctx);
-  WriteSet* scope = run.request.writes;
-  if (sub.skip_stale && event.subject_version != 0) {
-    // Through the context's reader: the runs before it in its turn applied
-    // versions too.
-    Result<std::optional<std::string>> applied = context.reader.Get(
-        db_, db_->cf(storage::Cf::kCheckpoints),
-        storage::CheckpointKey(sub.id, storage::CheckpointField::kAppliedVersion, event.subject), nullptr);
-    const Status& s = applied.status();
-    if (s.ok() && applied->has_value() && (*applied)->size() == 8 &&
-        storage::GetBe64(**applied) >= event.subject_version) {
-      run.on_success = Message::Kind::kStale;
-      PutInboxRecord(scope, item, WallMillis(), /*runs=*/0);
-      scope->AddCounter(db_->cf(storage::Cf::kCheckpoints),
-                        storage::CheckpointKey(sub.id, storage::CheckpointField::kStaleSkipped), 1);
-      return;
-    }
-    if (!s.ok()) {
-      FailAttempt(run, "reading the applied version failed: " + s.ToString(), {}, false);
-      return;
-    }
-  }
+  if (SkippedAsStale(run)) return;
   Outcome outcome = Outcome::Done();
   std::string error;
   bool permanent = false;
@@ -265,6 +270,14 @@ void HandlerRunner::RunHandler(Run& run) {
     FailAttempt(run, "a call in the handler failed: " + context.error.ToString(), {}, false);
     return;
   }
+  AddDoneWrites(run);
+}
+
+void HandlerRunner::AddDoneWrites(Run& run) {
+  const WorkItem& item = *run.item;
+  const Subscriber& sub = *item.sub;
+  const Event& event = *run.event;
+  WriteSet* scope = run.request.writes;
   PutInboxRecord(scope, item, WallMillis(), item.attempt);
   scope->AddCounter(db_->cf(storage::Cf::kCheckpoints),
                     storage::CheckpointKey(sub.id, storage::CheckpointField::kHandled), 1);

@@ -108,6 +108,14 @@ class HandlerRunner {
   void RunTurn(WorkItem& head, std::deque<Run>* runs, std::deque<WorkItem>* followers);
   // Runs the handler; fills the run's scope with its completion writes.
   void RunHandler(Run& run);
+  // Under SubscriberOptions::skip_stale: true when the event's subject
+  // version was applied already (the run then completes as kStale,
+  // without the handler) or could not be read (a failed attempt).
+  bool SkippedAsStale(Run& run);
+  // A handled run's writes beside its effects: the inbox record and the
+  // handled count, its retry record and dead letter gone, its subject
+  // version applied; and whether the commit must be synced.
+  void AddDoneWrites(Run& run);
   // Turns a failed attempt into a retry record (and kRetry) or, once the
   // budget is spent, a dead letter.
   void FailAttempt(Run& run, std::string error, std::chrono::milliseconds delay, bool permanent);

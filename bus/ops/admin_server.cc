@@ -430,6 +430,49 @@ Status Listen(const std::string& dir, const std::string& path, int* out_fd, stru
   return Status::OK();
 }
 
+// The request's fields for its verb (out->verb), read from `fields`.
+Status FillRequest(const Fields& fields, AdminRequest* out) {
+  Status s;
+  switch (out->verb) {
+    case AdminVerb::kPing: break;
+    case AdminVerb::kDlqRedrive:
+    case AdminVerb::kDlqSkip:
+    case AdminVerb::kDlqPurge: s = DeadLetterFields(fields, out); break;
+    case AdminVerb::kReplay: s = ReplayFields(fields, &out->replay); break;
+    case AdminVerb::kReplayCancel:
+      s = ReplayId(fields, &out->replay_id);
+      if (s.ok()) s = Action(fields, &out->action);
+      break;
+    case AdminVerb::kReplayStatus: s = ReplayId(fields, &out->replay_id); break;
+    case AdminVerb::kScheduledCancel:
+      s = ScheduledEventId(fields, &out->event_id);
+      if (s.ok()) s = Action(fields, &out->action);
+      break;
+    case AdminVerb::kSubscriberRemove:
+      s = Subscriber(fields, &out->selection.subscriber);
+      if (s.ok()) s = Action(fields, &out->action);
+      break;
+    case AdminVerb::kProcessAbandon:
+      s = ProcessInstance(fields, &out->process, &out->key);
+      if (s.ok()) s = Action(fields, &out->action);
+      break;
+  }
+  return s;
+}
+
+// The verb named `name`; InvalidArgument listing the known ones.
+Status FindVerb(std::string_view name, const VerbSpec** verb) {
+  for (const VerbSpec& v : Verbs()) {
+    if (v.name == name) {
+      *verb = &v;
+      return Status::OK();
+    }
+  }
+  std::string known;
+  for (const VerbSpec& v : Verbs()) known += (known.empty() ? "" : ", ") + std::string(v.name);
+  return Invalid("unknown verb " + QuotedForMessage(name) + "; known: " + known);
+}
+
 }  // namespace
 
 Status ParseAdminRequest(std::string_view text, AdminRequest* out) {
@@ -450,14 +493,7 @@ Status ParseAdminRequest(std::string_view text, AdminRequest* out) {
   const std::string_view verb_name = next_line();
   if (verb_name.ends_with('\r')) return Invalid("lines end with \\n alone, not \\r\\n");
   const VerbSpec* verb = nullptr;
-  for (const VerbSpec& v : Verbs()) {
-    if (v.name == verb_name) verb = &v;
-  }
-  if (verb == nullptr) {
-    std::string known;
-    for (const VerbSpec& v : Verbs()) known += (known.empty() ? "" : ", ") + std::string(v.name);
-    return Invalid("unknown verb " + QuotedForMessage(verb_name) + "; known: " + known);
-  }
+  if (Status s = FindVerb(verb_name, &verb); !s.ok()) return s;
   Fields fields;
   for (int line_no = 2; !rest.empty(); ++line_no) {
     const std::string_view line = next_line();
@@ -482,32 +518,7 @@ Status ParseAdminRequest(std::string_view text, AdminRequest* out) {
     values.push_back(std::move(value));
   }
   out->verb = verb->verb;
-  Status s;
-  switch (verb->verb) {
-    case AdminVerb::kPing: break;
-    case AdminVerb::kDlqRedrive:
-    case AdminVerb::kDlqSkip:
-    case AdminVerb::kDlqPurge: s = DeadLetterFields(fields, out); break;
-    case AdminVerb::kReplay: s = ReplayFields(fields, &out->replay); break;
-    case AdminVerb::kReplayCancel:
-      s = ReplayId(fields, &out->replay_id);
-      if (s.ok()) s = Action(fields, &out->action);
-      break;
-    case AdminVerb::kReplayStatus: s = ReplayId(fields, &out->replay_id); break;
-    case AdminVerb::kScheduledCancel:
-      s = ScheduledEventId(fields, &out->event_id);
-      if (s.ok()) s = Action(fields, &out->action);
-      break;
-    case AdminVerb::kSubscriberRemove:
-      s = Subscriber(fields, &out->selection.subscriber);
-      if (s.ok()) s = Action(fields, &out->action);
-      break;
-    case AdminVerb::kProcessAbandon:
-      s = ProcessInstance(fields, &out->process, &out->key);
-      if (s.ok()) s = Action(fields, &out->action);
-      break;
-  }
-  if (!s.ok()) {
+  if (Status s = FillRequest(fields, out); !s.ok()) {
     *out = AdminRequest{};
     return Invalid(std::string(verb->name) + ": " + s.message());
   }

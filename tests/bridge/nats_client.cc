@@ -106,6 +106,22 @@ bool CreateStream(const std::string& url, const std::string& stream, const std::
   return s == NATS_OK;
 }
 
+bool ConsumerAckedAll(const std::string& url, const std::string& stream, const std::string& durable) {
+  auto link = Connect(url);
+  if (link == nullptr) return false;
+  jsConsumerInfo* ci = nullptr;
+  jsStreamInfo* si = nullptr;
+  jsErrCode err = static_cast<jsErrCode>(0);
+  bool acked = false;
+  if (js_GetConsumerInfo(&ci, link->js(), stream.c_str(), durable.c_str(), nullptr, &err) == NATS_OK &&
+      js_GetStreamInfo(&si, link->js(), stream.c_str(), nullptr, &err) == NATS_OK) {
+    acked = ci->NumAckPending == 0 && ci->NumPending == 0 && ci->AckFloor.Stream == si->State.LastSeq;
+  }
+  if (ci != nullptr) jsConsumerInfo_Destroy(ci);
+  if (si != nullptr) jsStreamInfo_Destroy(si);
+  return acked;
+}
+
 }  // namespace walbus::testing
 
 namespace walbus::bridge_node {

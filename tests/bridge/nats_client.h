@@ -42,6 +42,10 @@ std::vector<StoredMessage> ReadStream(const std::string& url, const std::string&
                                       const std::string& filter_subject);
 // Creates `stream` on `subjects` when missing; true on success.
 bool CreateStream(const std::string& url, const std::string& stream, const std::vector<std::string>& subjects);
+// Whether the server holds consumer `durable` of `stream` as having
+// everything the stream holds delivered and acknowledged (its ack floor at
+// the stream's last sequence, nothing pending); false when it cannot tell.
+bool ConsumerAckedAll(const std::string& url, const std::string& stream, const std::string& durable);
 
 }  // namespace walbus::testing
 

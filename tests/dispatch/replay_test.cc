@@ -57,6 +57,12 @@ struct RunLog {
     std::lock_guard<std::mutex> lock(mu);
     return runs_by_id[id.ToString()];
   }
+  size_t TotalRuns() {
+    std::lock_guard<std::mutex> lock(mu);
+    size_t runs = 0;
+    for (const auto& [id, n] : runs_by_id) runs += static_cast<size_t>(n);
+    return runs;
+  }
 };
 
 // A subscriber that logs its runs and rejects events of subject "bad"
@@ -331,12 +337,10 @@ TEST(ReplayTest, DryRunChangesNothing) {
   EXPECT_EQ(report.replay_id, 0u);
   EXPECT_EQ(report.selected, 20u);
   EXPECT_EQ(report.skipped, 18u) << "the two dead letters would run";
-  std::this_thread::sleep_for(100ms);
-  std::lock_guard<std::mutex> lock(log.mu);
-  size_t runs = 0;
-  for (const auto& [id, n] : log.runs_by_id) runs += static_cast<size_t>(n);
-  EXPECT_EQ(runs, 20u);
+  // A replay runs only once recorded, and the dispatcher is handed one
+  // only after its record commits: with no record, nothing can run later.
   EXPECT_TRUE(GetReplayInto(*bus, 1, &report).IsNotFound());
+  EXPECT_EQ(log.TotalRuns(), 20u);
   EXPECT_EQ(bus->Stats().subscribers[0].dead_lettered, 2u);
 }
 
@@ -383,7 +387,8 @@ TEST(ReplayTest, OneAtATimePerSubscriberAndCancellable) {
   ReplayReport first, second;
   ASSERT_TRUE(ReplayInto(*bus, Request(ReplayMode::kFreshScope), &first).ok());
   EXPECT_TRUE(ReplayInto(*bus, Request(ReplayMode::kFreshScope), &second).IsBusy());
-  std::this_thread::sleep_for(50ms);
+  // Cancelled while it runs: its first event has started.
+  ASSERT_TRUE(testing::Eventually([&] { return log.TotalRuns() > 500; }, 30s));
   EXPECT_TRUE(bus->Operator().CancelReplay(first.replay_id, {"ops-ben", "", false}).IsInvalidArgument())
       << "why is required";
   ASSERT_TRUE(bus->Operator().CancelReplay(first.replay_id, {"ops-ben", "wrong selection", false}).ok());

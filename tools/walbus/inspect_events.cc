@@ -279,6 +279,70 @@ std::string CloudEventJson(const Event& ev, const PayloadReading& payload, bool 
   return o.str();
 }
 
+namespace {
+
+// Where event `id16` stands for subscriber `entry` (its inbox, dead
+// letters and retries), into *d; an event a dead letter holds fills
+// out->event when the outbox no longer has it. *seen: handled or
+// dead-lettered.
+Status DeliveryOf(const storage::Db& db, const Registry::Entry& entry, std::string_view id16, EventStory* out,
+                  DeliveryReport* d, bool* seen) {
+  DeliveryReport& report = *d;
+  std::string inbox;
+  bool handled = false;
+  if (Status s =
+          db.Get(db.cf(storage::Cf::kInbox), storage::InboxKey(db.inbox_layout(), entry.id, id16), &inbox, &handled);
+      !s.ok()) {
+    return s;
+  }
+  uint64_t seq = out->seq;
+  if (handled && inbox.size() >= 16) {
+    seq = storage::GetBe64(inbox);
+    report.handled_at_ms = static_cast<int64_t>(storage::GetBe64(std::string_view(inbox).substr(8)));
+    if (inbox.size() >= 20) report.attempts = storage::GetBe32(std::string_view(inbox).substr(16));
+    if (out->seq == 0) out->seq = seq;
+  }
+  std::string record;
+  bool dead = false;
+  if (seq != 0) {
+    Status s = db.Get(db.cf(storage::Cf::kDeadLetters), storage::SubscriberSeqKey(entry.id, seq), &record, &dead);
+    if (!s.ok()) return s;
+  }
+  if (dead) {
+    report.state = "dead-lettered";
+    storage::DeadLetterRecord letter;
+    if (storage::DecodeDeadLetter(record, &letter)) {
+      report.attempts = letter.attempts;
+      report.last_error = letter.error;
+      if (!out->event_known && DecodeEnvelope(letter.envelope, kMaxInspectPayloadBytes, &out->event).ok()) {
+        out->event_known = true;
+        out->event.seq = seq;
+      }
+    }
+  } else if (handled) {
+    report.state = "handled";
+  } else if (seq != 0) {
+    bool retrying = false;
+    Status s = db.Get(db.cf(storage::Cf::kRetries), storage::SubscriberSeqKey(entry.id, seq), &record, &retrying);
+    if (!s.ok()) return s;
+    storage::RetryRecord retry;
+    if (retrying && storage::DecodeRetry(record, &retry)) {
+      report.state = "retrying";
+      report.attempts = retry.attempts;
+      report.last_error = retry.last_error;
+      if (retry.next_attempt_ms != 0) report.next_attempt_ms = static_cast<int64_t>(retry.next_attempt_ms);
+    } else {
+      report.state = entry.durable.checkpoint >= seq ? "passed" : "pending";
+    }
+  } else {
+    report.state = "pending";
+  }
+  *seen = handled || dead;
+  return Status::OK();
+}
+
+}  // namespace
+
 Status FindEventStory(const std::string& dir, const EventId& id, EventStory* out, bool* found) {
   *out = EventStory{};
   out->id = id;
@@ -308,56 +372,9 @@ Status FindEventStory(const std::string& dir, const EventId& id, EventStory* out
   for (const auto& [name, entry] : state.subscribers) {
     DeliveryReport d;
     d.subscriber = name;
-    std::string inbox;
-    bool handled = false;
-    if (Status s =
-            db.Get(db.cf(storage::Cf::kInbox), storage::InboxKey(db.inbox_layout(), entry.id, id16), &inbox, &handled);
-        !s.ok()) {
-      return s;
-    }
-    uint64_t seq = out->seq;
-    if (handled && inbox.size() >= 16) {
-      seq = storage::GetBe64(inbox);
-      d.handled_at_ms = static_cast<int64_t>(storage::GetBe64(std::string_view(inbox).substr(8)));
-      if (inbox.size() >= 20) d.attempts = storage::GetBe32(std::string_view(inbox).substr(16));
-      if (out->seq == 0) out->seq = seq;
-    }
-    std::string record;
-    bool dead = false;
-    if (seq != 0) {
-      Status s = db.Get(db.cf(storage::Cf::kDeadLetters), storage::SubscriberSeqKey(entry.id, seq), &record, &dead);
-      if (!s.ok()) return s;
-    }
-    if (dead) {
-      d.state = "dead-lettered";
-      storage::DeadLetterRecord letter;
-      if (storage::DecodeDeadLetter(record, &letter)) {
-        d.attempts = letter.attempts;
-        d.last_error = letter.error;
-        if (!out->event_known && DecodeEnvelope(letter.envelope, kMaxInspectPayloadBytes, &out->event).ok()) {
-          out->event_known = true;
-          out->event.seq = seq;
-        }
-      }
-    } else if (handled) {
-      d.state = "handled";
-    } else if (seq != 0) {
-      bool retrying = false;
-      Status s = db.Get(db.cf(storage::Cf::kRetries), storage::SubscriberSeqKey(entry.id, seq), &record, &retrying);
-      if (!s.ok()) return s;
-      storage::RetryRecord retry;
-      if (retrying && storage::DecodeRetry(record, &retry)) {
-        d.state = "retrying";
-        d.attempts = retry.attempts;
-        d.last_error = retry.last_error;
-        if (retry.next_attempt_ms != 0) d.next_attempt_ms = static_cast<int64_t>(retry.next_attempt_ms);
-      } else {
-        d.state = entry.durable.checkpoint >= seq ? "passed" : "pending";
-      }
-    } else {
-      d.state = "pending";
-    }
-    *found |= handled || dead;
+    bool seen = false;
+    if (Status s = DeliveryOf(db, entry, id16, out, &d, &seen); !s.ok()) return s;
+    *found |= seen;
     out->deliveries.push_back(std::move(d));
   }
   *found |= out->event_known;

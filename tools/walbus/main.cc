@@ -51,11 +51,12 @@
 
 #include <optional>
 
+#include "tools/guarded_main.h"
 #include "tools/walbus/cli.h"
 #include "tools/walbus/commands.h"
 #include "walbus/version.h"
 
-int main(int argc, char** argv) {
+static int Main(int argc, char** argv) {
   namespace tools = walbus::tools;
   CLI::App app{
       "walbus: inspect and operate walbus databases. The reading commands change nothing and work on a "
@@ -91,3 +92,5 @@ int main(int argc, char** argv) {
   }
   return 2;
 }
+
+int main(int argc, char** argv) { return walbus::tools::GuardedMain("walbus", Main, argc, argv); }

@@ -53,6 +53,7 @@ Result<BinarySchema> ParseSchemaSource(std::string_view source, const std::vecto
   flatbuffers::Parser parser(options);
   const std::string text(source);
   std::vector<const char*> include_paths;
+  include_paths.reserve(include_dirs.size() + 1);
   for (const std::string& dir : include_dirs) include_paths.push_back(dir.c_str());
   include_paths.push_back(nullptr);
   if (!parser.Parse(text.c_str(), include_dirs.empty() ? nullptr : include_paths.data(), file_name.c_str())) {

@@ -107,7 +107,7 @@ class [[nodiscard]] Result {
   Result(Status status)  // NOLINT: implicit by design
       : rep_(status.ok() ? Status::InvalidArgument("a Result was made from an OK status, without a value")
                          : std::move(status)) {
-    assert(!status.ok());
+    assert(!status.ok());  // NOLINT: a move leaves a Status's code as it was
   }
 
   // True when a value is held.

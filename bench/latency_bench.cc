@@ -10,7 +10,13 @@
 // fsync latency times the rate is tens of commits in flight); idle
 // senders sleep. Their timer slack is set to 1 us so that a sleep ends on
 // time rather than up to 50 us late (Linux's default slack).
+//
+// LatencyFsync: the floor under every kSync latency, measured in the same
+// run on the same file system: a small append to a file, then fdatasync,
+// one after another, for as long as a latency run lasts.
+#include <fcntl.h>
 #include <sys/prctl.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <cstring>
@@ -111,9 +117,53 @@ void RunLatency(benchmark::State& state, walbus::Durability durability, double r
   }
 }
 
+// Appends `append_bytes` to a file in a fresh directory and fdatasyncs it,
+// again and again for the profile's latency_seconds (at least 100 times):
+// the percentiles of one append and its sync.
+void RunFsync(benchmark::State& state, size_t append_bytes) {
+  const Profile& profile = CurrentProfile();
+  for (auto _ : state) {
+    TempDir dir;  // where the buses' databases go: the same file system
+    std::error_code made;
+    fs::create_directories(dir.path(), made);
+    const std::string path = dir.path() + "/appended";
+    const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+    if (fd < 0) {
+      Failed(state, "open " + path + ": " + std::strerror(errno));
+      return;
+    }
+    const std::string record(append_bytes, 'r');
+    std::vector<int64_t> samples;
+    const auto began = Clock::now();
+    const auto until = began + std::chrono::duration<double>(profile.latency_seconds);
+    std::string error;
+    while (error.empty() && (samples.size() < 100 || Clock::now() < until)) {
+      const auto start = Clock::now();
+      if (::write(fd, record.data(), record.size()) != static_cast<ssize_t>(record.size()) || ::fdatasync(fd) != 0) {
+        error = std::string("append and fdatasync: ") + std::strerror(errno);
+      }
+      samples.push_back(std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start).count());
+    }
+    ::close(fd);
+    if (Failed(state, error)) return;
+    const double seconds = std::chrono::duration<double>(Clock::now() - began).count();
+    const size_t syncs = samples.size();
+    const Percentiles p = ComputePercentiles(&samples);
+    state.SetIterationTime(seconds);
+    state.counters["p50_us"] = p.p50_us;
+    state.counters["p99_us"] = p.p99_us;
+    state.counters["max_us"] = p.max_us;
+    state.counters["syncs"] = static_cast<double>(syncs);
+  }
+}
+
 }  // namespace
 
 void RegisterLatencyBenchmarks() {
+  // About one commit's bytes in the log: a 100-byte row, an event's envelope.
+  constexpr size_t kAppendBytes = 512;
+  RegisterMeasurement(BenchName("LatencyFsync", {{"bytes", std::to_string(kAppendBytes)}}),
+                      [=](benchmark::State& s) { RunFsync(s, kAppendBytes); });
   for (walbus::Durability durability : {walbus::Durability::kBuffered, walbus::Durability::kSync}) {
     for (double rate : CurrentProfile().latency_rates_eps) {
       const std::string name = BenchName("Latency", {{"durability", DurabilityName(durability)},

@@ -35,7 +35,7 @@ GROUPS = [
     # (group, the benchmark families it runs, as a regular expression)
     ("publish", "(Publish(Contract|BufferedSync|CommitSync)?|PayloadCheck)"),
     ("end-to-end", "EndToEnd(NoEffect)?"),
-    ("latency", "Latency"),
+    ("latency", "Latency(Fsync)?"),
     ("dispatch", "Dispatch"),
     ("backlog", "Backlog(FanOut)?"),
     ("scaling", "Scaling"),
@@ -77,6 +77,8 @@ REQUIRED_KEYS = [
     "latency_buffered_10k_p99_us",
     "latency_sync_1k_p99_us",
     "latency_sync_10k_p99_us",
+    "latency_sync_1k_p99_vs_fsync",
+    "latency_sync_10k_p99_vs_fsync",
     "e2e_hot_subject_vs_spread",
     "e2e_3subs_vs_1sub",
     "e2e_vs_publish_only",
@@ -273,6 +275,12 @@ def summarize(res):
     s["latency_buffered_10k_p99_us"] = res.value("Latency", "p99_us", durability="buffered", rate_eps=10000)
     s["latency_sync_1k_p99_us"] = res.value("Latency", "p99_us", durability="sync", rate_eps=1000)
     s["latency_sync_10k_p99_us"] = res.value("Latency", "p99_us", durability="sync", rate_eps=10000)
+    # The device's floor under every kSync latency: an append and its
+    # fdatasync, on the same file system, in the same run.
+    s["fsync_p50_us"] = res.value("LatencyFsync", "p50_us")
+    s["fsync_p99_us"] = res.value("LatencyFsync", "p99_us")
+    s["latency_sync_1k_p99_vs_fsync"] = ratio(s["latency_sync_1k_p99_us"], s["fsync_p99_us"])
+    s["latency_sync_10k_p99_vs_fsync"] = ratio(s["latency_sync_10k_p99_us"], s["fsync_p99_us"])
 
     # What delivery costs, walbus against itself: one hot subject against
     # 1,000 (the same scaling run), three subscribers against one, and end

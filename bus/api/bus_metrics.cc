@@ -194,7 +194,7 @@ void BusMetrics::WriteReplayMetrics(MetricsWriter& w) {
   }).IgnoreError();
   w.Family("walbus_replays_running", MetricType::kGauge, "Replays recorded and not ended, by subscriber.");
   std::map<std::string, int> running;
-  for (const auto& [id, r] : replays) running[r.subscriber] += r.state == static_cast<uint8_t>(ReplayState::kRunning);
+  for (const auto& [id, r] : replays) running[r.subscriber] += IsRunning(r);
   for (const auto& [name, n] : running) w.Sample("walbus_replays_running", MetricsWriter::Label("subscriber", name), n);
   w.Family("walbus_replay_events_persisted", MetricType::kGauge,
            "Events of replays, ended or running, by subscriber and outcome (selected, delivered, skipped, failed).");

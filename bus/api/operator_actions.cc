@@ -40,10 +40,6 @@ Status NeedsOperatorAndReason(const OperatorAction& action, std::string_view wha
   return Status::OK();
 }
 
-bool IsRunning(const storage::ReplayRecord& record) {
-  return record.state == static_cast<uint8_t>(ReplayState::kRunning);
-}
-
 }  // namespace
 
 OperatorActionsImpl::OperatorActionsImpl(Parts parts)

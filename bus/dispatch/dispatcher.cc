@@ -8,6 +8,7 @@
 #include <span>
 
 #include "bus/core/envelope.h"
+#include "bus/dispatch/replay.h"
 
 namespace walbus::internal {
 namespace {
@@ -96,7 +97,7 @@ void Dispatcher::ResumePaused() {
 }
 
 void Dispatcher::StartReplay(uint64_t replay_id, storage::ReplayRecord record) {
-  assert(record.state == static_cast<uint8_t>(ReplayState::kRunning));
+  assert(IsRunning(record));
   Message m;
   m.kind = Message::Kind::kReplay;
   m.control = std::make_unique<Message::Control>();
@@ -272,27 +273,12 @@ void CountCompletion(const Message& m) {
 // kWait, kRerun), and the subscriber's count of it.
 void NoteRunAgain(const Message& m, KeyQueue* key) {
   switch (m.kind) {
-    case Message::Kind::kRetry:
-      m.sub->retries.fetch_add(1, std::memory_order_relaxed);
-      key->attempts = std::max(key->attempts, m.attempt);
-      key->conflict_reruns = 0;
-      if (key->first_failure_ms == 0) key->first_failure_ms = m.first_failure_ms;
-      key->check_stored |= m.check_stored;
-      break;
-    case Message::Kind::kWait:
-      // Not a failed attempt: the next run keeps this one's number.
-      m.sub->waits.fetch_add(1, std::memory_order_relaxed);
-      key->attempts = m.attempt > 0 ? m.attempt - 1 : 0;
-      break;
-    case Message::Kind::kRerun:
-      // A conflict is not a failed attempt: the rerun keeps the run's
-      // number and, having run here already, is not charged again.
-      key->conflict_reruns = m.attempt;
-      if (m.run_attempt > 0) key->attempts = m.run_attempt - 1;
-      key->check_stored = false;
-      break;
+    case Message::Kind::kRetry: m.sub->retries.fetch_add(1, std::memory_order_relaxed); break;
+    case Message::Kind::kWait: m.sub->waits.fetch_add(1, std::memory_order_relaxed); break;
+    case Message::Kind::kRerun: break;
     default: assert(false && "not a run to run again");
   }
+  key->history = m.next;
   key->charged = true;
 }
 
@@ -396,9 +382,7 @@ void Dispatcher::Submit(Subscriber* sub, KeyQueue& key) {
   WorkItem item;
   item.sub = sub;
   item.event = key.events.front();
-  item.attempt = key.attempts + 1;
-  item.conflict_reruns = key.conflict_reruns;
-  item.first_failure_ms = key.first_failure_ms;
+  item.history = key.history;
   item.redrive = sub->out_of_line.Is(item.event->seq, OutOfLineEvents::Kind::kRedrive);
   item.replaying = sub->out_of_line.Is(item.event->seq, OutOfLineEvents::Kind::kReplay);
   if (item.replaying && sub->replay != nullptr) {
@@ -411,9 +395,9 @@ void Dispatcher::Submit(Subscriber* sub, KeyQueue& key) {
   // below the recovered horizon) can have an inbox or retry record already.
   // A replayed event looks at its inbox (or its replay's scope) first:
   // that is what makes a replay skip handled events and resume exactly once.
-  item.check_stored =
+  item.history.check_stored =
       item.replaying ||
-      (!item.redrive && (key.check_stored || (!key.charged && item.event->seq <= sub->recovered_horizon)));
+      (!item.redrive && (key.history.check_stored || (!key.charged && item.event->seq <= sub->recovered_horizon)));
   if (!item.redrive && !item.replaying) item.parked_behind = sub->holds.ParkedBehind(item.event->subject);
   AddFollowers(*sub, key, &item);
   key.in_turn = 1 + item.followers.size();
@@ -427,8 +411,8 @@ void Dispatcher::AddFollowers(const Subscriber& sub, const KeyQueue& key, WorkIt
   auto plain = [&](const Event& event) {
     return event.seq > sub.recovered_horizon && !sub.out_of_line.Contains(event.seq);
   };
-  if (key.events.size() < 2 || item->attempt != 1 || item->conflict_reruns != 0 || item->check_stored ||
-      item->redrive || item->replaying || item->parked_behind != 0 || !plain(*item->event)) {
+  if (key.events.size() < 2 || !item->history.Fresh() || item->redrive || item->replaying || item->parked_behind != 0 ||
+      !plain(*item->event)) {
     return;
   }
   size_t bytes = item->event->data.size();

@@ -52,14 +52,13 @@ void HandlerRunner::PutInboxRecord(WriteSet* scope, const WorkItem& item, uint64
   scope->Put(cf, std::move(key), storage::InboxValue(item.event->seq, now_ms, runs));
 }
 
-void HandlerRunner::AddDeadLetter(WriteSet* scope, const WorkItem& item, uint32_t attempts, uint64_t first_failure_ms,
-                                  std::string_view error) {
+void HandlerRunner::AddDeadLetter(WriteSet* scope, const WorkItem& item, uint32_t attempts, std::string_view error) {
   const Subscriber& sub = *item.sub;
   const Event& event = *item.event;
   const uint64_t now = WallMillis();
   storage::DeadLetterRecord record;
   record.attempts = attempts;
-  record.first_failure_ms = first_failure_ms != 0 ? first_failure_ms : now;
+  record.first_failure_ms = item.history.first_failure_ms != 0 ? item.history.first_failure_ms : now;
   record.last_failure_ms = now;
   record.error = std::string(error.substr(0, storage::kMaxErrorBytes));
   record.handler_version = sub.handler_version;
@@ -85,13 +84,12 @@ bool HandlerRunner::PrepareItem(WorkItem& item, std::deque<Run>* runs, std::vect
   const Event& event = *item.event;
   auto retry_later = [&](const Status& s) {
     config_.log->logger().warn("walbus: {} seq={}: reading stored state failed: {}", sub.name, event.seq, s.ToString());
-    replies->push_back(Message::Retry(&sub, item.event, Backoff(sub, item.attempt), item.attempt - 1,
-                                      item.first_failure_ms, /*check_stored=*/true));
+    replies->push_back(Message::Retry(&sub, item.event, Backoff(sub, item.attempt()), item.history.NotRun()));
     return false;
   };
   // Most items read and write nothing here: the key is made when needed.
   auto seq_key = [&] { return storage::SubscriberSeqKey(sub.id, event.seq); };
-  if (item.check_stored) {
+  if (item.history.check_stored) {
     std::string value;
     bool found = false;
     const auto [inbox_cf, inbox_key] = InboxSlot(item);
@@ -113,18 +111,18 @@ bool HandlerRunner::PrepareItem(WorkItem& item, std::deque<Run>* runs, std::vect
     storage::RetryRecord stored;
     item.has_retry_record = found;
     if (found && storage::DecodeRetry(value, &stored)) {
-      item.attempt = std::max(item.attempt, stored.attempts + 1);
-      if (item.first_failure_ms == 0) item.first_failure_ms = stored.first_failure_ms;
+      item.history.runs = std::max(item.history.runs, stored.attempts);
+      if (item.history.first_failure_ms == 0) item.history.first_failure_ms = stored.first_failure_ms;
     } else if (sub.MayHaveBeenRunning(event.seq)) {
       // Handed to a handler before the process stopped, with no record:
       // its first run may have been what stopped it, so it counts. (An
       // event that was only queued is charged too: at most one attempt.)
-      item.attempt = std::max<uint32_t>(item.attempt, 2);
+      item.history.runs = std::max<uint32_t>(item.history.runs, 1);
     }
   }
   if (item.parked_behind != 0 || MayHaveBeenRunning(item)) {
     const bool parked = item.parked_behind != 0;
-    const bool spent = item.attempt > sub.retry.max_attempts;
+    const bool spent = item.attempt() > sub.retry.max_attempts;
     if (parked || spent) {
       Run& run = runs->emplace_back();
       run.item = &item;
@@ -132,18 +130,18 @@ bool HandlerRunner::PrepareItem(WorkItem& item, std::deque<Run>* runs, std::vect
       run.on_success = Message::Kind::kDeadLettered;
       run.error = parked ? "held behind the dead letter at seq " + std::to_string(item.parked_behind) +
                                " (PoisonPolicy::kParkKey)"
-                         : "gave up after " + std::to_string(item.attempt - 1) +
+                         : "gave up after " + std::to_string(item.attempt() - 1) +
                                " attempts; the process stopped while handling it";
       return false;
     }
     // This run counts before it starts: if it takes the process down, the
     // next one sees the attempt.
     storage::RetryRecord record;
-    record.attempts = item.attempt;
-    record.first_failure_ms = item.first_failure_ms != 0 ? item.first_failure_ms : WallMillis();
+    record.attempts = item.attempt();
+    record.first_failure_ms = item.history.first_failure_ms != 0 ? item.history.first_failure_ms : WallMillis();
     record.last_failure_ms = WallMillis();
     record.last_error = "the process stopped while handling it";
-    item.first_failure_ms = record.first_failure_ms;
+    item.history.first_failure_ms = record.first_failure_ms;
     item.has_retry_record = true;
     pre_run->Put(db_->cf(storage::Cf::kRetries), seq_key(), storage::EncodeRetry(record));
   }
@@ -154,24 +152,24 @@ void HandlerRunner::FailAttempt(Run& run, std::string error, std::chrono::millis
   WorkItem& item = *run.item;
   const Subscriber& sub = *item.sub;
   const uint64_t now = WallMillis();
-  if (item.first_failure_ms == 0) item.first_failure_ms = now;
+  if (item.history.first_failure_ms == 0) item.history.first_failure_ms = now;
   WriteSet* scope = run.request.writes;
   *scope = WriteSet{};  // the attempt's own writes are dropped
   // The wall clock may have jumped back since the first failure: an age
   // below zero is no age, not a huge one.
-  const uint64_t age_ms = now > item.first_failure_ms ? now - item.first_failure_ms : 0;
+  const uint64_t age_ms = now > item.history.first_failure_ms ? now - item.history.first_failure_ms : 0;
   const bool too_old = sub.retry.max_age.count() > 0 && age_ms >= static_cast<uint64_t>(sub.retry.max_age.count());
-  if (permanent || item.attempt >= sub.retry.max_attempts || too_old) {
+  if (permanent || item.attempt() >= sub.retry.max_attempts || too_old) {
     if (too_old && !permanent) error += " (retry budget: max_age reached)";
-    AddDeadLetter(scope, item, item.attempt, item.first_failure_ms, error);
+    AddDeadLetter(scope, item, item.attempt(), error);
     run.on_success = Message::Kind::kDeadLettered;
     run.error = std::move(error);
     return;
   }
-  run.delay = delay.count() > 0 ? delay : Backoff(sub, item.attempt);
+  run.delay = delay.count() > 0 ? delay : Backoff(sub, item.attempt());
   storage::RetryRecord record;
-  record.attempts = item.attempt;
-  record.first_failure_ms = item.first_failure_ms;
+  record.attempts = item.attempt();
+  record.first_failure_ms = item.history.first_failure_ms;
   record.last_failure_ms = now;
   record.last_error = error;
   record.next_attempt_ms = now + static_cast<uint64_t>(run.delay.count());
@@ -278,11 +276,11 @@ void HandlerRunner::AddDoneWrites(Run& run) {
   const Subscriber& sub = *item.sub;
   const Event& event = *run.event;
   WriteSet* scope = run.request.writes;
-  PutInboxRecord(scope, item, WallMillis(), item.attempt);
+  PutInboxRecord(scope, item, WallMillis(), item.attempt());
   scope->AddCounter(db_->cf(storage::Cf::kCheckpoints),
                     storage::CheckpointKey(sub.id, storage::CheckpointField::kHandled), 1);
   // A failed attempt in this process wrote a record too (attempt > 1).
-  if (item.attempt > 1 || item.has_retry_record) {
+  if (item.attempt() > 1 || item.has_retry_record) {
     scope->Delete(db_->cf(storage::Cf::kRetries), storage::SubscriberSeqKey(sub.id, event.seq));
   }
   if (item.redrive) {
@@ -337,8 +335,8 @@ void HandlerRunner::RunGroup(std::span<WorkItem* const> items) {
     if (!s.ok()) {
       config_.log->logger().warn("walbus: recording attempts before running failed: {}", s.ToString());
       for (WorkItem* item : to_run) {
-        Message retry = Message::Retry(item->sub, item->event, Backoff(*item->sub, item->attempt), item->attempt - 1,
-                                       item->first_failure_ms, /*check_stored=*/true);
+        Message retry =
+            Message::Retry(item->sub, item->event, Backoff(*item->sub, item->attempt()), item->history.NotRun());
         retry.ends_turn = !item->followers.empty();
         replies.push_back(std::move(retry));
       }
@@ -350,7 +348,7 @@ void HandlerRunner::RunGroup(std::span<WorkItem* const> items) {
     auto rep = std::make_unique<ScopeRep>(scope_host_);
     run.request.writes = &rep->writes;
     run.ctx = ScopeAccess::NewContext(std::move(rep));
-    AddDeadLetter(run.request.writes, *run.item, run.item->attempt - 1, run.item->first_failure_ms, run.error);
+    AddDeadLetter(run.request.writes, *run.item, run.item->history.runs, run.error);
   }
   std::deque<WorkItem> followers;  // the turns' later events, as items of their own
   for (WorkItem* item : to_run) RunTurn(*item, &runs, &followers);
@@ -364,7 +362,7 @@ HandlerRunner::Run& HandlerRunner::NewRun(WorkItem& item, std::deque<Run>* runs)
   rep->parent = item.event.get();
   rep->subscriber_name = item.sub->name;
   rep->subscriber_id = item.sub->id;
-  rep->attempt = item.attempt;
+  rep->attempt = item.attempt();
   if (item.replaying) {
     rep->replay = HandlerContext::ReplayRun{item.replay_id,
                                             item.replay_scope != 0 ? ReplayMode::kFreshScope : ReplayMode::kSameInbox};
@@ -409,14 +407,14 @@ void HandlerRunner::LogOutcome(const Run& run) const {
   const std::string& name = run.item->sub->name;
   switch (run.on_success) {
     case Message::Kind::kDone:
-      config_.log->EventOutcome(spdlog::level::debug, "handled", event, name, run.item->attempt, run.handler_seconds,
+      config_.log->EventOutcome(spdlog::level::debug, "handled", event, name, run.item->attempt(), run.handler_seconds,
                                 {});
       return;
     case Message::Kind::kStale:
-      config_.log->EventOutcome(spdlog::level::debug, "stale-skipped", event, name, run.item->attempt, 0, {});
+      config_.log->EventOutcome(spdlog::level::debug, "stale-skipped", event, name, run.item->attempt(), 0, {});
       return;
     case Message::Kind::kWait:
-      config_.log->EventOutcome(spdlog::level::debug, "waiting", event, name, run.item->attempt, run.handler_seconds,
+      config_.log->EventOutcome(spdlog::level::debug, "waiting", event, name, run.item->attempt(), run.handler_seconds,
                                 run.error);
       return;
     case Message::Kind::kRetry:
@@ -428,7 +426,7 @@ void HandlerRunner::LogOutcome(const Run& run) const {
       if (!limiter.Allow(&held)) return;
       config_.log->EventOutcome(spdlog::level::warn,
                                 run.on_success == Message::Kind::kRetry ? "retry" : "dead-lettered", event, name,
-                                run.item->attempt, run.handler_seconds, run.error, held);
+                                run.item->attempt(), run.handler_seconds, run.error, held);
       return;
     }
     default: return;
@@ -465,13 +463,13 @@ Message HandlerRunner::Answer(const Run& r) {
   if (r.on_success == Message::Kind::kPaused) return Message::Of(Message::Kind::kPaused, &sub, item.event);
   if (r.on_success == Message::Kind::kWait) {
     LogOutcome(r);
-    return Message::Wait(&sub, item.event, r.delay, item.attempt);
+    return Message::Wait(&sub, item.event, r.delay, item.history);  // the same attempt again
   }
   const Status& s = r.request.status;
   if (s.ok()) {
     LogOutcome(r);
     if (r.on_success != Message::Kind::kRetry) return Message::Of(r.on_success, &sub, item.event);
-    return Message::Retry(&sub, item.event, r.delay, item.attempt, item.first_failure_ms, /*check_stored=*/false);
+    return Message::Retry(&sub, item.event, r.delay, item.history.Failed(/*outcome_unknown=*/false));
   }
   if (s.IsConflict()) {
     // Optimistic concurrency at work, rerun by design: counted
@@ -479,13 +477,13 @@ Message HandlerRunner::Answer(const Run& r) {
     sub.conflicts.fetch_add(1, std::memory_order_relaxed);
     config_.log->logger().debug("walbus: {}'s outcome for seq={} met a concurrent update, run again: {}", sub.name,
                                 item.event->seq, s.ToString());
-    if (item.conflict_reruns + 1 <= sub.retry.max_conflict_reruns) {
-      return Message::Rerun(&sub, item.event, item.conflict_reruns + 1, item.attempt);
+    if (item.history.conflict_reruns + 1 <= sub.retry.max_conflict_reruns) {
+      return Message::Rerun(&sub, item.event, item.history.Conflicted());
     }
     // Past its budget it counts as a failed attempt (the retry record
     // comes with the next failure or the dead letter).
-    return Message::Retry(&sub, item.event, Backoff(sub, item.attempt), item.attempt, item.first_failure_ms,
-                          /*check_stored=*/true);
+    return Message::Retry(&sub, item.event, Backoff(sub, item.attempt()),
+                          item.history.Failed(/*outcome_unknown=*/true));
   }
   // Any other commit error leaves the outcome unknown, so the next run
   // looks at the inbox first.
@@ -494,8 +492,7 @@ Message HandlerRunner::Answer(const Run& r) {
     config_.log->logger().warn("walbus: committing {}'s outcome for seq={} failed: {} ({} similar lines held back)",
                                sub.name, item.event->seq, s.ToString(), held);
   }
-  return Message::Retry(&sub, item.event, Backoff(sub, item.attempt), item.attempt, item.first_failure_ms,
-                        /*check_stored=*/true);
+  return Message::Retry(&sub, item.event, Backoff(sub, item.attempt()), item.history.Failed(/*outcome_unknown=*/true));
 }
 
 }  // namespace walbus::internal

@@ -89,7 +89,7 @@ class HandlerRunner {
   // May the item have been running when the process last stopped? Then
   // its attempt is recorded before it runs, and it runs alone.
   static bool MayHaveBeenRunning(const WorkItem& item) {
-    return item.check_stored && item.sub->MayHaveBeenRunning(item.event->seq);
+    return item.history.check_stored && item.sub->MayHaveBeenRunning(item.event->seq);
   }
   // Prepares, runs and commits a group of items as one batch.
   void RunGroup(std::span<WorkItem* const> items);
@@ -119,8 +119,8 @@ class HandlerRunner {
   // Turns a failed attempt into a retry record (and kRetry) or, once the
   // budget is spent, a dead letter.
   void FailAttempt(Run& run, std::string error, std::chrono::milliseconds delay, bool permanent);
-  void AddDeadLetter(WriteSet* scope, const WorkItem& item, uint32_t attempts, uint64_t first_failure_ms,
-                     std::string_view error);
+  // The dead letter of `item` after `attempts` runs, dated from its first failure.
+  void AddDeadLetter(WriteSet* scope, const WorkItem& item, uint32_t attempts, std::string_view error);
   // Where the item's completion is recorded: the subscriber's inbox, or a
   // kFreshScope replay's own scope.
   std::pair<storage::CfHandle*, std::string> InboxSlot(const WorkItem& item) const;

@@ -26,6 +26,11 @@ Status RecordFromRequest(const ReplayRequest& request, uint32_t subscriber_id, u
 // What a stored record reports.
 ReplayReport ReportFromRecord(uint64_t replay_id, const storage::ReplayRecord& record);
 
+// The replay has not ended (neither done nor cancelled).
+inline bool IsRunning(const storage::ReplayRecord& record) {
+  return record.state == static_cast<uint8_t>(ReplayState::kRunning);
+}
+
 // The record's ids, as a set for lookups.
 std::unordered_set<std::string> SelectedIds(const storage::ReplayRecord& record);
 

@@ -34,7 +34,7 @@ void ReplayDriver::Cancel(const Subscribers& subs, uint64_t replay_id, std::stri
 }
 
 void ReplayDriver::Begin(const Subscribers& subs, uint64_t replay_id, storage::ReplayRecord record) {
-  assert(record.state == static_cast<uint8_t>(ReplayState::kRunning));
+  assert(IsRunning(record));
   auto it = std::find_if(subs.begin(), subs.end(), [&](const auto& s) { return s->id == record.subscriber_id; });
   if (it == subs.end()) return;  // resumes when the subscriber is active again
   Subscriber* sub = it->get();

@@ -21,6 +21,7 @@
 
 #include "bus/core/schema_registry.h"
 #include "bus/dispatch/progress.h"
+#include "bus/dispatch/run_history.h"
 #include "bus/telemetry/metrics.h"
 #include "bus/util/mutex.h"
 #include "storage/records.h"
@@ -30,11 +31,8 @@ namespace walbus::internal {
 
 // What a subject's queue knows of the run of its front event.
 struct KeyQueueHead {
-  bool head_busy = false;         // running, or waiting for a retry timer
-  uint32_t attempts = 0;          // handler runs of the front event so far
-  uint32_t conflict_reruns = 0;   // consecutive effect conflicts of the front event
-  uint64_t first_failure_ms = 0;  // of the front event; 0 before any failure
-  bool check_stored = false;      // the front event may have an inbox or retry record
+  bool head_busy = false;  // running, or waiting for a retry timer
+  RunHistory history;      // of the front event
   // The front event already ran (or had its attempt recorded) in this
   // process: crash-loop protection has counted this process once; reruns
   // and retries here count only by their own failures.

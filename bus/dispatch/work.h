@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "bus/dispatch/run_history.h"
 #include "bus/dispatch/subscriber.h"
 #include "storage/records.h"
 
@@ -21,10 +22,7 @@ namespace walbus::internal {
 struct WorkItem {
   Subscriber* sub = nullptr;
   std::shared_ptr<const Event> event;
-  uint32_t attempt = 1;  // this run's number, as far as memory knows
-  uint32_t conflict_reruns = 0;
-  uint64_t first_failure_ms = 0;
-  bool check_stored = false;      // look for an inbox and a retry record first
+  RunHistory history;             // what memory knows of the event's earlier runs
   uint64_t parked_behind = 0;     // kParkKey: seq of the dead letter holding the subject
   bool redrive = false;           // a dead letter an operator sent back
   bool has_retry_record = false;  // found (or written) in walbus.retries
@@ -35,6 +33,8 @@ struct WorkItem {
   // order by the same worker, each on top of the writes of those before
   // (Dispatcher::Submit).
   std::vector<std::shared_ptr<const Event>> followers;
+
+  uint32_t attempt() const { return history.attempt(); }  // this run's number
 };
 
 struct Message {
@@ -55,8 +55,7 @@ struct Message {
     kCancelReplay,
   };
 
-  // The answers of a run, made by name (`attempt` means what each says).
-  // An outcome that carries nothing but the event (kDone, kDeadLettered,
+  // The answers of a run, made by name. An outcome that carries nothing but the event (kDone, kDeadLettered,
   // kDuplicate, kStale, kPaused).
   static Message Of(Kind kind, Subscriber* sub, std::shared_ptr<const Event> event) {
     Message m;
@@ -65,40 +64,25 @@ struct Message {
     m.event = std::move(event);
     return m;
   }
-  // Failed after `runs_made` runs; the next after `delay`. `check_stored`:
-  // the outcome's commit may or may not have happened (look first).
+  // Run again after `delay` (a failed run: kRetry; one not ready: kWait)
+  // or now (effects that conflicted: kRerun), starting from `next`.
   static Message Retry(Subscriber* sub, std::shared_ptr<const Event> event, std::chrono::milliseconds delay,
-                       uint32_t runs_made, uint64_t first_failure_ms, bool check_stored) {
-    Message m = Of(Kind::kRetry, sub, std::move(event));
-    m.delay = delay;
-    m.attempt = runs_made;
-    m.first_failure_ms = first_failure_ms;
-    m.check_stored = check_stored;
-    return m;
+                       const RunHistory& next) {
+    return RunAgain(Kind::kRetry, sub, std::move(event), delay, next);
   }
-  // Not ready: run `attempt` again after `delay`.
   static Message Wait(Subscriber* sub, std::shared_ptr<const Event> event, std::chrono::milliseconds delay,
-                      uint32_t attempt) {
-    Message m = Of(Kind::kWait, sub, std::move(event));
-    m.delay = delay;
-    m.attempt = attempt;
-    return m;
+                      const RunHistory& next) {
+    return RunAgain(Kind::kWait, sub, std::move(event), delay, next);
   }
-  // The commit of run `run_attempt` conflicted, the `conflicts`th time.
-  static Message Rerun(Subscriber* sub, std::shared_ptr<const Event> event, uint32_t conflicts, uint32_t run_attempt) {
-    Message m = Of(Kind::kRerun, sub, std::move(event));
-    m.attempt = conflicts;
-    m.run_attempt = run_attempt;
-    return m;
+  static Message Rerun(Subscriber* sub, std::shared_ptr<const Event> event, const RunHistory& next) {
+    return RunAgain(Kind::kRerun, sub, std::move(event), std::chrono::milliseconds{0}, next);
   }
 
   Kind kind = Kind::kWake;
   Subscriber* sub = nullptr;
   std::shared_ptr<const Event> event;
-  std::chrono::milliseconds delay{0};
-  uint32_t attempt = 0;           // kRetry: runs made; kWait: the attempt; kRerun: conflicts so far
-  uint64_t first_failure_ms = 0;  // kRetry
-  bool check_stored = false;      // kRetry: the commit failed, state unknown
+  std::chrono::milliseconds delay{0};  // kRetry, kWait
+  RunHistory next;                     // kRetry, kWait, kRerun: what the next run starts from
   // What the rare kinds carry (kAdd, kRedrive, kReplay, kCancelReplay),
   // kept out of line: a completion per handled event passes through the
   // queue, and stays small.
@@ -114,10 +98,18 @@ struct Message {
     storage::ReplayRecord replay;  // kCancelReplay: only who cancelled, and why
   };
   std::unique_ptr<Control> control;
-  uint32_t run_attempt = 0;  // kRerun: the attempt number of the run that conflicted
   // The last answer of a turn that left events unrun: they wait in their
   // queue as if never handed out.
   bool ends_turn = false;
+
+ private:
+  static Message RunAgain(Kind kind, Subscriber* sub, std::shared_ptr<const Event> event,
+                          std::chrono::milliseconds delay, const RunHistory& next) {
+    Message m = Of(kind, sub, std::move(event));
+    m.delay = delay;
+    m.next = next;
+    return m;
+  }
 };
 
 }  // namespace walbus::internal

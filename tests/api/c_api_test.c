@@ -360,9 +360,11 @@ static void ExpectInvalid(int code, char** err) {
   *err = NULL;
 }
 
-static void WaitUntilPositive(atomic_int* counter) {
-  for (int i = 0; i < 1000 && atomic_load(counter) == 0; ++i) nanosleep(&(struct timespec){0, 10 * 1000 * 1000}, NULL);
+static void WaitUntilAtLeast(atomic_int* counter, int n) {
+  for (int i = 0; i < 1000 && atomic_load(counter) < n; ++i) nanosleep(&(struct timespec){0, 10 * 1000 * 1000}, NULL);
 }
+
+static void WaitUntilPositive(atomic_int* counter) { WaitUntilAtLeast(counter, 1); }
 
 static void Scheduling(walbus_t* bus) {
   static struct Reminders r;
@@ -553,10 +555,6 @@ static int Worker(void* user, const walbus_event* event, walbus_ctx_t* ctx) {
     return WALBUS_DONE;
   }
   return ReadsAndWrites(w, ctx, event->data, event->data_len) == WALBUS_OK ? WALBUS_DONE : WALBUS_RETRY;
-}
-
-static void WaitUntilAtLeast(atomic_int* counter, int n) {
-  for (int i = 0; i < 1000 && atomic_load(counter) < n; ++i) nanosleep(&(struct timespec){0, 10 * 1000 * 1000}, NULL);
 }
 
 static void Handlers(walbus_t* bus) {

@@ -1134,8 +1134,8 @@ TEST(HandlerRunnerTest, AFailedRunLeavesARetryRecordAndTheLastADeadLetter) {
   std::vector<internal::Message> first = h.Run(sub.get(), event);
   ASSERT_EQ(first.size(), 1u);
   EXPECT_EQ(first[0].kind, internal::Message::Kind::kRetry);
-  EXPECT_EQ(first[0].attempt, 1u);  // runs made
-  EXPECT_FALSE(first[0].check_stored);
+  EXPECT_EQ(first[0].next.runs, 1u);
+  EXPECT_FALSE(first[0].next.check_stored);
   const std::string key = storage::SubscriberSeqKey(7, 1);
   std::optional<std::string> retry = h.Read(storage::Cf::kRetries, key);
   ASSERT_TRUE(retry.has_value());

@@ -78,8 +78,8 @@ class RunnerHarness final : public internal::ScopeHost {
     internal::WorkItem item;
     item.sub = sub;
     item.event = std::move(event);
-    item.attempt = attempt;
-    item.check_stored = check_stored;
+    item.history.runs = attempt - 1;
+    item.history.check_stored = check_stored;
     items_.push_back(std::move(item));
     replies_.clear();
     runner_->RunBatch(std::span<internal::WorkItem>(&items_.back(), 1));

@@ -10,13 +10,16 @@
 // with the inbox record). SQLite: one relay thread per subscriber reads
 // the outbox in batches and commits, per batch, the inbox rows, the
 // effects and the outbox rows' marks (sqlite_outbox.h); the outbox is
-// trimmed every kTrimEvery events, as walbus trims by range.
+// trimmed every kTrimEvery events, as walbus trims by range. The floor:
+// the same durable work by hand on raw RocksDB (raw_rocksdb.h), the least
+// that gives exactly-once effects.
 #include <algorithm>
 #include <memory>
 #include <string>
 #include <thread>
 
 #include "bench/bench_common.h"
+#include "bench/raw_rocksdb.h"
 #include "bench/sqlite_outbox.h"
 
 namespace bench {
@@ -116,6 +119,42 @@ void RunSqlite(benchmark::State& state, walbus::Durability durability, int subsc
   }
 }
 
+void RunFloor(benchmark::State& state, walbus::Durability durability, int subscribers) {
+  const Profile& profile = CurrentProfile();
+  for (auto _ : state) {
+    TempDir dir;
+    std::string error;
+    // Most subjects are the longest ("s-100".."s-999"): size the envelope for them.
+    std::unique_ptr<RawRocksDb> raw =
+        RawRocksDb::Create(dir.path(),
+                           {.sync = durability == walbus::Durability::kSync,
+                            .outbox_value_bytes = EnvelopeBytes(SubjectOf(kSubjects - 1, kSubjects).size()),
+                            .consumers = subscribers,
+                            .subjects = kSubjects},
+                           &error);
+    if (Failed(state, error)) return;
+    std::vector<std::string> consumer_errors(static_cast<size_t>(subscribers));
+    const Clock::time_point start = Clock::now();
+    std::vector<std::thread> consumers;
+    for (int i = 0; i < subscribers; ++i) {
+      consumers.emplace_back([&, i] { consumer_errors[static_cast<size_t>(i)] = raw->Consume(i); });
+    }
+    const LoadResult load = RunClosedLoop(profile.end_to_end_producers, profile.end_to_end_seconds, 0,
+                                          [&](int p, uint64_t n) { return raw->CommitOne(DomainKey(p, n)); });
+    raw->StopConsumers();
+    for (std::thread& t : consumers) t.join();
+    if (Failed(state, load.error)) return;
+    for (const std::string& e : consumer_errors) {
+      if (Failed(state, e)) return;
+    }
+    ReportEndToEnd(state,
+                   EndToEndResult{.events = load.operations,
+                                  .publish_seconds = load.seconds,
+                                  .total_seconds = std::chrono::duration<double>(Clock::now() - start).count()},
+                   subscribers);
+  }
+}
+
 // The row's name: run_suite.py looks rows up by these parameters.
 std::string Name(const char* family, const char* system, walbus::Durability durability, int subscribers) {
   return BenchName(family, {{"system", system},
@@ -133,6 +172,8 @@ void RegisterEndToEndBenchmarks() {
                           [=](benchmark::State& s) { RunWalbus(s, durability, subscribers); });
       RegisterMeasurement(Name("EndToEnd", "sqlite", durability, subscribers),
                           [=](benchmark::State& s) { RunSqlite(s, durability, subscribers); });
+      RegisterMeasurement(Name("EndToEnd", "floor", durability, subscribers),
+                          [=](benchmark::State& s) { RunFloor(s, durability, subscribers); });
     }
   }
   // walbus's own share of delivery: the same load, with handlers that

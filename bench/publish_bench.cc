@@ -80,8 +80,10 @@ void RunRawRocksDb(benchmark::State& state, walbus::Durability durability, int p
   for (auto _ : state) {
     TempDir dir;
     std::string error;
-    std::unique_ptr<RawRocksDb> raw = RawRocksDb::Create(dir.path(), durability == walbus::Durability::kSync,
-                                                         EnvelopeBytes(kPublishSubjectBytes), &error);
+    std::unique_ptr<RawRocksDb> raw = RawRocksDb::Create(
+        dir.path(),
+        {.sync = durability == walbus::Durability::kSync, .outbox_value_bytes = EnvelopeBytes(kPublishSubjectBytes)},
+        &error);
     if (Failed(state, error)) return;
     const LoadResult load = RunClosedLoop(producers, CurrentProfile().publish_seconds, 0,
                                           [&](int p, uint64_t n) { return raw->CommitOne(DomainKey(p, n)); });

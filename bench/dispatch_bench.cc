@@ -66,6 +66,9 @@ void RunWalbus(benchmark::State& state, bool handled) {
     // Room for every event's bytes too: past the default 64 MiB the oldest
     // would be read back from the outbox, which is not the in-memory path.
     opt.tail_cache_bytes = std::max<size_t>(opt.tail_cache_bytes, static_cast<size_t>(events) * kTailBytesPerEvent);
+    // The memory budget gives the tail cache a quarter of itself at most
+    // (Options::memory_budget): raise it to match, or the cap above is cut.
+    opt.memory_budget = std::max(opt.memory_budget, 4 * opt.tail_cache_bytes);
     std::unique_ptr<walbus::Bus> bus;
     walbus::Status s = walbus::Bus::Open(opt, &bus);
     if (s.ok()) {

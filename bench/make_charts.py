@@ -120,7 +120,7 @@ set yrange [0:{top:.2f}]
 set xrange [-0.6:{len(DELIVERY_RATIOS) - 0.4}]
 set ylabel "ratio (1 = free)"
 set grid ytics
-set key top right
+set key top center horizontal
 plot $ratios using 1:2:xtic(4) with boxes title 'measured', \\
      $ratios using 1:3 with points pt 5 ps 2 lc rgb 'gray30' title 'goal', \\
      $ratios using 1:2:(sprintf("%.2f", $2)) with labels offset 0,0.8 notitle

@@ -12,6 +12,7 @@
 
 #include "bridge/bridge_log.h"
 #include "bridge/bridge_metrics.h"
+#include "bridge/byte_rate.h"
 #include "bridge/cloudevents.h"
 #include "bridge/nats_link.h"
 #include "bridge/relay_journal.h"
@@ -46,6 +47,7 @@ class RelayCore {
         keys_(options_.subscriber_name),
         origin_(std::move(origin)),
         process_tag_(Nonce()),
+        rate_(MakeRate(options_)),
         link_(std::move(link)) {
     link_->SetChangeListener([this](bool connected) { OnLinkChange(connected); });
     // Records of an earlier process are checked once connected.
@@ -81,7 +83,15 @@ class RelayCore {
     const uint64_t position = (last->has_value() ? DecodeU64(**last).value_or(0) : 0) + 1;
     JournalEntry entry;
     entry.connection = ConnectionTag();
-    Status published = Publish(event, position, &entry);
+    const bridge::Headers headers = MakeMessage(event, position, &entry);
+    if (rate_ != nullptr) {
+      const auto wait = rate_->Take(WireBytes(entry.nats_subject, headers, event.data), Clock::now());
+      if (wait.count() > 0) {
+        rate_waits_.fetch_add(1, std::memory_order_relaxed);
+        return Outcome::Wait(std::chrono::ceil<std::chrono::milliseconds>(wait), "over the relay's bandwidth cap");
+      }
+    }
+    Status published = PublishMessage(entry.nats_subject, headers, event.data, &entry);
     if (!published.ok()) return Failed(event, published);
     Status kept = ctx.Put(options_.column_family, position_key, EncodeU64(position));
     if (kept.ok()) kept = ctx.Put(options_.column_family, keys_.Journal(event.seq), EncodeJournalEntry(entry));
@@ -100,6 +110,8 @@ class RelayCore {
     s.duplicates = duplicates_.load(std::memory_order_relaxed);
     s.skipped = skipped_.load(std::memory_order_relaxed);
     s.publish_errors = errors_.load(std::memory_order_relaxed);
+    s.sent_bytes = sent_bytes_.load(std::memory_order_relaxed);
+    s.rate_waits = rate_waits_.load(std::memory_order_relaxed);
     s.disconnects = link_->disconnects();
     s.offline_seconds = link_->offline_seconds();
     s.server_loss_detected = loss_detected_.load(std::memory_order_relaxed);
@@ -485,7 +497,24 @@ class RelayCore {
 
   // Builds the message of `event` at `position` and publishes it; fills
   // the journal entry of what JetStream acknowledged.
-  Status Publish(const Event& event, uint64_t position, JournalEntry* entry) {
+  // The cap's measure of a message: its subject, the NATS header block
+  // ("NATS/1.0", a line per header, Nats-Msg-Id among them, an empty line)
+  // and the payload.
+  static uint64_t WireBytes(const std::string& subject, const bridge::Headers& headers, std::string_view body) {
+    uint64_t bytes = subject.size() + sizeof("NATS/1.0\r\n\r\n") - 1 + body.size();
+    for (const auto& [name, value] : headers) bytes += name.size() + value.size() + sizeof(": \r\n") - 1;
+    return bytes;
+  }
+
+  static std::unique_ptr<bridge::ByteRate> MakeRate(const RelayOptions& o) {
+    if (o.max_bytes_per_second == 0) return nullptr;
+    const uint64_t burst = o.burst_bytes != 0 ? o.burst_bytes : o.max_bytes_per_second;
+    return std::make_unique<bridge::ByteRate>(o.max_bytes_per_second, burst, Clock::now());
+  }
+
+  // The event's message: its NATS subject and journal copy in *entry, its
+  // headers returned.
+  bridge::Headers MakeMessage(const Event& event, uint64_t position, JournalEntry* entry) {
     entry->nats_subject =
         options_.subject_for ? options_.subject_for(event) : bridge::DefaultSubject(options_.subject_prefix, event);
     // The schema the payload was checked against when it was published;
@@ -502,7 +531,7 @@ class RelayCore {
     }
     entry->msg_id = event.id.ToString();
     entry->message = bridge::MessageBytes(headers, event.data);
-    return PublishMessage(entry->nats_subject, headers, event.data, entry);
+    return headers;
   }
 
   Status Republish(JournalEntry* entry) {
@@ -511,6 +540,7 @@ class RelayCore {
     if (!bridge::ParseMessageBytes(entry->message, &headers, &body)) {
       return Status::Corruption("journal entry of " + entry->msg_id);
     }
+    if (rate_ != nullptr) (void)rate_->Take(WireBytes(entry->nats_subject, headers, body), Clock::now());
     Status s = PublishMessage(entry->nats_subject, headers, body, entry);
     if (s.ok()) repaired_.fetch_add(1, std::memory_order_relaxed);
     return s;
@@ -538,6 +568,7 @@ class RelayCore {
       return bridge::FromNats(s, what);
     }
     published_.fetch_add(1, std::memory_order_relaxed);
+    sent_bytes_.fetch_add(WireBytes(entry->nats_subject, headers, body), std::memory_order_relaxed);
     published_to_stream_.store(true, std::memory_order_relaxed);
     if (ack->Duplicate) duplicates_.fetch_add(1, std::memory_order_relaxed);
     entry->stream_seq = ack->Sequence;
@@ -574,6 +605,9 @@ class RelayCore {
   std::atomic<uint64_t> repaired_{0};
   std::atomic<uint64_t> checks_{0};
   std::atomic<uint64_t> unrepairable_{0};
+  std::atomic<uint64_t> sent_bytes_{0};
+  std::atomic<uint64_t> rate_waits_{0};
+  const std::unique_ptr<bridge::ByteRate> rate_;  // null: no bandwidth cap
   Mutex mu_;
   CondVar cv_;
   bool stopping_ GUARDED_BY(mu_) = false;
@@ -618,6 +652,13 @@ class RelayMetrics final : public MetricsSource {
         {"walbus_relay_server_loss_unrepairable_total", MetricType::kCounter,
          "Times the stream was gone after the relay had published to it.", double(s.unrepairable_losses)},
         {"walbus_relay_journal_checks_total", MetricType::kCounter, "Journal checks run.", double(s.journal_checks)},
+        {"walbus_relay_sent_bytes_total", MetricType::kCounter,
+         "Bytes of the messages sent (subject, headers, payload), as the bandwidth cap counts them.",
+         double(s.sent_bytes)},
+        {"walbus_relay_rate_waits_total", MetricType::kCounter, "Times an event waited for the bandwidth cap.",
+         double(s.rate_waits)},
+        {"walbus_relay_max_bytes_per_second", MetricType::kGauge, "The bandwidth cap; 0: none.",
+         double(core_->options().max_bytes_per_second)},
     };
     for (const auto& m : series) bridge::AddSeries(out, m.name, m.type, m.help, label, m.value);
   }
@@ -677,6 +718,10 @@ Status Relay::Attach(Bus* bus, RelayOptions options, std::unique_ptr<Relay>* out
           });
       !s.ok()) {
     return s;
+  }
+  if (options.burst_bytes != 0 && options.max_bytes_per_second == 0) {
+    return Status::InvalidArgument("RelayOptions::burst_bytes is " + std::to_string(options.burst_bytes) +
+                                   " with no max_bytes_per_second: a burst needs a rate");
   }
   Result<std::string> origin = LoadOrigin(bus, options);
   if (!origin.ok()) return origin.status();

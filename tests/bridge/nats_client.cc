@@ -70,6 +70,11 @@ std::vector<StoredMessage> ReadStream(const std::string& url, const std::string&
       stored.subject = natsMsg_GetSubject(m);
       const char* data = natsMsg_GetData(m);
       stored.data.assign(data == nullptr ? "" : data, static_cast<size_t>(natsMsg_GetDataLength(m)));
+      jsMsgMetaData* meta = nullptr;
+      if (natsMsg_GetMetaData(&meta, m) == NATS_OK) {
+        stored.stored_ns = meta->Timestamp;
+        jsMsgMetaData_Destroy(meta);
+      }
       const char** keys = nullptr;
       int count = 0;
       if (natsMsgHeader_Keys(m, &keys, &count) == NATS_OK) {

@@ -4,6 +4,7 @@
 #ifndef WALBUS_TESTS_BRIDGE_NATS_CLIENT_H_
 #define WALBUS_TESTS_BRIDGE_NATS_CLIENT_H_
 
+#include <cstdint>
 #include <map>
 #include <string>
 #include <vector>
@@ -29,6 +30,7 @@ struct StoredMessage {
   std::string subject;
   std::map<std::string, std::string> headers;
   std::string data;
+  int64_t stored_ns = 0;  // when the server stored it (unix ns)
 };
 
 // Publishes one message with `headers` to JetStream at `url` (the stream

@@ -161,6 +161,63 @@ TEST(RelayTest, PublishesEveryEventOnceInSubjectOrder) {
   EXPECT_EQ(bus->MetricsText().find("walbus_relay_"), std::string::npos) << "a destroyed relay is forgotten";
 }
 
+// The bandwidth cap, measured where it matters, on the server: in every
+// window between two stored messages, what the relay sent stays within
+// burst + rate x window + one message (plus the server's delay in storing
+// what it receives), each subject stays in order, and the relay's count of
+// what it sent is what the stream holds, byte for byte.
+TEST(RelayTest, TheBandwidthCapHoldsInEveryWindowOnTheServer) {
+  constexpr uint64_t kRate = 30000, kBurst = 3000;
+  constexpr double kStoreDelaySeconds = 0.1;
+  NatsServer server;
+  ASSERT_TRUE(server.Start());
+  TempDir dir;
+  auto bus = testing::OpenBus(RelayBusOptions(dir));
+  RelayOptions options = MakeRelayOptions(server);
+  options.max_bytes_per_second = kRate;
+  options.burst_bytes = kBurst;
+  std::unique_ptr<Relay> relay;
+  ASSERT_TRUE(Relay::Attach(bus.get(), options, &relay).ok());
+  ASSERT_TRUE(bus->Start().ok());
+  constexpr int kEvents = 240;
+  PublishRange(*bus, 0, kEvents, 6);
+  ASSERT_TRUE(bus->WaitIdle(120s).ok());
+  ExpectEachOnceInSubjectOrder(server, kEvents);
+
+  const auto messages = testing::ReadStream(server.url(), kStream, "walbus.>");
+  ASSERT_EQ(messages.size(), static_cast<size_t>(kEvents));
+  std::vector<uint64_t> sizes;
+  for (const auto& m : messages) {
+    uint64_t bytes = m.subject.size() + sizeof("NATS/1.0\r\n\r\n") - 1 + m.data.size();
+    for (const auto& [name, value] : m.headers) bytes += name.size() + value.size() + sizeof(": \r\n") - 1;
+    sizes.push_back(bytes);
+  }
+  const uint64_t largest = *std::max_element(sizes.begin(), sizes.end());
+  uint64_t total = 0;
+  for (size_t i = 0; i < messages.size(); ++i) {
+    uint64_t bytes = 0;
+    for (size_t j = i; j < messages.size(); ++j) {
+      bytes += sizes[j];
+      const double window = static_cast<double>(messages[j].stored_ns - messages[i].stored_ns) / 1e9;
+      ASSERT_LE(static_cast<double>(bytes), kBurst + kRate * (window + kStoreDelaySeconds) + largest)
+          << "messages " << i << ".." << j << " in " << window << " s";
+    }
+    total += sizes[i];
+  }
+  const RelayStats stats = relay->Stats();
+  EXPECT_EQ(stats.sent_bytes, total) << "the cap counts what the server holds";
+  EXPECT_GT(stats.rate_waits, 0u);
+  EXPECT_GT(total, 10 * kBurst) << "enough to be held back";
+  // Held back, not stalled: the whole run took about what its bytes need.
+  const double seconds = static_cast<double>(messages.back().stored_ns - messages.front().stored_ns) / 1e9;
+  EXPECT_LT(seconds, 3.0 * static_cast<double>(total) / kRate + 3.0);
+  const std::string metrics = relay->MetricsText();
+  EXPECT_NE(metrics.find("walbus_relay_sent_bytes_total{relay=\"jetstream-relay\"} " + std::to_string(total)),
+            std::string::npos)
+      << metrics;
+  EXPECT_NE(metrics.find("walbus_relay_max_bytes_per_second{relay=\"jetstream-relay\"} 30000"), std::string::npos);
+}
+
 // The log says when the connection is lost and when it is back, with the
 // server and how long it was down: offline is visible, not only in stats,
 // and said when it happens, not with the next event.
@@ -540,6 +597,14 @@ TEST(RelayTest, BadOptionsAreRefused) {
                           "nats://a:1, nats://b:2", "nats://nats_1"}) {
     EXPECT_TRUE(bridge::CheckNatsUrls(url).ok()) << url << ": " << bridge::CheckNatsUrls(url).ToString();
   }
+
+  // A burst without a rate is a mistake, named.
+  o.connection.url = "nats://127.0.0.1:1";
+  o.burst_bytes = 4096;
+  Status burst = Relay::Attach(bus.get(), o, &relay);
+  EXPECT_TRUE(burst.IsInvalidArgument()) << burst.ToString();
+  EXPECT_NE(burst.message().find("RelayOptions::burst_bytes"), std::string::npos) << burst.ToString();
+  o.burst_bytes = 0;
 
   // The relay's records need their column family.
   TempDir other;

@@ -110,6 +110,19 @@ struct RelayOptions {
   // cover a power loss of the server's host too. The journal holds this
   // long's worth of relayed messages.
   std::chrono::milliseconds confirm_after{std::chrono::seconds(10)};
+  // The bandwidth cap, for a metered or slow link: on average at most
+  // this many bytes per second of messages (subject, NATS headers and
+  // payload) go out. An event over the cap waits (Outcome::Wait: not a
+  // failure, counted in RelayStats::rate_waits), and its subject with it;
+  // other subjects go as the cap allows. 0 (the default): no cap.
+  // Republishes from the journal after a server loss go at once and count
+  // against the cap.
+  uint64_t max_bytes_per_second = 0;
+  // What may go out at once, above the rate, after a quiet spell. 0: one
+  // second's worth. A message larger than this still goes, alone. Over
+  // any interval of T seconds the relay sends at most burst_bytes +
+  // max_bytes_per_second x T + one message. Requires max_bytes_per_second.
+  uint64_t burst_bytes = 0;
   // Retries while unreachable: unlimited attempts, backoff up to 5 s.
   RetryPolicy retry{
       .max_attempts = UINT32_MAX, .base = std::chrono::milliseconds(50), .cap = std::chrono::milliseconds(5000)};
@@ -122,6 +135,8 @@ struct RelayStats {
   uint64_t duplicates = 0;      // PubAcks that said "duplicate": a republish
   uint64_t skipped = 0;         // events completed without a publish (only_source)
   uint64_t publish_errors = 0;  // failed publishes (each retried)
+  uint64_t sent_bytes = 0;      // bytes of the messages sent (as the bandwidth cap counts them)
+  uint64_t rate_waits = 0;      // times an event waited for the bandwidth cap
   uint64_t disconnects = 0;     // connections lost
   double offline_seconds = 0;   // total time without a connection
   // Relayed messages JetStream had acknowledged and no longer held, found

@@ -1,0 +1,33 @@
+#include "bridge/byte_rate.h"
+
+#include <algorithm>
+#include <cassert>
+#include <cmath>
+
+namespace walbus::bridge {
+
+ByteRate::ByteRate(uint64_t bytes_per_second, uint64_t burst_bytes, Clock::time_point now)
+    : bytes_per_second_(bytes_per_second),
+      burst_bytes_(burst_bytes),
+      tokens_(static_cast<double>(burst_bytes)),
+      filled_at_(now) {
+  assert(bytes_per_second > 0 && burst_bytes > 0);
+}
+
+std::chrono::nanoseconds ByteRate::Take(uint64_t bytes, Clock::time_point now) {
+  internal::MutexLock lock(&mu_);
+  const double rate = static_cast<double>(bytes_per_second_);
+  if (now > filled_at_) {
+    const double elapsed = std::chrono::duration<double>(now - filled_at_).count();
+    tokens_ = std::min(static_cast<double>(burst_bytes_), tokens_ + elapsed * rate);
+    filled_at_ = now;
+  }
+  if (tokens_ >= 0) {
+    tokens_ -= static_cast<double>(bytes);
+    return std::chrono::nanoseconds(0);
+  }
+  const double wait_ns = std::ceil(-tokens_ / rate * 1e9);
+  return std::chrono::nanoseconds(std::max<int64_t>(1, static_cast<int64_t>(wait_ns)));
+}
+
+}  // namespace walbus::bridge

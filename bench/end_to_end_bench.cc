@@ -46,6 +46,21 @@ void RunWalbus(benchmark::State& state, walbus::Durability durability, int subsc
   }
 }
 
+// A baseline's run, once its consumers stopped: the first error, or its
+// events/s from `start` until now.
+void ReportBaseline(benchmark::State& state, const LoadResult& load, const std::vector<std::string>& consumer_errors,
+                    Clock::time_point start, int subscribers) {
+  if (Failed(state, load.error)) return;
+  for (const std::string& e : consumer_errors) {
+    if (Failed(state, e)) return;
+  }
+  ReportEndToEnd(state,
+                 EndToEndResult{.events = load.operations,
+                                .publish_seconds = load.seconds,
+                                .total_seconds = std::chrono::duration<double>(Clock::now() - start).count()},
+                 subscribers);
+}
+
 // One subscriber's relay: reads past its cursor, applies each batch in one
 // transaction, until the producers are done and it has passed their last
 // row. Relay 0 also trims the rows every relay has passed.
@@ -107,15 +122,7 @@ void RunSqlite(benchmark::State& state, walbus::Durability durability, int subsc
         });
     final_seq.store(load.error.empty() ? outbox->last_seq() : 0);  // on error the relays just stop
     for (std::thread& t : relay_threads) t.join();
-    if (Failed(state, load.error)) return;
-    for (const std::string& e : relay_errors) {
-      if (Failed(state, e)) return;
-    }
-    ReportEndToEnd(state,
-                   EndToEndResult{.events = load.operations,
-                                  .publish_seconds = load.seconds,
-                                  .total_seconds = std::chrono::duration<double>(Clock::now() - start).count()},
-                   subscribers);
+    ReportBaseline(state, load, relay_errors, start, subscribers);
   }
 }
 
@@ -143,15 +150,7 @@ void RunFloor(benchmark::State& state, walbus::Durability durability, int subscr
                                           [&](int p, uint64_t n) { return raw->CommitOne(DomainKey(p, n)); });
     raw->StopConsumers();
     for (std::thread& t : consumers) t.join();
-    if (Failed(state, load.error)) return;
-    for (const std::string& e : consumer_errors) {
-      if (Failed(state, e)) return;
-    }
-    ReportEndToEnd(state,
-                   EndToEndResult{.events = load.operations,
-                                  .publish_seconds = load.seconds,
-                                  .total_seconds = std::chrono::duration<double>(Clock::now() - start).count()},
-                   subscribers);
+    ReportBaseline(state, load, consumer_errors, start, subscribers);
   }
 }
 

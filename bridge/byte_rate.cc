@@ -14,20 +14,28 @@ ByteRate::ByteRate(uint64_t bytes_per_second, uint64_t burst_bytes, Clock::time_
   assert(bytes_per_second > 0 && burst_bytes > 0);
 }
 
+void ByteRate::Refill(Clock::time_point now) {
+  if (now <= filled_at_) return;
+  const double elapsed = std::chrono::duration<double>(now - filled_at_).count();
+  tokens_ = std::min(static_cast<double>(burst_bytes_), tokens_ + elapsed * static_cast<double>(bytes_per_second_));
+  filled_at_ = now;
+}
+
 std::chrono::nanoseconds ByteRate::Take(uint64_t bytes, Clock::time_point now) {
   internal::MutexLock lock(&mu_);
-  const double rate = static_cast<double>(bytes_per_second_);
-  if (now > filled_at_) {
-    const double elapsed = std::chrono::duration<double>(now - filled_at_).count();
-    tokens_ = std::min(static_cast<double>(burst_bytes_), tokens_ + elapsed * rate);
-    filled_at_ = now;
-  }
+  Refill(now);
   if (tokens_ >= 0) {
     tokens_ -= static_cast<double>(bytes);
     return std::chrono::nanoseconds(0);
   }
-  const double wait_ns = std::ceil(-tokens_ / rate * 1e9);
+  const double wait_ns = std::ceil(-tokens_ / static_cast<double>(bytes_per_second_) * 1e9);
   return std::chrono::nanoseconds(std::max<int64_t>(1, static_cast<int64_t>(wait_ns)));
+}
+
+void ByteRate::Charge(uint64_t bytes, Clock::time_point now) {
+  internal::MutexLock lock(&mu_);
+  Refill(now);
+  tokens_ -= static_cast<double>(bytes);
 }
 
 }  // namespace walbus::bridge

@@ -33,11 +33,17 @@ class ByteRate {
   // debt (at least 1 ns). `now` may lag another caller's: time never
   // runs backwards for the bucket.
   std::chrono::nanoseconds Take(uint64_t bytes, Clock::time_point now);
+  // Takes `bytes` at `now` whatever the bucket holds, into debt if need
+  // be: for what goes out regardless of the cap, so that what follows it
+  // waits for it.
+  void Charge(uint64_t bytes, Clock::time_point now);
 
   uint64_t bytes_per_second() const { return bytes_per_second_; }
   uint64_t burst_bytes() const { return burst_bytes_; }
 
  private:
+  void Refill(Clock::time_point now) REQUIRES(mu_);
+
   const uint64_t bytes_per_second_;
   const uint64_t burst_bytes_;
   internal::Mutex mu_;

@@ -540,7 +540,7 @@ class RelayCore {
     if (!bridge::ParseMessageBytes(entry->message, &headers, &body)) {
       return Status::Corruption("journal entry of " + entry->msg_id);
     }
-    if (rate_ != nullptr) (void)rate_->Take(WireBytes(entry->nats_subject, headers, body), Clock::now());
+    if (rate_ != nullptr) rate_->Charge(WireBytes(entry->nats_subject, headers, body), Clock::now());
     Status s = PublishMessage(entry->nats_subject, headers, body, entry);
     if (s.ok()) repaired_.fetch_add(1, std::memory_order_relaxed);
     return s;

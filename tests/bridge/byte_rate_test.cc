@@ -31,6 +31,14 @@ TEST(ByteRateTest, AMessageLargerThanTheBurstGoesAloneAndIsPaidFor) {
   EXPECT_EQ(rate.Take(1, t0 + 1s), 3900ms) << "4900 bytes of debt, 1000 paid";
 }
 
+TEST(ByteRateTest, AChargeCountsEvenInDebtAndLaterTakesWaitForIt) {
+  const Clock::time_point t0{};
+  ByteRate rate(1000, 100, t0);
+  EXPECT_EQ(rate.Take(300, t0).count(), 0);  // 200 bytes of debt
+  rate.Charge(500, t0);                      // a republish: 700
+  EXPECT_EQ(rate.Take(1, t0), 700ms);
+}
+
 TEST(ByteRateTest, TheBucketNeverHoldsMoreThanTheBurst) {
   const Clock::time_point t0{};
   ByteRate rate(1000, 200, t0);

@@ -150,6 +150,12 @@ NatsLink::~NatsLink() {
   if (nats_options_ != nullptr) natsOptions_Destroy(nats_options_);
 }
 
+std::string NatsLink::server_id() const {
+  char id[128] = {0};
+  if (conn_ == nullptr || natsConnection_GetConnectedServerId(conn_, id, sizeof(id)) != NATS_OK) return {};
+  return id;
+}
+
 void NatsLink::SetConnected(bool up, natsConnection* nc) {
   {
     MutexLock lock(&mu_);

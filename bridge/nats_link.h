@@ -66,6 +66,11 @@ class NatsLink {
   // Counts the connections made: a change means the link was lost and
   // made again (the server may have restarted in between).
   uint64_t connection_epoch() const { return epoch_.load(std::memory_order_acquire); }
+  // The id of the server connected to, as the client knows it now; empty
+  // when not connected. A server takes a new id each time it starts, and
+  // the client learns it before any reply of that server arrives.
+  // Thread-safe.
+  std::string server_id() const;
   // Called on the client's thread after each change of the connection
   // (true: connected), not concurrently with itself. Must not block. Once
   // SetChangeListener(nullptr) returns, the old listener runs no more.

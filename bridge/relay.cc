@@ -46,7 +46,6 @@ class RelayCore {
         options_(std::move(options)),
         keys_(options_.subscriber_name),
         origin_(std::move(origin)),
-        process_tag_(Nonce()),
         rate_(MakeRate(options_)),
         link_(std::move(link)) {
     link_->SetChangeListener([this](bool connected) { OnLinkChange(connected); });
@@ -82,7 +81,6 @@ class RelayCore {
     if (!last.ok()) return Failed(event, last.status());
     const uint64_t position = (last->has_value() ? DecodeU64(**last).value_or(0) : 0) + 1;
     JournalEntry entry;
-    entry.connection = ConnectionTag();
     const bridge::Headers headers = MakeMessage(event, position, &entry);
     if (rate_ != nullptr) {
       const auto wait = rate_->Take(WireBytes(entry.nats_subject, headers, event.data), Clock::now());
@@ -126,16 +124,8 @@ class RelayCore {
  private:
   using Clock = std::chrono::steady_clock;
 
-  static uint64_t Nonce() {
-    const EventId id = EventId::Generate();
-    uint64_t v = 0;
-    for (size_t i = 8; i < 16; ++i) v = (v << 8) | id.bytes[i];
-    return v;
-  }
-
-  // Which connection this is, unique across processes (entries of an
-  // earlier process never match).
-  uint64_t ConnectionTag() const { return process_tag_ ^ link_->connection_epoch(); }
+  // The run of the server connected to now (kUnknownServerRun when none).
+  uint64_t ServerRun() const { return bridge::ServerRunOf(link_->server_id()); }
 
   // The client's thread, after a (re)connection: the stream is looked up
   // again (the server may have forgotten it) and the journal checked
@@ -248,25 +238,6 @@ class RelayCore {
     JournalEntry entry;
   };
 
-  // Of entries acknowledged on one earlier connection, sorted by stream
-  // sequence, how many the stream still holds. The server appends in
-  // sequence order, so what one run of it kept of what it acknowledged is
-  // a prefix: a binary search finds its end in a few look-ups.
-  Result<size_t> HeldPrefix(const std::vector<const Journaled*>& by_stream_seq, uint64_t last_seq) {
-    size_t lo = 0, hi = by_stream_seq.size();  // [0, lo) held, [hi, n) lost
-    while (lo < hi) {
-      const size_t mid = lo + (hi - lo) / 2;
-      Result<bool> held = StreamHolds(by_stream_seq[mid]->entry, last_seq);
-      if (!held.ok()) return held.status();
-      if (*held) {
-        lo = mid + 1;
-      } else {
-        hi = mid;
-      }
-    }
-    return lo;
-  }
-
   // What one check of the journal found.
   struct CheckReport {
     std::vector<uint64_t> lost_seqs;  // event seqs, in order
@@ -293,25 +264,16 @@ class RelayCore {
     return true;
   }
 
-  // The entries of `journal` acknowledged on connections before `current`
-  // that the server no longer holds: of each earlier connection's entries,
-  // in stream order, those past the prefix the stream still has.
-  Result<std::set<const Journaled*>> LostEntries(const std::vector<Journaled>& journal, uint64_t current) {
+  // Which entries of `journal` the stream no longer holds (true at the
+  // same index).
+  Result<std::vector<bool>> LostEntries(const std::vector<Journaled>& journal) {
     Result<uint64_t> last_seq = StreamLastSeq();
     if (!last_seq.ok()) return last_seq.status();
-    std::map<uint64_t, std::vector<const Journaled*>> earlier;
-    for (const Journaled& j : journal) {
-      if (j.entry.connection != current) earlier[j.entry.connection].push_back(&j);
-    }
-    std::set<const Journaled*> lost;
-    for (auto& [connection, entries] : earlier) {
-      std::sort(entries.begin(), entries.end(),
-                [](const Journaled* a, const Journaled* b) { return a->entry.stream_seq < b->entry.stream_seq; });
-      Result<size_t> held = HeldPrefix(entries, *last_seq);
-      if (!held.ok()) return held.status();
-      for (size_t i = *held; i < entries.size(); ++i) lost.insert(entries[i]);
-    }
-    return lost;
+    std::vector<const JournalEntry*> entries;
+    entries.reserve(journal.size());
+    for (const Journaled& j : journal) entries.push_back(&j.entry);
+    return bridge::FindLostEntries(entries, ServerRun(),
+                                   [&](const JournalEntry& entry) { return StreamHolds(entry, *last_seq); });
   }
 
   // Walks the journal from the low mark to the relay's checkpoint (every
@@ -331,10 +293,9 @@ class RelayCore {
     const uint64_t until = std::min(checkpoint, low + kMaxSeqsPerCheck);
     std::vector<Journaled> journal;
     if (!ReadJournal(tx, low, until, &journal)) return retry_soon;
-    const uint64_t current = ConnectionTag();
-    Result<std::set<const Journaled*>> found_lost = LostEntries(journal, current);
+    Result<std::vector<bool>> found_lost = LostEntries(journal);
     if (!found_lost.ok()) return retry_soon;
-    const std::set<const Journaled*>& lost = *found_lost;
+    const std::vector<bool>& lost = *found_lost;
     const uint64_t now_ms = NowMs();
     const uint64_t confirm_ms = static_cast<uint64_t>(options_.confirm_after.count());
     CheckReport report;
@@ -345,8 +306,9 @@ class RelayCore {
       next_due_ms = std::min(next_due_ms.value_or(UINT64_MAX), acked_ms + confirm_ms);
     };
     bool all_repaired = true;
-    for (const Journaled& j : journal) {  // in event seq order: each subject's order
-      if (!lost.contains(&j)) {
+    for (size_t i = 0; i < journal.size(); ++i) {  // in event seq order: each subject's order
+      const Journaled& j = journal[i];
+      if (!lost[i]) {
         // Found after a reconnection or not, an entry stays confirm_after:
         // a server that comes back with a message may still lose it to a
         // power loss before its next sync.
@@ -362,7 +324,6 @@ class RelayCore {
       report.last_stream_seq = std::max(report.last_stream_seq, j.entry.stream_seq);
       if (const auto subject = SubjectOf(j.entry)) report.subjects.insert(*subject);
       JournalEntry again = j.entry;
-      again.connection = current;
       if (!all_repaired || !Republish(&again).ok()) {
         all_repaired = false;
         keep(j, j.entry.acked_ms);
@@ -495,8 +456,6 @@ class RelayCore {
                 s.ToString());
   }
 
-  // Builds the message of `event` at `position` and publishes it; fills
-  // the journal entry of what JetStream acknowledged.
   // The cap's measure of a message: its subject, the NATS header block
   // ("NATS/1.0", a line per header, Nats-Msg-Id among them, an empty line)
   // and the payload.
@@ -546,8 +505,13 @@ class RelayCore {
     return s;
   }
 
+  // Publishes and fills the journal entry of what JetStream acknowledged,
+  // naming the run of the server that acknowledged it only when the
+  // connection stayed on one run while the publish waited: a publish the
+  // client resent after a reconnection is acknowledged by the next run.
   Status PublishMessage(const std::string& subject, const bridge::Headers& headers, std::string_view body,
                         JournalEntry* entry) {
+    const uint64_t run_before = ServerRun();
     natsMsg* msg = nullptr;
     natsStatus s = natsMsg_Create(&msg, subject.c_str(), nullptr, body.data(), static_cast<int>(body.size()));
     if (s != NATS_OK) return bridge::FromNats(s, "make a message on " + subject);
@@ -573,6 +537,7 @@ class RelayCore {
     if (ack->Duplicate) duplicates_.fetch_add(1, std::memory_order_relaxed);
     entry->stream_seq = ack->Sequence;
     entry->acked_ms = NowMs();
+    entry->server_run = ServerRun() == run_before ? run_before : bridge::kUnknownServerRun;
     jsPubAck_Destroy(ack);
     return Status::OK();
   }
@@ -592,7 +557,6 @@ class RelayCore {
   const RelayOptions options_;
   const bridge::RelayKeys keys_;
   const std::string origin_;
-  const uint64_t process_tag_;
   Mutex stream_mu_;
   std::atomic<bool> stream_ready_{false};
   std::atomic<bool> published_to_stream_{false};

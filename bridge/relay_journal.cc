@@ -1,5 +1,8 @@
 #include "bridge/relay_journal.h"
 
+#include <algorithm>
+#include <map>
+
 namespace walbus::bridge {
 namespace {
 
@@ -23,7 +26,65 @@ bool TakeField(std::string_view* in, std::string* field) {
   return true;
 }
 
+// Ends an entry whose server_run names a run of the server; entries
+// without it (older releases) named a connection of one process.
+constexpr char kServerRunFormat = 'r';
+
+// Of `group`, entries of one run sorted by stream sequence, how many the
+// stream still holds (a prefix, as FindLostEntries says).
+Result<size_t> HeldPrefix(const std::vector<const JournalEntry*>& group, const StreamHoldsFn& stream_holds) {
+  size_t lo = 0, hi = group.size();  // [0, lo) held, [hi, n) lost
+  while (lo < hi) {
+    const size_t mid = lo + (hi - lo) / 2;
+    Result<bool> held = stream_holds(*group[mid]);
+    if (!held.ok()) return held.status();
+    if (*held) {
+      lo = mid + 1;
+    } else {
+      hi = mid;
+    }
+  }
+  return lo;
+}
+
 }  // namespace
+
+uint64_t ServerRunOf(std::string_view server_id) {
+  if (server_id.empty()) return kUnknownServerRun;
+  uint64_t h = 14695981039346656037ull;  // FNV-1a
+  for (char c : server_id) {
+    h ^= static_cast<unsigned char>(c);
+    h *= 1099511628211ull;
+  }
+  return h == kUnknownServerRun ? 1 : h;
+}
+
+Result<std::vector<bool>> FindLostEntries(const std::vector<const JournalEntry*>& entries, uint64_t current_run,
+                                          const StreamHoldsFn& stream_holds) {
+  std::vector<bool> lost(entries.size(), false);
+  std::map<uint64_t, std::vector<size_t>> by_run;  // indexes into entries
+  for (size_t i = 0; i < entries.size(); ++i) {
+    const uint64_t run = entries[i]->server_run;
+    if (run == kUnknownServerRun) {
+      Result<bool> held = stream_holds(*entries[i]);
+      if (!held.ok()) return held.status();
+      lost[i] = !*held;
+    } else if (run != current_run) {
+      by_run[run].push_back(i);
+    }
+  }
+  for (auto& [run, indexes] : by_run) {
+    std::sort(indexes.begin(), indexes.end(),
+              [&](size_t a, size_t b) { return entries[a]->stream_seq < entries[b]->stream_seq; });
+    std::vector<const JournalEntry*> group;
+    group.reserve(indexes.size());
+    for (size_t i : indexes) group.push_back(entries[i]);
+    Result<size_t> held = HeldPrefix(group, stream_holds);
+    if (!held.ok()) return held.status();
+    for (size_t k = *held; k < indexes.size(); ++k) lost[indexes[k]] = true;
+  }
+  return lost;
+}
 
 RelayKeys::RelayKeys(std::string_view relay_name) : prefix_("relay") {
   prefix_.push_back('\0');
@@ -78,18 +139,23 @@ std::string EncodeJournalEntry(const JournalEntry& entry) {
   out.reserve(24 + 3 * 8 + entry.msg_id.size() + entry.nats_subject.size() + entry.message.size());
   out.append(EncodeU64(entry.stream_seq));
   out.append(EncodeU64(entry.acked_ms));
-  out.append(EncodeU64(entry.connection));
+  out.append(EncodeU64(entry.server_run));
   AppendField(&out, entry.msg_id);
   AppendField(&out, entry.nats_subject);
   AppendField(&out, entry.message);
+  out.push_back(kServerRunFormat);
   return out;
 }
 
 std::optional<JournalEntry> DecodeJournalEntry(std::string_view bytes) {
   JournalEntry e;
-  if (!TakeU64(&bytes, &e.stream_seq) || !TakeU64(&bytes, &e.acked_ms) || !TakeU64(&bytes, &e.connection) ||
-      !TakeField(&bytes, &e.msg_id) || !TakeField(&bytes, &e.nats_subject) || !TakeField(&bytes, &e.message) ||
-      !bytes.empty()) {
+  if (!TakeU64(&bytes, &e.stream_seq) || !TakeU64(&bytes, &e.acked_ms) || !TakeU64(&bytes, &e.server_run) ||
+      !TakeField(&bytes, &e.msg_id) || !TakeField(&bytes, &e.nats_subject) || !TakeField(&bytes, &e.message)) {
+    return std::nullopt;
+  }
+  if (bytes.empty()) {
+    e.server_run = kUnknownServerRun;  // a connection's tag, not a run
+  } else if (bytes != std::string_view(&kServerRunFormat, 1)) {
     return std::nullopt;
   }
   return e;

@@ -25,9 +25,11 @@
 #define WALBUS_BRIDGE_RELAY_JOURNAL_H_
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "walbus/status.h"
 
@@ -63,12 +65,21 @@ std::string InboundCursorKey(std::string_view durable);
 // `role`'s column family); anything else (Closed, an I/O error) as it is.
 Status ColumnFamilyReadError(std::string_view role, std::string_view column_family, const Status& read);
 
+// Which run of a server: a NATS server takes a new id each time it
+// starts, so a run is named by the id of the server connected to.
+// kUnknownServerRun for no id (not connected).
+inline constexpr uint64_t kUnknownServerRun = 0;
+uint64_t ServerRunOf(std::string_view server_id);
+
 // A relayed message kept until the relay trusts the server to hold it.
 struct JournalEntry {
   uint64_t stream_seq = 0;  // the stream sequence JetStream acknowledged
   uint64_t acked_ms = 0;    // wall time of that acknowledgement, unix ms
-  uint64_t connection = 0;  // which connection it was acknowledged on
-  std::string msg_id;       // Nats-Msg-Id
+  // The run of the server that acknowledged it; kUnknownServerRun when
+  // the connection changed while the publish waited (the acknowledgement
+  // may have come from either run), and for entries older releases wrote.
+  uint64_t server_run = kUnknownServerRun;
+  std::string msg_id;  // Nats-Msg-Id
   std::string nats_subject;
   std::string message;  // MessageBytes(headers, body)
 };
@@ -76,6 +87,24 @@ struct JournalEntry {
 std::string EncodeJournalEntry(const JournalEntry& entry);
 // nullopt when `bytes` is not an entry (a damaged record).
 std::optional<JournalEntry> DecodeJournalEntry(std::string_view bytes);
+
+// Whether the stream still holds `entry` where it was acknowledged; an
+// error when the server did not answer.
+using StreamHoldsFn = std::function<Result<bool>(const JournalEntry& entry)>;
+
+// Of `entries`, which the stream no longer holds (true at the same
+// index). Entries of `current_run` are not looked at: the server that
+// acknowledged them is still running, so it lost nothing of them.
+//
+// A server that crashes loses the tail of its stream, so of the messages
+// one run acknowledged, those it still holds after any later crashes are
+// the ones below some stream sequence: for each run, a binary search over
+// its entries by stream sequence finds the end of what it kept in a few
+// look-ups. That holds only within one run (each run's entries are cut by
+// the crashes since it ran), so an entry of an unknown run is looked up
+// on its own.
+Result<std::vector<bool>> FindLostEntries(const std::vector<const JournalEntry*>& entries, uint64_t current_run,
+                                          const StreamHoldsFn& stream_holds);
 
 // Big-endian 8 bytes, as the records store counters.
 std::string EncodeU64(uint64_t v);

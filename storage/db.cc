@@ -824,6 +824,27 @@ Status Db::Compact(Cf which) {
   return FromRocks(db_->CompactRange(options, cf(which), nullptr, nullptr), "compact");
 }
 
+uint64_t Db::CfBytes(Cf which) const {
+  CfHandle* h = cf(which);
+  if (h == nullptr) return 0;
+  uint64_t files = 0, memtables = 0;
+  if (!db_->GetIntProperty(h, rocksdb::DB::Properties::kLiveSstFilesSize, &files)) files = 0;
+  if (!db_->GetIntProperty(h, rocksdb::DB::Properties::kSizeAllMemTables, &memtables)) memtables = 0;
+  return files + memtables;
+}
+
+uint64_t Db::OutboxBytesFrom(uint64_t from_seq) const {
+  const std::string begin = OutboxKey(from_seq);
+  const std::string end(begin.size() + 1, '\xff');  // past every outbox key
+  const rocksdb::Range range(begin, end);
+  rocksdb::SizeApproximationOptions options;
+  options.include_memtables = true;
+  options.include_files = true;
+  uint64_t bytes = 0;
+  if (!db_->GetApproximateSizes(options, cf(Cf::kOutbox), &range, 1, &bytes).ok()) return 0;
+  return bytes;
+}
+
 uint64_t Db::SumProperty(const std::string& name) const {
   uint64_t sum = 0;
   for (auto* h : all_handles_) {

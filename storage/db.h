@@ -224,6 +224,15 @@ class Db {
   Status Scan(CfHandle* cf, std::string_view prefix, size_t limit,
               const std::function<bool(std::string_view key, std::string_view value)>& visit) const;
 
+  // What a walbus column family takes: its table files and memtables, in
+  // bytes (deleted entries count until a compaction drops them). 0 for a
+  // family a secondary lacks.
+  uint64_t CfBytes(Cf which) const;
+  // What the outbox takes from `from_seq` on, as storage estimates it for
+  // that key range from its table files and memtables: the entries a
+  // trim deleted below it no longer count, compacted or not.
+  uint64_t OutboxBytesFrom(uint64_t from_seq) const;
+
   // A RocksDB integer property summed over every column family
   // ("rocksdb.total-sst-files-size"); 0 when unknown.
   uint64_t SumProperty(const std::string& name) const;

@@ -70,6 +70,10 @@ Status ValidateNames(const Options& o) {
 
 Status ValidateOptions(const Options& o) {
   if (Status s = ValidateNames(o); !s.ok()) return s;
+  if (o.disk_budget != 0 && o.disk_budget < kMinDiskBudget) {
+    return Status::InvalidArgument("Options::disk_budget is " + std::to_string(o.disk_budget) +
+                                   " bytes; it must be 0 (none) or at least " + std::to_string(kMinDiskBudget));
+  }
   return ValidateBounds(o);
 }
 
@@ -137,6 +141,8 @@ Status BusImpl::OpenStorage(rocksdb::Env* env, RecoveredState* recovered) {
   if (Status s = storage::Db::Open(so, &db_); !s.ok()) return s;
   app_cfs_ = AppColumnFamilies(*db_, options_.column_families);
   if (Status s = ReadRecoveredState(*db_, recovered); !s.ok()) return s;
+  disk_budget_ =
+      std::make_unique<DiskBudget>(db_.get(), options_.disk_budget, recovered->trimmed_below, recovered->last_seq);
   MutexLock lock(&registry_.mu);
   registry_.by_name = std::move(recovered->subscribers);
   registry_.next_id = recovered->next_subscriber_id;
@@ -154,8 +160,9 @@ Status BusImpl::MakeCommitPath(uint64_t last_seq) {
   if (options_.durability == Durability::kBuffered) {
     wal_syncer_ = std::make_unique<WalSyncer>(db_.get(), log_.get(), options_.buffered_sync_interval);
   }
-  committer_ = std::make_unique<Committer>(
-      db_.get(), CommitLimits{options_.max_group_commits, options_.max_group_bytes}, last_seq, this, wal_syncer_.get());
+  committer_ =
+      std::make_unique<Committer>(db_.get(), CommitLimits{options_.max_group_commits, options_.max_group_bytes},
+                                  last_seq, this, wal_syncer_.get(), disk_budget_.get());
   registrations_ = std::make_unique<Registrations>(db_.get(), committer_.get(), &registry_);
   contracts_ = std::make_unique<EventContractsImpl>(EventContractsImpl::Parts{
       &gate_, db_.get(), committer_.get(), &schemas_, &options_, log_.get(), [this] { dispatcher_->ResumePaused(); }});
@@ -172,8 +179,8 @@ Status BusImpl::MakeCommitPath(uint64_t last_seq) {
   Result<std::unique_ptr<Timeline>> timeline = LoadTimeline(*db_, options_.clock.get());
   if (!timeline.ok()) return timeline.status();
   timeline_ = std::move(*timeline);
-  units_ = std::make_unique<UnitHost>(
-      UnitHost::Parts{&gate_, db_.get(), committer_.get(), &options_, &schemas_, &app_cfs_, timeline_.get()});
+  units_ = std::make_unique<UnitHost>(UnitHost::Parts{&gate_, db_.get(), committer_.get(), &options_, &schemas_,
+                                                      &app_cfs_, timeline_.get(), disk_budget_.get()});
   scheduler_ = std::make_unique<Scheduler>(db_.get(), committer_.get(), timeline_.get(), quarantine_.get(), log_.get(),
                                            options_.max_payload_bytes);
   return scheduler_->Load();
@@ -182,14 +189,15 @@ Status BusImpl::MakeCommitPath(uint64_t last_seq) {
 Status BusImpl::MakeDelivery(const RecoveredState& recovered) {
   DispatcherConfig dc = DispatcherConfigOf(options_, recovered.trimmed_below);
   dc.inbox_window = inbox_window_.get();
+  dc.disk_budget = disk_budget_.get();
   dc.schemas = &schemas_;
   dc.quarantine = quarantine_.get();
   dc.scheduler = scheduler_.get();
   dc.log = log_.get();
   dispatcher_ = std::make_unique<Dispatcher>(units_.get(), db_.get(), committer_.get(), tail_.get(), &registry_, dc);
-  metrics_ =
-      std::make_unique<BusMetrics>(BusMetrics::Parts{db_.get(), committer_.get(), tail_.get(), &registry_,
-                                                     quarantine_.get(), scheduler_.get(), timeline_.get(), &options_});
+  metrics_ = std::make_unique<BusMetrics>(BusMetrics::Parts{db_.get(), committer_.get(), tail_.get(), &registry_,
+                                                            quarantine_.get(), scheduler_.get(), timeline_.get(),
+                                                            &options_, disk_budget_.get()});
   ingestion_ = std::make_unique<Ingestion>(db_.get(), &schemas_, quarantine_.get(), options_.max_payload_bytes,
                                            [this](WriteSet* writes) { return units_->CommitWrites(writes); });
   states_ = std::make_unique<DeliveryStates>(db_.get(), options_.max_payload_bytes);

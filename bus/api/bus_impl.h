@@ -18,6 +18,7 @@
 #include "bus/api/registrations.h"
 #include "bus/api/unit_host.h"
 #include "bus/core/committer.h"
+#include "bus/core/disk_budget.h"
 #include "bus/core/quarantine.h"
 #include "bus/core/schema_registry.h"
 #include "bus/core/scope.h"
@@ -116,6 +117,7 @@ class BusImpl final : public Bus, public CommitListener {
   // kBuffered only; after db_ and log_, which it uses until it stops.
   std::unique_ptr<WalSyncer> wal_syncer_;
   std::unique_ptr<internal::Quarantine> quarantine_;
+  std::unique_ptr<DiskBudget> disk_budget_;  // made once storage is open
   std::unique_ptr<Timeline> timeline_;
   std::unique_ptr<UnitHost> units_;  // once timeline_ is loaded
   std::unique_ptr<Scheduler> scheduler_;

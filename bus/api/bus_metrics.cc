@@ -21,7 +21,7 @@ double CountedSince(uint64_t now, uint64_t at_open) { return now >= at_open ? do
 BusMetrics::BusMetrics(Parts parts) : parts_(parts) {
   assert(parts_.db != nullptr && parts_.committer != nullptr && parts_.tail != nullptr);
   assert(parts_.registry != nullptr && parts_.quarantine != nullptr && parts_.scheduler != nullptr);
-  assert(parts_.timeline != nullptr && parts_.options != nullptr);
+  assert(parts_.timeline != nullptr && parts_.options != nullptr && parts_.disk_budget != nullptr);
 }
 
 std::vector<MetricFamily> BusMetrics::Families(const BusStats& stats, bool read_storage) {
@@ -285,6 +285,16 @@ void BusMetrics::WriteStorageMetrics(MetricsWriter& w) {
            "Write rate storage throttles to; 0 when not delayed.");
   w.Sample("walbus_storage_delayed_write_rate_bytes_per_second", {},
            static_cast<double>(parts_.db->DbProperty("rocksdb.actual-delayed-write-rate")));
+  WriteDiskBudgetMetrics(w);
+}
+
+void BusMetrics::WriteDiskBudgetMetrics(MetricsWriter& w) {
+  WriteDiskUseMetrics(w, parts_.disk_budget->Measure());
+  w.Family("walbus_disk_budget_bytes", MetricType::kGauge, "Options::disk_budget; 0 when there is none.");
+  w.Sample("walbus_disk_budget_bytes", {}, static_cast<double>(parts_.disk_budget->budget()));
+  w.Family("walbus_disk_budget_refusals_total", MetricType::kCounter,
+           "Commits of events refused with ResourceExhausted because the disk budget was reached.");
+  w.Sample("walbus_disk_budget_refusals_total", {}, static_cast<double>(parts_.disk_budget->refusals()));
 }
 
 }  // namespace walbus::internal

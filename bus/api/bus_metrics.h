@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "bus/core/committer.h"
+#include "bus/core/disk_budget.h"
 #include "bus/core/quarantine.h"
 #include "bus/core/timeline.h"
 #include "bus/dispatch/scheduler.h"
@@ -36,6 +37,7 @@ class BusMetrics {
     Scheduler* scheduler;
     Timeline* timeline;
     const Options* options;  // its clock and max_payload_bytes
+    DiskBudget* disk_budget;
   };
 
   explicit BusMetrics(Parts parts);
@@ -63,6 +65,8 @@ class BusMetrics {
   void WriteQuarantineMetrics(MetricsWriter& w);
   void WriteScheduledMetrics(MetricsWriter& w, bool read_storage);
   void WriteStorageMetrics(MetricsWriter& w);
+  // Options::disk_budget, what fills it by kind, and its refusals.
+  void WriteDiskBudgetMetrics(MetricsWriter& w);
 
   const Parts parts_;
   Mutex sources_mu_;

@@ -6,7 +6,8 @@ namespace walbus::internal {
 
 UnitHost::UnitHost(Parts parts) : parts_(parts) {
   assert(parts_.gate != nullptr && parts_.db != nullptr && parts_.committer != nullptr && parts_.options != nullptr &&
-         parts_.schemas != nullptr && parts_.app_cfs != nullptr && parts_.timeline != nullptr);
+         parts_.schemas != nullptr && parts_.app_cfs != nullptr && parts_.timeline != nullptr &&
+         parts_.disk_budget != nullptr);
 }
 
 Result<Receipt> UnitHost::CommitTransaction(ScopeRep* scope, bool sync) {
@@ -24,6 +25,9 @@ Result<Receipt> UnitHost::CommitWrites(WriteSet* writes, bool sync) {
   {
     CallGate::Call call(parts_.gate);
     if (!call.admitted()) return ClosedStatus();
+    if (const uint64_t budgeted = BudgetedBytes(*writes); budgeted > 0) {
+      if (Status fits = parts_.disk_budget->Admit(budgeted); !fits.ok()) return fits;
+    }
     s = parts_.committer->CommitOne(writes, sync || parts_.options->durability == Durability::kSync,
                                     &receipt.first_seq);
   }
@@ -31,6 +35,16 @@ Result<Receipt> UnitHost::CommitWrites(WriteSet* writes, bool sync) {
   receipt.event_ids.reserve(writes->events.size());
   for (const auto& e : writes->events) receipt.event_ids.push_back(e->id);
   return receipt;
+}
+
+uint64_t UnitHost::BudgetedBytes(const WriteSet& writes) const {
+  uint64_t bytes = 0;
+  for (const std::string& envelope : writes.envelopes) bytes += envelope.size();
+  storage::CfHandle* timers = parts_.db->cf(storage::Cf::kTimers);
+  for (const Op& op : writes.ops) {
+    if (op.cf == timers && op.kind == Op::Kind::kPut) bytes += op.key.size() + op.value.size();
+  }
+  return bytes;
 }
 
 }  // namespace walbus::internal

@@ -11,6 +11,7 @@
 
 #include "bus/core/call_gate.h"
 #include "bus/core/committer.h"
+#include "bus/core/disk_budget.h"
 #include "bus/core/schema_registry.h"
 #include "bus/core/scope.h"
 #include "bus/core/state_reader.h"
@@ -32,6 +33,7 @@ class UnitHost final : public ScopeHost {
     const SchemaRegistry* schemas;
     const AppColumnFamilies* app_cfs;
     Timeline* timeline;
+    DiskBudget* disk_budget;  // decides which commits of events fit
   };
 
   explicit UnitHost(Parts parts);
@@ -49,10 +51,15 @@ class UnitHost final : public ScopeHost {
 
   // Commits `writes` inside an admitted call (a Transaction's, an ingested
   // event's), fsynced when `sync` or under Durability::kSync. An empty set
-  // commits nothing. Closed once the gate is shut.
+  // commits nothing. Closed once the gate is shut; ResourceExhausted,
+  // writing nothing, when its events or scheduled events do not fit in
+  // Options::disk_budget.
   Result<Receipt> CommitWrites(WriteSet* writes, bool sync = false);
 
  private:
+  // The bytes `writes` adds to what Options::disk_budget bounds.
+  uint64_t BudgetedBytes(const WriteSet& writes) const;
+
   const Parts parts_;
 };
 

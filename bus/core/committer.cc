@@ -29,8 +29,13 @@ const std::shared_ptr<Semaphore>& ThisThreadWaker() {
 }  // namespace
 
 Committer::Committer(storage::Db* db, CommitLimits limits, uint64_t last_seq, CommitListener* listener,
-                     WalSyncer* wal_syncer)
-    : db_(db), limits_(limits), listener_(listener), wal_syncer_(wal_syncer), last_seq_(last_seq) {
+                     WalSyncer* wal_syncer, DiskBudget* disk_budget)
+    : db_(db),
+      limits_(limits),
+      listener_(listener),
+      wal_syncer_(wal_syncer),
+      disk_budget_(disk_budget),
+      last_seq_(last_seq) {
   assert(db_ != nullptr && listener_ != nullptr);
   assert(limits_.max_group_commits >= 1);
 }
@@ -250,7 +255,9 @@ void Committer::AddToBatch(CommitRequest* r, uint64_t* next) {
   r->first_seq = writes.events.empty() ? 0 : *next;
   for (size_t i = 0; i < writes.events.size(); ++i) {
     writes.events[i]->seq = *next;
-    batch_.Put(db_->cf(storage::Cf::kOutbox), storage::OutboxKey(*next), writes.envelopes[i]);
+    const std::string key = storage::OutboxKey(*next);
+    batch_.Put(db_->cf(storage::Cf::kOutbox), key, writes.envelopes[i]);
+    group_outbox_bytes_ += key.size() + writes.envelopes[i].size();
     group_events_.push_back(writes.events[i]);
     ++*next;
   }
@@ -262,6 +269,7 @@ bool Committer::WriteGroup(const std::vector<CommitRequest*>& group) {
   group_versions_.clear();
   group_events_.clear();
   group_timers_.clear();
+  group_outbox_bytes_ = 0;
   group_counters_.clear();
   const uint64_t first = last_seq_.load(std::memory_order_relaxed) + 1;
   uint64_t next = first;
@@ -308,6 +316,7 @@ bool Committer::WriteGroup(const std::vector<CommitRequest*>& group) {
   }
   if (!group_timers_.empty()) listener_->OnTimersChanged(group_timers_);
   if (next != first) {
+    if (disk_budget_ != nullptr) disk_budget_->NoteCommitted(first, next - 1, group_outbox_bytes_);
     last_seq_.store(next - 1, std::memory_order_release);
     listener_->OnCommitted(group_events_);
   }

@@ -28,6 +28,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "bus/core/disk_budget.h"
 #include "bus/core/wal_syncer.h"
 #include "bus/core/write_set.h"
 #include "bus/telemetry/metrics.h"
@@ -84,8 +85,10 @@ class Committer {
   // REQUIRES: db (and wal_syncer, when given) outlive the committer.
   // last_seq: the newest committed seq. wal_syncer: told of every write
   // that was not fsynced (a kBuffered bus's); null when none is.
+  // disk_budget: told of the outbox bytes each write adds; null when
+  // nothing keeps count (a test's committer).
   Committer(storage::Db* db, CommitLimits limits, uint64_t last_seq, CommitListener* listener,
-            WalSyncer* wal_syncer = nullptr);
+            WalSyncer* wal_syncer = nullptr, DiskBudget* disk_budget = nullptr);
   Committer(const Committer&) = delete;
   Committer& operator=(const Committer&) = delete;
 
@@ -148,6 +151,7 @@ class Committer {
   const CommitLimits limits_;
   CommitListener* const listener_;
   WalSyncer* const wal_syncer_;
+  DiskBudget* const disk_budget_;
   std::atomic<uint64_t> last_seq_;
   std::atomic<uint64_t> commits_{0};
   std::atomic<uint64_t> groups_{0};
@@ -172,6 +176,7 @@ class Committer {
   std::unordered_map<std::string, uint64_t> group_versions_;
   std::vector<std::shared_ptr<const Event>> group_events_;
   std::vector<TimerChange> group_timers_;
+  uint64_t group_outbox_bytes_ = 0;  // keys and envelopes of group_events_
   // The group's counter additions, summed per key: one write per counter
   // per group instead of one per commit (handler completions add to the
   // same few counters). Counter keys are only ever added to, never put or

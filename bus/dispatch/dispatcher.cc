@@ -40,8 +40,9 @@ Dispatcher::Dispatcher(ScopeHost* scope_host, storage::Db* db, Committer* commit
               config.backlog_window_bytes, config.max_payload_bytes),
       progress_writer_(db, committer, registry,
                        ProgressWriterConfig{config.checkpoint_interval, config.trim_interval, config.trim_every_events,
-                                            config.retention, config.inbox_window, config.max_in_flight_per_subscriber,
-                                            config.max_payload_bytes, config.trimmed_below, config.clock, config.log}),
+                                            config.retention, config.inbox_window, config.disk_budget,
+                                            config.max_in_flight_per_subscriber, config.max_payload_bytes,
+                                            config.trimmed_below, config.clock, config.log}),
       replays_(db, committer, config.clock, config.log, config.max_payload_bytes),
       clock_passes_(config.clock->PassesByItself()) {
   assert(config_.worker_threads >= 1);

@@ -66,6 +66,7 @@ struct DispatcherConfig {
   std::chrono::milliseconds trim_interval;
   RetentionPolicy retention;
   InboxWindow* inbox_window;  // null without Options::inbox_window
+  DiskBudget* disk_budget;    // told of each trim
   std::chrono::milliseconds checkpoint_interval;
   // The outbox holds nothing below this seq.
   uint64_t trimmed_below;

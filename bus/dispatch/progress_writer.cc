@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cassert>
 
+#include "bus/core/disk_budget.h"
 #include "bus/core/fault_point.h"
 #include "bus/dispatch/replay.h"
 #include "bus/util/log_limiter.h"
@@ -19,7 +20,7 @@ ProgressWriter::ProgressWriter(storage::Db* db, Committer* committer, Registry* 
       trimmed_below_(config.trimmed_below),
       compaction_suggested_below_(config.trimmed_below) {
   assert(db_ != nullptr && committer_ != nullptr && registry_ != nullptr);
-  assert(config_.clock != nullptr && config_.log != nullptr);
+  assert(config_.clock != nullptr && config_.log != nullptr && config_.disk_budget != nullptr);
 }
 
 void ProgressWriter::Start() {
@@ -232,6 +233,7 @@ void ProgressWriter::Trim(const Subscribers& subs, bool force) {
   }
   WALBUS_FAULT_POINT("trim.after_write");
   trimmed_below_ = keep_from;
+  config_.disk_budget->NoteOutboxTrimmed(keep_from);
   // Range deletions keep the outbox's table files until a compaction
   // reaches them; after a large drain, ask for one (in the background).
   if (keep_from - compaction_suggested_below_ >= kCompactAfterTrimmedEvents) {

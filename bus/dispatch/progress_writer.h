@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "bus/core/committer.h"
+#include "bus/core/disk_budget.h"
 #include "bus/dispatch/retention.h"
 #include "bus/dispatch/subscriber.h"
 #include "bus/dispatch/work.h"
@@ -38,6 +39,7 @@ struct ProgressWriterConfig {
   uint64_t trim_every_events;
   RetentionPolicy retention;
   InboxWindow* inbox_window;  // null without Options::inbox_window
+  DiskBudget* disk_budget;    // told of each trim
   size_t max_in_flight_per_subscriber;
   size_t max_payload_bytes;
   uint64_t trimmed_below;  // the outbox holds nothing below this seq

@@ -24,8 +24,9 @@ class UnitHostTest : public ::testing::Test {
       : storage_(dir_.path(), {"orders"}),
         app_cfs_(*storage_.db(), {"orders"}),
         timeline_(clock_.get(), internal::Timeline::State{}),
+        budget_(storage_.db(), 0, 1, 0),
         units_(internal::UnitHost::Parts{&gate_, storage_.db(), storage_.committer(), &options_, &schemas_, &app_cfs_,
-                                         &timeline_}) {
+                                         &timeline_, &budget_}) {
     EXPECT_TRUE(storage_.opened().ok()) << storage_.opened().ToString();
     options_.clock = clock_;  // as Bus::Open resolves it
   }
@@ -40,6 +41,7 @@ class UnitHostTest : public ::testing::Test {
   internal::AppColumnFamilies app_cfs_;
   internal::Timeline timeline_;
   internal::CallGate gate_;
+  internal::DiskBudget budget_;
   internal::UnitHost units_;
 };
 

@@ -46,6 +46,7 @@ class ProgressWriterTest : public ::testing::Test {
                                           .trim_every_events = 1000,
                                           .retention = {},
                                           .inbox_window = nullptr,
+                                          .disk_budget = &budget_,
                                           .max_in_flight_per_subscriber = 16,
                                           .max_payload_bytes = 1 << 20,
                                           .trimmed_below = 1,
@@ -88,6 +89,7 @@ class ProgressWriterTest : public ::testing::Test {
   internal::BusLog log_{nullptr, false};
   internal::Registry registry_;
   ProgressWriter::Subscribers subs_;
+  internal::DiskBudget budget_{storage_.db(), 0, 1, 0};
   ProgressWriter writer_{storage_.db(), storage_.committer(), &registry_, Config()};
 };
 

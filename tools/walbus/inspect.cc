@@ -296,6 +296,7 @@ Status InspectDatabase(const std::string& dir, DatabaseReport* report) {
     report->subscribers.push_back(std::move(r));
   }
   report->outbox_backlog = state.last_seq - min_checkpoint;
+  report->disk_use = MeasureDiskUse(*db, state.trimmed_below);
   // The age of the event just above a checkpoint: one seek, never a scan.
   auto age_above = [&](uint64_t checkpoint, std::optional<int64_t>* age) {
     if (checkpoint >= state.last_seq) return Status::OK();
@@ -326,6 +327,7 @@ std::vector<MetricFamily> ReportMetrics(const DatabaseReport& r) {
   MetricsWriter w;
   WriteProgressMetrics(
       w, r.last_seq, r.oldest_backlog_age_ms ? static_cast<double>(*r.oldest_backlog_age_ms) / 1000.0 : 0.0, progress);
+  WriteDiskUseMetrics(w, r.disk_use);
   return w.TakeFamilies();
 }
 
@@ -374,7 +376,9 @@ std::string ReportJson(const DatabaseReport& r) {
   }
   o << "],\"column_families\":[";
   for (size_t i = 0; i < r.column_families.size(); ++i) o << (i ? "," : "") << JsonString(r.column_families[i]);
-  o << "]}";
+  const DiskUse& d = r.disk_use;
+  o << "],\"disk_use\":{\"outbox\":" << d.outbox << ",\"dead_letters\":" << d.dead_letters
+    << ",\"quarantine\":" << d.quarantine << ",\"scheduled\":" << d.scheduled << "}}";
   return o.str();
 }
 
@@ -393,6 +397,9 @@ std::string ReportText(const DatabaseReport& r) {
   o << "column families ";
   for (size_t i = 0; i < r.column_families.size(); ++i) o << (i ? ", " : "") << TextSafe(r.column_families[i]);
   o << (r.column_families.empty() ? "none\n" : "\n");
+  const DiskUse& d = r.disk_use;
+  o << "disk use        " << d.total() << " bytes: outbox " << d.outbox << ", dead letters " << d.dead_letters
+    << ", quarantine " << d.quarantine << ", scheduled " << d.scheduled << "\n";
   return o.str();
 }
 

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "bus/core/disk_budget.h"
 #include "storage/records.h"
 #include "tools/walbus/payload_json.h"
 #include "walbus/event.h"
@@ -50,6 +51,8 @@ struct DatabaseReport {
   // (kept on disk untouched, read and written by no bus that leaves them
   // out).
   std::vector<std::string> column_families;
+  // What Options::disk_budget bounds, by kind, as storage measures it.
+  DiskUse disk_use;
 };
 
 // NotFound for a missing directory; InvalidArgument for one that is not a

@@ -36,6 +36,8 @@ enum class Durability : uint8_t {
 inline constexpr size_t kDefaultMemoryBudget = size_t{256} << 20;
 // Options::memory_budget's smallest value.
 inline constexpr size_t kMinMemoryBudget = size_t{8} << 20;
+// Options::disk_budget's smallest value, when set.
+inline constexpr uint64_t kMinDiskBudget = uint64_t{1} << 20;
 
 // How a Bus is opened: its directory, column families, durability, and the
 // bounds on its threads, memory and disk use.
@@ -177,6 +179,20 @@ struct Options {
   size_t quarantine_max_entries = 10000;
   size_t quarantine_max_bytes = 64 << 20;
   // @}
+
+  // Bytes of disk walbus's own records may take: the outbox from its trim
+  // point on (events waiting for a subscriber, and those retain_for
+  // keeps; counted, so a trim frees its share at once), the dead
+  // letters, the quarantine and scheduled events (as storage holds them):
+  // docs/devices.md, "A disk budget". Not the
+  // application's column families. A commit or ingest that adds events
+  // or schedules one while the budget is reached fails with
+  // ResourceExhausted and writes nothing; the application decides (wait,
+  // drop, tell the user). What the bus does itself (handlers' follow-up
+  // events, scheduled events firing, dead letters) is never refused, so
+  // use may pass the budget by that and by a 64th of it. Zero (the
+  // default): no budget. REQUIRES: 0, or at least 1 MiB.
+  uint64_t disk_budget = 0;
 
   // Where the bus logs (walbus/logger.h); null means standard error from
   // level info (NewStandardErrorLogger()), never the application's

@@ -5,6 +5,7 @@
 
 #include <cstdio>
 #include <fstream>
+#include <random>
 #include <thread>
 
 #include "bus/core/envelope.h"
@@ -66,6 +67,46 @@ TEST(InspectTest, ReportsALiveDatabaseHeldByAnotherBus) {
   const std::string json = ReportJson(report);
   EXPECT_NE(json.find("\"last_seq\":25"), std::string::npos) << json;
   EXPECT_NE(json.find("\"lag_events\":25"), std::string::npos) << json;
+}
+
+// What Options::disk_budget bounds, by kind, from the database alone: a
+// backlog of 200 events of 1 KiB waits in the outbox.
+TEST(InspectTest, ReportsWhatTheDiskBudgetBoundsByKind) {
+  TempDir dir;
+  Options o;
+  o.dir = dir.path();
+  o.durability = Durability::kBuffered;
+  std::unique_ptr<Bus> bus;
+  ASSERT_TRUE(Bus::Open(o, &bus).ok());
+  SubscriberOptions s;
+  s.name = "uplink";
+  s.handler = [](const Event&, HandlerContext&) { return Outcome::Done(); };
+  ASSERT_TRUE(bus->Subscribe(std::move(s)).ok());
+  std::mt19937_64 rng(7);
+  for (int i = 0; i < 200; ++i) {
+    Transaction tx = bus->Begin();
+    std::string noise(1024, '\0');
+    for (char& c : noise) c = static_cast<char>(rng());
+    ASSERT_TRUE(tx.Publish(EventSpec{.type = "telemetry.reading-taken.v1", .subject = "s", .data = noise}).ok());
+    ASSERT_TRUE(tx.Commit().ok());
+  }
+  ASSERT_TRUE(bus->Close().ok());
+  DatabaseReport report;
+  Status st = InspectDatabase(dir.path(), &report);
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  EXPECT_GT(report.disk_use.outbox, 200u * 1024) << "payloads and envelopes";
+  EXPECT_LT(report.disk_use.outbox, 4u * 200 * 1024);
+  EXPECT_LT(report.disk_use.dead_letters + report.disk_use.scheduled, 64u << 10)
+      << "nothing of those kinds: empty memtables";
+  EXPECT_NE(ReportText(report).find("disk use        " + std::to_string(report.disk_use.total()) + " bytes: outbox "),
+            std::string::npos)
+      << ReportText(report);
+  EXPECT_NE(ReportJson(report).find("\"disk_use\":{\"outbox\":" + std::to_string(report.disk_use.outbox)),
+            std::string::npos)
+      << ReportJson(report);
+  std::string metrics;
+  for (const MetricFamily& f : ReportMetrics(report)) metrics += f.name + "\n";
+  EXPECT_NE(metrics.find("walbus_disk_use_bytes"), std::string::npos) << metrics;
 }
 
 // Column families an earlier run listed stay on disk, untouched, and the

@@ -1,0 +1,117 @@
+#include "bus/core/disk_budget.h"
+
+#include <algorithm>
+#include <cassert>
+#include <string>
+#include <utility>
+
+namespace walbus::internal {
+namespace {
+
+constexpr uint64_t kMeasuresPerBudget = 64;
+
+// The kinds storage measures whole.
+void MeasureStores(const storage::Db& db, DiskUse* use) {
+  use->dead_letters = db.CfBytes(storage::Cf::kDeadLetters);
+  use->quarantine = db.CfBytes(storage::Cf::kQuarantine);
+  use->scheduled = db.CfBytes(storage::Cf::kTimers);
+}
+
+}  // namespace
+
+DiskUse MeasureDiskUse(const storage::Db& db, uint64_t trimmed_below) {
+  DiskUse use;
+  use.outbox = db.OutboxBytesFrom(trimmed_below);
+  MeasureStores(db, &use);
+  return use;
+}
+
+void WriteDiskUseMetrics(MetricsWriter& w, const DiskUse& use) {
+  w.Family("walbus_disk_use_bytes", MetricType::kGauge,
+           "What Options::disk_budget bounds, by kind: outbox (from its trim point), dead_letters, quarantine, "
+           "scheduled.");
+  const std::pair<const char*, uint64_t> kinds[] = {{"outbox", use.outbox},
+                                                    {"dead_letters", use.dead_letters},
+                                                    {"quarantine", use.quarantine},
+                                                    {"scheduled", use.scheduled}};
+  for (const auto& [kind, bytes] : kinds) {
+    w.Sample("walbus_disk_use_bytes", MetricsWriter::Label("kind", kind), static_cast<double>(bytes));
+  }
+}
+
+DiskBudget::DiskBudget(storage::Db* db, uint64_t budget, uint64_t trimmed_below, uint64_t last_seq)
+    : db_(db), budget_(budget), remeasure_every_(std::max<uint64_t>(1, budget / kMeasuresPerBudget)) {
+  if (last_seq < trimmed_below) return;  // an empty outbox
+  const uint64_t at_open = db_->OutboxBytesFrom(trimmed_below);
+  MutexLock lock(&mu_);
+  outbox_blocks_[last_seq >> kSeqsPerBlockShift] = Block{trimmed_below, last_seq, at_open};
+  outbox_bytes_ = at_open;
+}
+
+void DiskBudget::NoteCommitted(uint64_t first_seq, uint64_t last_seq, uint64_t bytes) {
+  assert(first_seq <= last_seq);
+  MutexLock lock(&mu_);
+  auto [it, fresh] = outbox_blocks_.try_emplace(last_seq >> kSeqsPerBlockShift, Block{first_seq, last_seq, 0});
+  assert(fresh || first_seq > it->second.last);
+  it->second.last = last_seq;
+  it->second.bytes += bytes;
+  outbox_bytes_ += bytes;
+}
+
+void DiskBudget::NoteOutboxTrimmed(uint64_t seq) {
+  MutexLock lock(&mu_);
+  while (!outbox_blocks_.empty() && outbox_blocks_.begin()->second.first < seq) {
+    Block& b = outbox_blocks_.begin()->second;
+    if (b.last < seq) {  // passed whole
+      outbox_bytes_ -= b.bytes;
+      outbox_blocks_.erase(outbox_blocks_.begin());
+      continue;
+    }
+    // The trim ends in it: its seqs below `seq` go, their share of its
+    // bytes with them (its events taken as alike in size).
+    const uint64_t freed = static_cast<uint64_t>(static_cast<double>(b.bytes) * static_cast<double>(seq - b.first) /
+                                                 static_cast<double>(b.last - b.first + 1));
+    b.bytes -= freed;
+    outbox_bytes_ -= freed;
+    b.first = seq;
+    break;
+  }
+}
+
+DiskUse DiskBudget::MeasureLocked() {
+  DiskUse use;
+  use.outbox = outbox_bytes_;
+  MeasureStores(*db_, &use);
+  return use;
+}
+
+DiskUse DiskBudget::Measure() {
+  MutexLock lock(&mu_);
+  return MeasureLocked();
+}
+
+Status DiskBudget::Admit(uint64_t bytes) {
+  if (budget_ == 0) return Status::OK();
+  MutexLock lock(&mu_);
+  // The outbox as counted now, the stores as last measured.
+  const auto used = [&]() REQUIRES(mu_) {
+    return outbox_bytes_ + measured_.dead_letters + measured_.quarantine + measured_.scheduled;
+  };
+  if (!measured_once_ || admitted_since_ >= remeasure_every_ || used() + bytes > budget_) {
+    measured_ = MeasureLocked();
+    admitted_since_ = 0;
+    measured_once_ = true;
+  }
+  if (used() + bytes <= budget_) {
+    admitted_since_ += bytes;
+    return Status::OK();
+  }
+  refusals_.fetch_add(1, std::memory_order_relaxed);
+  return Status::ResourceExhausted(
+      "disk budget of " + std::to_string(budget_) + " bytes reached (outbox " + std::to_string(outbox_bytes_) +
+      ", dead letters " + std::to_string(measured_.dead_letters) + ", quarantine " +
+      std::to_string(measured_.quarantine) + ", scheduled " + std::to_string(measured_.scheduled) +
+      "); a commit adding " + std::to_string(bytes) + " bytes of events was refused and wrote nothing");
+}
+
+}  // namespace walbus::internal

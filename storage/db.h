@@ -228,9 +228,10 @@ class Db {
   // bytes (deleted entries count until a compaction drops them). 0 for a
   // family a secondary lacks.
   uint64_t CfBytes(Cf which) const;
-  // What the outbox takes from `from_seq` on, as storage estimates it for
-  // that key range from its table files and memtables: the entries a
-  // trim deleted below it no longer count, compacted or not.
+  // What the outbox takes from `from_seq` on: storage's estimate for that
+  // key range of its table files (entries a trim deleted below it no
+  // longer count, compacted or not), and its entries still in memtables,
+  // read (an estimate there samples the skiplist and can read half).
   uint64_t OutboxBytesFrom(uint64_t from_seq) const;
 
   // A RocksDB integer property summed over every column family

@@ -289,7 +289,13 @@ void BusMetrics::WriteStorageMetrics(MetricsWriter& w) {
 }
 
 void BusMetrics::WriteDiskBudgetMetrics(MetricsWriter& w) {
-  WriteDiskUseMetrics(w, parts_.disk_budget->Measure());
+  const DiskUse use = parts_.disk_budget->Measure();
+  WriteDiskUseMetrics(w, use);
+  w.Family("walbus_disk_budget_seconds_to_full", MetricType::kGauge,
+           "Seconds until the disk budget is reached at the rate use grew over the last 10 s or more: 0 once "
+           "reached, +Inf without a budget or while use is not growing.");
+  w.Sample("walbus_disk_budget_seconds_to_full", {},
+           parts_.disk_budget->SecondsToFull(use, parts_.options->clock->Now()));
   w.Family("walbus_disk_budget_bytes", MetricType::kGauge, "Options::disk_budget; 0 when there is none.");
   w.Sample("walbus_disk_budget_bytes", {}, static_cast<double>(parts_.disk_budget->budget()));
   w.Family("walbus_disk_budget_refusals_total", MetricType::kCounter,

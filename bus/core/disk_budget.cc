@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cassert>
+#include <limits>
 #include <string>
 #include <utility>
 
@@ -88,6 +89,22 @@ DiskUse DiskBudget::MeasureLocked() {
 DiskUse DiskBudget::Measure() {
   MutexLock lock(&mu_);
   return MeasureLocked();
+}
+
+double DiskBudget::SecondsToFull(const DiskUse& use, std::chrono::steady_clock::time_point now) {
+  constexpr double kNever = std::numeric_limits<double>::infinity();
+  MutexLock lock(&mu_);
+  if (!window_start_) {
+    window_start_.emplace(now, use.total());
+  } else if (now - window_start_->first >= kRateWindow) {
+    const double seconds = std::chrono::duration<double>(now - window_start_->first).count();
+    bytes_per_second_ = (static_cast<double>(use.total()) - static_cast<double>(window_start_->second)) / seconds;
+    window_start_.emplace(now, use.total());
+  }
+  if (budget_ == 0) return kNever;
+  if (use.total() >= budget_) return 0;
+  if (bytes_per_second_ <= 0) return kNever;
+  return static_cast<double>(budget_ - use.total()) / bytes_per_second_;
 }
 
 Status DiskBudget::Admit(uint64_t bytes) {

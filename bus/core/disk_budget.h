@@ -29,8 +29,11 @@
 #define WALBUS_BUS_CORE_DISK_BUDGET_H_
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <map>
+#include <optional>
+#include <utility>
 
 #include "bus/telemetry/metrics.h"
 #include "bus/util/mutex.h"
@@ -77,6 +80,12 @@ class DiskBudget {
   [[nodiscard]] Status Admit(uint64_t bytes);
   // Commits refused, in this process.
   uint64_t refusals() const { return refusals_.load(std::memory_order_relaxed); }
+  // Seconds until `use` reaches the budget at the rate use grew over the
+  // last kRateWindow or more (each call at least that long after the
+  // window's start begins the next): 0 once reached, +infinity without a
+  // budget, while use is not growing, and until a window has passed.
+  double SecondsToFull(const DiskUse& use, std::chrono::steady_clock::time_point now);
+  static constexpr std::chrono::seconds kRateWindow{10};
 
  private:
   // Seqs per block of the outbox's ledger (one map entry each).
@@ -104,6 +113,9 @@ class DiskBudget {
   DiskUse measured_ GUARDED_BY(mu_);             // the stores' last measure
   uint64_t admitted_since_ GUARDED_BY(mu_) = 0;  // bytes admitted after it
   bool measured_once_ GUARDED_BY(mu_) = false;
+  // SecondsToFull's window: where it began, and the rate of the last one.
+  std::optional<std::pair<std::chrono::steady_clock::time_point, uint64_t>> window_start_ GUARDED_BY(mu_);
+  double bytes_per_second_ GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace walbus::internal

@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <random>
@@ -194,6 +195,50 @@ TEST(DiskBudgetTest, UseIsMeasuredByKindWithoutABudget) {
   EXPECT_LT(outbox, 8.0 * kBudget);
   uplink.Release();
   ASSERT_TRUE(bus->WaitIdle(60s).ok());
+  ASSERT_TRUE(bus->Close().ok());
+}
+
+double UseTotal(const std::string& metrics) {
+  double total = 0;
+  for (const char* kind : {"outbox", "dead_letters", "quarantine", "scheduled"}) {
+    total += MetricValue(metrics, "walbus_disk_use_bytes{kind=\"" + std::string(kind) + "\"}");
+  }
+  return total;
+}
+
+// Time to full, on a clock the test moves: unknown until a window of
+// 10 s has passed, then the room left over the rate of that window, and
+// never while use does not grow.
+TEST(DiskBudgetTest, TimeToFullFollowsTheRateUseGrew) {
+  TempDir dir;
+  Options o = BudgetOptions(dir);
+  auto clock = std::make_shared<ManualClock>();
+  o.clock = clock;
+  std::unique_ptr<Bus> bus;
+  ASSERT_TRUE(Bus::Open(o, &bus).ok());
+  HeldSubscriber uplink;
+  ASSERT_TRUE(bus->Subscribe(uplink.Options()).ok());
+  ASSERT_TRUE(bus->Start().ok());
+  const std::string first = bus->MetricsText();
+  EXPECT_EQ(MetricValue(first, "walbus_disk_budget_seconds_to_full"), std::numeric_limits<double>::infinity())
+      << "no window yet";
+  for (int i = 0; i < 256; ++i) {
+    Transaction tx = bus->Begin();
+    ASSERT_TRUE(tx.Publish(Reading(i)).ok());
+    ASSERT_TRUE(tx.Commit().ok());
+  }
+  clock->Advance(10s);
+  const std::string second = bus->MetricsText();
+  const double rate = (UseTotal(second) - UseTotal(first)) / 10;
+  ASSERT_GT(rate, 256 * 1024 / 10);
+  const double expected = (static_cast<double>(kBudget) - UseTotal(second)) / rate;
+  EXPECT_NEAR(MetricValue(second, "walbus_disk_budget_seconds_to_full"), expected, expected * 0.01) << second;
+  clock->Advance(10s);
+  EXPECT_EQ(MetricValue(bus->MetricsText(), "walbus_disk_budget_seconds_to_full"),
+            std::numeric_limits<double>::infinity())
+      << "use did not grow over the last window";
+  uplink.Release();
+  clock->Advance(1s);
   ASSERT_TRUE(bus->Close().ok());
 }
 

@@ -25,7 +25,9 @@ Result<Receipt> UnitHost::CommitWrites(WriteSet* writes, bool sync) {
   {
     CallGate::Call call(parts_.gate);
     if (!call.admitted()) return ClosedStatus();
-    if (const uint64_t budgeted = BudgetedBytes(*writes); budgeted > 0) {
+    // Without a budget, every commit skips the walk over its writes.
+    const uint64_t budgeted = parts_.disk_budget->budget() != 0 ? BudgetedBytes(*writes) : 0;
+    if (budgeted > 0) {
       if (Status fits = parts_.disk_budget->Admit(budgeted); !fits.ok()) return fits;
     }
     s = parts_.committer->CommitOne(writes, sync || parts_.options->durability == Durability::kSync,

@@ -36,17 +36,31 @@ using bridge::EncodeU64;
 using bridge::JournalEntry;
 using bridge::NatsLink;
 
-// What the relay's handler needs; shared by the Relay and the subscriber's
+// One level of a relay: its subscriber's options (their types are the
+// level's), its priority, and the types that higher levels relay (for the
+// lowest level when it takes every type: it completes those without a
+// publish).
+struct Lane {
+  RelayOptions options;
+  uint32_t priority = 0;
+  std::set<std::string> relayed_above;
+};
+
+// What one level's handler needs; shared by the Relay and the subscriber's
 // handler, so that either may go first. Owns the journal checker thread,
 // stopped by StopChecker() (the Relay's destructor) or its own destructor.
+// `rate` (null: no cap) is shared by the relay's levels.
 class RelayCore {
  public:
-  RelayCore(Bus* bus, RelayOptions options, std::unique_ptr<NatsLink> link, std::string origin)
+  RelayCore(Bus* bus, Lane lane, std::shared_ptr<bridge::ByteRate> rate, std::unique_ptr<NatsLink> link,
+            std::string origin)
       : bus_(bus),
-        options_(std::move(options)),
+        options_(std::move(lane.options)),
+        priority_(lane.priority),
+        relayed_above_(std::move(lane.relayed_above)),
         keys_(options_.subscriber_name),
         origin_(std::move(origin)),
-        rate_(MakeRate(options_)),
+        rate_(std::move(rate)),
         link_(std::move(link)) {
     link_->SetChangeListener([this](bool connected) { OnLinkChange(connected); });
     // Records of an earlier process are checked once connected.
@@ -71,6 +85,7 @@ class RelayCore {
       skipped_.fetch_add(1, std::memory_order_relaxed);
       return Outcome::Done();
     }
+    if (relayed_above_.contains(event.type)) return Outcome::Done();  // a higher level's subscriber relays it
     // Offline: wait rather than queue publishes in the client. Not the
     // event's failure: logged at debug level, counted as a wait.
     if (!link_->connected()) return Outcome::Wait(options_.connection.reconnect_wait, "not connected to NATS");
@@ -83,7 +98,7 @@ class RelayCore {
     JournalEntry entry;
     const bridge::Headers headers = MakeMessage(event, position, &entry);
     if (rate_ != nullptr) {
-      const auto wait = rate_->Take(WireBytes(entry.nats_subject, headers, event.data), Clock::now());
+      const auto wait = rate_->Take(WireBytes(entry.nats_subject, headers, event.data), Clock::now(), priority_);
       if (wait.count() > 0) {
         rate_waits_.fetch_add(1, std::memory_order_relaxed);
         return Outcome::Wait(std::chrono::ceil<std::chrono::milliseconds>(wait), "over the relay's bandwidth cap");
@@ -120,6 +135,7 @@ class RelayCore {
   }
 
   const RelayOptions& options() const { return options_; }
+  uint32_t priority() const { return priority_; }
 
  private:
   using Clock = std::chrono::steady_clock;
@@ -465,12 +481,6 @@ class RelayCore {
     return bytes;
   }
 
-  static std::unique_ptr<bridge::ByteRate> MakeRate(const RelayOptions& o) {
-    if (o.max_bytes_per_second == 0) return nullptr;
-    const uint64_t burst = o.burst_bytes != 0 ? o.burst_bytes : o.max_bytes_per_second;
-    return std::make_unique<bridge::ByteRate>(o.max_bytes_per_second, burst, Clock::now());
-  }
-
   // The event's message: its NATS subject and journal copy in *entry, its
   // headers returned.
   bridge::Headers MakeMessage(const Event& event, uint64_t position, JournalEntry* entry) {
@@ -555,6 +565,8 @@ class RelayCore {
 
   Bus* const bus_;
   const RelayOptions options_;
+  const uint32_t priority_;
+  const std::set<std::string> relayed_above_;
   const bridge::RelayKeys keys_;
   const std::string origin_;
   Mutex stream_mu_;
@@ -571,7 +583,7 @@ class RelayCore {
   std::atomic<uint64_t> unrepairable_{0};
   std::atomic<uint64_t> sent_bytes_{0};
   std::atomic<uint64_t> rate_waits_{0};
-  const std::unique_ptr<bridge::ByteRate> rate_;  // null: no bandwidth cap
+  const std::shared_ptr<bridge::ByteRate> rate_;  // null: no bandwidth cap
   Mutex mu_;
   CondVar cv_;
   bool stopping_ GUARDED_BY(mu_) = false;
@@ -584,14 +596,19 @@ class RelayCore {
   std::thread checker_;  // last: starts once the rest is built
 };
 
-// walbus_relay_*, one series per relay.
+// walbus_relay_*, one series per relay level.
 class RelayMetrics final : public MetricsSource {
  public:
-  explicit RelayMetrics(std::shared_ptr<RelayCore> core) : core_(std::move(core)) {}
+  explicit RelayMetrics(std::vector<std::shared_ptr<RelayCore>> cores) : cores_(std::move(cores)) {}
 
   void CollectMetrics(std::vector<MetricFamily>* out) const override {
-    const RelayStats s = core_->Stats();
-    const MetricLabel label{"relay", core_->options().subscriber_name};
+    for (const auto& core : cores_) Collect(*core, out);
+  }
+
+ private:
+  static void Collect(const RelayCore& core, std::vector<MetricFamily>* out) {
+    const RelayStats s = core.Stats();
+    const MetricLabel label{"relay", core.options().subscriber_name};
     const struct {
       const char* name;
       MetricType type;
@@ -621,57 +638,141 @@ class RelayMetrics final : public MetricsSource {
          double(s.sent_bytes)},
         {"walbus_relay_rate_waits_total", MetricType::kCounter, "Times an event waited for the bandwidth cap.",
          double(s.rate_waits)},
-        {"walbus_relay_max_bytes_per_second", MetricType::kGauge, "The bandwidth cap; 0: none.",
-         double(core_->options().max_bytes_per_second)},
+        {"walbus_relay_max_bytes_per_second", MetricType::kGauge,
+         "The bandwidth cap, which a relay's levels share; 0: none.", double(core.options().max_bytes_per_second)},
+        {"walbus_relay_priority", MetricType::kGauge, "The priority level this subscriber relays (0: the lowest).",
+         double(core.priority())},
     };
     for (const auto& m : series) bridge::AddSeries(out, m.name, m.type, m.help, label, m.value);
   }
 
- private:
-  const std::shared_ptr<RelayCore> core_;
+  const std::vector<std::shared_ptr<RelayCore>> cores_;
 };
+
+// Adds what one level did to the relay's totals.
+void AddStats(const RelayStats& level, RelayStats* total) {
+  total->connected = total->connected && level.connected;
+  total->published += level.published;
+  total->duplicates += level.duplicates;
+  total->skipped += level.skipped;
+  total->publish_errors += level.publish_errors;
+  total->sent_bytes += level.sent_bytes;
+  total->rate_waits += level.rate_waits;
+  total->disconnects += level.disconnects;
+  total->offline_seconds += level.offline_seconds;
+  total->server_loss_detected += level.server_loss_detected;
+  total->repaired += level.repaired;
+  total->journal_checks += level.journal_checks;
+  total->unrepairable_losses += level.unrepairable_losses;
+}
 
 class RelayImpl final : public Relay {
  public:
-  explicit RelayImpl(std::shared_ptr<RelayCore> core) : core_(std::move(core)) {}
-  // The handler may outlive the Relay (the bus holds it); the journal
-  // checker does not: the next Attach checks what is left.
-  ~RelayImpl() override { core_->StopChecker(); }
-  RelayStats Stats() const override { return core_->Stats(); }
+  explicit RelayImpl(std::vector<std::shared_ptr<RelayCore>> cores)
+      : cores_(std::move(cores)), metrics_(std::make_shared<RelayMetrics>(cores_)) {}
+  // The handlers may outlive the Relay (the bus holds them); the journal
+  // checkers do not: the next Attach checks what is left.
+  ~RelayImpl() override {
+    for (const auto& core : cores_) core->StopChecker();
+  }
+  RelayStats Stats() const override {
+    RelayStats total;
+    total.connected = true;
+    for (const auto& core : cores_) AddStats(core->Stats(), &total);
+    return total;
+  }
+  std::vector<RelayLevelStats> Levels() const override {
+    std::vector<RelayLevelStats> levels;
+    for (const auto& core : cores_) {
+      levels.push_back(RelayLevelStats{core->priority(), core->options().subscriber_name, core->Stats()});
+    }
+    return levels;
+  }
 
   std::string MetricsText() const override { return bridge::TextOf(*metrics_); }
   std::shared_ptr<const MetricsSource> metrics() const { return metrics_; }
 
  private:
-  std::shared_ptr<RelayCore> core_;
-  std::shared_ptr<const MetricsSource> metrics_ = std::make_shared<RelayMetrics>(core_);
+  const std::vector<std::shared_ptr<RelayCore>> cores_;  // lowest level first
+  const std::shared_ptr<const MetricsSource> metrics_;
 };
 
-// The relay's origin id, made and committed on its first Attach.
-Result<std::string> LoadOrigin(Bus* bus, const RelayOptions& options) {
+// The relay's levels, lowest first (RelayOptions::priorities): the lowest
+// under the relay's own name, unless `types` names only prioritized ones.
+Result<std::vector<Lane>> MakeLanes(const RelayOptions& options) {
+  std::map<uint32_t, std::vector<std::string>> by_level;
+  for (const auto& [type, level] : options.priorities) {
+    const std::string named = "RelayOptions::priorities gives type '" + type + "' priority " + std::to_string(level);
+    if (level < 1 || level > kMaxRelayPriority) {
+      return Status::InvalidArgument(named + ": levels are 1 to " + std::to_string(kMaxRelayPriority) +
+                                     " (0, the lowest, is every type not named)");
+    }
+    if (!options.types.empty() && std::find(options.types.begin(), options.types.end(), type) == options.types.end()) {
+      return Status::InvalidArgument(named + ", but RelayOptions::types does not relay it");
+    }
+    by_level[level].push_back(type);
+  }
+  std::vector<Lane> lanes;
+  Lane lowest{options, 0, {}};
+  if (options.types.empty()) {
+    for (const auto& [type, level] : options.priorities) lowest.relayed_above.insert(type);
+  } else {
+    std::erase_if(lowest.options.types, [&](const std::string& t) { return options.priorities.contains(t); });
+  }
+  if (options.types.empty() || !lowest.options.types.empty()) lanes.push_back(std::move(lowest));
+  for (auto& [level, types] : by_level) {
+    Lane lane{options, level, {}};
+    lane.options.subscriber_name = options.subscriber_name + ".p" + std::to_string(level);
+    lane.options.types = std::move(types);
+    lanes.push_back(std::move(lane));
+  }
+  return lanes;
+}
+
+// What `walbus bridge` reads of a level.
+bridge::RelayLane LaneRecord(const Lane& lane) {
+  bridge::RelayLane record;
+  record.priority = lane.priority;
+  record.all_but = lane.options.types.empty();
+  record.types = record.all_but ? std::vector<std::string>(lane.relayed_above.begin(), lane.relayed_above.end())
+                                : lane.options.types;
+  record.max_bytes_per_second = lane.options.max_bytes_per_second;
+  record.burst_bytes = lane.options.burst_bytes;
+  return record;
+}
+
+// The level's origin id, made on its first Attach, and its lane record,
+// written at each.
+Result<std::string> LoadLane(Bus* bus, const Lane& lane) {
+  const RelayOptions& options = lane.options;
   const bridge::RelayKeys keys(options.subscriber_name);
   Transaction tx = bus->Begin();
   Result<std::optional<std::string>> got = tx.Get(options.column_family, keys.Origin());
   if (!got.ok()) return bridge::ColumnFamilyReadError("relay", options.column_family, got.status());
-  if (got->has_value()) return **got;
-  const std::string origin = EventId::Generate().ToString();
-  if (Status s = tx.Put(options.column_family, keys.Origin(), origin); !s.ok()) return s;
+  const std::string origin = got->has_value() ? **got : EventId::Generate().ToString();
+  if (!got->has_value()) {
+    if (Status s = tx.Put(options.column_family, keys.Origin(), origin); !s.ok()) return s;
+  }
+  if (Status s = tx.Put(options.column_family, keys.Lane(), bridge::EncodeRelayLane(LaneRecord(lane))); !s.ok()) {
+    return s;
+  }
   if (Result<Receipt> r = tx.Commit(); !r.ok()) return r.status();
   return origin;
 }
 
-}  // namespace
+std::shared_ptr<bridge::ByteRate> MakeRate(const RelayOptions& o) {
+  if (o.max_bytes_per_second == 0) return nullptr;
+  const uint64_t burst = o.burst_bytes != 0 ? o.burst_bytes : o.max_bytes_per_second;
+  return std::make_shared<bridge::ByteRate>(o.max_bytes_per_second, burst, std::chrono::steady_clock::now());
+}
 
-Relay::~Relay() = default;
-
-Status Relay::Attach(Bus* bus, RelayOptions options, std::unique_ptr<Relay>* out) {
-  out->reset();
-  if (bus == nullptr) return Status::InvalidArgument("no bus given");
+// Checks what Attach can check before anything is written.
+Status CheckRelayOptions(const RelayOptions& options) {
   if (options.stream.name.empty()) return Status::InvalidArgument("no stream name given");
   if (options.subject_prefix.empty() && !options.subject_for) {
     return Status::InvalidArgument("no subject prefix and no subject mapping given");
   }
-  // Before anything is written: a bad address would be tried forever.
+  // A bad address would be tried forever.
   if (Status s = bridge::CheckConnection(options.connection); !s.ok()) return s;
   using std::chrono::milliseconds;
   if (Status s = internal::CheckBounds(
@@ -687,19 +788,45 @@ Status Relay::Attach(Bus* bus, RelayOptions options, std::unique_ptr<Relay>* out
     return Status::InvalidArgument("RelayOptions::burst_bytes is " + std::to_string(options.burst_bytes) +
                                    " with no max_bytes_per_second: a burst needs a rate");
   }
-  Result<std::string> origin = LoadOrigin(bus, options);
-  if (!origin.ok()) return origin.status();
-  std::unique_ptr<NatsLink> link;
-  if (Status s = NatsLink::Open(options.connection, &link); !s.ok()) return s;
-  LogLinkChanges(bus, *link, "relay", options.subscriber_name);  // connected, or no server yet
-  auto core = std::make_shared<RelayCore>(bus, options, std::move(link), std::move(*origin));
-  SubscriberOptions subscriber;
-  subscriber.name = options.subscriber_name;
-  subscriber.types = options.types;
-  subscriber.retry = options.retry;
-  subscriber.handler = [core](const Event& event, HandlerContext& ctx) { return core->Handle(event, ctx); };
-  if (Status s = bus->Subscribe(std::move(subscriber)); !s.ok()) return s;
-  auto relay = std::make_unique<RelayImpl>(std::move(core));
+  return Status::OK();
+}
+
+}  // namespace
+
+Relay::~Relay() = default;
+
+Status Relay::Attach(Bus* bus, RelayOptions options, std::unique_ptr<Relay>* out) {
+  out->reset();
+  if (bus == nullptr) return Status::InvalidArgument("no bus given");
+  if (Status s = CheckRelayOptions(options); !s.ok()) return s;
+  Result<std::vector<Lane>> lanes = MakeLanes(options);
+  if (!lanes.ok()) return lanes.status();
+  // Every level's records and connection before any subscribes: a failure
+  // leaves no level half attached.
+  const std::shared_ptr<bridge::ByteRate> rate = MakeRate(options);
+  std::vector<std::shared_ptr<RelayCore>> cores;
+  for (Lane& lane : *lanes) {
+    Result<std::string> origin = LoadLane(bus, lane);
+    if (!origin.ok()) return origin.status();
+    std::unique_ptr<NatsLink> link;
+    if (Status s = NatsLink::Open(lane.options.connection, &link); !s.ok()) return s;
+    LogLinkChanges(bus, *link, "relay", lane.options.subscriber_name);  // connected, or no server yet
+    cores.push_back(std::make_shared<RelayCore>(bus, std::move(lane), rate, std::move(link), std::move(*origin)));
+  }
+  for (const auto& core : cores) {
+    SubscriberOptions subscriber;
+    subscriber.name = core->options().subscriber_name;
+    subscriber.types = core->options().types;
+    subscriber.retry = core->options().retry;
+    subscriber.handler = [core](const Event& event, HandlerContext& ctx) { return core->Handle(event, ctx); };
+    if (Status s = bus->Subscribe(std::move(subscriber)); !s.ok()) {
+      // A level subscribed before keeps its handler (the bus holds it),
+      // not its checker: the next Attach checks what is left.
+      for (const auto& started : cores) started->StopChecker();
+      return s;
+    }
+  }
+  auto relay = std::make_unique<RelayImpl>(std::move(cores));
   if (Status s = bus->AddMetricsSource(relay->metrics()); !s.ok()) return s;
   *out = std::move(relay);
   return Status::OK();

@@ -121,6 +121,42 @@ std::string RelayKeys::Published() const { return prefix_ + "s"; }
 
 std::string RelayKeys::SubjectsProblem() const { return prefix_ + "m"; }
 
+std::string RelayKeys::Lane() const { return prefix_ + "v"; }
+
+bool RelayLane::Takes(std::string_view type) const {
+  const bool named = std::find(types.begin(), types.end(), type) != types.end();
+  return named != all_but;
+}
+
+// be64 priority, be64 cap, be64 burst, 'a' (all but) or 'o' (only), then
+// each type followed by '\0'.
+std::string EncodeRelayLane(const RelayLane& lane) {
+  std::string out = EncodeU64(lane.priority) + EncodeU64(lane.max_bytes_per_second) + EncodeU64(lane.burst_bytes);
+  out.push_back(lane.all_but ? 'a' : 'o');
+  for (const std::string& type : lane.types) {
+    out += type;
+    out.push_back('\0');
+  }
+  return out;
+}
+
+std::optional<RelayLane> DecodeRelayLane(std::string_view bytes) {
+  constexpr size_t kFixed = 3 * 8 + 1;
+  if (bytes.size() < kFixed || (bytes[24] != 'a' && bytes[24] != 'o')) return std::nullopt;
+  RelayLane lane;
+  lane.priority = static_cast<uint32_t>(*DecodeU64(bytes.substr(0, 8)));
+  lane.max_bytes_per_second = *DecodeU64(bytes.substr(8, 8));
+  lane.burst_bytes = *DecodeU64(bytes.substr(16, 8));
+  lane.all_but = bytes[24] == 'a';
+  for (std::string_view rest = bytes.substr(kFixed); !rest.empty();) {
+    const size_t end = rest.find('\0');
+    if (end == std::string_view::npos) return std::nullopt;
+    lane.types.emplace_back(rest.substr(0, end));
+    rest.remove_prefix(end + 1);
+  }
+  return lane;
+}
+
 std::string EncodeU64(uint64_t v) {
   std::string out(8, '\0');
   for (int i = 7; i >= 0; --i, v >>= 8) out[static_cast<size_t>(i)] = static_cast<char>(v & 0xff);

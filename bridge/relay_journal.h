@@ -52,12 +52,33 @@ class RelayKeys {
   // Why the stream's subject filters do not take the relay's subjects, as
   // last found on connecting; absent when they do.
   std::string SubjectsProblem() const;
+  // The relay's lane (RelayLane), written at each Relay::Attach.
+  std::string Lane() const;
 
  private:
   std::string prefix_;  // name + '\0'
 };
 
 std::string InboundCursorKey(std::string_view durable);
+
+// What one subscriber of a relay takes and how fast it may send, as the
+// last Relay::Attach set it: a relay with priorities has a subscriber per
+// level (RelayOptions::priorities), and `walbus bridge` counts each one's
+// backlog by these.
+struct RelayLane {
+  uint32_t priority = 0;
+  // The types it takes: these alone, or, with all_but, every type but
+  // these (the lowest level takes what no higher one does).
+  bool all_but = false;
+  std::vector<std::string> types;
+  uint64_t max_bytes_per_second = 0;  // the cap the levels share; 0: none
+  uint64_t burst_bytes = 0;
+
+  bool Takes(std::string_view type) const;
+};
+std::string EncodeRelayLane(const RelayLane& lane);
+// nullopt when `bytes` is not a lane (a damaged record).
+std::optional<RelayLane> DecodeRelayLane(std::string_view bytes);
 
 // What a read of the bridge's column family at Relay::Attach or
 // Inbound::Start failed with, as the call returns it: a column family the

@@ -89,5 +89,59 @@ TEST(ByteRateTest, EveryWindowStaysWithinTheBound) {
   EXPECT_LE(seconds, static_cast<double>(total) / kRate + std::chrono::duration<double>(quiet).count() + 1e-3);
 }
 
+// A higher level that was refused gets the next bytes: a lower level
+// waits while its claim stands, and takes again once the claim is used.
+TEST(ByteRateTest, ARefusedHigherLevelGoesBeforeEveryLowerOne) {
+  const Clock::time_point t0{};
+  ByteRate rate(1000, 100, t0);
+  EXPECT_EQ(rate.Take(300, t0, 0).count(), 0);  // 200 bytes of debt
+  EXPECT_EQ(rate.Take(10, t0, 2), 200ms) << "in debt: the high level waits and claims";
+  EXPECT_GT(rate.Take(10, t0 + 200ms, 0).count(), 0) << "out of debt, but the claim stands";
+  EXPECT_GT(rate.Take(10, t0 + 200ms, 1).count(), 0) << "every level below the claim waits";
+  EXPECT_EQ(rate.Take(10, t0 + 200ms, 2).count(), 0) << "the claimant takes first";
+  EXPECT_EQ(rate.Take(10, t0 + 200ms, 0), 10ms) << "the claim is used: only the debt holds the lower level";
+  EXPECT_EQ(rate.Take(10, t0 + 210ms, 0).count(), 0);
+  EXPECT_EQ(rate.Take(10, t0 + 220ms, 3).count(), 0) << "no claim holds a higher level back";
+}
+
+// A claimant that never comes back (its connection dropped) holds the
+// lower levels back only until its claim lapses.
+TEST(ByteRateTest, AnUnusedClaimLapses) {
+  const Clock::time_point t0{};
+  ByteRate rate(1000, 100, t0);
+  EXPECT_EQ(rate.Take(300, t0, 0).count(), 0);
+  EXPECT_EQ(rate.Take(10, t0, 1), 200ms);
+  const Clock::time_point lapse = t0 + 200ms + ByteRate::kClaimGrace;
+  EXPECT_EQ(rate.Take(10, t0 + 250ms, 0), lapse - (t0 + 250ms)) << "told to come back when the claim lapses";
+  EXPECT_EQ(rate.Take(10, lapse, 0).count(), 0);
+}
+
+// Two levels sending as fast as the cap lets them: while the high level
+// has something to send, the low level sends nothing, and the cap still
+// holds for both together.
+TEST(ByteRateTest, UnderContentionTheHighLevelTakesTheWholeRate) {
+  constexpr uint64_t kRate = 10000, kBurst = 1000, kMessage = 500;
+  Clock::time_point now{};
+  ByteRate rate(kRate, kBurst, now);
+  Clock::time_point low_due = now, high_due = now;
+  uint64_t high_sent = 0, low_sent_while_high_waits = 0, total = 0;
+  constexpr uint64_t kHighMessages = 100;
+  while (high_sent < kHighMessages) {
+    now = std::min(low_due, high_due);
+    if (now == high_due) {
+      const auto wait = rate.Take(kMessage, now, 1);
+      if (wait.count() == 0) ++high_sent, total += kMessage;
+      high_due = now + wait;
+    } else {
+      const auto wait = rate.Take(kMessage, now, 0);
+      if (wait.count() == 0) ++low_sent_while_high_waits, total += kMessage;
+      low_due = now + wait;
+    }
+  }
+  EXPECT_LE(low_sent_while_high_waits, 2u) << "at most what went before the first claim";
+  const double seconds = std::chrono::duration<double>(now.time_since_epoch()).count();
+  EXPECT_LE(static_cast<double>(total), kBurst + kRate * seconds + kMessage);
+}
+
 }  // namespace
 }  // namespace walbus::bridge

@@ -10,6 +10,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <numeric>
 #include <random>
 #include <set>
 #include <thread>
@@ -161,14 +162,42 @@ TEST(RelayTest, PublishesEveryEventOnceInSubjectOrder) {
   EXPECT_EQ(bus->MetricsText().find("walbus_relay_"), std::string::npos) << "a destroyed relay is forgotten";
 }
 
+// The bytes of each stored message as the bandwidth cap counts them
+// (subject, NATS headers, payload).
+std::vector<uint64_t> WireSizes(const std::vector<testing::StoredMessage>& messages) {
+  std::vector<uint64_t> sizes;
+  for (const auto& m : messages) {
+    uint64_t bytes = m.subject.size() + sizeof("NATS/1.0\r\n\r\n") - 1 + m.data.size();
+    for (const auto& [name, value] : m.headers) bytes += name.size() + value.size() + sizeof(": \r\n") - 1;
+    sizes.push_back(bytes);
+  }
+  return sizes;
+}
+
+// In every window between two stored messages, what the relay sent stays
+// within burst + rate x window + one message (plus the server's delay in
+// storing what it receives).
+void ExpectWithinTheCap(const std::vector<testing::StoredMessage>& messages, uint64_t rate, uint64_t burst) {
+  constexpr double kStoreDelaySeconds = 0.1;
+  const std::vector<uint64_t> sizes = WireSizes(messages);
+  const uint64_t largest = *std::max_element(sizes.begin(), sizes.end());
+  for (size_t i = 0; i < messages.size(); ++i) {
+    uint64_t bytes = 0;
+    for (size_t j = i; j < messages.size(); ++j) {
+      bytes += sizes[j];
+      const double window = static_cast<double>(messages[j].stored_ns - messages[i].stored_ns) / 1e9;
+      ASSERT_LE(static_cast<double>(bytes), burst + rate * (window + kStoreDelaySeconds) + largest)
+          << "messages " << i << ".." << j << " in " << window << " s";
+    }
+  }
+}
+
 // The bandwidth cap, measured where it matters, on the server: in every
-// window between two stored messages, what the relay sent stays within
-// burst + rate x window + one message (plus the server's delay in storing
-// what it receives), each subject stays in order, and the relay's count of
-// what it sent is what the stream holds, byte for byte.
+// window what the relay sent stays within the cap (ExpectWithinTheCap),
+// each subject stays in order, and the relay's count of what it sent is
+// what the stream holds, byte for byte.
 TEST(RelayTest, TheBandwidthCapHoldsInEveryWindowOnTheServer) {
   constexpr uint64_t kRate = 30000, kBurst = 3000;
-  constexpr double kStoreDelaySeconds = 0.1;
   NatsServer server;
   ASSERT_TRUE(server.Start());
   TempDir dir;
@@ -186,24 +215,9 @@ TEST(RelayTest, TheBandwidthCapHoldsInEveryWindowOnTheServer) {
 
   const auto messages = testing::ReadStream(server.url(), kStream, "walbus.>");
   ASSERT_EQ(messages.size(), static_cast<size_t>(kEvents));
-  std::vector<uint64_t> sizes;
-  for (const auto& m : messages) {
-    uint64_t bytes = m.subject.size() + sizeof("NATS/1.0\r\n\r\n") - 1 + m.data.size();
-    for (const auto& [name, value] : m.headers) bytes += name.size() + value.size() + sizeof(": \r\n") - 1;
-    sizes.push_back(bytes);
-  }
-  const uint64_t largest = *std::max_element(sizes.begin(), sizes.end());
-  uint64_t total = 0;
-  for (size_t i = 0; i < messages.size(); ++i) {
-    uint64_t bytes = 0;
-    for (size_t j = i; j < messages.size(); ++j) {
-      bytes += sizes[j];
-      const double window = static_cast<double>(messages[j].stored_ns - messages[i].stored_ns) / 1e9;
-      ASSERT_LE(static_cast<double>(bytes), kBurst + kRate * (window + kStoreDelaySeconds) + largest)
-          << "messages " << i << ".." << j << " in " << window << " s";
-    }
-    total += sizes[i];
-  }
+  ExpectWithinTheCap(messages, kRate, kBurst);
+  const std::vector<uint64_t> sizes = WireSizes(messages);
+  const uint64_t total = std::accumulate(sizes.begin(), sizes.end(), uint64_t{0});
   const RelayStats stats = relay->Stats();
   EXPECT_EQ(stats.sent_bytes, total) << "the cap counts what the server holds";
   EXPECT_GT(stats.rate_waits, 0u);
@@ -549,6 +563,154 @@ TEST(RelayTest, OfflineBacklogDrainsInSubjectOrderOnReconnect) {
   EXPECT_GT(relay->Stats().offline_seconds, 0.4);
 }
 
+constexpr char kAckType[] = "orders.command-acknowledged.v1";
+
+// Commits `count` events of the priority type, on subjects cmd-0, cmd-1...
+void PublishAcks(Bus& bus, int count) {
+  for (int i = 0; i < count; ++i) {
+    Transaction tx = bus.Begin();
+    EventSpec e;
+    e.type = kAckType;
+    e.subject = "cmd-" + std::to_string(i);
+    e.data = std::to_string(i);
+    ASSERT_TRUE(tx.Publish(e).ok());
+    ASSERT_TRUE(tx.Commit().ok());
+  }
+}
+
+// Where in the stream (0-based) each message of `type` is.
+std::vector<size_t> PlacesOf(const std::vector<testing::StoredMessage>& messages, const std::string& type) {
+  std::vector<size_t> places;
+  for (size_t i = 0; i < messages.size(); ++i) {
+    if (messages[i].headers.at("ce-type") == type) places.push_back(i);
+  }
+  return places;
+}
+
+// After a long offline spell, an acknowledgement published behind a
+// backlog of readings reaches the stream while the backlog still drains:
+// its level's subscriber read past the backlog. Each level keeps its own
+// per-subject order and is a sender of its own across the bridge.
+TEST(RelayTest, AHigherPriorityOvertakesTheOfflineBacklog) {
+  NatsServer server;  // not started yet: the device is offline
+  TempDir dir;
+  auto bus = testing::OpenBus(RelayBusOptions(dir));
+  RelayOptions o = MakeRelayOptions(server);
+  o.priorities = {{kAckType, 2}};
+  std::unique_ptr<Relay> relay;
+  ASSERT_TRUE(Relay::Attach(bus.get(), o, &relay).ok());
+  ASSERT_TRUE(bus->Start().ok());
+  constexpr int kBacklog = 20000;
+  PublishRange(*bus, 0, kBacklog, 50);
+  PublishAcks(*bus, 3);
+  std::this_thread::sleep_for(300ms);
+  ASSERT_TRUE(server.Start());
+  ASSERT_TRUE(bus->WaitIdle(300s).ok());
+
+  const auto messages = testing::ReadStream(server.url(), kStream, "walbus.>");
+  ASSERT_EQ(messages.size(), static_cast<size_t>(kBacklog + 3));
+  const std::vector<size_t> acks = PlacesOf(messages, kAckType);
+  ASSERT_EQ(acks.size(), 3u);
+  EXPECT_LT(acks.back(), static_cast<size_t>(kBacklog / 10)) << "the acknowledgements waited behind the backlog";
+  std::map<std::string, std::string> origin_by_type;
+  std::set<std::string> ids;
+  std::map<std::string, int> last_by_subject;
+  for (const auto& m : messages) {
+    EXPECT_TRUE(ids.insert(m.headers.at("ce-id")).second) << "duplicate: " << m.headers.at("ce-id");
+    const auto it = origin_by_type.emplace(m.headers.at("ce-type"), m.headers.at("ce-seqorigin"));
+    EXPECT_EQ(it.first->second, m.headers.at("ce-seqorigin")) << "one sender per level";
+    const int n = std::stoi(m.data);
+    const std::string key = m.headers.at("ce-type") + "/" + m.headers.at("ce-subject");
+    if (last_by_subject.contains(key)) {
+      EXPECT_LT(last_by_subject[key], n) << "out of order on " << key;
+    }
+    last_by_subject[key] = n;
+  }
+  EXPECT_NE(origin_by_type.at(kAckType), origin_by_type.at(kType));
+
+  const std::vector<RelayLevelStats> levels = relay->Levels();
+  ASSERT_EQ(levels.size(), 2u);
+  EXPECT_EQ(levels[0].priority, 0u);
+  EXPECT_EQ(levels[0].subscriber_name, "jetstream-relay");
+  EXPECT_EQ(levels[0].stats.published, static_cast<uint64_t>(kBacklog));
+  EXPECT_EQ(levels[1].priority, 2u);
+  EXPECT_EQ(levels[1].subscriber_name, "jetstream-relay.p2");
+  EXPECT_EQ(levels[1].stats.published, 3u);
+  EXPECT_EQ(relay->Stats().published, static_cast<uint64_t>(kBacklog + 3));
+  EXPECT_EQ(LagOf(*bus, "jetstream-relay.p2"), 0u);
+  const std::string metrics = relay->MetricsText();
+  EXPECT_NE(metrics.find("walbus_relay_priority{relay=\"jetstream-relay.p2\"} 2"), std::string::npos) << metrics;
+  EXPECT_NE(metrics.find("walbus_relay_published_total{relay=\"jetstream-relay\"} 20000"), std::string::npos);
+}
+
+// Under the bandwidth cap the levels share it, and a higher level that
+// waits takes the next bytes: acknowledgements published while a backlog
+// is held back by the cap go out within a few messages, and together the
+// levels stay within the cap in every window.
+TEST(RelayTest, UnderTheCapAHigherPriorityTakesTheNextBytes) {
+  constexpr uint64_t kRate = 40000, kBurst = 4000;
+  NatsServer server;
+  ASSERT_TRUE(server.Start());
+  TempDir dir;
+  auto bus = testing::OpenBus(RelayBusOptions(dir));
+  RelayOptions o = MakeRelayOptions(server);
+  o.max_bytes_per_second = kRate;
+  o.burst_bytes = kBurst;
+  o.priorities = {{kAckType, 1}};
+  std::unique_ptr<Relay> relay;
+  ASSERT_TRUE(Relay::Attach(bus.get(), o, &relay).ok());
+  ASSERT_TRUE(bus->Start().ok());
+  constexpr int kBacklog = 300;
+  PublishRange(*bus, 0, kBacklog, 6);
+  ASSERT_TRUE(testing::Eventually([&] { return relay->Stats().rate_waits > 0; }, 10s));
+  const uint64_t sent_before = relay->Stats().published;
+  PublishAcks(*bus, 5);
+  ASSERT_TRUE(bus->WaitIdle(120s).ok());
+
+  const auto messages = testing::ReadStream(server.url(), kStream, "walbus.>");
+  ASSERT_EQ(messages.size(), static_cast<size_t>(kBacklog + 5));
+  ExpectWithinTheCap(messages, kRate, kBurst);
+  const std::vector<size_t> acks = PlacesOf(messages, kAckType);
+  ASSERT_EQ(acks.size(), 5u);
+  // What was sent before they came, plus what the lower level had taken
+  // from the bucket when the first claim stood, at most a message per
+  // subject of it.
+  EXPECT_LT(acks.back(), sent_before + 5 + 6 + 5) << "the acknowledgements waited behind the capped backlog";
+  EXPECT_LT(acks.back() + 100, messages.size()) << "the backlog was still draining";
+}
+
+// `walbus bridge` shows each level: its priority, its types, its backlog
+// of events not yet relayed, and the cap the levels share.
+TEST(RelayTest, TheToolShowsTheBacklogByPriority) {
+  NatsServer server;  // never started: everything waits
+  TempDir dir;
+  auto bus = testing::OpenBus(RelayBusOptions(dir));
+  RelayOptions o = MakeRelayOptions(server);
+  o.priorities = {{kAckType, 3}};
+  o.max_bytes_per_second = 2000;
+  std::unique_ptr<Relay> relay;
+  ASSERT_TRUE(Relay::Attach(bus.get(), o, &relay).ok());
+  ASSERT_TRUE(bus->Start().ok());
+  PublishRange(*bus, 0, 40, 4);
+  PublishAcks(*bus, 2);
+  std::this_thread::sleep_for(200ms);
+  const std::string tool = std::string(WALBUS_CLI) + " bridge " + dir.path();
+  std::string out;
+  ASSERT_EQ(RunTool(tool, &out), 0) << out;
+  EXPECT_NE(out.find("relay jetstream-relay\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("priority      0 (every type but orders.command-acknowledged.v1)"), std::string::npos) << out;
+  EXPECT_NE(out.find("backlog       40 events"), std::string::npos) << out;
+  EXPECT_NE(out.find("relay jetstream-relay.p3\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("priority      3 (orders.command-acknowledged.v1)"), std::string::npos) << out;
+  EXPECT_NE(out.find("backlog       2 events"), std::string::npos) << out;
+  EXPECT_NE(out.find("rate          at most 2000 bytes/s, bursts of 2000"), std::string::npos) << out;
+  ASSERT_EQ(RunTool(tool + " --json", &out), 0) << out;
+  EXPECT_NE(out.find("\"priority\":3,\"types_all_but\":false,\"types\":[\"orders.command-acknowledged.v1\"],"
+                     "\"max_bytes_per_second\":2000,\"burst_bytes\":0,\"backlog_events\":2,"),
+            std::string::npos)
+      << out;
+}
+
 // A device process relays while it is killed (SIGKILL) again and again;
 // publishes whose PubAck came but whose checkpoint did not are made again
 // on restart, and the stream's duplicate window drops them.
@@ -605,6 +767,24 @@ TEST(RelayTest, BadOptionsAreRefused) {
   EXPECT_TRUE(burst.IsInvalidArgument()) << burst.ToString();
   EXPECT_NE(burst.message().find("RelayOptions::burst_bytes"), std::string::npos) << burst.ToString();
   o.burst_bytes = 0;
+
+  // Priorities out of range, or of a type the relay does not relay.
+  for (uint32_t level : {0u, kMaxRelayPriority + 1}) {
+    o.priorities = {{kType, level}};
+    Status bad = Relay::Attach(bus.get(), o, &relay);
+    EXPECT_TRUE(bad.IsInvalidArgument()) << bad.ToString();
+    EXPECT_NE(bad.message().find("levels are 1 to 3"), std::string::npos) << bad.ToString();
+  }
+  o.priorities = {{kType, 1}};
+  o.types = {"orders.other.v1"};
+  Status unrelayed = Relay::Attach(bus.get(), o, &relay);
+  EXPECT_TRUE(unrelayed.IsInvalidArgument()) << unrelayed.ToString();
+  EXPECT_NE(unrelayed.message().find("RelayOptions::types does not relay it"), std::string::npos);
+  o.priorities.clear();
+  o.types.clear();
+  written = bus->Read().Scan("jetstream", ScanOptions{});
+  ASSERT_TRUE(written.ok());
+  EXPECT_TRUE(written->rows.empty()) << "a refused Attach writes nothing";
 
   // The relay's records need their column family.
   TempDir other;

@@ -40,6 +40,9 @@
 
 namespace walbus::jetstream {
 
+// The highest priority a relayed type may have (RelayOptions::priorities).
+inline constexpr uint32_t kMaxRelayPriority = 3;
+
 // Where the NATS server is and how to keep talking to it.
 struct ConnectionOptions {
   // Default "nats://127.0.0.1:4222".
@@ -123,6 +126,20 @@ struct RelayOptions {
   // any interval of T seconds the relay sends at most burst_bytes +
   // max_bytes_per_second x T + one message. Requires max_bytes_per_second.
   uint64_t burst_bytes = 0;
+  // Priority per event type, 1 to kMaxRelayPriority (the highest); types
+  // not named go at 0. After days offline, a command's acknowledgement
+  // should not wait behind a day of readings: each level is relayed by a
+  // subscriber of its own ("<subscriber_name>" at 0, "<subscriber_name>.pN"
+  // at level N), which reads the outbox past the lower levels' backlog,
+  // and under the bandwidth cap a level that waits takes the next bytes
+  // before any lower one. Each level has a connection and a journal of its
+  // own. Order holds per subject within a level: each level is a sender of
+  // its own across the bridge (its own origin and positions), so a subject
+  // whose events have types on different levels is ordered within each
+  // level only; give such types one level to keep one order. With `types`
+  // set, every type named here must be among them. Default: none (one
+  // level).
+  std::map<std::string, uint32_t> priorities;
   // Retries while unreachable: unlimited attempts, backoff up to 5 s.
   RetryPolicy retry{
       .max_attempts = UINT32_MAX, .base = std::chrono::milliseconds(50), .cap = std::chrono::milliseconds(5000)};
@@ -152,6 +169,13 @@ struct RelayStats {
   uint64_t unrepairable_losses = 0;
 };
 
+// One level of a relay with priorities (Relay::Levels).
+struct RelayLevelStats {
+  uint32_t priority = 0;
+  std::string subscriber_name;  // the subscriber that relays this level
+  RelayStats stats;
+};
+
 // A relay from one bus to JetStream (see the top of this file).
 class Relay {
  public:
@@ -162,9 +186,14 @@ class Relay {
   [[nodiscard]] static Status Attach(Bus* bus, RelayOptions options, std::unique_ptr<Relay>* out);
 
   virtual ~Relay();
-  // What it did so far, in this process. Thread-safe.
+  // What it did so far, in this process, all levels together (connected:
+  // every level's connection is up). Thread-safe.
   virtual RelayStats Stats() const = 0;
-  // Prometheus text: walbus_relay_* (lag is the subscriber's lag metrics).
+  // The same per priority level, lowest first; one entry without
+  // priorities. Thread-safe.
+  virtual std::vector<RelayLevelStats> Levels() const = 0;
+  // Prometheus text: walbus_relay_*, a series per level labelled with its
+  // subscriber's name (lag is the subscriber's lag metrics).
   // Attach adds the same to the bus's metrics (Bus::Metrics, the
   // Options::metrics_http endpoint) for as long as the Relay lives.
   virtual std::string MetricsText() const = 0;

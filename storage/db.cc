@@ -425,8 +425,9 @@ rocksdb::DBOptions DatabaseOptions(const OpenOptions& options, const Memory& mem
   dbo.listeners.push_back(std::make_shared<CountTableWrites>(counters));
   // Column families written rarely (meta, checkpoints) would otherwise pin
   // old log files: every open then replays gigabytes of log, slowly and
-  // into full memtables. Past this much log, the oldest is flushed.
-  dbo.max_total_wal_size = 256u << 20;
+  // into full memtables, and the log takes disk the budget cannot see.
+  // Past this much log, the column families holding the oldest flush.
+  dbo.max_total_wal_size = options.max_log_bytes;
   if (primary) {
     // Every file RocksDB writes there is private too (0600, or 0640).
     *env = PrivateFs::NewEnv(options.env != nullptr ? options.env : rocksdb::Env::Default(), options.share_with_group);
@@ -851,6 +852,18 @@ uint64_t Db::OutboxBytesFrom(uint64_t from_seq) const {
   std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(ro, cf(Cf::kOutbox)));
   for (it->Seek(lower); it->Valid(); it->Next()) bytes += it->key().size() + it->value().size();
   it->status().PermitUncheckedError();  // what was read counts; the rest is the files' estimate
+  return bytes;
+}
+
+uint64_t Db::LogBytes() const {
+  std::error_code ec;
+  uint64_t bytes = 0;
+  for (std::filesystem::directory_iterator it(db_->GetName(), ec), end; !ec && it != end; it.increment(ec)) {
+    if (it->path().extension() != ".log") continue;  // NNNNNN.log; the info log is LOG
+    std::error_code file_ec;
+    const uintmax_t size = it->file_size(file_ec);
+    if (!file_ec) bytes += size;  // a file the log's recycling just removed is not counted
+  }
   return bytes;
 }
 

@@ -123,6 +123,8 @@ class InboxRetention {
 // OpenOptions::memory_bytes: its default and its smallest value.
 inline constexpr size_t kDefaultMemoryBytes = size_t{128} << 20;
 inline constexpr size_t kMinMemoryBytes = size_t{4} << 20;
+// OpenOptions::max_log_bytes's default.
+inline constexpr uint64_t kDefaultMaxLogBytes = uint64_t{256} << 20;
 
 struct OpenOptions {
   enum class Mode : uint8_t {
@@ -151,6 +153,9 @@ struct OpenOptions {
   // the memtables (up to 3/4 of it) are charged. A soft bound: RocksDB
   // may pass it briefly until a flush ends. REQUIRES: >= kMinMemoryBytes.
   size_t memory_bytes = kDefaultMemoryBytes;
+  // Past this much write-ahead log, the column families that keep its
+  // oldest file flush, so it can go (RocksDB's max_total_wal_size).
+  uint64_t max_log_bytes = kDefaultMaxLogBytes;
   // Primary only: a database of an older format is converted to this
   // build's as it opens (format 1: its inbox is rewritten event id first;
   // see format_upgrade.cc). False keeps the format it has, for tests that
@@ -233,6 +238,10 @@ class Db {
   // longer count, compacted or not), and its entries still in memtables,
   // read (an estimate there samples the skiplist and can read half).
   uint64_t OutboxBytesFrom(uint64_t from_seq) const;
+  // What the write-ahead log's files take on disk now (every column
+  // family's writes, until each has flushed them): a walk of the
+  // directory, whoever holds it.
+  uint64_t LogBytes() const;
 
   // A RocksDB integer property summed over every column family
   // ("rocksdb.total-sst-files-size"); 0 when unknown.

@@ -93,6 +93,22 @@ inline uint64_t DeviceBytesWritten() {
   return written - std::min(written, cancelled);
 }
 
+// The sum of the sizes of the files under `dir`: what a database
+// directory takes (table files, the write-ahead log, the MANIFEST,
+// compaction's outputs while they are written). RocksDB adds and removes
+// files meanwhile; a file that vanishes during the walk is not counted.
+inline uint64_t DirectoryBytes(const std::string& dir) {
+  std::error_code ec;
+  uint64_t bytes = 0;
+  for (std::filesystem::recursive_directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    std::error_code file_ec;
+    if (!it->is_regular_file(file_ec)) continue;
+    const uintmax_t size = it->file_size(file_ec);
+    if (!file_ec) bytes += size;
+  }
+  return bytes;
+}
+
 }  // namespace walbus::tools
 
 #endif  // WALBUS_TOOLS_PROCESS_STATS_H_

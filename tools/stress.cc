@@ -539,19 +539,7 @@ Status RunProducers(walbus::Bus& bus, const Config& cfg, SteadyClock::time_point
 
 double MiB(uint64_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.0); }
 
-// The sum of the sizes of the files under `dir`. RocksDB adds and removes
-// files meanwhile; a file that vanishes during the walk is not counted.
-double DiskMiB(const std::string& dir) {
-  std::error_code ec;
-  uintmax_t bytes = 0;
-  for (fs::recursive_directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
-    std::error_code file_ec;
-    if (!it->is_regular_file(file_ec)) continue;
-    const uintmax_t size = it->file_size(file_ec);
-    if (!file_ec) bytes += size;
-  }
-  return MiB(bytes);
-}
+double DiskMiB(const std::string& dir) { return MiB(walbus::tools::DirectoryBytes(dir)); }
 
 struct SoakPeaks {
   double rss_mib = 0;

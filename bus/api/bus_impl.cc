@@ -129,6 +129,7 @@ Status BusImpl::OpenWithEnv(const Options& requested, rocksdb::Env* env, std::un
 Status BusImpl::OpenStorage(rocksdb::Env* env, RecoveredState* recovered) {
   storage::OpenOptions so;
   so.memory_bytes = StorageShare(options_.memory_budget);
+  so.max_log_bytes = MaxLogBytes(options_.disk_budget);
   so.dir = options_.dir;
   so.create_if_missing = options_.create_if_missing;
   so.share_with_group = options_.share_with_group;

@@ -16,9 +16,15 @@ void MeasureStores(const storage::Db& db, DiskUse* use) {
   use->dead_letters = db.CfBytes(storage::Cf::kDeadLetters);
   use->quarantine = db.CfBytes(storage::Cf::kQuarantine);
   use->scheduled = db.CfBytes(storage::Cf::kTimers);
+  use->log = db.LogBytes();
 }
 
 }  // namespace
+
+uint64_t MaxLogBytes(uint64_t budget) {
+  if (budget == 0) return storage::kDefaultMaxLogBytes;
+  return std::clamp(budget / 16, kMinLogBound, storage::kDefaultMaxLogBytes);
+}
 
 DiskUse MeasureDiskUse(const storage::Db& db, uint64_t trimmed_below) {
   DiskUse use;
@@ -30,11 +36,12 @@ DiskUse MeasureDiskUse(const storage::Db& db, uint64_t trimmed_below) {
 void WriteDiskUseMetrics(MetricsWriter& w, const DiskUse& use) {
   w.Family("walbus_disk_use_bytes", MetricType::kGauge,
            "What Options::disk_budget bounds, by kind: outbox (from its trim point), dead_letters, quarantine, "
-           "scheduled.");
+           "scheduled, log (the write-ahead log's files).");
   const std::pair<const char*, uint64_t> kinds[] = {{"outbox", use.outbox},
                                                     {"dead_letters", use.dead_letters},
                                                     {"quarantine", use.quarantine},
-                                                    {"scheduled", use.scheduled}};
+                                                    {"scheduled", use.scheduled},
+                                                    {"log", use.log}};
   for (const auto& [kind, bytes] : kinds) {
     w.Sample("walbus_disk_use_bytes", MetricsWriter::Label("kind", kind), static_cast<double>(bytes));
   }
@@ -59,8 +66,9 @@ void DiskBudget::NoteCommitted(uint64_t first_seq, uint64_t last_seq, uint64_t b
   outbox_bytes_ += bytes;
 }
 
-void DiskBudget::NoteOutboxTrimmed(uint64_t seq) {
+uint64_t DiskBudget::NoteOutboxTrimmed(uint64_t seq) {
   MutexLock lock(&mu_);
+  const uint64_t before = outbox_bytes_;
   while (!outbox_blocks_.empty() && outbox_blocks_.begin()->second.first < seq) {
     Block& b = outbox_blocks_.begin()->second;
     if (b.last < seq) {  // passed whole
@@ -77,6 +85,7 @@ void DiskBudget::NoteOutboxTrimmed(uint64_t seq) {
     b.first = seq;
     break;
   }
+  return before - outbox_bytes_;
 }
 
 DiskUse DiskBudget::MeasureLocked() {
@@ -112,12 +121,17 @@ Status DiskBudget::Admit(uint64_t bytes) {
   MutexLock lock(&mu_);
   // The outbox as counted now, the stores as last measured.
   const auto used = [&]() REQUIRES(mu_) {
-    return outbox_bytes_ + measured_.dead_letters + measured_.quarantine + measured_.scheduled;
+    return outbox_bytes_ + measured_.dead_letters + measured_.quarantine + measured_.scheduled + measured_.log;
   };
-  if (!measured_once_ || admitted_since_ >= remeasure_every_ || used() + bytes > budget_) {
+  // Before a refusal, a measure older than kFreshMeasure: an application
+  // that retries a refused commit in a loop does not walk storage each
+  // time.
+  const auto now = std::chrono::steady_clock::now();
+  if (!measured_at_ || admitted_since_ >= remeasure_every_ ||
+      (used() + bytes > budget_ && now - *measured_at_ >= kFreshMeasure)) {
     measured_ = MeasureLocked();
     admitted_since_ = 0;
-    measured_once_ = true;
+    measured_at_ = now;
   }
   if (used() + bytes <= budget_) {
     admitted_since_ += bytes;
@@ -128,7 +142,8 @@ Status DiskBudget::Admit(uint64_t bytes) {
       "disk budget of " + std::to_string(budget_) + " bytes reached (outbox " + std::to_string(outbox_bytes_) +
       ", dead letters " + std::to_string(measured_.dead_letters) + ", quarantine " +
       std::to_string(measured_.quarantine) + ", scheduled " + std::to_string(measured_.scheduled) +
-      "); a commit adding " + std::to_string(bytes) + " bytes of events was refused and wrote nothing");
+      ", write-ahead log " + std::to_string(measured_.log) + "); a commit adding " + std::to_string(bytes) +
+      " bytes of events was refused and wrote nothing");
 }
 
 }  // namespace walbus::internal

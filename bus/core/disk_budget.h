@@ -14,11 +14,15 @@
 //                 measured: their whole column families as storage holds
 //                 them (files and memtables; a deleted entry counts until
 //                 a compaction drops it).
+//   log           measured: the write-ahead log's files, which hold every
+//                 column family's writes until each has flushed them.
+//                 Under a budget the log is bounded (MaxLogBytes).
 // The application's column families, the inbox, checkpoints and the
 // other small records do not count.
 //
 // The stores are measured again once the bytes admitted since the last
-// measure reach a 64th of the budget, and before refusing anything, so
+// measure reach a 64th of the budget, and before refusing anything (when
+// the last measure is 50 ms old or more), so
 // use may pass the budget by that much, plus what the bus's own work
 // (handlers' follow-up events, fired scheduled events, dead letters) adds:
 // that work is never refused, or an event could not complete.
@@ -47,8 +51,16 @@ struct DiskUse {
   uint64_t dead_letters = 0;
   uint64_t quarantine = 0;
   uint64_t scheduled = 0;
-  uint64_t total() const { return outbox + dead_letters + quarantine + scheduled; }
+  uint64_t log = 0;
+  uint64_t total() const { return outbox + dead_letters + quarantine + scheduled + log; }
 };
+
+// Storage's bound on the write-ahead log (storage::OpenOptions::
+// max_log_bytes) under a disk budget of `budget` bytes (0: none): a 16th
+// of it, at least kMinLogBound, at most storage's default. Past it, the
+// column families holding the oldest log file flush, so it can go.
+uint64_t MaxLogBytes(uint64_t budget);
+inline constexpr uint64_t kMinLogBound = uint64_t{4} << 20;
 
 // Measures `db` now, the outbox as storage estimates its key range from
 // `trimmed_below` on (a few storage property reads): for a database no
@@ -72,7 +84,8 @@ class DiskBudget {
   // every seq noted before.
   void NoteCommitted(uint64_t first_seq, uint64_t last_seq, uint64_t bytes);
   // The dispatcher's trims: the outbox holds nothing below `seq` now.
-  void NoteOutboxTrimmed(uint64_t seq);
+  // Returns the bytes of outbox entries the trim freed, as counted.
+  uint64_t NoteOutboxTrimmed(uint64_t seq);
   DiskUse Measure();
   // OK when `bytes` more fit in the budget, and counts them; otherwise
   // ResourceExhausted naming the budget and what fills it, and counts the
@@ -109,10 +122,11 @@ class DiskBudget {
   // commit group's bytes go to that block. Their seq ranges are disjoint
   // and ascend with the key.
   std::map<uint64_t, Block> outbox_blocks_ GUARDED_BY(mu_);
-  uint64_t outbox_bytes_ GUARDED_BY(mu_) = 0;    // their sum
-  DiskUse measured_ GUARDED_BY(mu_);             // the stores' last measure
-  uint64_t admitted_since_ GUARDED_BY(mu_) = 0;  // bytes admitted after it
-  bool measured_once_ GUARDED_BY(mu_) = false;
+  uint64_t outbox_bytes_ GUARDED_BY(mu_) = 0;                                         // their sum
+  DiskUse measured_ GUARDED_BY(mu_);                                                  // the stores' last measure
+  uint64_t admitted_since_ GUARDED_BY(mu_) = 0;                                       // bytes admitted after it
+  std::optional<std::chrono::steady_clock::time_point> measured_at_ GUARDED_BY(mu_);  // of the stores
+  static constexpr std::chrono::milliseconds kFreshMeasure{50};
   // SecondsToFull's window: where it began, and the rate of the last one.
   std::optional<std::pair<std::chrono::steady_clock::time_point, uint64_t>> window_start_ GUARDED_BY(mu_);
   double bytes_per_second_ GUARDED_BY(mu_) = 0;

@@ -233,14 +233,19 @@ void ProgressWriter::Trim(const Subscribers& subs, bool force) {
   }
   WALBUS_FAULT_POINT("trim.after_write");
   trimmed_below_ = keep_from;
-  config_.disk_budget->NoteOutboxTrimmed(keep_from);
+  trimmed_bytes_since_compaction_ += config_.disk_budget->NoteOutboxTrimmed(keep_from);
   // Range deletions keep the outbox's table files until a compaction
   // reaches them; after a large drain, ask for one (in the background).
-  if (keep_from - compaction_suggested_below_ >= kCompactAfterTrimmedEvents) {
+  // Under a disk budget, once a 16th of it was trimmed: the files count
+  // against the budget until then.
+  const uint64_t budget = config_.disk_budget->budget();
+  if (keep_from - compaction_suggested_below_ >= kCompactAfterTrimmedEvents ||
+      (budget != 0 && trimmed_bytes_since_compaction_ >= budget / 16)) {
     if (Status s = db_->SuggestOutboxCompaction(compaction_suggested_below_, keep_from); !s.ok()) {
       config_.log->logger().warn("walbus: outbox compaction not scheduled: {}", s.ToString());
     }
     compaction_suggested_below_ = keep_from;
+    trimmed_bytes_since_compaction_ = 0;
   }
 }
 

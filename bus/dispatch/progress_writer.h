@@ -112,6 +112,7 @@ class ProgressWriter {
   // Trimmed outbox entries between compaction requests, and where the last
   // request ended.
   static constexpr uint64_t kCompactAfterTrimmedEvents = 1u << 20;
+  uint64_t trimmed_bytes_since_compaction_ = 0;  // as the disk budget counts them
   uint64_t compaction_suggested_below_;
 };
 

@@ -11,6 +11,7 @@
 
 #include "tests/test_util.h"
 #include "tools/nats_server.h"
+#include "tools/stream_reader.h"
 
 namespace walbus::testing {
 
@@ -25,23 +26,14 @@ class LocalNatsServer : private NatsScratchDir, public tools::NatsServer {
   LocalNatsServer() : tools::NatsServer(dir.root()) {}
 };
 
-// One message of a stream, as read back.
-struct StoredMessage {
-  std::string subject;
-  std::map<std::string, std::string> headers;
-  std::string data;
-  int64_t stored_ns = 0;  // when the server stored it (unix ns)
-};
+using tools::StoredMessage;
 
 // Publishes one message with `headers` to JetStream at `url` (the stream
 // must exist) and returns whether a PubAck came; *duplicate (optional) gets
 // whether the stream recognised its Nats-Msg-Id and dropped it.
 bool PublishRaw(const std::string& url, const std::string& subject, const std::map<std::string, std::string>& headers,
                 const std::string& data, bool* duplicate = nullptr);
-// Every message of `stream`, in stream order (through a fresh ephemeral
-// consumer); empty on failure.
-std::vector<StoredMessage> ReadStream(const std::string& url, const std::string& stream,
-                                      const std::string& filter_subject);
+using tools::ReadStream;
 // Creates `stream` on `subjects` when missing; true on success.
 bool CreateStream(const std::string& url, const std::string& stream, const std::vector<std::string>& subjects);
 // Whether the server holds consumer `durable` of `stream` as having

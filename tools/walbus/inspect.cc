@@ -378,7 +378,7 @@ std::string ReportJson(const DatabaseReport& r) {
   for (size_t i = 0; i < r.column_families.size(); ++i) o << (i ? "," : "") << JsonString(r.column_families[i]);
   const DiskUse& d = r.disk_use;
   o << "],\"disk_use\":{\"outbox\":" << d.outbox << ",\"dead_letters\":" << d.dead_letters
-    << ",\"quarantine\":" << d.quarantine << ",\"scheduled\":" << d.scheduled << "}}";
+    << ",\"quarantine\":" << d.quarantine << ",\"scheduled\":" << d.scheduled << ",\"log\":" << d.log << "}}";
   return o.str();
 }
 
@@ -399,7 +399,7 @@ std::string ReportText(const DatabaseReport& r) {
   o << (r.column_families.empty() ? "none\n" : "\n");
   const DiskUse& d = r.disk_use;
   o << "disk use        " << d.total() << " bytes: outbox " << d.outbox << ", dead letters " << d.dead_letters
-    << ", quarantine " << d.quarantine << ", scheduled " << d.scheduled << "\n";
+    << ", quarantine " << d.quarantine << ", scheduled " << d.scheduled << ", write-ahead log " << d.log << "\n";
   return o.str();
 }
 

@@ -1,0 +1,306 @@
+// walbus-offline-soak: days offline on a small disk, compressed. A device
+// bus with a disk budget and a relay whose NATS server is down commits
+// events of two types at full speed: readings, and now and then a command's
+// acknowledgement, which the relay sends first (RelayOptions::priorities).
+// Once the budget is reached, commits are refused. Then the server starts,
+// and the backlog drains.
+//
+// Measured: the peak size of the database directory (every file: tables,
+// write-ahead log, MANIFEST, compaction outputs) against the budget, the
+// peak resident set, whether every acknowledgement reached the stream
+// before the readings' backlog drained, and how long the drain took.
+// Checked: the stream holds every committed event once, each type's
+// subjects in commit order; a failed check exits with 1.
+//
+// Prints progress on stderr and one JSON object on the last line of
+// stdout (bench/run_suite.py's "offline" group reads it).
+#include <stdlib.h>
+#include <CLI/CLI.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <map>
+#include <mutex>
+#include <random>
+#include <set>
+#include <string>
+#include <thread>
+
+#include "tools/guarded_main.h"
+#include "tools/nats_server.h"
+#include "tools/process_stats.h"
+#include "tools/stream_reader.h"
+#include "walbus/bus.h"
+#include "walbus/jetstream.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+constexpr char kReadingType[] = "device.reading-taken.v1";
+constexpr char kAckType[] = "device.command-acknowledged.v1";
+constexpr char kStream[] = "DEVICE";
+
+struct Config {
+  uint64_t events = 1000000;
+  uint64_t disk_budget_mib = 64;
+  uint64_t memory_budget_mib = 16;
+  size_t payload_bytes = 200;
+  uint64_t subjects = 200;
+  uint64_t ack_every = 1000;
+  double timeout = 600;
+  std::string dir;
+  bool keep = false;
+  uint64_t seed = 0;
+};
+
+double MiB(uint64_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.0); }
+double SecondsSince(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+// Samples the directory's size and the resident set every 50 ms until
+// stopped, keeping the peaks. A measuring thread of the tool's own.
+class PeakSampler {
+ public:
+  explicit PeakSampler(std::string dir) : dir_(std::move(dir)), thread_([this] { Run(); }) {}
+  ~PeakSampler() { Stop(); }
+  void Stop() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    if (thread_.joinable()) thread_.join();
+  }
+  struct Peaks {
+    uint64_t disk = 0;
+    double rss_mib = 0;
+  };
+  // The peaks since the last call (or the start), and a new phase from now.
+  Peaks TakePeaks() {
+    std::lock_guard<std::mutex> lock(mu_);
+    Peaks peaks = peaks_;
+    peaks_ = Peaks{};
+    Sample();
+    return peaks;
+  }
+
+ private:
+  void Sample() {
+    peaks_.disk = std::max(peaks_.disk, walbus::tools::DirectoryBytes(dir_));
+    peaks_.rss_mib = std::max(peaks_.rss_mib, walbus::tools::ResidentMiB());
+  }
+  void Run() {
+    std::unique_lock<std::mutex> lock(mu_);
+    do {
+      Sample();
+    } while (!cv_.wait_for(lock, std::chrono::milliseconds(50), [this] { return stop_; }));
+  }
+
+  const std::string dir_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  Peaks peaks_;
+  std::thread thread_;  // last: starts once the rest is built
+};
+
+// What the offline phase committed and had refused, by type.
+struct Committed {
+  std::map<std::string, uint64_t> committed, refused;
+};
+
+// Commits cfg.events events, one per transaction, until done; refusals by
+// the disk budget are counted, any other failure ends the run.
+walbus::Status CommitOffline(walbus::Bus& bus, const Config& cfg, Committed* out) {
+  std::mt19937_64 rng(cfg.seed);
+  std::string payload(cfg.payload_bytes, '\0');
+  uint64_t acks = 0;
+  for (uint64_t i = 0; i < cfg.events; ++i) {
+    const bool ack = i % cfg.ack_every == cfg.ack_every - 1;
+    walbus::EventSpec e;
+    e.type = ack ? kAckType : kReadingType;
+    e.subject = ack ? "cmd-" + std::to_string(acks++) : "sensor-" + std::to_string(i % cfg.subjects);
+    for (char& c : payload) c = static_cast<char>(rng());
+    e.data = std::to_string(i) + ":" + payload;
+    walbus::Transaction tx = bus.Begin();
+    if (auto published = tx.Publish(e); !published.ok()) return published.status();
+    walbus::Result<walbus::Receipt> r = tx.Commit();
+    if (r.ok()) {
+      ++out->committed[e.type];
+    } else if (r.status().code() == walbus::Status::Code::kResourceExhausted) {
+      ++out->refused[e.type];
+    } else {
+      return r.status();
+    }
+  }
+  return walbus::Status::OK();
+}
+
+// What the stream holds, checked against what was committed.
+struct StreamCheck {
+  std::string problem;                   // empty: every event once, in order
+  uint64_t readings_after_last_ack = 0;  // readings the stream stored after the last acknowledgement
+};
+
+StreamCheck CheckStream(const std::string& url, const Committed& committed) {
+  StreamCheck check;
+  const auto messages = walbus::tools::ReadStream(url, kStream, "walbus.>");
+  uint64_t expected = 0;
+  for (const auto& [type, n] : committed.committed) expected += n;
+  if (messages.size() != expected) {
+    check.problem = "the stream holds " + std::to_string(messages.size()) + " messages, not the " +
+                    std::to_string(expected) + " committed";
+    return check;
+  }
+  std::set<std::string> ids;
+  std::map<std::string, uint64_t> last_by_subject;
+  for (const auto& m : messages) {
+    if (!ids.insert(m.headers.at("ce-id")).second) check.problem = "twice in the stream: " + m.headers.at("ce-id");
+    const std::string key = m.headers.at("ce-type") + "/" + m.headers.at("ce-subject");
+    const uint64_t n = std::stoull(m.data.substr(0, m.data.find(':')));
+    if (last_by_subject.contains(key) && last_by_subject[key] >= n) check.problem = "out of order on " + key;
+    last_by_subject[key] = n;
+    if (m.headers.at("ce-type") == kAckType) {
+      check.readings_after_last_ack = 0;
+    } else {
+      ++check.readings_after_last_ack;
+    }
+  }
+  return check;
+}
+
+int Run(const Config& cfg) {
+  std::string root = cfg.dir;
+  if (root.empty()) {
+    std::string tmpl = (fs::temp_directory_path() / "walbus-offline-XXXXXX").string();
+    if (mkdtemp(tmpl.data()) == nullptr) return 2;
+    root = tmpl;
+  }
+  const std::string db_dir = root + "/db";
+  fs::create_directories(root + "/nats");
+  walbus::tools::NatsServer server(root + "/nats");
+
+  walbus::Options options;
+  options.dir = db_dir;
+  options.durability = walbus::Durability::kBuffered;
+  options.disk_budget = cfg.disk_budget_mib << 20;
+  options.memory_budget = cfg.memory_budget_mib << 20;
+  options.column_families = {"jetstream"};
+  std::unique_ptr<walbus::Bus> bus;
+  if (walbus::Status s = walbus::Bus::Open(options, &bus); !s.ok()) {
+    std::cerr << "open: " << s.ToString() << "\n";
+    return 2;
+  }
+  walbus::jetstream::RelayOptions relay_options;
+  relay_options.connection.url = server.url();
+  relay_options.connection.reconnect_wait = std::chrono::milliseconds(100);
+  relay_options.stream.name = kStream;
+  relay_options.stream.subjects = {"walbus.>"};
+  relay_options.priorities = {{kAckType, 2}};
+  std::unique_ptr<walbus::jetstream::Relay> relay;
+  if (walbus::Status s = walbus::jetstream::Relay::Attach(bus.get(), relay_options, &relay); !s.ok()) {
+    std::cerr << "relay: " << s.ToString() << "\n";
+    return 2;
+  }
+  if (walbus::Status s = bus->Start(); !s.ok()) return 2;
+
+  PeakSampler peaks(db_dir);
+  const Clock::time_point offline_start = Clock::now();
+  Committed committed;
+  if (walbus::Status s = CommitOffline(*bus, cfg, &committed); !s.ok()) {
+    std::cerr << "commit: " << s.ToString() << "\n";
+    return 2;
+  }
+  const double offline_seconds = SecondsSince(offline_start);
+  const PeakSampler::Peaks offline = peaks.TakePeaks();
+  std::cerr << "offline: " << committed.committed[kReadingType] << " readings and " << committed.committed[kAckType]
+            << " acknowledgements committed, " << committed.refused[kReadingType] + committed.refused[kAckType]
+            << " refused, in " << offline_seconds << " s; directory peak " << MiB(offline.disk) << " MiB\n";
+
+  const Clock::time_point online = Clock::now();
+  if (!server.Start()) return 2;
+  // The acknowledgements' level done, and how much of the readings' was
+  // left then.
+  const uint64_t acks = committed.committed[kAckType], readings = committed.committed[kReadingType];
+  double acks_seconds = -1;
+  uint64_t readings_sent_then = 0;
+  while (SecondsSince(online) < cfg.timeout) {
+    const auto levels = relay->Levels();
+    if (levels.size() == 2 && levels[1].stats.published >= acks) {
+      acks_seconds = SecondsSince(online);
+      readings_sent_then = levels[0].stats.published;
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  const walbus::Status idle =
+      bus->WaitIdle(std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::duration<double>(cfg.timeout)));
+  const double drain_seconds = SecondsSince(online);
+  const PeakSampler::Peaks drain = peaks.TakePeaks();
+  peaks.Stop();
+  const StreamCheck check = CheckStream(server.url(), committed);
+  const bool overtakes = acks_seconds >= 0 && readings_sent_then < readings;
+  std::cerr << "online: acknowledgements all in the stream after " << acks_seconds << " s, with "
+            << readings - std::min(readings, readings_sent_then) << " readings still waiting; drained in "
+            << drain_seconds << " s\n";
+
+  const double budget = static_cast<double>(cfg.disk_budget_mib << 20);
+  std::printf(
+      "{\"events\":%llu,\"committed\":%llu,\"committed_acks\":%llu,\"refused\":%llu,\"disk_budget_mib\":%llu,"
+      "\"offline_disk_peak_mib\":%.2f,\"offline_disk_peak_vs_budget\":%.3f,\"offline_rss_mib\":%.1f,"
+      "\"drain_disk_peak_mib\":%.2f,\"drain_disk_peak_vs_budget\":%.3f,\"drain_rss_mib\":%.1f,"
+      "\"relay_priority_overtakes\":%s,\"readings_waiting_when_acks_done\":%llu,\"readings_after_last_ack\":%llu,"
+      "\"acks_seconds\":%.2f,\"drain_seconds\":%.2f,\"drain_events_per_second\":%.0f,\"offline_seconds\":%.2f}\n",
+      static_cast<unsigned long long>(cfg.events), static_cast<unsigned long long>(readings + acks),
+      static_cast<unsigned long long>(acks),
+      static_cast<unsigned long long>(committed.refused[kReadingType] + committed.refused[kAckType]),
+      static_cast<unsigned long long>(cfg.disk_budget_mib), MiB(offline.disk),
+      static_cast<double>(offline.disk) / budget, offline.rss_mib, MiB(drain.disk),
+      static_cast<double>(drain.disk) / budget, drain.rss_mib, overtakes ? "true" : "false",
+      static_cast<unsigned long long>(readings - std::min(readings, readings_sent_then)),
+      static_cast<unsigned long long>(check.readings_after_last_ack), acks_seconds, drain_seconds,
+      static_cast<double>(readings + acks) / drain_seconds, offline_seconds);
+  relay.reset();
+  bus.reset();
+  server.Stop();
+  if (!cfg.keep && cfg.dir.empty()) fs::remove_all(root);
+  if (!idle.ok()) {
+    std::cerr << "the backlog did not drain: " << idle.ToString() << "\n";
+    return 1;
+  }
+  if (!check.problem.empty()) {
+    std::cerr << "stream check: " << check.problem << "\n";
+    return 1;
+  }
+  return 0;
+}
+
+int Main(int argc, char** argv) {
+  CLI::App app{
+      "A device offline for days on a small disk, compressed: fill a disk budget with the relay's "
+      "server down, then drain."};
+  Config cfg;
+  app.add_option("--events", cfg.events, "Commits attempted while offline")->capture_default_str();
+  app.add_option("--disk-budget-mib", cfg.disk_budget_mib, "Options::disk_budget, MiB")->capture_default_str();
+  app.add_option("--memory-budget-mib", cfg.memory_budget_mib, "Options::memory_budget, MiB")->capture_default_str();
+  app.add_option("--payload-bytes", cfg.payload_bytes, "Random bytes per event")->capture_default_str();
+  app.add_option("--subjects", cfg.subjects, "Reading subjects")->capture_default_str();
+  app.add_option("--ack-every", cfg.ack_every, "One acknowledgement per this many events")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--timeout", cfg.timeout, "Seconds the drain may take")->capture_default_str();
+  app.add_option("--dir", cfg.dir, "Directory for the database and the server's store (default: fresh under /tmp)");
+  app.add_flag("--keep", cfg.keep, "Keep the directory created under /tmp");
+  app.add_option("--seed", cfg.seed, "PRNG seed of the payloads")->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
+  return Run(cfg);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) { return walbus::tools::GuardedMain("walbus-offline-soak", Main, argc, argv); }

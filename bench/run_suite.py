@@ -51,12 +51,23 @@ GROUPS = [
 # first quarter (warm-up). The idle run is a bus within the smallest budget
 # with next to nothing to do: its resident set.
 SOAK_ARGS = ["--rate", "2000", "--subscribers", "2", "--subjects", "1000", "--memory-budget-mib", "16"]
+# The offline soak (walbus-offline-soak): events committed at full speed
+# with the relay's server down until the disk budget refuses them, then
+# the server started. Its directory's and memory's peaks in each phase,
+# and whether the priority level overtook the backlog.
+OFFLINE_ARGS = ["--memory-budget-mib", "16"]
 STRESS_GROUPS = {
+    "offline": {"full": ["--events", "1000000", "--disk-budget-mib", "64"] + OFFLINE_ARGS,
+                "quick": ["--events", "300000", "--disk-budget-mib", "16"] + OFFLINE_ARGS,
+                "smoke": ["--events", "30000", "--disk-budget-mib", "4"] + OFFLINE_ARGS},
     "soak": {"full": ["--soak", "600"] + SOAK_ARGS, "quick": ["--soak", "60"] + SOAK_ARGS,
              "smoke": ["--soak", "3"] + SOAK_ARGS},
     "idle": {p: ["--soak", "10" if p != "smoke" else "2", "--rate", "1", "--memory-budget-mib", "8"]
              for p in ("full", "quick", "smoke")},
 }
+# The program a stress group runs, when not walbus-stress; it takes no
+# --report-every.
+STRESS_PROGRAMS = {"offline": "walbus-offline-soak"}
 
 # Runs per benchmark, interleaved at random, median reported (see above).
 # The smoke profile runs each once: it only shows that everything runs.
@@ -101,6 +112,9 @@ REQUIRED_KEYS = [
     "idle_wakeups_per_s",
     "soak_rss_mib_budget16",
     "soak_disk_write_amplification_budget16",
+    "offline_disk_peak_vs_budget",
+    "offline_rss_mib",
+    "relay_priority_overtakes",
     "idle_rss_mib_budget8",
     "disk_write_amplification",
     "process_vs_hand_written",
@@ -170,8 +184,11 @@ def run_group(bench, profile, group, prefix, out_path):
         raise SystemExit(f"bus_bench exited with {rc} in group {group}")
 
 
-def run_stress(stress, profile, group, out_path):
-    cmd = [stress] + STRESS_GROUPS[group][profile] + ["--report-every", "30"]
+def run_stress(build_dir, profile, group, out_path):
+    program = STRESS_PROGRAMS.get(group, "walbus-stress")
+    cmd = [os.path.join(build_dir, "bin", program)] + STRESS_GROUPS[group][profile]
+    if group not in STRESS_PROGRAMS:
+        cmd += ["--report-every", "30"]
     print(f"==> {' '.join(cmd)}", flush=True)
     done = subprocess.run(cmd, stdout=subprocess.PIPE, text=True)
     if done.returncode != 0:
@@ -368,6 +385,16 @@ def summarize(res):
     s["soak_seconds_budget16"] = soak.get("soak_seconds")
     s["soak_anon_rss_mib_budget16"] = soak.get("peak_anon_rss_mib")
     s["soak_disk_write_amplification_budget16"] = soak.get("device_bytes_per_logical_byte")
+    offline = res.stress["offline"]
+    s["offline_disk_budget_mib"] = offline.get("disk_budget_mib")
+    s["offline_disk_peak_vs_budget"] = offline.get("offline_disk_peak_vs_budget")
+    s["offline_rss_mib"] = offline.get("offline_rss_mib")
+    s["offline_drain_disk_peak_vs_budget"] = offline.get("drain_disk_peak_vs_budget")
+    s["offline_drain_rss_mib"] = offline.get("drain_rss_mib")
+    s["offline_committed_events"] = offline.get("committed")
+    s["offline_drain_events_per_second"] = offline.get("drain_events_per_second")
+    s["relay_priority_overtakes"] = offline.get("relay_priority_overtakes")
+    s["relay_readings_waiting_when_acks_done"] = offline.get("readings_waiting_when_acks_done")
     s["idle_rss_mib_budget8"] = res.stress["idle"].get("peak_rss_mib")
     s["idle_anon_rss_mib_budget8"] = res.stress["idle"].get("peak_anon_rss_mib")
     s["idle_wakeups_per_s"] = res.value("Devices", "wakeups_per_s", measure="idle")
@@ -423,6 +450,9 @@ def targets(s):
         at_most("process_open_1m_rss_mib", 256, "RSS with the instances open (MiB)"),
         at_most("soak_rss_mib_budget16", 40, "RSS at 2,000 events/s, 16 MiB budget (MiB)"),
         at_most("idle_rss_mib_budget8", 12, "idle RSS, the smallest budget (MiB)"),
+        at_most("offline_disk_peak_vs_budget", 1, "offline: directory peak over the disk budget"),
+        at_most("offline_rss_mib", 40, "offline: RSS, 16 MiB memory budget (MiB)"),
+        at_least("relay_priority_overtakes", 1, "on reconnection the priority level overtakes the backlog"),
         at_most("idle_wakeups_per_s", 1, "idle bus: wake-ups of its threads per second"),
         at_most("disk_write_amplification", 3, "device bytes written per logical byte at 2,000 events/s"),
     ]
@@ -433,6 +463,8 @@ def fmt(v):
         return "-"
     if isinstance(v, str):
         return v
+    if isinstance(v, bool):
+        return "yes" if v else "no"
     a = abs(v)
     if a >= 1e6:
         return f"{v / 1e6:.2f}M"
@@ -559,6 +591,15 @@ def tables(res, s):
     t.add("idle bus, wake-ups of its threads per second", s.get("idle_wakeups_per_s"))
     t.add("device bytes written per logical byte, 2,000 events/s", s.get("disk_write_amplification"))
     t.add("  the same within a 16 MiB budget", s.get("disk_write_amplification_budget16"))
+    t.add("offline until the disk budget refuses: budget, MiB", s.get("offline_disk_budget_mib"))
+    t.add("  directory peak over the budget, offline", s.get("offline_disk_peak_vs_budget"))
+    t.add("  RSS peak offline, 16 MiB memory budget, MiB", s.get("offline_rss_mib"))
+    t.add("  directory peak over the budget, draining", s.get("offline_drain_disk_peak_vs_budget"))
+    t.add("  RSS peak draining, MiB", s.get("offline_drain_rss_mib"))
+    t.add("  events committed before it refused", s.get("offline_committed_events"))
+    t.add("  drain rate, events/s", s.get("offline_drain_events_per_second"))
+    t.add("  acknowledgements all sent, readings still waiting", s.get("relay_readings_waiting_when_acks_done"))
+    t.add("  priority overtook the backlog", s.get("relay_priority_overtakes"))
     out.append(t)
     return out
 
@@ -601,10 +642,9 @@ def main():
     for group, prefix in GROUPS:
         if group in selected:
             run_group(bench, profile, group, prefix, os.path.join(group_dir, group + ".json"))
-    stress = os.path.join(args.build_dir, "bin", "walbus-stress")
     for group in STRESS_GROUPS:
         if group in selected:
-            run_stress(stress, profile, group, os.path.join(group_dir, group + ".json"))
+            run_stress(args.build_dir, profile, group, os.path.join(group_dir, group + ".json"))
 
     groups = {}
     for group, _ in GROUPS:

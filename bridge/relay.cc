@@ -261,11 +261,19 @@ class RelayCore {
     uint64_t first_stream_seq = UINT64_MAX, last_stream_seq = 0;
   };
 
-  // The journal's entries of seqs [low, until] into *journal, in seq
-  // order; a damaged one is deleted in `tx` (nothing to trust or
-  // republish). False when a read failed.
-  bool ReadJournal(Transaction& tx, uint64_t low, uint64_t until, std::vector<Journaled>* journal) {
-    for (uint64_t seq = low; seq <= until; ++seq) {
+  // The journal's entries of seqs [low, *until] into *journal, in seq
+  // order, stopping early (and lowering *until to the last seq read) once
+  // they hold kMaxJournalBytesPerCheck: memory stays bounded however fast
+  // the relay sent within confirm_after. A damaged entry is deleted in
+  // `tx` (nothing to trust or republish). False when a read failed.
+  static constexpr size_t kMaxJournalBytesPerCheck = size_t{4} << 20;
+  bool ReadJournal(Transaction& tx, uint64_t low, uint64_t* until, std::vector<Journaled>* journal) {
+    size_t bytes = 0;
+    for (uint64_t seq = low; seq <= *until; ++seq) {
+      if (bytes >= kMaxJournalBytesPerCheck) {
+        *until = seq - 1;
+        break;
+      }
       std::string key = keys_.Journal(seq);
       Result<std::optional<std::string>> got = tx.Get(options_.column_family, key);
       if (!got.ok()) return false;
@@ -275,6 +283,7 @@ class RelayCore {
         (void)tx.Delete(options_.column_family, key);
         continue;
       }
+      bytes += entry->message.size();
       journal->push_back(Journaled{seq, std::move(key), std::move(*entry)});
     }
     return true;
@@ -306,9 +315,9 @@ class RelayCore {
     if (!mark.ok()) return retry_soon;
     const uint64_t low = mark->has_value() ? DecodeU64(**mark).value_or(1) : 1;
     constexpr uint64_t kMaxSeqsPerCheck = 200000;
-    const uint64_t until = std::min(checkpoint, low + kMaxSeqsPerCheck);
+    uint64_t until = std::min(checkpoint, low + kMaxSeqsPerCheck);
     std::vector<Journaled> journal;
-    if (!ReadJournal(tx, low, until, &journal)) return retry_soon;
+    if (!ReadJournal(tx, low, &until, &journal)) return retry_soon;
     Result<std::vector<bool>> found_lost = LostEntries(journal);
     if (!found_lost.ok()) return retry_soon;
     const std::vector<bool>& lost = *found_lost;

@@ -775,6 +775,22 @@ std::shared_ptr<bridge::ByteRate> MakeRate(const RelayOptions& o) {
   return std::make_shared<bridge::ByteRate>(o.max_bytes_per_second, burst, std::chrono::steady_clock::now());
 }
 
+// Where a priority level new to the database starts: just after the
+// lowest level's checkpoint, when the lowest level (the relay's own name)
+// is known. Every event at or below it was completed by the lowest level
+// in a run where the level did not exist, so it was published then; above
+// it, the lowest level will complete the new level's types without a
+// publish, so the new level must take them. Without a known lowest
+// level, with the events committed from now on, as any new subscriber.
+// REQUIRES: the lowest level is not subscribed in this process yet (its
+// checkpoint is the durable one).
+StartPosition WhereTheLowestResumes(Bus& bus, const std::string& lowest) {
+  for (const SubscriberStats& s : bus.Stats().subscribers) {
+    if (s.name == lowest) return StartPosition::AtSeq(s.checkpoint + 1);
+  }
+  return StartPosition::Now();
+}
+
 // Checks what Attach can check before anything is written.
 Status CheckRelayOptions(const RelayOptions& options) {
   if (options.stream.name.empty()) return Status::InvalidArgument("no stream name given");
@@ -822,11 +838,17 @@ Status Relay::Attach(Bus* bus, RelayOptions options, std::unique_ptr<Relay>* out
     LogLinkChanges(bus, *link, "relay", lane.options.subscriber_name);  // connected, or no server yet
     cores.push_back(std::make_shared<RelayCore>(bus, std::move(lane), rate, std::move(link), std::move(*origin)));
   }
-  for (const auto& core : cores) {
+  // Highest level first, the lowest last: the lowest completes the higher
+  // levels' types without a publish, so each level new to this database
+  // starts where the lowest resumes, before the lowest runs.
+  const StartPosition new_level_start = WhereTheLowestResumes(*bus, options.subscriber_name);
+  for (auto it = cores.rbegin(); it != cores.rend(); ++it) {
+    const std::shared_ptr<RelayCore>& core = *it;
     SubscriberOptions subscriber;
     subscriber.name = core->options().subscriber_name;
     subscriber.types = core->options().types;
     subscriber.retry = core->options().retry;
+    if (core->priority() > 0) subscriber.start = new_level_start;
     subscriber.handler = [core](const Event& event, HandlerContext& ctx) { return core->Handle(event, ctx); };
     if (Status s = bus->Subscribe(std::move(subscriber)); !s.ok()) {
       // A level subscribed before keeps its handler (the bus holds it),

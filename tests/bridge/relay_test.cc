@@ -643,6 +643,38 @@ TEST(RelayTest, AHigherPriorityOvertakesTheOfflineBacklog) {
   EXPECT_NE(metrics.find("walbus_relay_published_total{relay=\"jetstream-relay\"} 20000"), std::string::npos);
 }
 
+// Priorities set on a device whose relay had none, with a backlog
+// waiting: the lowest level completes the acknowledgements without a
+// publish from now on, so the new level must take those already waiting.
+// Every event reaches the stream once.
+TEST(RelayTest, ALevelAddedLaterTakesTheWaitingEventsOfItsTypes) {
+  NatsServer server;  // down while both runs commit
+  TempDir dir;
+  {
+    auto bus = testing::OpenBus(RelayBusOptions(dir));
+    std::unique_ptr<Relay> relay;
+    ASSERT_TRUE(Relay::Attach(bus.get(), MakeRelayOptions(server), &relay).ok());
+    ASSERT_TRUE(bus->Start().ok());
+    PublishRange(*bus, 0, 200, 4);
+    PublishAcks(*bus, 3);
+    std::this_thread::sleep_for(200ms);
+    relay.reset();
+    ASSERT_TRUE(bus->Close().ok());
+  }
+  auto bus = testing::OpenBus(RelayBusOptions(dir));
+  RelayOptions o = MakeRelayOptions(server);
+  o.priorities = {{kAckType, 2}};
+  std::unique_ptr<Relay> relay;
+  ASSERT_TRUE(Relay::Attach(bus.get(), o, &relay).ok());
+  ASSERT_TRUE(bus->Start().ok());
+  ASSERT_TRUE(server.Start());
+  ASSERT_TRUE(bus->WaitIdle(120s).ok());
+  const auto messages = testing::ReadStream(server.url(), kStream, "walbus.>");
+  EXPECT_EQ(messages.size(), 203u);
+  EXPECT_EQ(PlacesOf(messages, kAckType).size(), 3u) << "the acknowledgements waiting before the level existed";
+  EXPECT_EQ(relay->Levels().at(1).stats.published, 3u);
+}
+
 // Under the bandwidth cap the levels share it, and a higher level that
 // waits takes the next bytes: acknowledgements published while a backlog
 // is held back by the cap go out within a few messages, and together the

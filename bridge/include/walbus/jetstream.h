@@ -136,9 +136,12 @@ struct RelayOptions {
   // own. Order holds per subject within a level: each level is a sender of
   // its own across the bridge (its own origin and positions), so a subject
   // whose events have types on different levels is ordered within each
-  // level only; give such types one level to keep one order. With `types`
-  // set, every type named here must be among them. Default: none (one
-  // level).
+  // level only; give such types one level to keep one order. A level new
+  // to the database starts where the lowest level resumes, so it takes
+  // the waiting events of its types; a level taken away keeps its
+  // subscriber registered (and the events it had not sent) until removed.
+  // With `types` set, every type named here must be among them. Default:
+  // none (one level).
   std::map<std::string, uint32_t> priorities;
   // Retries while unreachable: unlimited attempts, backoff up to 5 s.
   RetryPolicy retry{

@@ -174,103 +174,118 @@ StreamCheck CheckStream(const std::string& url, const Committed& committed) {
   return check;
 }
 
-int Run(const Config& cfg) {
-  std::string root = cfg.dir;
-  if (root.empty()) {
-    std::string tmpl = (fs::temp_directory_path() / "walbus-offline-XXXXXX").string();
-    if (mkdtemp(tmpl.data()) == nullptr) return 2;
-    root = tmpl;
-  }
-  const std::string db_dir = root + "/db";
-  fs::create_directories(root + "/nats");
-  walbus::tools::NatsServer server(root + "/nats");
+// A device: a bus within the budgets, with a relay whose levels are the
+// readings (0) and the acknowledgements (2).
+struct Device {
+  std::unique_ptr<walbus::Bus> bus;
+  std::unique_ptr<walbus::jetstream::Relay> relay;
+};
 
+walbus::Status OpenDevice(const Config& cfg, const std::string& db_dir, const std::string& url, Device* device) {
   walbus::Options options;
   options.dir = db_dir;
   options.durability = walbus::Durability::kBuffered;
   options.disk_budget = cfg.disk_budget_mib << 20;
   options.memory_budget = cfg.memory_budget_mib << 20;
   options.column_families = {"jetstream"};
-  std::unique_ptr<walbus::Bus> bus;
-  if (walbus::Status s = walbus::Bus::Open(options, &bus); !s.ok()) {
-    std::cerr << "open: " << s.ToString() << "\n";
-    return 2;
+  if (walbus::Status s = walbus::Bus::Open(options, &device->bus); !s.ok()) return s;
+  walbus::jetstream::RelayOptions relay;
+  relay.connection.url = url;
+  relay.connection.reconnect_wait = std::chrono::milliseconds(100);
+  relay.stream.name = kStream;
+  relay.stream.subjects = {"walbus.>"};
+  relay.priorities = {{kAckType, 2}};
+  if (walbus::Status s = walbus::jetstream::Relay::Attach(device->bus.get(), relay, &device->relay); !s.ok()) {
+    return s;
   }
-  walbus::jetstream::RelayOptions relay_options;
-  relay_options.connection.url = server.url();
-  relay_options.connection.reconnect_wait = std::chrono::milliseconds(100);
-  relay_options.stream.name = kStream;
-  relay_options.stream.subjects = {"walbus.>"};
-  relay_options.priorities = {{kAckType, 2}};
-  std::unique_ptr<walbus::jetstream::Relay> relay;
-  if (walbus::Status s = walbus::jetstream::Relay::Attach(bus.get(), relay_options, &relay); !s.ok()) {
-    std::cerr << "relay: " << s.ToString() << "\n";
-    return 2;
-  }
-  if (walbus::Status s = bus->Start(); !s.ok()) return 2;
+  return device->bus->Start();
+}
 
-  PeakSampler peaks(db_dir);
-  const Clock::time_point offline_start = Clock::now();
-  Committed committed;
-  if (walbus::Status s = CommitOffline(*bus, cfg, &committed); !s.ok()) {
-    std::cerr << "commit: " << s.ToString() << "\n";
-    return 2;
-  }
-  const double offline_seconds = SecondsSince(offline_start);
-  const PeakSampler::Peaks offline = peaks.TakePeaks();
-  std::cerr << "offline: " << committed.committed[kReadingType] << " readings and " << committed.committed[kAckType]
-            << " acknowledgements committed, " << committed.refused[kReadingType] + committed.refused[kAckType]
-            << " refused, in " << offline_seconds << " s; directory peak " << MiB(offline.disk) << " MiB\n";
+// The drain after the server came back.
+struct Drain {
+  double acks_seconds = -1;         // until every acknowledgement was sent; -1: never
+  uint64_t readings_sent_then = 0;  // readings sent by then
+  double seconds = 0;               // until the bus was idle
+  walbus::Status idle;              // what waiting for it said
+};
 
+Drain DrainBacklog(Device& device, walbus::tools::NatsServer& server, uint64_t acks, double timeout) {
+  Drain drain;
   const Clock::time_point online = Clock::now();
-  if (!server.Start()) return 2;
-  // The acknowledgements' level done, and how much of the readings' was
-  // left then.
-  const uint64_t acks = committed.committed[kAckType], readings = committed.committed[kReadingType];
-  double acks_seconds = -1;
-  uint64_t readings_sent_then = 0;
-  while (SecondsSince(online) < cfg.timeout) {
-    const auto levels = relay->Levels();
+  if (!server.Start()) {
+    drain.idle = walbus::Status::IOError("the NATS server did not start");
+    return drain;
+  }
+  while (SecondsSince(online) < timeout) {
+    const auto levels = device.relay->Levels();
     if (levels.size() == 2 && levels[1].stats.published >= acks) {
-      acks_seconds = SecondsSince(online);
-      readings_sent_then = levels[0].stats.published;
+      drain.acks_seconds = SecondsSince(online);
+      drain.readings_sent_then = levels[0].stats.published;
       break;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
-  const walbus::Status idle =
-      bus->WaitIdle(std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::duration<double>(cfg.timeout)));
-  const double drain_seconds = SecondsSince(online);
-  const PeakSampler::Peaks drain = peaks.TakePeaks();
-  peaks.Stop();
-  const StreamCheck check = CheckStream(server.url(), committed);
-  const bool overtakes = acks_seconds >= 0 && readings_sent_then < readings;
-  std::cerr << "online: acknowledgements all in the stream after " << acks_seconds << " s, with "
-            << readings - std::min(readings, readings_sent_then) << " readings still waiting; drained in "
-            << drain_seconds << " s\n";
+  drain.idle = device.bus->WaitIdle(
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::duration<double>(timeout)));
+  drain.seconds = SecondsSince(online);
+  return drain;
+}
 
+// The result line (bench/run_suite.py reads its keys).
+void PrintResult(const Config& cfg, Committed& committed, const PeakSampler::Peaks& offline,
+                 const PeakSampler::Peaks& draining, const Drain& drain, const StreamCheck& check,
+                 double offline_seconds) {
+  const uint64_t acks = committed.committed[kAckType], readings = committed.committed[kReadingType];
+  const uint64_t waiting = readings - std::min(readings, drain.readings_sent_then);
+  const bool overtakes = drain.acks_seconds >= 0 && waiting > 0;
   const double budget = static_cast<double>(cfg.disk_budget_mib << 20);
+  using ull = unsigned long long;
   std::printf(
       "{\"events\":%llu,\"committed\":%llu,\"committed_acks\":%llu,\"refused\":%llu,\"disk_budget_mib\":%llu,"
       "\"offline_disk_peak_mib\":%.2f,\"offline_disk_peak_vs_budget\":%.3f,\"offline_rss_mib\":%.1f,"
       "\"drain_disk_peak_mib\":%.2f,\"drain_disk_peak_vs_budget\":%.3f,\"drain_rss_mib\":%.1f,"
       "\"relay_priority_overtakes\":%s,\"readings_waiting_when_acks_done\":%llu,\"readings_after_last_ack\":%llu,"
       "\"acks_seconds\":%.2f,\"drain_seconds\":%.2f,\"drain_events_per_second\":%.0f,\"offline_seconds\":%.2f}\n",
-      static_cast<unsigned long long>(cfg.events), static_cast<unsigned long long>(readings + acks),
-      static_cast<unsigned long long>(acks),
-      static_cast<unsigned long long>(committed.refused[kReadingType] + committed.refused[kAckType]),
-      static_cast<unsigned long long>(cfg.disk_budget_mib), MiB(offline.disk),
-      static_cast<double>(offline.disk) / budget, offline.rss_mib, MiB(drain.disk),
-      static_cast<double>(drain.disk) / budget, drain.rss_mib, overtakes ? "true" : "false",
-      static_cast<unsigned long long>(readings - std::min(readings, readings_sent_then)),
-      static_cast<unsigned long long>(check.readings_after_last_ack), acks_seconds, drain_seconds,
-      static_cast<double>(readings + acks) / drain_seconds, offline_seconds);
-  relay.reset();
-  bus.reset();
-  server.Stop();
-  if (!cfg.keep && cfg.dir.empty()) fs::remove_all(root);
-  if (!idle.ok()) {
-    std::cerr << "the backlog did not drain: " << idle.ToString() << "\n";
+      static_cast<ull>(cfg.events), static_cast<ull>(readings + acks), static_cast<ull>(acks),
+      static_cast<ull>(committed.refused[kReadingType] + committed.refused[kAckType]),
+      static_cast<ull>(cfg.disk_budget_mib), MiB(offline.disk), static_cast<double>(offline.disk) / budget,
+      offline.rss_mib, MiB(draining.disk), static_cast<double>(draining.disk) / budget, draining.rss_mib,
+      overtakes ? "true" : "false", static_cast<ull>(waiting), static_cast<ull>(check.readings_after_last_ack),
+      drain.acks_seconds, drain.seconds, static_cast<double>(readings + acks) / drain.seconds, offline_seconds);
+  std::cerr << "online: acknowledgements all in the stream after " << drain.acks_seconds << " s, with " << waiting
+            << " readings still waiting; drained in " << drain.seconds << " s\n";
+}
+
+// Runs in `root` (its db/ and nats/); 0 when the stream holds what was
+// committed, 1 when not, 2 when the run could not be made.
+int RunIn(const Config& cfg, const std::string& root) {
+  const std::string db_dir = root + "/db";
+  fs::create_directories(root + "/nats");
+  walbus::tools::NatsServer server(root + "/nats");
+  Device device;
+  if (walbus::Status s = OpenDevice(cfg, db_dir, server.url(), &device); !s.ok()) {
+    std::cerr << "open: " << s.ToString() << "\n";
+    return 2;
+  }
+  PeakSampler peaks(db_dir);
+  const Clock::time_point offline_start = Clock::now();
+  Committed committed;
+  if (walbus::Status s = CommitOffline(*device.bus, cfg, &committed); !s.ok()) {
+    std::cerr << "commit: " << s.ToString() << "\n";
+    return 2;
+  }
+  const double offline_seconds = SecondsSince(offline_start);
+  const PeakSampler::Peaks offline = peaks.TakePeaks();
+  std::cerr << "offline: " << committed.committed[kReadingType] << " readings and " << committed.committed[kAckType]
+            << " acknowledgements committed in " << offline_seconds << " s; directory peak " << MiB(offline.disk)
+            << " MiB\n";
+  const Drain drain = DrainBacklog(device, server, committed.committed[kAckType], cfg.timeout);
+  const PeakSampler::Peaks draining = peaks.TakePeaks();
+  peaks.Stop();
+  const StreamCheck check = CheckStream(server.url(), committed);
+  PrintResult(cfg, committed, offline, draining, drain, check, offline_seconds);
+  if (!drain.idle.ok()) {
+    std::cerr << "the backlog did not drain: " << drain.idle.ToString() << "\n";
     return 1;
   }
   if (!check.problem.empty()) {
@@ -278,6 +293,18 @@ int Run(const Config& cfg) {
     return 1;
   }
   return 0;
+}
+
+int Run(const Config& cfg) {
+  std::string root = cfg.dir;
+  if (root.empty()) {
+    std::string tmpl = (fs::temp_directory_path() / "walbus-offline-XXXXXX").string();
+    if (mkdtemp(tmpl.data()) == nullptr) return 2;
+    root = tmpl;
+  }
+  const int rc = RunIn(cfg, root);
+  if (!cfg.keep && cfg.dir.empty()) fs::remove_all(root);
+  return rc;
 }
 
 int Main(int argc, char** argv) {

@@ -174,9 +174,9 @@ struct RelayStats {
 
 // One level of a relay with priorities (Relay::Levels).
 struct RelayLevelStats {
-  uint32_t priority = 0;
+  uint32_t priority = 0;        // the level: 0 (the lowest) to kMaxRelayPriority
   std::string subscriber_name;  // the subscriber that relays this level
-  RelayStats stats;
+  RelayStats stats;             // what this level's subscriber did
 };
 
 // A relay from one bus to JetStream (see the top of this file).

@@ -708,7 +708,7 @@ class RelayImpl final : public Relay {
 
 // The relay's levels, lowest first (RelayOptions::priorities): the lowest
 // under the relay's own name, unless `types` names only prioritized ones.
-Result<std::vector<Lane>> MakeLanes(const RelayOptions& options) {
+Result<std::vector<Lane>> MakeLanes(RelayOptions options) {
   std::map<uint32_t, std::vector<std::string>> by_level;
   for (const auto& [type, level] : options.priorities) {
     const std::string named = "RelayOptions::priorities gives type '" + type + "' priority " + std::to_string(level);
@@ -721,19 +721,21 @@ Result<std::vector<Lane>> MakeLanes(const RelayOptions& options) {
     }
     by_level[level].push_back(type);
   }
-  std::vector<Lane> lanes;
-  Lane lowest{options, 0, {}};
-  if (options.types.empty()) {
-    for (const auto& [type, level] : options.priorities) lowest.relayed_above.insert(type);
-  } else {
-    std::erase_if(lowest.options.types, [&](const std::string& t) { return options.priorities.contains(t); });
-  }
-  if (options.types.empty() || !lowest.options.types.empty()) lanes.push_back(std::move(lowest));
+  std::vector<Lane> lanes(1);  // the lowest first, made last from what is left of `options`
   for (auto& [level, types] : by_level) {
     Lane lane{options, level, {}};
     lane.options.subscriber_name = options.subscriber_name + ".p" + std::to_string(level);
     lane.options.types = std::move(types);
     lanes.push_back(std::move(lane));
+  }
+  Lane& lowest = lanes.front();
+  const bool every_type = options.types.empty();
+  lowest.options = std::move(options);
+  if (every_type) {
+    for (const auto& [type, level] : lowest.options.priorities) lowest.relayed_above.insert(type);
+  } else {
+    std::erase_if(lowest.options.types, [&](const std::string& t) { return lowest.options.priorities.contains(t); });
+    if (lowest.options.types.empty()) lanes.erase(lanes.begin());  // every type it relays has a level above
   }
   return lanes;
 }
@@ -824,11 +826,12 @@ Status Relay::Attach(Bus* bus, RelayOptions options, std::unique_ptr<Relay>* out
   out->reset();
   if (bus == nullptr) return Status::InvalidArgument("no bus given");
   if (Status s = CheckRelayOptions(options); !s.ok()) return s;
-  Result<std::vector<Lane>> lanes = MakeLanes(options);
+  const std::shared_ptr<bridge::ByteRate> rate = MakeRate(options);
+  const std::string lowest = options.subscriber_name;
+  Result<std::vector<Lane>> lanes = MakeLanes(std::move(options));
   if (!lanes.ok()) return lanes.status();
   // Every level's records and connection before any subscribes: a failure
   // leaves no level half attached.
-  const std::shared_ptr<bridge::ByteRate> rate = MakeRate(options);
   std::vector<std::shared_ptr<RelayCore>> cores;
   for (Lane& lane : *lanes) {
     Result<std::string> origin = LoadLane(bus, lane);
@@ -841,7 +844,7 @@ Status Relay::Attach(Bus* bus, RelayOptions options, std::unique_ptr<Relay>* out
   // Highest level first, the lowest last: the lowest completes the higher
   // levels' types without a publish, so each level new to this database
   // starts where the lowest resumes, before the lowest runs.
-  const StartPosition new_level_start = WhereTheLowestResumes(*bus, options.subscriber_name);
+  const StartPosition new_level_start = WhereTheLowestResumes(*bus, lowest);
   for (auto it = cores.rbegin(); it != cores.rend(); ++it) {
     const std::shared_ptr<RelayCore>& core = *it;
     SubscriberOptions subscriber;

@@ -19,6 +19,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cinttypes>
 #include <condition_variable>
 #include <cstdio>
 #include <filesystem>
@@ -237,21 +238,23 @@ void PrintResult(const Config& cfg, Committed& committed, const PeakSampler::Pea
                  double offline_seconds) {
   const uint64_t acks = committed.committed[kAckType], readings = committed.committed[kReadingType];
   const uint64_t waiting = readings - std::min(readings, drain.readings_sent_then);
+  const uint64_t refused = committed.refused[kReadingType] + committed.refused[kAckType];
   const bool overtakes = drain.acks_seconds >= 0 && waiting > 0;
   const double budget = static_cast<double>(cfg.disk_budget_mib << 20);
-  using ull = unsigned long long;
-  std::printf(
-      "{\"events\":%llu,\"committed\":%llu,\"committed_acks\":%llu,\"refused\":%llu,\"disk_budget_mib\":%llu,"
-      "\"offline_disk_peak_mib\":%.2f,\"offline_disk_peak_vs_budget\":%.3f,\"offline_rss_mib\":%.1f,"
-      "\"drain_disk_peak_mib\":%.2f,\"drain_disk_peak_vs_budget\":%.3f,\"drain_rss_mib\":%.1f,"
-      "\"relay_priority_overtakes\":%s,\"readings_waiting_when_acks_done\":%llu,\"readings_after_last_ack\":%llu,"
-      "\"acks_seconds\":%.2f,\"drain_seconds\":%.2f,\"drain_events_per_second\":%.0f,\"offline_seconds\":%.2f}\n",
-      static_cast<ull>(cfg.events), static_cast<ull>(readings + acks), static_cast<ull>(acks),
-      static_cast<ull>(committed.refused[kReadingType] + committed.refused[kAckType]),
-      static_cast<ull>(cfg.disk_budget_mib), MiB(offline.disk), static_cast<double>(offline.disk) / budget,
-      offline.rss_mib, MiB(draining.disk), static_cast<double>(draining.disk) / budget, draining.rss_mib,
-      overtakes ? "true" : "false", static_cast<ull>(waiting), static_cast<ull>(check.readings_after_last_ack),
-      drain.acks_seconds, drain.seconds, static_cast<double>(readings + acks) / drain.seconds, offline_seconds);
+  const uint64_t total = readings + acks;
+  std::printf("{\"events\":%" PRIu64 ",\"committed\":%" PRIu64 ",\"committed_acks\":%" PRIu64 ",\"refused\":%" PRIu64
+              ",\"disk_budget_mib\":%" PRIu64
+              ",\"offline_disk_peak_mib\":%.2f,\"offline_disk_peak_vs_budget\":%.3f"
+              ",\"offline_rss_mib\":%.1f,\"drain_disk_peak_mib\":%.2f,\"drain_disk_peak_vs_budget\":%.3f"
+              ",\"drain_rss_mib\":%.1f,\"relay_priority_overtakes\":%s,\"readings_waiting_when_acks_done\":%" PRIu64
+              ",\"readings_after_last_ack\":%" PRIu64
+              ",\"acks_seconds\":%.2f,\"drain_seconds\":%.2f"
+              ",\"drain_events_per_second\":%.0f,\"offline_seconds\":%.2f}\n",
+              cfg.events, total, acks, refused, cfg.disk_budget_mib, MiB(offline.disk),
+              static_cast<double>(offline.disk) / budget, offline.rss_mib, MiB(draining.disk),
+              static_cast<double>(draining.disk) / budget, draining.rss_mib, overtakes ? "true" : "false", waiting,
+              check.readings_after_last_ack, drain.acks_seconds, drain.seconds,
+              static_cast<double>(total) / drain.seconds, offline_seconds);
   std::cerr << "online: acknowledgements all in the stream after " << drain.acks_seconds << " s, with " << waiting
             << " readings still waiting; drained in " << drain.seconds << " s\n";
 }

@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cassert>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -180,7 +181,7 @@ void NatsServer::NoteBlockSizes() {
 uint64_t NatsServer::DropStreamTail(const std::string& stream, uint64_t max_bytes) {
   assert(!running());
   namespace fs = std::filesystem;
-  const fs::path msgs = fs::path(dir_) / "store" / "jetstream" / "$G" / "streams" / stream / "msgs";
+  const fs::path msgs = fs::path(StreamDir(stream)) / "msgs";
   std::error_code ec;
   long newest = -1;
   for (const auto& entry : fs::directory_iterator(msgs, ec)) {
@@ -202,10 +203,84 @@ uint64_t NatsServer::DropStreamTail(const std::string& stream, uint64_t max_byte
   return cut;
 }
 
+std::string NatsServer::StreamDir(const std::string& stream) const {
+  return dir_ + "/store/jetstream/$G/streams/" + stream;
+}
+
+namespace {
+
+// A little-endian base-128 varint at data[*at], as the server writes it.
+std::optional<uint64_t> ReadUvarint(const std::string& data, size_t* at) {
+  uint64_t value = 0;
+  for (int shift = 0; shift < 64 && *at < data.size(); shift += 7) {
+    const auto byte = static_cast<uint8_t>(data[(*at)++]);
+    value |= uint64_t{byte & 0x7fu} << shift;
+    if ((byte & 0x80u) == 0) return value;
+  }
+  return std::nullopt;
+}
+
+// The whole file at `path`; empty when it cannot be read.
+std::string ReadWholeFile(const std::string& path) {
+  std::string data;
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (f == nullptr) return data;
+  char chunk[4096];
+  for (size_t n; (n = std::fread(chunk, 1, sizeof chunk, f)) > 0;) data.append(chunk, n);
+  std::fclose(f);
+  return data;
+}
+
+// A consumer's state file: a magic byte and version 2, then the ack floor
+// (consumer, stream), the delivered (consumer, stream) and the number
+// pending, as varints; then what is pending (not read here).
+std::optional<NatsServer::SavedConsumer> ParseConsumerState(const std::string& data) {
+  constexpr uint8_t kMagic = 22, kVersion = 2;
+  if (data.size() < 2 || static_cast<uint8_t>(data[0]) != kMagic || static_cast<uint8_t>(data[1]) != kVersion) {
+    return std::nullopt;
+  }
+  size_t at = 2;
+  uint64_t fields[5] = {};
+  for (uint64_t& field : fields) {
+    const std::optional<uint64_t> v = ReadUvarint(data, &at);
+    if (!v) return std::nullopt;
+    field = *v;
+  }
+  return NatsServer::SavedConsumer{fields[1], fields[3], fields[4]};
+}
+
+}  // namespace
+
+std::string NatsServer::ConsumerStateFile(const std::string& stream, const std::string& durable) const {
+  return StreamDir(stream) + "/obs/" + durable + "/o.dat";
+}
+
+std::optional<NatsServer::SavedConsumer> NatsServer::SavedConsumerState(const std::string& stream,
+                                                                        const std::string& durable) const {
+  return ParseConsumerState(ReadWholeFile(ConsumerStateFile(stream, durable)));
+}
+
+bool NatsServer::StopKeepingConsumerState(const std::string& stream, const std::string& durable) {
+  const std::string path = ConsumerStateFile(stream, durable);
+  std::string kept = ReadWholeFile(path);
+  // A read may meet a write under way (the file truncated, not yet written).
+  for (int i = 0; i < 1000 && !ParseConsumerState(kept); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    kept = ReadWholeFile(path);
+  }
+  Stop();
+  if (!ParseConsumerState(kept)) return false;
+  if (ReadWholeFile(path) == kept) return true;
+  std::FILE* f = std::fopen(path.c_str(), "wb");
+  if (f == nullptr) return false;
+  const bool written = std::fwrite(kept.data(), 1, kept.size(), f) == kept.size();
+  return std::fclose(f) == 0 && written;
+}
+
 void NatsServer::ForgetStream(const std::string& stream) {
   assert(!running());
   std::error_code ec;
-  std::filesystem::remove_all(std::filesystem::path(dir_) / "store" / "jetstream" / "$G" / "streams" / stream, ec);
+  std::filesystem::remove_all(StreamDir(stream), ec);
 }
 
 void NatsServer::Kill() { Signal(SIGKILL); }

@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 
 namespace walbus::tools {
@@ -45,6 +46,27 @@ class NatsServer {
   // without its tail. The consumers' state is left as it was (it may then
   // be ahead of the stream). Returns the bytes cut. REQUIRES: !running().
   uint64_t DropStreamTail(const std::string& stream, uint64_t max_bytes);
+  // The positions of consumer `durable` of `stream` as the server last
+  // wrote them to its store; nullopt while it wrote none (or in a form this
+  // does not know). The server writes them at most every 100 ms after a
+  // change, and 2.9 does not write the newest on a graceful stop: a test
+  // whose next step needs them on disk waits for them here first.
+  struct SavedConsumer {
+    uint64_t ack_floor = 0;  // stream sequence
+    uint64_t delivered = 0;  // stream sequence
+    uint64_t pending = 0;    // delivered, not yet acknowledged
+  };
+  std::optional<SavedConsumer> SavedConsumerState(const std::string& stream, const std::string& durable) const;
+  // Stop(), keeping consumer `durable`'s state as it was on disk before
+  // the stop. 2.9 writes that state in place (truncate, then write), even
+  // when it did not change, and exits on SIGTERM without waiting for the
+  // write: a stop at the wrong moment leaves the file empty, and the
+  // consumer then comes back from its stream's start. Tests of a server
+  // that lost its stream's tail need the consumers' state kept, as the
+  // crash they mimic keeps it. False when there was no state to keep or it
+  // could not be written back. REQUIRES: the consumer's state no longer
+  // changes (nothing delivered or acknowledged meanwhile).
+  bool StopKeepingConsumerState(const std::string& stream, const std::string& durable);
   // A server that forgot a whole stream (reported of 2.10 after a crash):
   // removes its files. REQUIRES: !running().
   void ForgetStream(const std::string& stream);
@@ -53,6 +75,9 @@ class NatsServer {
  private:
   void Signal(int sig);
   void NoteBlockSizes();
+  // Where the store keeps `stream`'s messages and consumers.
+  std::string StreamDir(const std::string& stream) const;
+  std::string ConsumerStateFile(const std::string& stream, const std::string& durable) const;
   // The size of every message block when the server last started.
   std::map<std::string, uint64_t> block_sizes_at_start_;
   const std::string dir_;

@@ -410,18 +410,18 @@ TEST(InboundTest, MalformedPositionIsQuarantined) {
   EXPECT_EQ(cloud.Effects(e.id), 0);
 }
 
-// With the consumer stopped: the server stopped once it holds every
-// acknowledgement (so its consumers' state is on disk), then its stream's
-// tail lost as a crash loses it (the consumers keep their state, so they
-// are ahead of it), started again and given `count` new events; then the
-// consumer started again, and every new event must be taken once.
+// Once the server's store holds every acknowledgement, the consumer and
+// the server stopped, the consumer's state kept (a crash keeps it) and the
+// stream's tail lost as a crash loses it (so the consumer is ahead of it);
+// then the server started again and given `count` new events, and the
+// consumer started again: every new event must be taken once.
 void LoseTailThenTakeNewEvents(NatsServer& server, Node& node, const InboundOptions& o, std::unique_ptr<Inbound>* in,
                                int count) {
   const int before = node.handled_count();
   ASSERT_TRUE(node.bus->WaitIdle(30s).ok());
-  ASSERT_TRUE(testing::Eventually([&] { return testing::ConsumerAckedAll(server.url(), kStream, o.durable); }, 30s));
+  ASSERT_TRUE(testing::Eventually([&] { return testing::ConsumerSavedAll(server, kStream, o.durable); }, 30s));
   (*in)->Stop();
-  server.Stop();
+  ASSERT_TRUE(server.StopKeepingConsumerState(kStream, o.durable));
   ASSERT_GT(server.DropStreamTail(kStream, 8 << 10), 0u);
   ASSERT_TRUE(server.Start());
   std::vector<Event> events;

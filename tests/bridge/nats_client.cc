@@ -51,20 +51,16 @@ bool CreateStream(const std::string& url, const std::string& stream, const std::
   return s == NATS_OK;
 }
 
-bool ConsumerAckedAll(const std::string& url, const std::string& stream, const std::string& durable) {
-  auto link = ConnectToNats(url);
+bool ConsumerSavedAll(const tools::NatsServer& server, const std::string& stream, const std::string& durable) {
+  auto link = ConnectToNats(server.url());
   if (link == nullptr) return false;
-  jsConsumerInfo* ci = nullptr;
   jsStreamInfo* si = nullptr;
   jsErrCode err = static_cast<jsErrCode>(0);
-  bool acked = false;
-  if (js_GetConsumerInfo(&ci, link->js(), stream.c_str(), durable.c_str(), nullptr, &err) == NATS_OK &&
-      js_GetStreamInfo(&si, link->js(), stream.c_str(), nullptr, &err) == NATS_OK) {
-    acked = ci->NumAckPending == 0 && ci->NumPending == 0 && ci->AckFloor.Stream == si->State.LastSeq;
-  }
-  if (ci != nullptr) jsConsumerInfo_Destroy(ci);
-  if (si != nullptr) jsStreamInfo_Destroy(si);
-  return acked;
+  if (js_GetStreamInfo(&si, link->js(), stream.c_str(), nullptr, &err) != NATS_OK) return false;
+  const uint64_t last = si->State.LastSeq;
+  jsStreamInfo_Destroy(si);
+  const auto saved = server.SavedConsumerState(stream, durable);
+  return saved && saved->ack_floor == last && saved->delivered == last && saved->pending == 0;
 }
 
 }  // namespace walbus::testing

@@ -36,10 +36,11 @@ bool PublishRaw(const std::string& url, const std::string& subject, const std::m
 using tools::ReadStream;
 // Creates `stream` on `subjects` when missing; true on success.
 bool CreateStream(const std::string& url, const std::string& stream, const std::vector<std::string>& subjects);
-// Whether the server holds consumer `durable` of `stream` as having
-// everything the stream holds delivered and acknowledged (its ack floor at
-// the stream's last sequence, nothing pending); false when it cannot tell.
-bool ConsumerAckedAll(const std::string& url, const std::string& stream, const std::string& durable);
+// Whether `server` wrote to its store consumer `durable` of `stream` as
+// having every message the stream holds delivered and acknowledged; false
+// when it cannot tell. A consumer's state is written a while after it
+// changes, and only that survives a stop.
+bool ConsumerSavedAll(const tools::NatsServer& server, const std::string& stream, const std::string& durable);
 
 }  // namespace walbus::testing
 

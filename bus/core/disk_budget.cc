@@ -126,12 +126,12 @@ Status DiskBudget::Admit(uint64_t bytes) {
   // Before a refusal, a measure older than kFreshMeasure: an application
   // that retries a refused commit in a loop does not walk storage each
   // time.
-  const auto now = std::chrono::steady_clock::now();
-  if (!measured_at_ || admitted_since_ >= remeasure_every_ ||
-      (used() + bytes > budget_ && now - *measured_at_ >= kFreshMeasure)) {
+  // The clock is read only then: an admitted commit does not pay for it.
+  const bool due = !measured_at_ || admitted_since_ >= remeasure_every_;
+  if (due || (used() + bytes > budget_ && std::chrono::steady_clock::now() - *measured_at_ >= kFreshMeasure)) {
     measured_ = MeasureLocked();
     admitted_since_ = 0;
-    measured_at_ = now;
+    measured_at_ = std::chrono::steady_clock::now();
   }
   if (used() + bytes <= budget_) {
     admitted_since_ += bytes;

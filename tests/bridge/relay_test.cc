@@ -45,6 +45,15 @@ RelayOptions MakeRelayOptions(const NatsServer& server) {
   return o;
 }
 
+// MakeRelayOptions under a bandwidth cap of `rate` bytes a second, with
+// bursts of `burst` bytes.
+RelayOptions CappedRelayOptions(const NatsServer& server, uint64_t rate, uint64_t burst) {
+  RelayOptions o = MakeRelayOptions(server);
+  o.max_bytes_per_second = rate;
+  o.burst_bytes = burst;
+  return o;
+}
+
 // Runs the shell command `command`; its exit status, and what it wrote
 // (both streams) in *out.
 int RunTool(const std::string& command, std::string* out) {
@@ -202,11 +211,8 @@ TEST(RelayTest, TheBandwidthCapHoldsInEveryWindowOnTheServer) {
   ASSERT_TRUE(server.Start());
   TempDir dir;
   auto bus = testing::OpenBus(RelayBusOptions(dir));
-  RelayOptions options = MakeRelayOptions(server);
-  options.max_bytes_per_second = kRate;
-  options.burst_bytes = kBurst;
   std::unique_ptr<Relay> relay;
-  ASSERT_TRUE(Relay::Attach(bus.get(), options, &relay).ok());
+  ASSERT_TRUE(Relay::Attach(bus.get(), CappedRelayOptions(server, kRate, kBurst), &relay).ok());
   ASSERT_TRUE(bus->Start().ok());
   constexpr int kEvents = 240;
   PublishRange(*bus, 0, kEvents, 6);
@@ -685,9 +691,7 @@ TEST(RelayTest, UnderTheCapAHigherPriorityTakesTheNextBytes) {
   ASSERT_TRUE(server.Start());
   TempDir dir;
   auto bus = testing::OpenBus(RelayBusOptions(dir));
-  RelayOptions o = MakeRelayOptions(server);
-  o.max_bytes_per_second = kRate;
-  o.burst_bytes = kBurst;
+  RelayOptions o = CappedRelayOptions(server, kRate, kBurst);
   o.priorities = {{kAckType, 1}};
   std::unique_ptr<Relay> relay;
   ASSERT_TRUE(Relay::Attach(bus.get(), o, &relay).ok());

@@ -115,12 +115,15 @@ bool ParseQuarantineKey(std::string_view key, uint64_t* arrival);
 // checkpoints: be32(subscriber id) + one field byte (+ a subject for the
 // per-subject fields).
 enum class CheckpointField : uint8_t {
-  kWatermark = 'w',       // be64: every seq <= it is completed.
-  kHorizon = 'z',         // be64: no seq above it was handed to a handler yet.
-  kHandled = 'h',         // uint64 counter, merged (little-endian add).
-  kDuplicates = 'd',      // uint64 counter, merged.
-  kDeadLettered = 'r',    // uint64 counter, merged.
-  kStaleSkipped = 's',    // uint64 counter, merged.
+  kWatermark = 'w',     // be64: every seq <= it is completed.
+  kHorizon = 'z',       // be64: no seq above it was handed to a handler yet.
+  kHandled = 'h',       // uint64 counter, merged (little-endian add).
+  kDuplicates = 'd',    // uint64 counter, merged.
+  kDeadLettered = 'r',  // uint64 counter, merged.
+  kStaleSkipped = 's',  // uint64 counter, merged.
+  // uint64 counter, merged: events of Options::drop_oldest_types deleted
+  // for the disk budget before this subscriber took them.
+  kDropped = 'x',
   kAppliedVersion = 'v',  // + subject -> be64: newest subject_version applied.
   kParked = 'p',          // + subject -> be64: seq of the dead letter holding it.
   // be64: the horizon when the subscriber last stopped cleanly (nothing
@@ -145,6 +148,9 @@ enum class CheckpointField : uint8_t {
   kScheduledPending = 'P',    // uint64 counter, merged.
   kScheduledFired = 'F',      // uint64 counter, merged.
   kScheduledCancelled = 'X',  // uint64 counter, merged.
+  // Under subscriber id 0 too, + an event type: that type's events deleted
+  // for the disk budget (Options::drop_oldest_types). uint64 counter, merged.
+  kDroppedOfType = 'D',
 };
 std::string CheckpointKey(uint32_t subscriber_id, CheckpointField field, std::string_view subject = {});
 

@@ -74,6 +74,17 @@ Status ValidateOptions(const Options& o) {
     return Status::InvalidArgument("Options::disk_budget is " + std::to_string(o.disk_budget) +
                                    " bytes; it must be 0 (none) or at least " + std::to_string(kMinDiskBudget));
   }
+  if (!o.drop_oldest_types.empty() && o.disk_budget == 0) {
+    return Status::InvalidArgument(
+        "Options::drop_oldest_types needs Options::disk_budget: without a budget nothing "
+        "is ever dropped");
+  }
+  for (const std::string& type : o.drop_oldest_types) {
+    // A type, or a base name (every version of it).
+    if (Status s = ValidateEventType(type); !s.ok() && !ValidateEventType(type + ".v1").ok()) {
+      return Status::InvalidArgument("Options::drop_oldest_types: " + s.message());
+    }
+  }
   return ValidateBounds(o);
 }
 
@@ -195,10 +206,15 @@ Status BusImpl::MakeDelivery(const RecoveredState& recovered) {
   dc.quarantine = quarantine_.get();
   dc.scheduler = scheduler_.get();
   dc.log = log_.get();
+  dc.drop_oldest_types = options_.drop_oldest_types;
   dispatcher_ = std::make_unique<Dispatcher>(units_.get(), db_.get(), committer_.get(), tail_.get(), &registry_, dc);
+  if (Status s = dispatcher_->LoadDropCounts(); !s.ok()) return s;
+  if (!options_.drop_oldest_types.empty()) {
+    units_->SetRoomMaker([dispatcher = dispatcher_.get()](uint64_t bytes) { return dispatcher->MakeRoom(bytes); });
+  }
   metrics_ = std::make_unique<BusMetrics>(BusMetrics::Parts{db_.get(), committer_.get(), tail_.get(), &registry_,
                                                             quarantine_.get(), scheduler_.get(), timeline_.get(),
-                                                            &options_, disk_budget_.get()});
+                                                            &options_, disk_budget_.get(), dispatcher_.get()});
   ingestion_ = std::make_unique<Ingestion>(db_.get(), &schemas_, quarantine_.get(), options_.max_payload_bytes,
                                            [this](WriteSet* writes) { return units_->CommitWrites(writes); });
   states_ = std::make_unique<DeliveryStates>(db_.get(), options_.max_payload_bytes);
@@ -449,6 +465,7 @@ BusStats BusImpl::Stats() {
   stats.scheduled_pending = scheduled.pending;
   stats.scheduled_fired = scheduled.fired;
   stats.scheduled_cancelled = scheduled.cancelled;
+  for (const auto& [type, n] : dispatcher_->DroppedByType()) stats.dropped += n;
   MutexLock lock(&registry_.mu);
   for (const auto& [name, e] : registry_.by_name) {
     SubscriberStats s;
@@ -462,6 +479,7 @@ BusStats BusImpl::Stats() {
       s.conflicts = e.active->conflicts.load();
       s.dead_lettered = e.active->dead_lettered.load();
       s.stale_skipped = e.active->stale_skipped.load();
+      s.dropped = e.active->dropped.load();
       s.in_flight = e.active->in_flight.load();
       s.paused = e.active->paused_now.load();
       {
@@ -475,6 +493,7 @@ BusStats BusImpl::Stats() {
       s.duplicates = e.durable.duplicates;
       s.dead_lettered = e.durable.dead_lettered;
       s.stale_skipped = e.durable.stale_skipped;
+      s.dropped = e.durable.dropped;
     }
     stats.subscribers.push_back(std::move(s));
   }

@@ -21,7 +21,8 @@ double CountedSince(uint64_t now, uint64_t at_open) { return now >= at_open ? do
 BusMetrics::BusMetrics(Parts parts) : parts_(parts) {
   assert(parts_.db != nullptr && parts_.committer != nullptr && parts_.tail != nullptr);
   assert(parts_.registry != nullptr && parts_.quarantine != nullptr && parts_.scheduler != nullptr);
-  assert(parts_.timeline != nullptr && parts_.options != nullptr && parts_.disk_budget != nullptr);
+  assert(parts_.timeline != nullptr && parts_.options != nullptr && parts_.disk_budget != nullptr &&
+         parts_.dispatcher != nullptr);
 }
 
 std::vector<MetricFamily> BusMetrics::Families(const BusStats& stats, bool read_storage) {
@@ -148,6 +149,9 @@ void BusMetrics::WriteProcessSubscriberMetrics(MetricsWriter& w, const BusStats&
        [](const SubscriberStats& s, const DurableCounters& o) {
          return CountedSince(s.stale_skipped, o.stale_skipped);
        }},
+      {"walbus_subscriber_dropped_total", MetricType::kCounter,
+       "Events of drop-oldest types deleted for the disk budget before the subscriber took them.",
+       [](const SubscriberStats& s, const DurableCounters& o) { return CountedSince(s.dropped, o.dropped); }},
       {"walbus_subscriber_retries_total", MetricType::kCounter, "Handler attempts that failed and were retried.",
        [](const SubscriberStats& s, const DurableCounters&) { return double(s.retries); }},
       {"walbus_subscriber_waits_total", MetricType::kCounter,
@@ -301,6 +305,11 @@ void BusMetrics::WriteDiskBudgetMetrics(MetricsWriter& w) {
   w.Family("walbus_disk_budget_refusals_total", MetricType::kCounter,
            "Commits of events refused with ResourceExhausted because the disk budget was reached.");
   w.Sample("walbus_disk_budget_refusals_total", {}, static_cast<double>(parts_.disk_budget->refusals()));
+  w.Family("walbus_disk_budget_dropped_total", MetricType::kCounter,
+           "Events of Options::drop_oldest_types deleted to make room in the disk budget, by type.");
+  for (const auto& [type, n] : parts_.dispatcher->DroppedSinceOpen()) {
+    w.Sample("walbus_disk_budget_dropped_total", MetricsWriter::Label("type", type), static_cast<double>(n));
+  }
 }
 
 }  // namespace walbus::internal

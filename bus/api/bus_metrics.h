@@ -15,6 +15,7 @@
 #include "bus/core/disk_budget.h"
 #include "bus/core/quarantine.h"
 #include "bus/core/timeline.h"
+#include "bus/dispatch/dispatcher.h"
 #include "bus/dispatch/scheduler.h"
 #include "bus/dispatch/subscriber.h"
 #include "bus/dispatch/tail_cache.h"
@@ -38,6 +39,7 @@ class BusMetrics {
     Timeline* timeline;
     const Options* options;  // its clock and max_payload_bytes
     DiskBudget* disk_budget;
+    const Dispatcher* dispatcher;  // its drops (Options::drop_oldest_types)
   };
 
   explicit BusMetrics(Parts parts);

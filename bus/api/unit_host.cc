@@ -28,7 +28,7 @@ Result<Receipt> UnitHost::CommitWrites(WriteSet* writes, bool sync) {
     // Without a budget, every commit skips the walk over its writes.
     const uint64_t budgeted = parts_.disk_budget->budget() != 0 ? BudgetedBytes(*writes) : 0;
     if (budgeted > 0) {
-      if (Status fits = parts_.disk_budget->Admit(budgeted); !fits.ok()) return fits;
+      if (Status fits = AdmitToBudget(budgeted); !fits.ok()) return fits;
     }
     s = parts_.committer->CommitOne(writes, sync || parts_.options->durability == Durability::kSync,
                                     &receipt.first_seq);
@@ -37,6 +37,24 @@ Result<Receipt> UnitHost::CommitWrites(WriteSet* writes, bool sync) {
   receipt.event_ids.reserve(writes->events.size());
   for (const auto& e : writes->events) receipt.event_ids.push_back(e->id);
   return receipt;
+}
+
+Status UnitHost::AdmitToBudget(uint64_t bytes) {
+  DiskBudget& budget = *parts_.disk_budget;
+  if (make_room_ == nullptr) return budget.Admit(bytes);
+  // What others commit meanwhile, and the log's growth, may take the room
+  // made: a few tries, each making room for what is missing then.
+  constexpr int kTries = 4;
+  for (int i = 0; i < kTries; ++i) {
+    uint64_t short_by = 0;
+    Status fits = budget.Admit(bytes, /*count_refusal=*/false, &short_by);
+    if (fits.ok()) return fits;
+    if (make_room_(short_by) == 0) {
+      budget.CountRefusal();
+      return fits;
+    }
+  }
+  return budget.Admit(bytes);
 }
 
 uint64_t UnitHost::BudgetedBytes(const WriteSet& writes) const {

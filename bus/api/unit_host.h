@@ -9,6 +9,8 @@
 #ifndef WALBUS_BUS_API_UNIT_HOST_H_
 #define WALBUS_BUS_API_UNIT_HOST_H_
 
+#include <functional>
+
 #include "bus/core/call_gate.h"
 #include "bus/core/committer.h"
 #include "bus/core/disk_budget.h"
@@ -56,11 +58,20 @@ class UnitHost final : public ScopeHost {
   // Options::disk_budget.
   Result<Receipt> CommitWrites(WriteSet* writes, bool sync = false);
 
+  // What a commit the budget refuses asks to make room (Options::
+  // drop_oldest_types): given the bytes wanted, frees what it can and
+  // returns the bytes freed. Set once, before any commit.
+  using RoomMaker = std::function<uint64_t(uint64_t bytes)>;
+  void SetRoomMaker(RoomMaker make_room) { make_room_ = std::move(make_room); }
+
  private:
   // The bytes `writes` adds to what Options::disk_budget bounds.
   uint64_t BudgetedBytes(const WriteSet& writes) const;
+  // Admits `bytes` into the disk budget, making room once when refused.
+  Status AdmitToBudget(uint64_t bytes);
 
   const Parts parts_;
+  RoomMaker make_room_;
 };
 
 }  // namespace walbus::internal

@@ -88,6 +88,19 @@ uint64_t DiskBudget::NoteOutboxTrimmed(uint64_t seq) {
   return before - outbox_bytes_;
 }
 
+uint64_t DiskBudget::NoteDropped(uint64_t seq, uint64_t bytes) {
+  MutexLock lock(&mu_);
+  // The block holding `seq` is the first that ends at or after it (their
+  // ranges ascend), when that one begins at or before it.
+  auto it = outbox_blocks_.lower_bound(seq >> kSeqsPerBlockShift);
+  while (it != outbox_blocks_.end() && it->second.last < seq) ++it;
+  if (it == outbox_blocks_.end() || it->second.first > seq) return 0;
+  const uint64_t freed = std::min(bytes, it->second.bytes);
+  it->second.bytes -= freed;
+  outbox_bytes_ -= freed;
+  return freed;
+}
+
 DiskUse DiskBudget::MeasureLocked() {
   DiskUse use;
   use.outbox = outbox_bytes_;
@@ -116,7 +129,7 @@ double DiskBudget::SecondsToFull(const DiskUse& use, std::chrono::steady_clock::
   return static_cast<double>(budget_ - use.total()) / bytes_per_second_;
 }
 
-Status DiskBudget::Admit(uint64_t bytes) {
+Status DiskBudget::Admit(uint64_t bytes, bool count_refusal, uint64_t* short_by) {
   if (budget_ == 0) return Status::OK();
   MutexLock lock(&mu_);
   // The outbox as counted now, the stores as last measured.
@@ -137,7 +150,8 @@ Status DiskBudget::Admit(uint64_t bytes) {
     admitted_since_ += bytes;
     return Status::OK();
   }
-  refusals_.fetch_add(1, std::memory_order_relaxed);
+  if (count_refusal) CountRefusal();
+  if (short_by != nullptr) *short_by = used() + bytes - budget_;
   return Status::ResourceExhausted(
       "disk budget of " + std::to_string(budget_) + " bytes reached (outbox " + std::to_string(outbox_bytes_) +
       ", dead letters " + std::to_string(measured_.dead_letters) + ", quarantine " +

@@ -86,11 +86,19 @@ class DiskBudget {
   // The dispatcher's trims: the outbox holds nothing below `seq` now.
   // Returns the bytes of outbox entries the trim freed, as counted.
   uint64_t NoteOutboxTrimmed(uint64_t seq);
+  // Options::drop_oldest_types: the event at `seq`, of `bytes` of outbox
+  // entry, was deleted. Returns the bytes freed, as counted (0 when its
+  // seq was trimmed already). REQUIRES: `seq` was noted committed.
+  uint64_t NoteDropped(uint64_t seq, uint64_t bytes);
   DiskUse Measure();
   // OK when `bytes` more fit in the budget, and counts them; otherwise
   // ResourceExhausted naming the budget and what fills it, and counts the
-  // refusal. Always OK without a budget.
-  [[nodiscard]] Status Admit(uint64_t bytes);
+  // refusal unless `count_refusal` is false (the caller tries again after
+  // making room), and sets *short_by (optional) to the bytes missing.
+  // Always OK without a budget.
+  [[nodiscard]] Status Admit(uint64_t bytes, bool count_refusal = true, uint64_t* short_by = nullptr);
+  // A refusal Admit did not count.
+  void CountRefusal() { refusals_.fetch_add(1, std::memory_order_relaxed); }
   // Commits refused, in this process.
   uint64_t refusals() const { return refusals_.load(std::memory_order_relaxed); }
   // Seconds until `use` reaches the budget at the rate use grew over the

@@ -38,6 +38,14 @@ void BacklogWindow::DropBelow(uint64_t seq) {
   while (!slots_.empty() && first_ < seq) DropOldest();
 }
 
+void BacklogWindow::Forget(uint64_t seq) {
+  if (seq < first_ || seq - first_ >= slots_.size()) return;
+  Slot& slot = slots_[seq - first_];
+  bytes_ -= SlotBytes(slot);
+  slot = nullptr;
+  bytes_ += SlotBytes(slot);
+}
+
 void BacklogWindow::DropOldest() {
   bytes_ -= SlotBytes(slots_.front());
   slots_.pop_front();

@@ -37,6 +37,9 @@ class BacklogWindow {
   size_t Read(uint64_t from_seq, size_t limit, std::vector<Slot>* out) const;
   // Drops the slots below `seq`: no subscriber will fetch them again.
   void DropBelow(uint64_t seq);
+  // Empties the slot of `seq`, if held: its event was deleted
+  // (Options::drop_oldest_types), nothing to deliver.
+  void Forget(uint64_t seq);
 
   size_t size() const { return slots_.size(); }
   size_t bytes() const { return bytes_; }

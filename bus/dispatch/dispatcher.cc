@@ -36,13 +36,15 @@ Dispatcher::Dispatcher(ScopeHost* scope_host, storage::Db* db, Committer* commit
       // the hot path pays nothing for it otherwise.
       pool_(
           &runner_, [this] { WakeDispatcher(); }, !config.clock->PassesByItself()),
-      source_(EventSource::Parts{db, tail, config.quarantine, config.log}, config.max_in_flight_per_subscriber,
-              config.backlog_window_bytes, config.max_payload_bytes),
+      source_(EventSource::Parts{db, committer, tail, config.quarantine, config.log},
+              config.max_in_flight_per_subscriber, config.backlog_window_bytes, config.max_payload_bytes),
       progress_writer_(db, committer, registry,
                        ProgressWriterConfig{config.checkpoint_interval, config.trim_interval, config.trim_every_events,
                                             config.retention, config.inbox_window, config.disk_budget,
                                             config.max_in_flight_per_subscriber, config.max_payload_bytes,
                                             config.trimmed_below, config.clock, config.log}),
+      dropper_(OldestDropper::Parts{db, committer, config.disk_budget, &source_, config.log, config.max_payload_bytes},
+               config.drop_oldest_types),
       replays_(db, committer, config.clock, config.log, config.max_payload_bytes),
       clock_passes_(config.clock->PassesByItself()) {
   assert(config_.worker_threads >= 1);
@@ -89,6 +91,34 @@ void Dispatcher::Add(std::shared_ptr<Subscriber> subscriber) {
   m.control = std::make_unique<Message::Control>();
   m.control->added = std::move(subscriber);
   Send(std::move(m));
+}
+
+uint64_t Dispatcher::MakeRoom(uint64_t bytes) {
+  // Close() waits for the calls it admitted before stopping the
+  // dispatcher, so a started one answers.
+  if (!dropper_.enabled() || !started() || stopping_.load() ||
+      std::this_thread::get_id() == dispatcher_thread_.get_id()) {
+    return 0;
+  }
+  Message m;
+  m.kind = Message::Kind::kMakeRoom;
+  m.control = std::make_unique<Message::Control>();
+  m.control->room_bytes = bytes;
+  std::future<uint64_t> freed = m.control->room_freed.get_future();
+  Send(std::move(m));
+  return freed.get();
+}
+
+uint64_t Dispatcher::MakeRoomNow(uint64_t bytes) {
+  // A commit's events reach the tail cache after its seq is published: a
+  // seq the tail was not given yet could be cached after its drop.
+  uint64_t up_to = committer_->last_seq();
+  if (has_subscribers_.load(std::memory_order_acquire)) {
+    up_to = std::min(up_to, tail_->newest());
+  } else {
+    tail_->DropBelow(up_to + 1);  // a subscriber added now reads these from the outbox
+  }
+  return dropper_.MakeRoom(bytes, progress_writer_.trimmed_below(), up_to, subs_);
 }
 
 void Dispatcher::ResumePaused() {
@@ -324,6 +354,7 @@ void Dispatcher::Handle(Message& m) {
       m.sub->holds.HoldForResume(m.event->subject);
       break;
     case Message::Kind::kRedrive: HandleRedrive(m); break;
+    case Message::Kind::kMakeRoom: m.control->room_freed.set_value(MakeRoomNow(m.control->room_bytes)); break;
     case Message::Kind::kReplay: replays_.Begin(subs_, m.control->replay_id, std::move(m.control->replay)); break;
     case Message::Kind::kCancelReplay:
       replays_.Cancel(subs_, m.control->replay_id, std::move(m.control->replay.cancelled_by),

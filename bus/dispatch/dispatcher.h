@@ -21,6 +21,7 @@
 #include <atomic>
 #include <chrono>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -35,6 +36,7 @@
 #include "bus/dispatch/backlog_window.h"
 #include "bus/dispatch/event_source.h"
 #include "bus/dispatch/handler_runner.h"
+#include "bus/dispatch/oldest_dropper.h"
 #include "bus/dispatch/progress_board.h"
 #include "bus/dispatch/progress_writer.h"
 #include "bus/dispatch/replay_driver.h"
@@ -66,7 +68,9 @@ struct DispatcherConfig {
   std::chrono::milliseconds trim_interval;
   RetentionPolicy retention;
   InboxWindow* inbox_window;  // null without Options::inbox_window
-  DiskBudget* disk_budget;    // told of each trim
+  DiskBudget* disk_budget;    // told of each trim and drop
+  // Options::drop_oldest_types (OldestDropper).
+  std::vector<std::string> drop_oldest_types;
   std::chrono::milliseconds checkpoint_interval;
   // The outbox holds nothing below this seq.
   uint64_t trimmed_below;
@@ -96,6 +100,18 @@ class Dispatcher {
   // REQUIRES: not called from a worker thread. Idempotent.
   void Stop();
   bool started() const { return started_.load(std::memory_order_acquire); }
+
+  // Reads the durable counts of dropped events. Before Start().
+  Status LoadDropCounts() { return dropper_.Load(); }
+  // The disk budget refused a commit of `bytes`: deletes the oldest events
+  // of Options::drop_oldest_types that no subscriber holds (OldestDropper)
+  // and returns the bytes freed; 0 at once when none may go, the
+  // dispatcher is not running, or the caller is its own thread. Blocks
+  // until the dispatcher thread has done it. Thread-safe.
+  uint64_t MakeRoom(uint64_t bytes);
+  // Events dropped of each type, ever. Thread-safe.
+  std::map<std::string, uint64_t> DroppedByType() const { return dropper_.DroppedByType(); }
+  std::map<std::string, uint64_t> DroppedSinceOpen() const { return dropper_.DroppedSinceOpen(); }
 
   // Hands an active subscriber to the dispatcher. Before Start() it waits.
   void Add(std::shared_ptr<Subscriber> subscriber);
@@ -150,6 +166,9 @@ class Dispatcher {
   // Frees the events of the event source that every subscriber has
   // fetched.
   void DropFetched();
+  // A kMakeRoom message: OldestDropper::MakeRoom over what is committed
+  // and, when the tail cache is in use, appended to it.
+  uint64_t MakeRoomNow(uint64_t bytes);
 
   // Dead letters sent back (bus/dispatch/redrive.cc).
   void HandleRedrive(Message& m);
@@ -224,6 +243,8 @@ class Dispatcher {
   EventSource source_;
   // Checkpoints, horizons, pause and clean-stop records, trims.
   ProgressWriter progress_writer_;
+  // Options::drop_oldest_types.
+  OldestDropper dropper_;
   // The replays running through the subscribers.
   ReplayDriver replays_;
   // A clock that does not pass by itself (ManualClock) wakes the

@@ -11,7 +11,8 @@ namespace walbus::internal {
 
 EventSource::EventSource(Parts parts, size_t window_events, size_t window_bytes, size_t max_payload_bytes)
     : parts_(parts), max_payload_bytes_(max_payload_bytes), backlog_(window_events, window_bytes) {
-  assert(parts_.db != nullptr && parts_.tail != nullptr && parts_.quarantine != nullptr && parts_.log != nullptr);
+  assert(parts_.db != nullptr && parts_.committer != nullptr && parts_.tail != nullptr &&
+         parts_.quarantine != nullptr && parts_.log != nullptr);
 }
 
 bool EventSource::Read(uint64_t from, size_t limit, std::vector<BacklogWindow::Slot>* out) {
@@ -31,15 +32,24 @@ void EventSource::DropBelow(uint64_t lowest) {
   parts_.tail->DropBelow(lowest);
 }
 
+void EventSource::Forget(uint64_t seq) {
+  backlog_.Forget(seq);
+  parts_.tail->Forget(seq);
+}
+
 bool EventSource::ReadFromOutbox(uint64_t from, size_t limit, std::vector<BacklogWindow::Slot>* out) {
   auto hold = [&](uint64_t seq, BacklogWindow::Slot slot) {
     backlog_.Put(seq, slot);
     out->push_back(std::move(slot));
   };
+  // Read before the scan: a seq up to it that the scan does not find was
+  // trimmed below every checkpoint or dropped (Options::
+  // drop_oldest_types); its slot is null, so the watermark can pass it.
+  const uint64_t committed = parts_.committer->last_seq();
   uint64_t expected = from;
+  size_t visited = 0;
   Status s = parts_.db->ScanOutbox(from, limit, [&](uint64_t seq, std::string_view bytes) {
-    // A missing seq can only be one that was trimmed below every
-    // checkpoint; account for it so the watermark can pass it.
+    ++visited;
     for (; expected < seq; ++expected) hold(expected, nullptr);
     expected = seq + 1;
     auto event = std::make_shared<Event>();
@@ -57,7 +67,12 @@ bool EventSource::ReadFromOutbox(uint64_t from, size_t limit, std::vector<Backlo
     hold(seq, std::move(event));
     return true;
   });
-  if (s.ok()) return true;
+  if (s.ok()) {
+    // Fewer than `limit` found: the scan reached the outbox's end, and
+    // what is missing up to the committed seq is a gap too.
+    for (size_t n = visited; n < limit && expected <= committed; ++n) hold(expected++, nullptr);
+    return true;
+  }
   parts_.log->logger().error("walbus: reading the outbox from seq {} failed (retried): {}", from, s.ToString());
   return false;
 }

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "bus/core/committer.h"
 #include "bus/core/quarantine.h"
 #include "bus/dispatch/backlog_window.h"
 #include "bus/dispatch/tail_cache.h"
@@ -27,6 +28,7 @@ class EventSource {
   // REQUIRES: each outlives this.
   struct Parts {
     storage::Db* db;
+    const Committer* committer;  // what is committed
     TailCache* tail;
     Quarantine* quarantine;
     const BusLog* log;
@@ -46,6 +48,9 @@ class EventSource {
   // Frees what is below `lowest`, the next seq of the subscriber furthest
   // behind: every subscriber's queues hold what it fetched.
   void DropBelow(uint64_t lowest);
+  // The event at `seq` was deleted (Options::drop_oldest_types): no read
+  // returns it from here on.
+  void Forget(uint64_t seq);
 
  private:
   // Reads the outbox, holding what it reads in the backlog window.

@@ -48,6 +48,7 @@ Status ReadProgress(const storage::Db& db, uint32_t id, DurableCounters* d) {
   }
   if (s.ok()) s = ReadCounter(db, id, storage::CheckpointField::kDeadLettered, &d->dead_lettered);
   if (s.ok()) s = ReadCounter(db, id, storage::CheckpointField::kStaleSkipped, &d->stale_skipped);
+  if (s.ok()) s = ReadCounter(db, id, storage::CheckpointField::kDropped, &d->dropped);
   return s;
 }
 

@@ -83,6 +83,7 @@ struct DurableCounters {
   uint64_t duplicates = 0;
   uint64_t dead_lettered = 0;
   uint64_t stale_skipped = 0;
+  uint64_t dropped = 0;  // events of drop-oldest types deleted before it took them
 };
 
 // The events of a subscriber that run out of line: a dead letter an
@@ -299,13 +300,15 @@ struct SubscriberCounters {
         handled(durable.handled),
         duplicates(durable.duplicates),
         dead_lettered(durable.dead_lettered),
-        stale_skipped(durable.stale_skipped) {}
+        stale_skipped(durable.stale_skipped),
+        dropped(durable.dropped) {}
 
   std::atomic<uint64_t> watermark;
   std::atomic<uint64_t> handled;
   std::atomic<uint64_t> duplicates;
   std::atomic<uint64_t> dead_lettered;
   std::atomic<uint64_t> stale_skipped;
+  std::atomic<uint64_t> dropped;  // written by the dispatcher thread (OldestDropper)
   std::atomic<uint64_t> retries{0};
   std::atomic<uint64_t> waits{0};
   std::atomic<uint64_t> conflicts{0};  // commits that met a concurrent update

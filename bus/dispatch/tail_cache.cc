@@ -68,4 +68,14 @@ size_t TailCache::bytes() const {
   return bytes_;
 }
 
+void TailCache::Forget(uint64_t seq) {
+  MutexLock lock(&mu_);
+  Evict(seq);
+}
+
+uint64_t TailCache::newest() const {
+  MutexLock lock(&mu_);
+  return newest_;
+}
+
 }  // namespace walbus::internal

@@ -41,6 +41,11 @@ class TailCache {
   // from here (a reader that does reads them from the outbox). Frees their
   // memory now rather than when the bounds push them out.
   void DropBelow(uint64_t seq);
+  // Drops the cached event at `seq`, if there (Options::drop_oldest_types
+  // deleted it): a reader then finds the seq missing and reads the outbox.
+  void Forget(uint64_t seq);
+  // The last appended seq (0: none yet).
+  uint64_t newest() const;
   // What the cached events count against max_bytes now.
   size_t bytes() const;
 

@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <future>
 #include <memory>
 #include <string>
 #include <vector>
@@ -53,6 +54,7 @@ struct Message {
     kRedrive,       // an operator sent dead letters back
     kReplay,        // an operator started (or a reopen resumed) a replay
     kCancelReplay,
+    kMakeRoom,  // the disk budget refused a commit (Dispatcher::MakeRoom)
   };
 
   // The answers of a run, made by name. An outcome that carries nothing but the event (kDone, kDeadLettered,
@@ -83,7 +85,8 @@ struct Message {
   std::shared_ptr<const Event> event;
   std::chrono::milliseconds delay{0};  // kRetry, kWait
   RunHistory next;                     // kRetry, kWait, kRerun: what the next run starts from
-  // What the rare kinds carry (kAdd, kRedrive, kReplay, kCancelReplay),
+  // What the rare kinds carry (kAdd, kRedrive, kReplay, kCancelReplay,
+  // kMakeRoom),
   // kept out of line: a completion per handled event passes through the
   // queue, and stays small.
   struct Control {
@@ -96,6 +99,9 @@ struct Message {
     // kReplay, kCancelReplay
     uint64_t replay_id = 0;
     storage::ReplayRecord replay;  // kCancelReplay: only who cancelled, and why
+    // kMakeRoom: the bytes wanted, and where the bytes freed go.
+    uint64_t room_bytes = 0;
+    std::promise<uint64_t> room_freed;
   };
   std::unique_ptr<Control> control;
   // The last answer of a turn that left events unrun: they wait in their

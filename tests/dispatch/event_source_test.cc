@@ -65,8 +65,9 @@ class EventSourceTest : public ::testing::Test {
   internal::BusLog log_{nullptr, false};
   internal::Quarantine quarantine_{storage_.db(), storage_.committer(), clock_.get(), &log_, 16, 1 << 20};
   internal::TailCache tail_{1024, 1 << 20};
-  internal::EventSource source_{internal::EventSource::Parts{storage_.db(), &tail_, &quarantine_, &log_},
-                                /*window_events=*/64, /*window_bytes=*/1 << 20, /*max_payload_bytes=*/1 << 20};
+  internal::EventSource source_{
+      internal::EventSource::Parts{storage_.db(), storage_.committer(), &tail_, &quarantine_, &log_},
+      /*window_events=*/64, /*window_bytes=*/1 << 20, /*max_payload_bytes=*/1 << 20};
 };
 
 TEST_F(EventSourceTest, TheTailCacheAnswersBeforeTheOutbox) {
@@ -92,7 +93,7 @@ TEST_F(EventSourceTest, WhatTheOutboxGaveIsHeldForTheNextReaderUntilDropped) {
   source_.DropBelow(6);  // every subscriber has fetched them
   Slots after;
   ASSERT_TRUE(source_.Read(2, 5, &after));
-  EXPECT_TRUE(after.empty()) << "freed, and the outbox no longer has them";
+  EXPECT_EQ(SeqsOf(after), (std::vector<uint64_t>{0, 0, 0, 0})) << "freed, and the outbox no longer has them";
 }
 
 TEST_F(EventSourceTest, AnUnreadableEntryIsANullSlotAndIsQuarantined) {
@@ -113,6 +114,45 @@ TEST_F(EventSourceTest, ASeqTrimmedAwayIsANullSlot) {
   ASSERT_TRUE(source_.Read(1, 4, &slots));
   EXPECT_EQ(SeqsOf(slots), (std::vector<uint64_t>{1, 0, 3, 4}));
   EXPECT_EQ(quarantine_.added(), 0u) << "a gap is not a bad entry";
+}
+
+// Committed seqs missing at the outbox's end (dropped, Options::
+// drop_oldest_types) are gaps too: without them a subscriber would wait
+// there for the next commit.
+TEST_F(EventSourceTest, CommittedSeqsMissingAtTheEndAreNullSlots) {
+  Commit(4);
+  EraseOutbox(3, 5);
+  Slots slots;
+  ASSERT_TRUE(source_.Read(1, 10, &slots));
+  EXPECT_EQ(SeqsOf(slots), (std::vector<uint64_t>{1, 2, 0, 0}));
+  Slots limited;
+  ASSERT_TRUE(source_.Read(3, 1, &limited));
+  EXPECT_EQ(SeqsOf(limited), (std::vector<uint64_t>{0})) << "within the limit";
+}
+
+// A forgotten seq is read from neither cache again: the tail stops before
+// it, the backlog window holds it empty.
+TEST_F(EventSourceTest, AForgottenSeqIsANullSlotFromEveryCache) {
+  std::vector<std::shared_ptr<const Event>> committed = Commit(3);
+  tail_.Append(committed);
+  EraseOutbox(2, 3);
+  source_.Forget(2);
+  Slots from_tail;
+  ASSERT_TRUE(source_.Read(1, 10, &from_tail));
+  EXPECT_EQ(SeqsOf(from_tail), (std::vector<uint64_t>{1}));
+  Slots past_it;
+  ASSERT_TRUE(source_.Read(2, 10, &past_it));
+  EXPECT_EQ(SeqsOf(past_it), (std::vector<uint64_t>{0, 3}));
+
+  Commit(3);  // seqs 4..6, read from the outbox and held in the window
+  Slots held;
+  ASSERT_TRUE(source_.Read(4, 3, &held));
+  EraseOutbox(5, 6);
+  source_.Forget(5);
+  Slots again;
+  ASSERT_TRUE(source_.Read(4, 3, &again));
+  EXPECT_EQ(SeqsOf(again), (std::vector<uint64_t>{4, 0, 6}));
+  EXPECT_EQ(again[0], held[0]) << "from the window, not read again";
 }
 
 }  // namespace

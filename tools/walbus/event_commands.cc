@@ -2,6 +2,7 @@
 // outbox and where one stands.
 #include <cstdint>
 #include <iostream>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -63,6 +64,14 @@ int RunEvent(const std::string& dir, const std::string& id_text, bool json) {
   if (Status s = wi::FindEventStory(dir, *id, &story, &found); !s.ok()) return Fail("event", s);
   if (!found) {
     std::cerr << "walbus event: no record of event " << id_text << "\n";
+    // A dropped event leaves no record: say that it may be one.
+    std::map<std::string, uint64_t> dropped;
+    if (wi::ReadDroppedCounts(dir, &dropped).ok()) {
+      for (const auto& [type, n] : dropped) {
+        std::cerr << "walbus event: the disk budget dropped " << n << " events of " << wi::TextSafe(type)
+                  << " (drop oldest); it may have been one of them\n";
+      }
+    }
     return 1;
   }
   std::cout << (json ? wi::EventStoryJson(story) + "\n" : wi::EventStoryText(story));

@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "bus/core/envelope.h"
+#include "bus/dispatch/oldest_dropper.h"
 #include "bus/dispatch/recovery.h"
 #include "bus/telemetry/metrics.h"
 #include "bus/util/escape.h"
@@ -292,11 +293,13 @@ Status InspectDatabase(const std::string& dir, DatabaseReport* report) {
     r.duplicates = e.durable.duplicates;
     r.dead_lettered = e.durable.dead_lettered;
     r.stale_skipped = e.durable.stale_skipped;
+    r.dropped = e.durable.dropped;
     min_checkpoint = std::min(min_checkpoint, r.checkpoint);
     report->subscribers.push_back(std::move(r));
   }
   report->outbox_backlog = state.last_seq - min_checkpoint;
   report->disk_use = MeasureDiskUse(*db, state.trimmed_below);
+  if (Status s = ReadDroppedByType(*db, &report->dropped_by_type); !s.ok()) return s;
   // The age of the event just above a checkpoint: one seek, never a scan.
   auto age_above = [&](uint64_t checkpoint, std::optional<int64_t>* age) {
     if (checkpoint >= state.last_seq) return Status::OK();
@@ -316,6 +319,12 @@ Status InspectDatabase(const std::string& dir, DatabaseReport* report) {
     if (Status s = age_above(r.checkpoint, &r.lag_age_ms); !s.ok()) return s;
   }
   return Status::OK();
+}
+
+Status ReadDroppedCounts(const std::string& dir, std::map<std::string, uint64_t>* by_type) {
+  SecondaryView view;
+  if (Status s = OpenSecondary(dir, &view); !s.ok()) return s;
+  return ReadDroppedByType(*view.db, by_type);
 }
 
 std::vector<MetricFamily> ReportMetrics(const DatabaseReport& r) {
@@ -372,13 +381,20 @@ std::string ReportJson(const DatabaseReport& r) {
     const SubscriberReport& s = r.subscribers[i];
     o << (i ? "," : "") << "{\"name\":" << JsonString(s.name) << ",\"checkpoint\":" << s.checkpoint
       << ",\"lag_events\":" << s.lag_events << ",\"handled\":" << s.handled << ",\"duplicates\":" << s.duplicates
-      << ",\"dead_lettered\":" << s.dead_lettered << "}";
+      << ",\"dead_lettered\":" << s.dead_lettered << ",\"dropped\":" << s.dropped << "}";
   }
   o << "],\"column_families\":[";
   for (size_t i = 0; i < r.column_families.size(); ++i) o << (i ? "," : "") << JsonString(r.column_families[i]);
   const DiskUse& d = r.disk_use;
   o << "],\"disk_use\":{\"outbox\":" << d.outbox << ",\"dead_letters\":" << d.dead_letters
-    << ",\"quarantine\":" << d.quarantine << ",\"scheduled\":" << d.scheduled << ",\"log\":" << d.log << "}}";
+    << ",\"quarantine\":" << d.quarantine << ",\"scheduled\":" << d.scheduled << ",\"log\":" << d.log
+    << "},\"dropped_by_type\":{";
+  bool first = true;
+  for (const auto& [type, n] : r.dropped_by_type) {
+    o << (first ? "" : ",") << JsonString(type) << ":" << n;
+    first = false;
+  }
+  o << "}}";
   return o.str();
 }
 
@@ -392,7 +408,9 @@ std::string ReportText(const DatabaseReport& r) {
   if (r.subscribers.empty()) o << "subscribers     none\n";
   for (const SubscriberReport& s : r.subscribers) {
     o << "subscriber      " << s.name << ": checkpoint " << s.checkpoint << ", lag " << s.lag_events << ", handled "
-      << s.handled << ", duplicates " << s.duplicates << ", dead-lettered " << s.dead_lettered << "\n";
+      << s.handled << ", duplicates " << s.duplicates << ", dead-lettered " << s.dead_lettered;
+    if (s.dropped != 0) o << ", dropped before it took them " << s.dropped;
+    o << "\n";
   }
   o << "column families ";
   for (size_t i = 0; i < r.column_families.size(); ++i) o << (i ? ", " : "") << TextSafe(r.column_families[i]);
@@ -400,6 +418,9 @@ std::string ReportText(const DatabaseReport& r) {
   const DiskUse& d = r.disk_use;
   o << "disk use        " << d.total() << " bytes: outbox " << d.outbox << ", dead letters " << d.dead_letters
     << ", quarantine " << d.quarantine << ", scheduled " << d.scheduled << ", write-ahead log " << d.log << "\n";
+  for (const auto& [type, n] : r.dropped_by_type) {
+    o << "dropped         " << n << " events of " << TextSafe(type) << " (drop oldest, for the disk budget)\n";
+  }
   return o.str();
 }
 

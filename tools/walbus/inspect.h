@@ -12,6 +12,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -34,6 +35,7 @@ struct SubscriberReport {
   uint64_t duplicates = 0;
   uint64_t dead_lettered = 0;
   uint64_t stale_skipped = 0;
+  uint64_t dropped = 0;               // of Options::drop_oldest_types, before it took them
   std::optional<int64_t> lag_age_ms;  // age of its oldest uncompleted event
 };
 
@@ -53,11 +55,16 @@ struct DatabaseReport {
   std::vector<std::string> column_families;
   // What Options::disk_budget bounds, by kind, as storage measures it.
   DiskUse disk_use;
+  // Events of Options::drop_oldest_types dropped for the budget, by type.
+  std::map<std::string, uint64_t> dropped_by_type;
 };
 
 // NotFound for a missing directory; InvalidArgument for one that is not a
 // walbus database; other errors as storage reports them.
 Status InspectDatabase(const std::string& dir, DatabaseReport* report);
+
+// Events of Options::drop_oldest_types the disk budget dropped, by type.
+Status ReadDroppedCounts(const std::string& dir, std::map<std::string, uint64_t>* by_type);
 
 // The report as one JSON object, or as aligned human-readable lines.
 std::string ReportJson(const DatabaseReport& report);

@@ -194,6 +194,21 @@ struct Options {
   // default): no budget. REQUIRES: 0, or at least 1 MiB.
   uint64_t disk_budget = 0;
 
+  // Event types that give way when disk_budget is reached (drop oldest,
+  // for telemetry): an entry names a type ("sensor.reading.v2") or every
+  // version of one ("sensor.reading"). A commit the budget would refuse
+  // first deletes the oldest events of these types that no subscriber
+  // holds in memory (none has fetched it and not finished it, so no
+  // handler has started it), a 64th of the budget at a time, and fails
+  // only when that does not make room. Events of the other types (reject,
+  // the default) are never dropped; their commits make room this way too.
+  // Every dropped event is counted by type (BusStats::dropped) and for
+  // each subscriber that had not taken it (SubscriberStats::dropped),
+  // logged, and shown by the metrics and `walbus stats`; subscribers pass
+  // over the gap. Empty (the default): every type rejects. REQUIRES:
+  // disk_budget set when not empty; each entry a valid type name.
+  std::vector<std::string> drop_oldest_types;
+
   // Where the bus logs (walbus/logger.h); null means standard error from
   // level info (NewStandardErrorLogger()), never the application's
   // standard output. walbus/adapters/spdlog.h adapts an spdlog logger.

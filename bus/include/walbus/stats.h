@@ -26,10 +26,13 @@ struct SubscriberStats {
   uint64_t conflicts = 0;
   uint64_t dead_lettered = 0;  // Events sent to the dead-letter store.
   uint64_t stale_skipped = 0;  // Events skipped by skip_stale.
-  uint64_t in_flight = 0;      // Events fetched into memory, not yet completed.
-  bool paused = false;         // Waiting for an upcaster (UnknownVersionPolicy::kPause).
-  std::string paused_on;       // While paused: the type no upcaster brings to one it takes.
-  uint64_t pauses = 0;         // Times it paused, in this process.
+  // Events of Options::drop_oldest_types deleted for the disk budget
+  // before it took them (durable count): it never sees them.
+  uint64_t dropped = 0;
+  uint64_t in_flight = 0;  // Events fetched into memory, not yet completed.
+  bool paused = false;     // Waiting for an upcaster (UnknownVersionPolicy::kPause).
+  std::string paused_on;   // While paused: the type no upcaster brings to one it takes.
+  uint64_t pauses = 0;     // Times it paused, in this process.
 };
 
 // Counters of a bus, as held by this process (Bus::Stats).
@@ -47,11 +50,14 @@ struct BusStats {
   // writes again by itself within seconds of having room again; until
   // then every commit fails with ResourceExhausted and nothing is lost.
   bool writes_failing = false;
-  uint64_t quarantined = 0;                  // Inputs refused into quarantine, ever.
-  uint64_t quarantine_evicted = 0;           // Oldest quarantine entries dropped for the bounds.
-  uint64_t scheduled_pending = 0;            // Scheduled events waiting for their time (docs/time.md).
-  uint64_t scheduled_fired = 0;              // Scheduled events that entered the outbox, ever.
-  uint64_t scheduled_cancelled = 0;          // Scheduled events cancelled before they fired, ever.
+  uint64_t quarantined = 0;          // Inputs refused into quarantine, ever.
+  uint64_t quarantine_evicted = 0;   // Oldest quarantine entries dropped for the bounds.
+  uint64_t scheduled_pending = 0;    // Scheduled events waiting for their time (docs/time.md).
+  uint64_t scheduled_fired = 0;      // Scheduled events that entered the outbox, ever.
+  uint64_t scheduled_cancelled = 0;  // Scheduled events cancelled before they fired, ever.
+  // Events of Options::drop_oldest_types deleted for the disk budget,
+  // ever (by type: walbus_disk_budget_dropped_total and `walbus stats`).
+  uint64_t dropped = 0;
   std::vector<SubscriberStats> subscribers;  // One per active subscriber.
 };
 

@@ -5,6 +5,7 @@
 
 #include <cstdio>
 #include <fstream>
+#include <map>
 #include <random>
 #include <thread>
 
@@ -103,6 +104,48 @@ TEST(InspectTest, ReportsWhatTheDiskBudgetBoundsByKind) {
   std::string metrics;
   for (const MetricFamily& f : ReportMetrics(report)) metrics += f.name + "\n";
   EXPECT_NE(metrics.find("walbus_disk_use_bytes"), std::string::npos) << metrics;
+}
+
+// What the budget dropped (Options::drop_oldest_types), from the database
+// alone: by type, and for the subscriber that had not taken it.
+TEST(InspectTest, ReportsWhatTheDiskBudgetDropped) {
+  TempDir dir;
+  Options o;
+  o.dir = dir.path();
+  o.durability = Durability::kBuffered;
+  o.disk_budget = uint64_t{16} << 20;  // the log's bound (4 MiB) leaves room
+  o.drop_oldest_types = {"orders.order-approved"};
+  std::unique_ptr<Bus> bus;
+  ASSERT_TRUE(Bus::Open(o, &bus).ok());
+  SubscriberOptions held;
+  held.name = "uplink";
+  held.handler = [](const Event&, HandlerContext&) { return Outcome::Wait(5ms, "offline"); };
+  ASSERT_TRUE(bus->Subscribe(std::move(held)).ok());
+  ASSERT_TRUE(bus->Start().ok());
+  std::mt19937_64 rng(7);
+  for (int i = 0; i < 20000; ++i) {
+    Transaction tx = bus->Begin();
+    EventSpec e{
+        .type = "orders.order-approved.v1", .subject = "o" + std::to_string(i % 9), .data = std::string(1024, 0)};
+    for (char& c : e.data) c = static_cast<char>(rng());
+    ASSERT_TRUE(tx.Publish(e).ok());
+    ASSERT_TRUE(tx.Commit().ok()) << i;
+  }
+  const uint64_t dropped = bus->Stats().dropped;
+  ASSERT_GT(dropped, 0u);
+  ASSERT_TRUE(bus->Close().ok());
+  DatabaseReport report;
+  Status st = InspectDatabase(dir.path(), &report);
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  EXPECT_EQ(report.dropped_by_type, (std::map<std::string, uint64_t>{{"orders.order-approved.v1", dropped}}));
+  ASSERT_EQ(report.subscribers.size(), 1u);
+  EXPECT_EQ(report.subscribers[0].dropped, dropped);
+  const std::string n = std::to_string(dropped);
+  EXPECT_NE(ReportText(report).find("dropped         " + n + " events of orders.order-approved.v1"), std::string::npos)
+      << ReportText(report);
+  EXPECT_NE(ReportText(report).find("dropped before it took them " + n), std::string::npos) << ReportText(report);
+  EXPECT_NE(ReportJson(report).find("\"dropped_by_type\":{\"orders.order-approved.v1\":" + n + "}"), std::string::npos)
+      << ReportJson(report);
 }
 
 // Column families an earlier run listed stay on disk, untouched, and the

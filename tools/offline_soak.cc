@@ -2,15 +2,17 @@
 // bus with a disk budget and a relay whose NATS server is down commits
 // events of two types at full speed: readings, and now and then a command's
 // acknowledgement, which the relay sends first (RelayOptions::priorities).
-// Once the budget is reached, commits are refused. Then the server starts,
-// and the backlog drains.
+// Once the budget is reached, commits are refused, or with --drop-oldest
+// the oldest readings give way (Options::drop_oldest_types). Then the
+// server starts, and the backlog drains.
 //
 // Measured: the peak size of the database directory (every file: tables,
 // write-ahead log, MANIFEST, compaction outputs) against the budget, the
 // peak resident set, whether every acknowledgement reached the stream
 // before the readings' backlog drained, and how long the drain took.
-// Checked: the stream holds every committed event once, each type's
-// subjects in commit order; a failed check exits with 1.
+// Checked: the stream holds every committed event once, but the dropped
+// readings (every acknowledgement), each type's subjects in commit order;
+// a failed check exits with 1.
 //
 // Prints progress on stderr and one JSON object on the last line of
 // stdout (bench/run_suite.py's "offline" group reads it).
@@ -58,6 +60,7 @@ struct Config {
   std::string dir;
   bool keep = false;
   uint64_t seed = 0;
+  bool drop_oldest = false;  // the readings give way (Options::drop_oldest_types)
 };
 
 double MiB(uint64_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.0); }
@@ -113,6 +116,7 @@ class PeakSampler {
 // What the offline phase committed and had refused, by type.
 struct Committed {
   std::map<std::string, uint64_t> committed, refused;
+  uint64_t dropped = 0;  // readings the budget dropped (BusStats::dropped)
 };
 
 // Commits cfg.events events, one per transaction, until done; refusals by
@@ -153,6 +157,7 @@ StreamCheck CheckStream(const std::string& url, const Committed& committed) {
   const auto messages = walbus::tools::ReadStream(url, kStream, "walbus.>");
   uint64_t expected = 0;
   for (const auto& [type, n] : committed.committed) expected += n;
+  expected -= committed.dropped;
   if (messages.size() != expected) {
     check.problem = "the stream holds " + std::to_string(messages.size()) + " messages, not the " +
                     std::to_string(expected) + " committed";
@@ -160,6 +165,7 @@ StreamCheck CheckStream(const std::string& url, const Committed& committed) {
   }
   std::set<std::string> ids;
   std::map<std::string, uint64_t> last_by_subject;
+  uint64_t acks = 0;
   for (const auto& m : messages) {
     if (!ids.insert(m.headers.at("ce-id")).second) check.problem = "twice in the stream: " + m.headers.at("ce-id");
     const std::string key = m.headers.at("ce-type") + "/" + m.headers.at("ce-subject");
@@ -168,9 +174,14 @@ StreamCheck CheckStream(const std::string& url, const Committed& committed) {
     last_by_subject[key] = n;
     if (m.headers.at("ce-type") == kAckType) {
       check.readings_after_last_ack = 0;
+      ++acks;
     } else {
       ++check.readings_after_last_ack;
     }
+  }
+  if (check.problem.empty() && acks != committed.committed.at(kAckType)) {
+    check.problem = "the stream holds " + std::to_string(acks) + " acknowledgements, not the " +
+                    std::to_string(committed.committed.at(kAckType)) + " committed";
   }
   return check;
 }
@@ -189,6 +200,7 @@ walbus::Status OpenDevice(const Config& cfg, const std::string& db_dir, const st
   options.disk_budget = cfg.disk_budget_mib << 20;
   options.memory_budget = cfg.memory_budget_mib << 20;
   options.column_families = {"jetstream"};
+  if (cfg.drop_oldest) options.drop_oldest_types = {kReadingType};
   if (walbus::Status s = walbus::Bus::Open(options, &device->bus); !s.ok()) return s;
   walbus::jetstream::RelayOptions relay;
   relay.connection.url = url;
@@ -237,20 +249,21 @@ void PrintResult(const Config& cfg, Committed& committed, const PeakSampler::Pea
                  const PeakSampler::Peaks& draining, const Drain& drain, const StreamCheck& check,
                  double offline_seconds) {
   const uint64_t acks = committed.committed[kAckType], readings = committed.committed[kReadingType];
-  const uint64_t waiting = readings - std::min(readings, drain.readings_sent_then);
+  const uint64_t kept = readings - std::min(readings, committed.dropped);  // not dropped
+  const uint64_t waiting = kept - std::min(kept, drain.readings_sent_then);
   const uint64_t refused = committed.refused[kReadingType] + committed.refused[kAckType];
   const bool overtakes = drain.acks_seconds >= 0 && waiting > 0;
   const double budget = static_cast<double>(cfg.disk_budget_mib << 20);
   const uint64_t total = readings + acks;
   std::printf("{\"events\":%" PRIu64 ",\"committed\":%" PRIu64 ",\"committed_acks\":%" PRIu64 ",\"refused\":%" PRIu64
-              ",\"disk_budget_mib\":%" PRIu64
+              ",\"dropped\":%" PRIu64 ",\"disk_budget_mib\":%" PRIu64
               ",\"offline_disk_peak_mib\":%.2f,\"offline_disk_peak_vs_budget\":%.3f"
               ",\"offline_rss_mib\":%.1f,\"drain_disk_peak_mib\":%.2f,\"drain_disk_peak_vs_budget\":%.3f"
               ",\"drain_rss_mib\":%.1f,\"relay_priority_overtakes\":%s,\"readings_waiting_when_acks_done\":%" PRIu64
               ",\"readings_after_last_ack\":%" PRIu64
               ",\"acks_seconds\":%.2f,\"drain_seconds\":%.2f"
               ",\"drain_events_per_second\":%.0f,\"offline_seconds\":%.2f}\n",
-              cfg.events, total, acks, refused, cfg.disk_budget_mib, MiB(offline.disk),
+              cfg.events, total, acks, refused, committed.dropped, cfg.disk_budget_mib, MiB(offline.disk),
               static_cast<double>(offline.disk) / budget, offline.rss_mib, MiB(draining.disk),
               static_cast<double>(draining.disk) / budget, draining.rss_mib, overtakes ? "true" : "false", waiting,
               check.readings_after_last_ack, drain.acks_seconds, drain.seconds,
@@ -278,10 +291,11 @@ int RunIn(const Config& cfg, const std::string& root) {
     return 2;
   }
   const double offline_seconds = SecondsSince(offline_start);
+  committed.dropped = device.bus->Stats().dropped;
   const PeakSampler::Peaks offline = peaks.TakePeaks();
   std::cerr << "offline: " << committed.committed[kReadingType] << " readings and " << committed.committed[kAckType]
-            << " acknowledgements committed in " << offline_seconds << " s; directory peak " << MiB(offline.disk)
-            << " MiB\n";
+            << " acknowledgements committed in " << offline_seconds << " s (" << committed.dropped
+            << " readings dropped); directory peak " << MiB(offline.disk) << " MiB\n";
   const Drain drain = DrainBacklog(device, server, committed.committed[kAckType], cfg.timeout);
   const PeakSampler::Peaks draining = peaks.TakePeaks();
   peaks.Stop();
@@ -327,6 +341,7 @@ int Main(int argc, char** argv) {
   app.add_option("--dir", cfg.dir, "Directory for the database and the server's store (default: fresh under /tmp)");
   app.add_flag("--keep", cfg.keep, "Keep the directory created under /tmp");
   app.add_option("--seed", cfg.seed, "PRNG seed of the payloads")->capture_default_str();
+  app.add_flag("--drop-oldest", cfg.drop_oldest, "The oldest readings give way (Options::drop_oldest_types)");
   CLI11_PARSE(app, argc, argv);
   return Run(cfg);
 }

@@ -18,7 +18,7 @@ constexpr size_t kFetchChunk = 1024;  // events read per outbox scan
 }  // namespace
 
 Dispatcher::Dispatcher(ScopeHost* scope_host, storage::Db* db, Committer* committer, TailCache* tail,
-                       Registry* registry, DispatcherConfig config)
+                       Registry* registry, const DispatcherConfig& config)
     : scope_host_(scope_host),
       db_(db),
       committer_(committer),

@@ -87,7 +87,7 @@ class Dispatcher {
  public:
   // `scope_host` makes the handlers' contexts (their calls go to it).
   Dispatcher(ScopeHost* scope_host, storage::Db* db, Committer* committer, TailCache* tail, Registry* registry,
-             DispatcherConfig config);
+             const DispatcherConfig& config);
   // Stops if running.
   ~Dispatcher();
   Dispatcher(const Dispatcher&) = delete;

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <random>
 #include <stdexcept>
 #include <string_view>
 #include <thread>
@@ -65,6 +66,19 @@ std::unique_ptr<storage::Db> OpenStoppedDatabase(const std::string& dir) {
   Status s = storage::Db::Open(so, &db);
   EXPECT_TRUE(s.ok()) << s.ToString();
   return db;
+}
+
+std::string IncompressibleBytes(uint64_t seed, size_t n) {
+  std::mt19937_64 rng(seed);
+  std::string bytes(n, '\0');
+  for (char& c : bytes) c = static_cast<char>(rng());
+  return bytes;
+}
+
+double MetricSample(const std::string& text, const std::string& series) {
+  const size_t at = text.find("\n" + series + " ");
+  if (at == std::string::npos) return -1;
+  return std::stod(text.substr(at + series.size() + 2));
 }
 
 size_t OutboxSize(storage::Db& db) {

@@ -117,6 +117,14 @@ std::unique_ptr<storage::Db> OpenStoppedDatabase(const std::string& dir);
 // How many events `db`'s outbox keeps.
 size_t OutboxSize(storage::Db& db);
 
+// `n` bytes that storage cannot compress (as real readings rarely can),
+// the same for the same seed.
+std::string IncompressibleBytes(uint64_t seed, size_t n = 1024);
+
+// The value of `series` ("name{labels}" or "name") in Prometheus text;
+// -1 when it is missing.
+double MetricSample(const std::string& text, const std::string& series);
+
 // Polls `done` until it returns true or `timeout` passes.
 bool Eventually(const std::function<bool()>& done, std::chrono::milliseconds timeout = std::chrono::seconds(30));
 

@@ -12,7 +12,6 @@
 #include <limits>
 #include <map>
 #include <mutex>
-#include <random>
 #include <string>
 #include <vector>
 
@@ -41,24 +40,9 @@ Options BudgetOptions(const TempDir& dir) {
   return o;
 }
 
-// 1 KiB that storage cannot compress, as real readings rarely can.
-std::string Noise(uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::string bytes(1024, '\0');
-  for (char& c : bytes) c = static_cast<char>(rng());
-  return bytes;
-}
-
 EventSpec Reading(int i) {
-  return EventSpec{.type = kType, .subject = "sensor-" + std::to_string(i % 7), .data = Noise(i)};
-}
-
-// The value of `series` ("name{labels}" or "name") in Prometheus text;
-// -1 when it is missing.
-double MetricValue(const std::string& text, const std::string& series) {
-  const size_t at = text.find("\n" + series + " ");
-  if (at == std::string::npos) return -1;
-  return std::stod(text.substr(at + series.size() + 2));
+  return EventSpec{
+      .type = kType, .subject = "sensor-" + std::to_string(i % 7), .data = testing::IncompressibleBytes(i)};
 }
 
 // Holds every event of kType until released; then handles each once,
@@ -96,7 +80,7 @@ class HeldSubscriber {
 double UseTotal(const std::string& metrics) {
   double total = 0;
   for (const char* kind : {"outbox", "dead_letters", "quarantine", "scheduled", "log"}) {
-    total += MetricValue(metrics, "walbus_disk_use_bytes{kind=\"" + std::string(kind) + "\"}");
+    total += testing::MetricSample(metrics, "walbus_disk_use_bytes{kind=\"" + std::string(kind) + "\"}");
   }
   return total;
 }
@@ -148,7 +132,7 @@ TEST(DiskBudgetTest, TheBudgetRefusesCommitsOfEventsWholeUntilTheOutboxDrains) {
   foreign.source = "urn:device:9";
   foreign.subject = "sensor-x";
   foreign.time = std::chrono::system_clock::now();
-  foreign.data = Noise(99);
+  foreign.data = testing::IncompressibleBytes(99);
   EXPECT_TRUE(bus->IngestEvent(foreign, IngestOptions{"test", "inbound"}).status().IsResourceExhausted());
   {
     Transaction tx = bus->Begin();
@@ -157,10 +141,10 @@ TEST(DiskBudgetTest, TheBudgetRefusesCommitsOfEventsWholeUntilTheOutboxDrains) {
   }
   EXPECT_EQ(bus->Stats().last_seq, last_seq);
   const std::string metrics = bus->MetricsText();
-  EXPECT_EQ(MetricValue(metrics, "walbus_disk_budget_bytes"), static_cast<double>(kBudget)) << metrics;
-  EXPECT_EQ(MetricValue(metrics, "walbus_disk_budget_refusals_total"), 2) << metrics;
+  EXPECT_EQ(testing::MetricSample(metrics, "walbus_disk_budget_bytes"), static_cast<double>(kBudget)) << metrics;
+  EXPECT_EQ(testing::MetricSample(metrics, "walbus_disk_budget_refusals_total"), 2) << metrics;
   EXPECT_GT(UseTotal(metrics), kBudget * 0.9) << metrics;
-  EXPECT_GT(MetricValue(metrics, "walbus_disk_use_bytes{kind=\"log\"}"), 0) << metrics;
+  EXPECT_GT(testing::MetricSample(metrics, "walbus_disk_use_bytes{kind=\"log\"}"), 0) << metrics;
 
   // Drain: the subscriber passes everything, and its follow-ups (the
   // bus's own work) commit although the budget is full when they start.
@@ -200,9 +184,9 @@ TEST(DiskBudgetTest, UseIsMeasuredByKindWithoutABudget) {
     ASSERT_TRUE(tx.Commit().ok()) << "no budget, nothing refused";
   }
   const std::string metrics = bus->MetricsText();
-  EXPECT_EQ(MetricValue(metrics, "walbus_disk_budget_bytes"), 0) << metrics;
-  EXPECT_EQ(MetricValue(metrics, "walbus_disk_budget_refusals_total"), 0) << metrics;
-  const double outbox = MetricValue(metrics, "walbus_disk_use_bytes{kind=\"outbox\"}");
+  EXPECT_EQ(testing::MetricSample(metrics, "walbus_disk_budget_bytes"), 0) << metrics;
+  EXPECT_EQ(testing::MetricSample(metrics, "walbus_disk_budget_refusals_total"), 0) << metrics;
+  const double outbox = testing::MetricSample(metrics, "walbus_disk_use_bytes{kind=\"outbox\"}");
   EXPECT_GT(outbox, 2.0 * kBudget) << "4 MiB of events wait for the subscriber";
   EXPECT_LT(outbox, 8.0 * kBudget);
   uplink.Release();
@@ -224,7 +208,7 @@ TEST(DiskBudgetTest, TimeToFullFollowsTheRateUseGrew) {
   ASSERT_TRUE(bus->Subscribe(uplink.Options()).ok());
   ASSERT_TRUE(bus->Start().ok());
   const std::string first = bus->MetricsText();
-  EXPECT_EQ(MetricValue(first, "walbus_disk_budget_seconds_to_full"), std::numeric_limits<double>::infinity())
+  EXPECT_EQ(testing::MetricSample(first, "walbus_disk_budget_seconds_to_full"), std::numeric_limits<double>::infinity())
       << "no window yet";
   for (int i = 0; i < 256; ++i) {
     Transaction tx = bus->Begin();
@@ -236,9 +220,9 @@ TEST(DiskBudgetTest, TimeToFullFollowsTheRateUseGrew) {
   const double rate = (UseTotal(second) - UseTotal(first)) / 10;
   ASSERT_GT(rate, 256 * 1024 / 10);
   const double expected = (static_cast<double>(kBudget) - UseTotal(second)) / rate;
-  EXPECT_NEAR(MetricValue(second, "walbus_disk_budget_seconds_to_full"), expected, expected * 0.01) << second;
+  EXPECT_NEAR(testing::MetricSample(second, "walbus_disk_budget_seconds_to_full"), expected, expected * 0.01) << second;
   clock->Advance(10s);
-  EXPECT_EQ(MetricValue(bus->MetricsText(), "walbus_disk_budget_seconds_to_full"),
+  EXPECT_EQ(testing::MetricSample(bus->MetricsText(), "walbus_disk_budget_seconds_to_full"),
             std::numeric_limits<double>::infinity())
       << "use did not grow over the last window";
   uplink.Release();
@@ -303,7 +287,7 @@ TEST(DiskBudgetTest, UnderABudgetTheLogIsBounded) {
       EXPECT_TRUE(tx.Publish(Reading(i)).ok());
       EXPECT_TRUE(tx.Commit().ok());
     }
-    auto log_now = [&] { return MetricValue(bus->MetricsText(), "walbus_disk_use_bytes{kind=\"log\"}"); };
+    auto log_now = [&] { return testing::MetricSample(bus->MetricsText(), "walbus_disk_use_bytes{kind=\"log\"}"); };
     double log = log_now();
     if (flushes_end) {
       (void)testing::Eventually(

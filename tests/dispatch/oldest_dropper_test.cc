@@ -12,7 +12,6 @@
 #include <atomic>
 #include <map>
 #include <mutex>
-#include <random>
 #include <set>
 #include <string>
 #include <vector>
@@ -43,20 +42,6 @@ Options DropOptions(const TempDir& dir) {
   o.trim_every_events = 64;
   o.trim_interval = 10ms;
   return o;
-}
-
-// 1 KiB that storage cannot compress.
-std::string Noise(uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::string bytes(1024, '\0');
-  for (char& c : bytes) c = static_cast<char>(rng());
-  return bytes;
-}
-
-double MetricValue(const std::string& text, const std::string& series) {
-  const size_t at = text.find("\n" + series + " ");
-  if (at == std::string::npos) return -1;
-  return std::stod(text.substr(at + series.size() + 2));
 }
 
 // Counts each event it handles by seq; holds everything until released
@@ -112,10 +97,10 @@ TEST(OldestDropperTest, TheOldestReadingsGiveWayAndNothingHeldOrRejectingIsDropp
   for (int i = 0; i < kEvents; ++i) {
     const bool ack = i % 100 == 99;
     Transaction tx = bus->Begin();
-    ASSERT_TRUE(
-        tx.Publish(
-              EventSpec{.type = ack ? kAck : kReading, .subject = "sensor-" + std::to_string(i % 7), .data = Noise(i)})
-            .ok());
+    ASSERT_TRUE(tx.Publish(EventSpec{.type = ack ? kAck : kReading,
+                                     .subject = "sensor-" + std::to_string(i % 7),
+                                     .data = testing::IncompressibleBytes(i)})
+                    .ok());
     Result<Receipt> r = tx.Commit();
     ASSERT_TRUE(r.ok()) << "commit " << i << ": " << r.status().ToString();
     (ack ? acks : readings).insert(r->first_seq);
@@ -124,11 +109,11 @@ TEST(OldestDropperTest, TheOldestReadingsGiveWayAndNothingHeldOrRejectingIsDropp
   EXPECT_GT(full.dropped, readings.size() / 2) << "two budgets of readings at the least went";
   EXPECT_EQ(StatsOf(full, "uplink").dropped, full.dropped) << "the uplink had fetched none of them";
   const std::string metrics = bus->MetricsText();
-  EXPECT_EQ(MetricValue(metrics, "walbus_disk_budget_refusals_total"), 0) << metrics;
-  EXPECT_EQ(MetricValue(metrics, "walbus_disk_budget_dropped_total{type=\"" + std::string(kReading) + "\"}"),
+  EXPECT_EQ(testing::MetricSample(metrics, "walbus_disk_budget_refusals_total"), 0) << metrics;
+  EXPECT_EQ(testing::MetricSample(metrics, "walbus_disk_budget_dropped_total{type=\"" + std::string(kReading) + "\"}"),
             static_cast<double>(full.dropped))
       << metrics;
-  EXPECT_EQ(MetricValue(metrics, "walbus_subscriber_dropped_total{subscriber=\"uplink\"}"),
+  EXPECT_EQ(testing::MetricSample(metrics, "walbus_subscriber_dropped_total{subscriber=\"uplink\"}"),
             static_cast<double>(full.dropped))
       << metrics;
 

@@ -98,6 +98,38 @@ class InboxWindowFilter : public rocksdb::CompactionFilter {
   std::atomic<int> layout_{kLayoutUnknown};
 };
 
+}  // namespace
+
+// Drops the outbox entries below the floor: what the dispatcher trimmed,
+// once the log holds that trim durably (Db::NoteOutboxTrimmed). Until
+// the database's trim point is read as it opens, the floor is 0 and
+// drops nothing.
+class OutboxFloorFilter final : public rocksdb::CompactionFilter {
+ public:
+  // Reads' floor: raised as a trim's write returns.
+  void RaiseVisible(uint64_t seq) { RaiseTo(&visible_, seq); }
+  // The compactions' floor. REQUIRES: the trim to `seq` is durable.
+  void RaiseDurable(uint64_t seq) { RaiseTo(&durable_, seq); }
+  uint64_t visible() const { return visible_.load(std::memory_order_acquire); }
+  uint64_t durable() const { return durable_.load(std::memory_order_acquire); }
+  bool Filter(int, const rocksdb::Slice& key, const rocksdb::Slice&, std::string*, bool*) const override {
+    uint64_t seq = 0;
+    return ParseOutboxKey(std::string_view(key.data(), key.size()), &seq) && seq < durable();
+  }
+  const char* Name() const override { return "walbus.OutboxFloor"; }
+
+ private:
+  static void RaiseTo(std::atomic<uint64_t>* floor, uint64_t seq) {
+    uint64_t now = floor->load(std::memory_order_relaxed);
+    while (now < seq && !floor->compare_exchange_weak(now, seq, std::memory_order_acq_rel)) {
+    }
+  }
+  std::atomic<uint64_t> visible_{0};
+  std::atomic<uint64_t> durable_{0};
+};
+
+namespace {
+
 // Gives the allocator's free memory back to the system as each flush or
 // compaction starts. The job before it freed a memtable, or the buffers
 // of the tables it built, in its own thread; glibc keeps such memory in
@@ -177,7 +209,8 @@ rocksdb::CompressionType TableCompression() {
 }
 
 rocksdb::ColumnFamilyOptions OptionsFor(std::string_view name, const Memory& memory,
-                                        const InboxWindowFilter* inbox_filter = nullptr) {
+                                        const InboxWindowFilter* inbox_filter = nullptr,
+                                        const OutboxFloorFilter* outbox_filter = nullptr) {
   rocksdb::ColumnFamilyOptions cf;
   cf.compression = TableCompression();
   // A compaction from level 0 rewrites the level-1 tables its inputs
@@ -199,6 +232,7 @@ rocksdb::ColumnFamilyOptions OptionsFor(std::string_view name, const Memory& mem
   table.cache_index_and_filter_blocks = true;
   table.pin_l0_filter_and_index_blocks_in_cache = true;
   if (name == CfName(Cf::kInbox)) cf.compaction_filter = inbox_filter;
+  if (name == CfName(Cf::kOutbox)) cf.compaction_filter = outbox_filter;
   // Inbox keys arrive nearly in order within their first 4 bytes (format
   // 2: the top of a time-ordered event id, 65 s of them; format 1: a
   // subscriber, then such ids): memtable inserts start from where the last
@@ -527,7 +561,10 @@ Status Db::Open(const OpenOptions& options, std::unique_ptr<Db>* out) {
   }
   std::vector<rocksdb::ColumnFamilyDescriptor> descriptors;
   descriptors.reserve(names.size());
-  for (const auto& n : names) descriptors.emplace_back(n, OptionsFor(n, memory, inbox_filter.get()));
+  db->outbox_filter_ = std::make_unique<OutboxFloorFilter>();
+  for (const auto& n : names) {
+    descriptors.emplace_back(n, OptionsFor(n, memory, inbox_filter.get(), db->outbox_filter_.get()));
+  }
   InboxWindowFilter* const inbox_filter_to_tell = inbox_filter.get();
   db->inbox_filter_ = std::move(inbox_filter);
   rocksdb::DB* raw = nullptr;
@@ -546,6 +583,7 @@ Status Db::Open(const OpenOptions& options, std::unique_ptr<Db>* out) {
   if (Status fmt = db->CheckFormat(!dir.has_current); !fmt.ok()) return fmt;
   if (Status up = db->UpgradeFormat(OptionsFor(Db::kInboxConvertingCf, memory)); !up.ok()) return up;
   if (inbox_filter_to_tell != nullptr) inbox_filter_to_tell->SetLayout(db->inbox_layout());
+  if (Status floor = db->ReadOutboxFloor(); !floor.ok()) return floor;
   if (dir.creating && primary) {
     // The format version is durable (CheckFormat syncs it): created.
     std::error_code ec;
@@ -680,6 +718,11 @@ rocksdb::ReadOptions ReadAt(const rocksdb::Snapshot* raw) {
 
 Status Db::Get(rocksdb::ColumnFamilyHandle* handle, std::string_view key, std::string* value, bool* found,
                const Snapshot* snapshot) const {
+  uint64_t seq = 0;
+  if (handle == cf(Cf::kOutbox) && ParseOutboxKey(key, &seq) && seq < outbox_floor()) {
+    *found = false;  // trimmed, its table file not yet compacted
+    return Status::OK();
+  }
   rocksdb::PinnableSlice slice;
   rocksdb::Status s = db_->Get(ReadAt(Snapshot::Raw(snapshot)), handle, ToSlice(key), &slice);
   if (s.IsNotFound()) {
@@ -694,7 +737,7 @@ Status Db::Get(rocksdb::ColumnFamilyHandle* handle, std::string_view key, std::s
 
 Status Db::ScanOutbox(uint64_t from_seq, size_t limit,
                       const std::function<bool(uint64_t, std::string_view)>& visit) const {
-  const std::string lower = OutboxKey(from_seq);
+  const std::string lower = OutboxKey(std::max(from_seq, outbox_floor()));
   rocksdb::Slice lower_slice = ToSlice(lower);
   rocksdb::ReadOptions ro;
   ro.iterate_lower_bound = &lower_slice;
@@ -722,6 +765,7 @@ Status Db::LastOutboxSeq(uint64_t* seq) const {
     if (!ParseOutboxKey(std::string_view(k.data(), k.size()), seq)) {
       return Status::Corruption("outbox key of " + std::to_string(k.size()) + " bytes");
     }
+    if (*seq < outbox_floor()) *seq = 0;  // trimmed: the outbox is empty
   }
   return FromRocks(it->status(), "read last outbox entry");
 }
@@ -804,8 +848,11 @@ void Batch::Clear() { rep_->Clear(); }
 Status Batch::Commit(Db* db, bool sync) {
   rocksdb::WriteOptions wo;
   wo.sync = sync;
+  // A synced write syncs the log before it too: the trims written there.
+  const uint64_t trimmed = sync ? db->outbox_trim_unsynced_.load(std::memory_order_acquire) : 0;
   rocksdb::Status s = db->db_->Write(wo, rep_.get());
   if (s.ok()) db->write_counters_->log_bytes.fetch_add(rep_->GetDataSize(), std::memory_order_relaxed);
+  if (s.ok() && sync) db->outbox_filter_->RaiseDurable(trimmed);
   return FromRocks(s, "write");
 }
 
@@ -817,7 +864,48 @@ Status Db::SuggestOutboxCompaction(uint64_t from_seq, uint64_t below_seq) {
                    "suggest compacting the outbox");
 }
 
-Status Db::SyncLog() { return FromRocks(db_->SyncWAL(), "sync the write-ahead log"); }
+Status Db::SyncLog() {
+  const uint64_t trimmed = outbox_trim_unsynced_.load(std::memory_order_acquire);
+  const rocksdb::Status s = db_->SyncWAL();
+  if (s.ok()) outbox_filter_->RaiseDurable(trimmed);
+  return FromRocks(s, "sync the write-ahead log");
+}
+
+Status Db::ReadOutboxFloor() {
+  std::string value;
+  bool found = false;
+  if (Status s = Get(cf(Cf::kMeta), kMetaTrimmedBelow, &value, &found); !s.ok() || !found) return s;
+  if (value.size() != 8) return Status::Corruption("the outbox's trim point has a bad size");
+  // What the database holds is durable: both floors are there.
+  outbox_filter_->RaiseVisible(GetBe64(value));
+  outbox_filter_->RaiseDurable(GetBe64(value));
+  return Status::OK();
+}
+
+void Db::NoteOutboxTrimmed(uint64_t seq) {
+  outbox_filter_->RaiseVisible(seq);
+  uint64_t now = outbox_trim_unsynced_.load(std::memory_order_relaxed);
+  while (now < seq && !outbox_trim_unsynced_.compare_exchange_weak(now, seq, std::memory_order_acq_rel)) {
+  }
+}
+
+uint64_t Db::outbox_floor() const { return outbox_filter_->visible(); }
+uint64_t Db::outbox_durable_floor() const { return outbox_filter_->durable(); }
+
+Status Db::DropOutboxFilesBelowFloor() {
+  const uint64_t floor = outbox_filter_->durable();
+  if (floor <= 1) return Status::OK();
+  const std::string end = OutboxKey(floor);
+  const rocksdb::Slice e(end);
+  return FromRocks(rocksdb::DeleteFilesInRange(db_.get(), cf(Cf::kOutbox), nullptr, &e, /*include_end=*/false),
+                   "delete the outbox's trimmed table files");
+}
+
+Status Db::FlushOutbox() {
+  rocksdb::FlushOptions options;
+  options.allow_write_stall = true;  // a stall waits for this flush to end
+  return FromRocks(db_->Flush(options, cf(Cf::kOutbox)), "flush the outbox");
+}
 
 Status Db::Compact(Cf which) {
   rocksdb::CompactRangeOptions options;

@@ -10,6 +10,7 @@
 #define WALBUS_STORAGE_DB_H_
 
 #include <array>
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -44,6 +45,7 @@ inline constexpr uint32_t kFormatVersion = 2;
 
 class Db;
 struct WriteCounters;
+class OutboxFloorFilter;
 
 // A RocksDB status as walbus's, its message prefixed with `what` ("write",
 // "open /dir").
@@ -207,10 +209,35 @@ class Db {
   // range tombstones below from_seq are never scanned.
   Status ScanOutbox(uint64_t from_seq, size_t limit,
                     const std::function<bool(uint64_t seq, std::string_view envelope)>& visit) const;
+  // The dispatcher's trim: outbox entries below `seq` are gone. A trim
+  // writes only its point (kMetaTrimmedBelow), no range deletion: in the
+  // level-0 table that held it, one would span from the trimmed seqs to
+  // the newest events flushed with it, and the next compaction would
+  // rewrite every table in between (after days offline, the whole
+  // backlog, taking its disk space twice). Instead, once this returns,
+  // reads no longer see those entries; once the log is synced past the
+  // trim's write (SyncLog, or any synced write), compactions drop them
+  // and DropOutboxFilesBelowFloor deletes the tables that hold only them.
+  // Not before: a power cut could take the trim back, and with it the
+  // positions of subscribers that still need them.
+  // REQUIRES: the write of the trim point `seq` has returned. Thread-safe.
+  void NoteOutboxTrimmed(uint64_t seq);
+  // The seq below which reads see no outbox entry.
+  uint64_t outbox_floor() const;
+  // The seq below which compactions drop outbox entries: the highest trim
+  // a sync made durable.
+  uint64_t outbox_durable_floor() const;
+  // Deletes the outbox's table files holding only entries below the
+  // durable trim (see NoteOutboxTrimmed): their space comes back without
+  // a compaction. Level-0 tables are left to compactions.
+  Status DropOutboxFilesBelowFloor();
   // Asks storage to compact the outbox between from_seq and below_seq in the
   // background, so that entries trimmed there give their disk space back
   // (range deletions alone keep the table files). Returns at once.
   Status SuggestOutboxCompaction(uint64_t from_seq, uint64_t below_seq);
+  // Writes the outbox's memtable to a level-0 table now (blocking), so
+  // that what is written next goes to a table of its own.
+  Status FlushOutbox();
   // Compacts the whole column family now (blocking): its compaction
   // filters run and deleted entries give their space back.
   Status Compact(Cf which);
@@ -270,6 +297,8 @@ class Db {
  private:
   Db() = default;
   Status CheckFormat(bool fresh);
+  // Sets the outbox's floors from the trim point the database holds.
+  Status ReadOutboxFloor();
   // Sorts the handles RocksDB opened (in the order of `names`) into
   // walbus's own and the application's. Corruption when one of walbus's
   // is missing.
@@ -294,6 +323,10 @@ class Db {
   std::unique_ptr<rocksdb::Env> env_;
   // Before db_: the inbox's compactions use it until db_ is gone.
   std::unique_ptr<rocksdb::CompactionFilter> inbox_filter_;
+  // Before db_: the outbox's floors, its compactions' filter.
+  std::unique_ptr<OutboxFloorFilter> outbox_filter_;
+  // The highest trim noted, which the next sync makes durable.
+  std::atomic<uint64_t> outbox_trim_unsynced_{0};
   std::unique_ptr<rocksdb::DB> db_;
   std::array<CfHandle*, static_cast<size_t>(Cf::kCount)> handles_{};
   std::vector<std::string> app_names_;

@@ -20,9 +20,6 @@ constexpr size_t kMaxScan = size_t{1} << 16;
 // The budget's share freed at least per MakeRoom: the next commits find
 // room without a drop each.
 constexpr uint64_t kDropShareOfBudget = 64;
-// Dropped bytes after which the outbox's range is compacted: point
-// deletions keep their table files until then.
-constexpr uint64_t kCompactShareOfBudget = 16;
 
 }  // namespace
 
@@ -169,7 +166,17 @@ Status OldestDropper::Delete(const std::vector<Victim>& victims, const std::vect
     scope.AddCounter(counters, storage::CheckpointKey(sub->id, storage::CheckpointField::kDropped), missed);
     missed_by.emplace_back(sub.get(), missed);
   }
+  // The deletions go in a level-0 table of their own. Flushed with newer
+  // events, their table would span the outbox from the oldest events to
+  // the newest, and its compaction would rewrite every table in between:
+  // all of the outbox, its disk space twice. (A commit of another thread
+  // between the flushes still lands with them; the next drop's table is
+  // clean again.)
+  if (Status s = parts_.db->FlushOutbox(); !s.ok()) return s;
   if (Status s = parts_.committer->CommitUnsynced(&scope); !s.ok()) return s;
+  if (Status s = parts_.db->FlushOutbox(); !s.ok()) {
+    parts_.log->logger().warn("walbus: flushing the outbox's dropped events failed: {}", s.ToString());
+  }
   for (auto [sub, missed] : missed_by) sub->dropped.fetch_add(missed, std::memory_order_relaxed);
   return Status::OK();
 }
@@ -194,15 +201,11 @@ uint64_t OldestDropper::Forget(const std::vector<Victim>& victims) {
       "walbus: disk budget reached: dropped the {} oldest events of drop-oldest types (seqs {}..{}, "
       "{} bytes): {}",
       victims.size(), victims.front().seq, victims.back().seq, freed, counts);
-  // Point deletions give their space back when a compaction reaches them.
-  dropped_since_compaction_ += freed;
-  if (dropped_since_compaction_ >= parts_.disk_budget->budget() / kCompactShareOfBudget) {
-    const uint64_t below = victims.back().seq + 1;
-    if (Status s = parts_.db->SuggestOutboxCompaction(compaction_from_, below); !s.ok()) {
-      parts_.log->logger().warn("walbus: outbox compaction not scheduled: {}", s.ToString());
-    }
-    compaction_from_ = below;
-    dropped_since_compaction_ = 0;
+  // Point deletions give their space back when a compaction reaches them:
+  // of their own table and the few that held the events, in the
+  // background.
+  if (Status s = parts_.db->SuggestOutboxCompaction(victims.front().seq, victims.back().seq + 1); !s.ok()) {
+    parts_.log->logger().warn("walbus: outbox compaction not scheduled: {}", s.ToString());
   }
   return freed;
 }

@@ -111,10 +111,6 @@ class OldestDropper {
   // By seq. At most what the subscribers' windows hold (and their runs
   // out of line): each went in held by one.
   std::map<uint64_t, Passed> held_;
-  // Dropped bytes since a compaction of the outbox was last asked for,
-  // and the seq it was asked from.
-  uint64_t dropped_since_compaction_ = 0;
-  uint64_t compaction_from_ = 0;
   mutable Mutex mu_;
   std::map<std::string, uint64_t> dropped_by_type_ GUARDED_BY(mu_);
   std::map<std::string, uint64_t> dropped_at_open_ GUARDED_BY(mu_);

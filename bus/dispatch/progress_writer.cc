@@ -18,7 +18,8 @@ ProgressWriter::ProgressWriter(storage::Db* db, Committer* committer, Registry* 
       registry_(registry),
       config_(config),
       trimmed_below_(config.trimmed_below),
-      compaction_suggested_below_(config.trimmed_below) {
+      compaction_suggested_below_(config.trimmed_below),
+      files_dropped_below_(config.trimmed_below) {
   assert(db_ != nullptr && committer_ != nullptr && registry_ != nullptr);
   assert(config_.clock != nullptr && config_.log != nullptr && config_.disk_budget != nullptr);
 }
@@ -184,6 +185,7 @@ void ProgressWriter::NoteWhenTheOldestKeptAgesOut(uint64_t oldest_kept, SteadyTi
 }
 
 void ProgressWriter::Trim(const Subscribers& subs, bool force) {
+  ReclaimTrimmedSpace();  // the last trim's, once a sync made it durable
   const auto now = config_.clock->Now();
   MutexLock lock(&registry_->mu);
   uint64_t safe = registry_->MinCheckpoint(committer_->last_seq()) + 1;
@@ -220,8 +222,9 @@ void ProgressWriter::Trim(const Subscribers& subs, bool force) {
   trim_pending_ = ages && safe > std::max(keep_from, trimmed_below_);
   if (trim_pending_) NoteWhenTheOldestKeptAgesOut(std::max(keep_from, trimmed_below_), now);
   if (keep_from <= trimmed_below_) return;
+  // Only the trim point: storage hides what is below it and drops it
+  // once the trim is durable (storage::Db::NoteOutboxTrimmed).
   WriteSet scope;
-  scope.DeleteRange(db_->cf(storage::Cf::kOutbox), storage::OutboxKey(trimmed_below_), storage::OutboxKey(keep_from));
   std::string v;
   storage::PutBe64(&v, keep_from);
   scope.Put(db_->cf(storage::Cf::kMeta), std::string(storage::kMetaTrimmedBelow), v);
@@ -233,18 +236,31 @@ void ProgressWriter::Trim(const Subscribers& subs, bool force) {
   }
   WALBUS_FAULT_POINT("trim.after_write");
   trimmed_below_ = keep_from;
+  db_->NoteOutboxTrimmed(keep_from);
   trimmed_bytes_since_compaction_ += config_.disk_budget->NoteOutboxTrimmed(keep_from);
-  // Range deletions keep the outbox's table files until a compaction
-  // reaches them; after a large drain, ask for one (in the background).
-  // Under a disk budget, once a 16th of it was trimmed: the files count
-  // against the budget until then.
+  ReclaimTrimmedSpace();
+}
+
+void ProgressWriter::ReclaimTrimmedSpace() {
+  // What a sync made durable since the last look: the earlier trims'.
+  const uint64_t durable = db_->outbox_durable_floor();
+  if (durable <= files_dropped_below_) return;
+  // Table files wholly below it go at once, without a compaction.
+  if (Status s = db_->DropOutboxFilesBelowFloor(); !s.ok()) {
+    config_.log->logger().warn("walbus: trimmed outbox files not deleted: {}", s.ToString());
+  }
+  files_dropped_below_ = durable;
+  // The rest (level-0 tables, the table the trim point falls in) give
+  // their space back in a compaction; after a large drain, ask for one
+  // (in the background). Under a disk budget, once a 16th of it was
+  // trimmed: the files count against the budget until then.
   const uint64_t budget = config_.disk_budget->budget();
-  if (keep_from - compaction_suggested_below_ >= kCompactAfterTrimmedEvents ||
+  if (durable - compaction_suggested_below_ >= kCompactAfterTrimmedEvents ||
       (budget != 0 && trimmed_bytes_since_compaction_ >= budget / 16)) {
-    if (Status s = db_->SuggestOutboxCompaction(compaction_suggested_below_, keep_from); !s.ok()) {
+    if (Status s = db_->SuggestOutboxCompaction(compaction_suggested_below_, durable); !s.ok()) {
       config_.log->logger().warn("walbus: outbox compaction not scheduled: {}", s.ToString());
     }
-    compaction_suggested_below_ = keep_from;
+    compaction_suggested_below_ = durable;
     trimmed_bytes_since_compaction_ = 0;
   }
 }

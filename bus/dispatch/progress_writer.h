@@ -77,6 +77,9 @@ class ProgressWriter {
   // every running replay: by count at once, by age or size when due (or
   // `force`).
   void Trim(const Subscribers& subs, bool force);
+  // After a trim: gives back the disk space of the trims made durable
+  // since the last call.
+  void ReclaimTrimmedSpace();
   // When a timed checkpoint or trim wants to run, on config.clock; nullopt
   // when only progress can give it work.
   std::optional<SteadyTime> NextDueMoment(const Subscribers& subs) const;
@@ -114,6 +117,8 @@ class ProgressWriter {
   static constexpr uint64_t kCompactAfterTrimmedEvents = 1u << 20;
   uint64_t trimmed_bytes_since_compaction_ = 0;  // as the disk budget counts them
   uint64_t compaction_suggested_below_;
+  // Where the outbox's table files were last deleted up to.
+  uint64_t files_dropped_below_;
 };
 
 }  // namespace walbus::internal

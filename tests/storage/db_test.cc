@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <rocksdb/convenience.h>
 #include <rocksdb/db.h>
+#include <rocksdb/metadata.h>
 #include <rocksdb/table_properties.h>
 #include <rocksdb/utilities/options_util.h>
 
@@ -673,6 +674,116 @@ TEST(DbTest, WrittenCountsTheLogAndTheTableFilesOfFlushesAndCompactions) {
             IntProperty(*db, outbox, "rocksdb.live-sst-files-size"))
       << "the table the compaction made of the two";
   EXPECT_EQ(compacted.log_bytes, flushed.log_bytes);
+}
+
+// Writes outbox entries [first, last] of 1 KiB each that do not compress.
+void WriteOutbox(Db& db, uint64_t first, uint64_t last) {
+  Batch b;
+  for (uint64_t seq = first; seq <= last; ++seq) {
+    b.Put(db.cf(Cf::kOutbox), OutboxKey(seq), walbus::testing::IncompressibleBytes(seq));
+  }
+  ASSERT_TRUE(b.Commit(&db, false).ok());
+}
+
+// The trim as the dispatcher writes it: the point alone, unsynced.
+void TrimOutbox(Db& db, uint64_t below) {
+  std::string v;
+  PutBe64(&v, below);
+  Batch b;
+  b.Put(db.cf(Cf::kMeta), kMetaTrimmedBelow, v);
+  ASSERT_TRUE(b.Commit(&db, false).ok());
+  db.NoteOutboxTrimmed(below);
+}
+
+// The outbox's first key as RocksDB holds it, below every floor: 0 when
+// it holds none.
+uint64_t FirstStoredOutboxSeq(Db& db) {
+  std::unique_ptr<rocksdb::Iterator> it(db.raw()->NewIterator(rocksdb::ReadOptions(), db.cf(Cf::kOutbox)));
+  it->SeekToFirst();
+  uint64_t seq = 0;
+  if (it->Valid()) {
+    EXPECT_TRUE(ParseOutboxKey(std::string_view(it->key().data(), it->key().size()), &seq));
+  }
+  return seq;
+}
+
+// A trim writes no range deletion: reads stop seeing what it trimmed at
+// once, compactions drop it only once a sync made the trim durable (a
+// power cut before could take the trim back), and a reopened database
+// hides it again from the trim point it holds.
+TEST(DbTest, TrimmedOutboxEntriesAreHiddenAtOnceAndDroppedOnceTheTrimIsDurable) {
+  TempDir dir;
+  {
+    std::unique_ptr<Db> db = OpenWithin(dir, size_t{8} << 20);
+    ASSERT_NE(db, nullptr);
+    ASSERT_NO_FATAL_FAILURE(WriteOutbox(*db, 1, 100));
+    ASSERT_NO_FATAL_FAILURE(TrimOutbox(*db, 61));
+    std::string value;
+    bool found = true;
+    ASSERT_TRUE(db->Get(db->cf(Cf::kOutbox), OutboxKey(60), &value, &found).ok());
+    EXPECT_FALSE(found);
+    ASSERT_TRUE(db->Get(db->cf(Cf::kOutbox), OutboxKey(61), &value, &found).ok());
+    EXPECT_TRUE(found);
+    std::vector<uint64_t> seen;
+    ASSERT_TRUE(db->ScanOutbox(0, SIZE_MAX, [&](uint64_t seq, std::string_view) {
+                    seen.push_back(seq);
+                    return true;
+                  }).ok());
+    ASSERT_EQ(seen.size(), 40u);
+    EXPECT_EQ(seen.front(), 61u);
+    EXPECT_EQ(db->outbox_floor(), 61u);
+
+    ASSERT_TRUE(db->Compact(Cf::kOutbox).ok());
+    EXPECT_EQ(FirstStoredOutboxSeq(*db), 1u) << "dropped before the trim was durable";
+    ASSERT_TRUE(db->SyncLog().ok());
+    EXPECT_EQ(db->outbox_durable_floor(), 61u);
+    ASSERT_TRUE(db->Compact(Cf::kOutbox).ok());
+    EXPECT_EQ(FirstStoredOutboxSeq(*db), 61u);
+
+    ASSERT_NO_FATAL_FAILURE(TrimOutbox(*db, 101));  // all of it
+    uint64_t last = 1;
+    ASSERT_TRUE(db->LastOutboxSeq(&last).ok());
+    EXPECT_EQ(last, 0u) << "an outbox trimmed whole reads as empty";
+  }
+  std::unique_ptr<Db> db = OpenWithin(dir, size_t{8} << 20);
+  ASSERT_NE(db, nullptr);
+  EXPECT_EQ(db->outbox_floor(), 101u);
+  EXPECT_EQ(db->outbox_durable_floor(), 101u) << "what the database holds is durable";
+  EXPECT_EQ(FirstStoredOutboxSeq(*db), 61u);
+  bool empty = true;
+  ASSERT_TRUE(db->ScanOutbox(0, SIZE_MAX, [&](uint64_t, std::string_view) { return empty = false; }).ok());
+  EXPECT_TRUE(empty);
+}
+
+// After days offline the outbox is a long run of tables; a drain trims
+// them oldest first. The tables wholly below a durable trim are deleted
+// without a compaction: nothing is rewritten, and the space is back at
+// once.
+TEST(DbTest, TrimmedOutboxTablesAreDeletedWithoutACompaction) {
+  TempDir dir;
+  std::unique_ptr<Db> db = OpenWithin(dir, size_t{8} << 20);  // tables of 4 MiB
+  ASSERT_NE(db, nullptr);
+  CfHandle* outbox = db->cf(Cf::kOutbox);
+  for (uint64_t first = 1; first <= 12000; first += 1000) ASSERT_NO_FATAL_FAILURE(WriteOutbox(*db, first, first + 999));
+  ASSERT_TRUE(db->Compact(Cf::kOutbox).ok());  // into level 1, as a long backlog is
+  const uint64_t before = IntProperty(*db, outbox, "rocksdb.live-sst-files-size");
+  rocksdb::ColumnFamilyMetaData tables;
+  db->raw()->GetColumnFamilyMetaData(outbox, &tables);
+  ASSERT_EQ(tables.levels.at(0).files.size(), 0u);
+  ASSERT_GE(tables.file_count, 3u);
+  const Db::Written written_before = db->written();
+
+  ASSERT_NO_FATAL_FAILURE(TrimOutbox(*db, 9001));
+  ASSERT_TRUE(db->DropOutboxFilesBelowFloor().ok());
+  EXPECT_EQ(IntProperty(*db, outbox, "rocksdb.live-sst-files-size"), before) << "the trim is not durable yet";
+  ASSERT_TRUE(db->SyncLog().ok());
+  ASSERT_TRUE(db->DropOutboxFilesBelowFloor().ok());
+  const uint64_t after = IntProperty(*db, outbox, "rocksdb.live-sst-files-size");
+  EXPECT_LE(after, before / 2) << "of " << before << " bytes";
+  EXPECT_EQ(db->written().compaction_bytes, written_before.compaction_bytes);
+  uint64_t kept = 0;
+  ASSERT_TRUE(db->ScanOutbox(0, SIZE_MAX, [&](uint64_t, std::string_view) { return ++kept, true; }).ok());
+  EXPECT_EQ(kept, 3000u);
 }
 
 TEST(DbTest, AMemoryBoundBelowTheSmallestIsRefused) {

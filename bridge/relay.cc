@@ -95,6 +95,10 @@ class RelayCore {
     Result<std::optional<std::string>> last = ctx.Get(options_.column_family, position_key);
     if (!last.ok()) return Failed(event, last.status());
     const uint64_t position = (last->has_value() ? DecodeU64(**last).value_or(0) : 0) + 1;
+    if (JournalFull()) {
+      journal_waits_.fetch_add(1, std::memory_order_relaxed);
+      return Outcome::Wait(UntilNextCheck(), "the relay's journal is full (max_journal_bytes)");
+    }
     JournalEntry entry;
     const bridge::Headers headers = MakeMessage(event, position, &entry);
     if (rate_ != nullptr) {
@@ -107,11 +111,13 @@ class RelayCore {
     Status published = PublishMessage(entry.nats_subject, headers, event.data, &entry);
     if (!published.ok()) return Failed(event, published);
     Status kept = ctx.Put(options_.column_family, position_key, EncodeU64(position));
-    if (kept.ok()) kept = ctx.Put(options_.column_family, keys_.Journal(event.seq), EncodeJournalEntry(entry));
+    const std::string journaled = EncodeJournalEntry(entry);
+    if (kept.ok()) kept = ctx.Put(options_.column_family, keys_.Journal(event.seq), journaled);
     // With every completion (a few bytes in the same batch): a completion
     // that failed to commit cannot leave it unwritten.
     if (kept.ok()) kept = ctx.Put(options_.column_family, keys_.Published(), "1");
     if (!kept.ok()) return Failed(event, kept);
+    NoteJournaled(event.seq, journaled.size());
     ScheduleCheck(std::chrono::steady_clock::now() + options_.confirm_after);
     return Outcome::Done();
   }
@@ -125,6 +131,8 @@ class RelayCore {
     s.publish_errors = errors_.load(std::memory_order_relaxed);
     s.sent_bytes = sent_bytes_.load(std::memory_order_relaxed);
     s.rate_waits = rate_waits_.load(std::memory_order_relaxed);
+    s.journal_waits = journal_waits_.load(std::memory_order_relaxed);
+    s.journal_bytes = journal_bytes_.load(std::memory_order_relaxed);
     s.disconnects = link_->disconnects();
     s.offline_seconds = link_->offline_seconds();
     s.server_loss_detected = loss_detected_.load(std::memory_order_relaxed);
@@ -159,6 +167,66 @@ class RelayCore {
       }
     }
     cv_.NotifyAll();
+  }
+
+  bool JournalFull() const {
+    return options_.max_journal_bytes > 0 &&
+           journal_bytes_.load(std::memory_order_relaxed) >= options_.max_journal_bytes;
+  }
+
+  // Until the journal's next check may confirm entries (at least 1 ms;
+  // confirm_after when none is due).
+  std::chrono::milliseconds UntilNextCheck() {
+    // A check under way frees room as it ends.
+    constexpr std::chrono::milliseconds kCheckUnderWay{50};
+    MutexLock lock(&mu_);
+    if (!check_due_) return kCheckUnderWay;
+    return std::max(std::chrono::ceil<std::chrono::milliseconds>(*check_due_ - Clock::now()),
+                    std::chrono::milliseconds(1));
+  }
+
+  // The completion of the event at `seq` journals `bytes` (counted before
+  // it commits; a retried completion replaces the count). Only under a
+  // bound: the count costs a map entry per journaled message.
+  void NoteJournaled(uint64_t seq, size_t bytes) {
+    if (options_.max_journal_bytes == 0) return;
+    MutexLock lock(&journal_mu_);
+    const JournaledSize entry{bytes, Clock::now()};
+    auto [it, fresh] = journal_sizes_.try_emplace(seq, entry);
+    if (!fresh) {
+      journal_bytes_.fetch_sub(it->second.bytes, std::memory_order_relaxed);
+      it->second = entry;
+    }
+    journal_bytes_.fetch_add(bytes, std::memory_order_relaxed);
+  }
+
+  // When entries journaled above the checkpoint the last check read up
+  // to are due to be confirmed (not before `soonest`); nullopt when there
+  // are none. Without it, a relay whose journal is full would journal
+  // nothing more, so schedule no check, and wait for ever.
+  std::optional<Clock::time_point> OldestUncheckedDue(Clock::time_point soonest) {
+    MutexLock lock(&journal_mu_);
+    if (journal_sizes_.empty()) return std::nullopt;
+    return std::max(soonest, journal_sizes_.begin()->second.at + options_.confirm_after);
+  }
+
+  // The highest event seq this process journaled and has not confirmed
+  // (under a bound; 0 without).
+  uint64_t LastJournaledSeq() {
+    MutexLock lock(&journal_mu_);
+    return journal_sizes_.empty() ? 0 : journal_sizes_.rbegin()->first;
+  }
+
+  // The entries of `seqs` left the journal.
+  void NoteJournalConfirmed(const std::vector<uint64_t>& seqs) {
+    if (options_.max_journal_bytes == 0) return;
+    MutexLock lock(&journal_mu_);
+    for (uint64_t seq : seqs) {
+      auto it = journal_sizes_.find(seq);
+      if (it == journal_sizes_.end()) continue;  // an earlier process's
+      journal_bytes_.fetch_sub(it->second.bytes, std::memory_order_relaxed);
+      journal_sizes_.erase(it);
+    }
   }
 
   void ScheduleCheck(Clock::time_point due) {
@@ -315,7 +383,13 @@ class RelayCore {
     if (!mark.ok()) return retry_soon;
     const uint64_t low = mark->has_value() ? DecodeU64(**mark).value_or(1) : 1;
     constexpr uint64_t kMaxSeqsPerCheck = 200000;
-    uint64_t until = std::min(checkpoint, low + kMaxSeqsPerCheck);
+    // Past the checkpoint too, what this process journaled: an event that
+    // waits for room in a full journal holds the checkpoint below the
+    // entries of later ones, which must leave for it to go. The low mark
+    // stays at or below the checkpoint's next seq, as an entry above it
+    // may not have committed yet.
+    const uint64_t last = std::max(checkpoint, LastJournaledSeq());
+    uint64_t until = std::min(last, low + kMaxSeqsPerCheck);
     std::vector<Journaled> journal;
     if (!ReadJournal(tx, low, &until, &journal)) return retry_soon;
     Result<std::vector<bool>> found_lost = LostEntries(journal);
@@ -331,6 +405,7 @@ class RelayCore {
       next_due_ms = std::min(next_due_ms.value_or(UINT64_MAX), acked_ms + confirm_ms);
     };
     bool all_repaired = true;
+    std::vector<uint64_t> confirmed;
     for (size_t i = 0; i < journal.size(); ++i) {  // in event seq order: each subject's order
       const Journaled& j = journal[i];
       if (!lost[i]) {
@@ -339,6 +414,7 @@ class RelayCore {
         // power loss before its next sync.
         if (now_ms >= j.entry.acked_ms + confirm_ms) {
           (void)tx.Delete(options_.column_family, j.key);
+          confirmed.push_back(j.seq);
         } else {
           keep(j, j.entry.acked_ms);
         }
@@ -357,12 +433,13 @@ class RelayCore {
       (void)tx.Put(options_.column_family, j.key, EncodeJournalEntry(again));
       keep(j, again.acked_ms);
     }
-    const uint64_t new_low = kept_low.value_or(until + 1);
+    const uint64_t new_low = std::min(kept_low.value_or(until + 1), std::max(low, checkpoint + 1));
     if (new_low != low) (void)tx.Put(options_.column_family, keys_.LowMark(), EncodeU64(new_low));
     if (Result<Receipt> done = tx.Commit(); !done.ok()) return retry_soon;
+    NoteJournalConfirmed(confirmed);
     ReportLoss(report, all_repaired);
-    if (!all_repaired || until < checkpoint) return retry_soon;
-    if (!next_due_ms) return std::nullopt;
+    if (!all_repaired || until < last) return retry_soon;
+    if (!next_due_ms) return OldestUncheckedDue(retry_soon);
     const uint64_t wait_ms = *next_due_ms > now_ms ? *next_due_ms - now_ms : 0;
     return Clock::now() + std::chrono::milliseconds(wait_ms);
   }
@@ -592,6 +669,16 @@ class RelayCore {
   std::atomic<uint64_t> unrepairable_{0};
   std::atomic<uint64_t> sent_bytes_{0};
   std::atomic<uint64_t> rate_waits_{0};
+  std::atomic<uint64_t> journal_waits_{0};
+  // Under max_journal_bytes: the bytes of each journal entry this process
+  // relayed and has not confirmed, by event seq, and their sum.
+  Mutex journal_mu_;
+  struct JournaledSize {
+    size_t bytes;
+    Clock::time_point at;
+  };
+  std::map<uint64_t, JournaledSize> journal_sizes_ GUARDED_BY(journal_mu_);
+  std::atomic<uint64_t> journal_bytes_{0};
   const std::shared_ptr<bridge::ByteRate> rate_;  // null: no bandwidth cap
   Mutex mu_;
   CondVar cv_;
@@ -647,6 +734,10 @@ class RelayMetrics final : public MetricsSource {
          double(s.sent_bytes)},
         {"walbus_relay_rate_waits_total", MetricType::kCounter, "Times an event waited for the bandwidth cap.",
          double(s.rate_waits)},
+        {"walbus_relay_journal_waits_total", MetricType::kCounter,
+         "Times an event waited for room in the journal (max_journal_bytes).", double(s.journal_waits)},
+        {"walbus_relay_journal_bytes", MetricType::kGauge,
+         "Bytes of relayed messages in the journal, not yet confirmed.", double(s.journal_bytes)},
         {"walbus_relay_max_bytes_per_second", MetricType::kGauge,
          "The bandwidth cap, which a relay's levels share; 0: none.", double(core.options().max_bytes_per_second)},
         {"walbus_relay_priority", MetricType::kGauge, "The priority level this subscriber relays (0: the lowest).",
@@ -667,6 +758,8 @@ void AddStats(const RelayStats& level, RelayStats* total) {
   total->publish_errors += level.publish_errors;
   total->sent_bytes += level.sent_bytes;
   total->rate_waits += level.rate_waits;
+  total->journal_waits += level.journal_waits;
+  total->journal_bytes += level.journal_bytes;
   total->disconnects += level.disconnects;
   total->offline_seconds += level.offline_seconds;
   total->server_loss_detected += level.server_loss_detected;

@@ -61,6 +61,9 @@ struct Config {
   bool keep = false;
   uint64_t seed = 0;
   bool drop_oldest = false;  // the readings give way (Options::drop_oldest_types)
+  // RelayOptions::max_journal_bytes, MiB; 0: an 8th of the disk budget.
+  uint64_t max_journal_mib = 0;
+  uint64_t confirm_after_ms = 10000;  // RelayOptions::confirm_after
 };
 
 double MiB(uint64_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.0); }
@@ -208,6 +211,10 @@ walbus::Status OpenDevice(const Config& cfg, const std::string& db_dir, const st
   relay.stream.name = kStream;
   relay.stream.subjects = {"walbus.>"};
   relay.priorities = {{kAckType, 2}};
+  // The journal holds a full copy of what was relayed for confirm_after:
+  // bounded, it leaves the drain room within the budget.
+  relay.max_journal_bytes = cfg.max_journal_mib != 0 ? cfg.max_journal_mib << 20 : options.disk_budget / 8;
+  relay.confirm_after = std::chrono::milliseconds(cfg.confirm_after_ms);
   if (walbus::Status s = walbus::jetstream::Relay::Attach(device->bus.get(), relay, &device->relay); !s.ok()) {
     return s;
   }
@@ -342,6 +349,12 @@ int Main(int argc, char** argv) {
   app.add_flag("--keep", cfg.keep, "Keep the directory created under /tmp");
   app.add_option("--seed", cfg.seed, "PRNG seed of the payloads")->capture_default_str();
   app.add_flag("--drop-oldest", cfg.drop_oldest, "The oldest readings give way (Options::drop_oldest_types)");
+  app.add_option("--max-journal-mib", cfg.max_journal_mib,
+                 "RelayOptions::max_journal_bytes, MiB (0: an 8th of the disk budget)")
+      ->capture_default_str();
+  app.add_option("--confirm-after-ms", cfg.confirm_after_ms,
+                 "RelayOptions::confirm_after, ms: with the journal's bound, what paces the drain")
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   return Run(cfg);
 }

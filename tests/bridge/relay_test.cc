@@ -569,6 +569,50 @@ TEST(RelayTest, OfflineBacklogDrainsInSubjectOrderOnReconnect) {
   EXPECT_GT(relay->Stats().offline_seconds, 0.4);
 }
 
+// A bound on the journal paces the drain after an offline spell: the relay
+// sends no more than the bound holds until entries leave it after
+// confirm_after. Events that wait for room hold the relay's checkpoint
+// below the entries sent after them, and those must still leave, or the
+// drain would stop for good. Every event reaches the stream once.
+TEST(RelayTest, AJournalBoundPacesTheDrainAndHolds) {
+  NatsServer server;  // not started yet: the device is offline
+  TempDir dir;
+  auto bus = testing::OpenBus(RelayBusOptions(dir));
+  RelayOptions o = MakeRelayOptions(server);
+  constexpr uint64_t kBound = 64 << 10;
+  o.max_journal_bytes = kBound;
+  o.confirm_after = 300ms;
+  std::unique_ptr<Relay> relay;
+  ASSERT_TRUE(Relay::Attach(bus.get(), o, &relay).ok());
+  ASSERT_TRUE(bus->Start().ok());
+  constexpr int kBacklog = 3000;
+  PublishRange(*bus, 0, kBacklog, 50);
+  ASSERT_TRUE(server.Start());
+  std::atomic<bool> idle{false};
+  std::atomic<uint64_t> most{0};
+  std::thread sampler([&] {
+    while (!idle.load()) {
+      most = std::max(most.load(), relay->Stats().journal_bytes);
+      std::this_thread::sleep_for(2ms);
+    }
+  });
+  const Status drained = bus->WaitIdle(120s);
+  idle = true;
+  sampler.join();
+  ASSERT_TRUE(drained.ok()) << drained.ToString();
+  ExpectEachOnceInSubjectOrder(server, kBacklog);
+  const RelayStats stats = relay->Stats();
+  EXPECT_GT(stats.journal_waits, 0u);
+  EXPECT_GT(most.load(), kBound / 2) << "the journal filled";
+  // Workers that found room at once each add a message past it.
+  EXPECT_LE(most.load(), kBound + (16 << 10)) << "past the bound by more than a message per worker";
+  EXPECT_TRUE(testing::Eventually([&] { return relay->Stats().journal_bytes == 0; }, 10s))
+      << "left in the journal: " << relay->Stats().journal_bytes;
+  EXPECT_NE(relay->MetricsText().find("walbus_relay_journal_waits_total{relay=\"jetstream-relay\"} " +
+                                      std::to_string(relay->Stats().journal_waits)),
+            std::string::npos);
+}
+
 constexpr char kAckType[] = "orders.command-acknowledged.v1";
 
 // Commits `count` events of the priority type, on subjects cmd-0, cmd-1...

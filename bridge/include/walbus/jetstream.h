@@ -113,6 +113,15 @@ struct RelayOptions {
   // cover a power loss of the server's host too. The journal holds this
   // long's worth of relayed messages.
   std::chrono::milliseconds confirm_after{std::chrono::seconds(10)};
+  // The most bytes of messages the journal may hold. Past it, the relay
+  // sends nothing more until entries leave it after confirm_after
+  // (Outcome::Wait: not a failure, counted in RelayStats::journal_waits):
+  // the journal's disk use stays bounded, and a drain after days offline
+  // goes at most this much per confirm_after. Under Options::disk_budget,
+  // which does not count the journal, keep the two within the disk
+  // (docs/devices.md sizes them). Each level of a relay with priorities
+  // has a journal of its own, with this bound. 0 (the default): none.
+  uint64_t max_journal_bytes = 0;
   // The bandwidth cap, for a metered or slow link: on average at most
   // this many bytes per second of messages (subject, NATS headers and
   // payload) go out. An event over the cap waits (Outcome::Wait: not a
@@ -157,8 +166,12 @@ struct RelayStats {
   uint64_t publish_errors = 0;  // failed publishes (each retried)
   uint64_t sent_bytes = 0;      // bytes of the messages sent (as the bandwidth cap counts them)
   uint64_t rate_waits = 0;      // times an event waited for the bandwidth cap
-  uint64_t disconnects = 0;     // connections lost
-  double offline_seconds = 0;   // total time without a connection
+  uint64_t journal_waits = 0;   // times an event waited for room in the journal (max_journal_bytes)
+  // Under max_journal_bytes, the bytes of messages in the journal that
+  // this process relayed and has not confirmed yet (0 without a bound).
+  uint64_t journal_bytes = 0;
+  uint64_t disconnects = 0;    // connections lost
+  double offline_seconds = 0;  // total time without a connection
   // Relayed messages JetStream had acknowledged and no longer held, found
   // when the relay checked its journal after a reconnection: counted at
   // each check that finds them missing, so a message whose republish was

@@ -128,10 +128,10 @@ struct Options {
   size_t max_group_bytes = 8 << 20;
   // @}
 
-  // The outbox below every subscriber's checkpoint is deleted with one
-  // range deletion once it has grown by this many events, or after
-  // trim_interval. Coarse on purpose: every range tombstone costs readers.
-  // But handled events still in a memtable when it is flushed are written
+  // The outbox below every subscriber's checkpoint is trimmed (one write
+  // of the trim point; storage drops what is below it) once it has grown
+  // by this many events, or after trim_interval. Coarse on purpose: each
+  // trim is a write. But handled events still in a memtable when it is flushed are written
   // to a table file, only to be deleted there later, so the interval is
   // short (docs/devices.md measures it). Retention by age (retain_for) is judged
   // at these trims too, and while nothing newer is handled, the bus sleeps

@@ -98,6 +98,13 @@ class InboxWindowFilter : public rocksdb::CompactionFilter {
   std::atomic<int> layout_{kLayoutUnknown};
 };
 
+// Raises *value to `to`, unless it is there already. Thread-safe.
+void RaiseTo(std::atomic<uint64_t>* value, uint64_t to) {
+  uint64_t now = value->load(std::memory_order_relaxed);
+  while (now < to && !value->compare_exchange_weak(now, to, std::memory_order_acq_rel)) {
+  }
+}
+
 }  // namespace
 
 // Drops the outbox entries below the floor: what the dispatcher trimmed,
@@ -119,11 +126,6 @@ class OutboxFloorFilter final : public rocksdb::CompactionFilter {
   const char* Name() const override { return "walbus.OutboxFloor"; }
 
  private:
-  static void RaiseTo(std::atomic<uint64_t>* floor, uint64_t seq) {
-    uint64_t now = floor->load(std::memory_order_relaxed);
-    while (now < seq && !floor->compare_exchange_weak(now, seq, std::memory_order_acq_rel)) {
-    }
-  }
   std::atomic<uint64_t> visible_{0};
   std::atomic<uint64_t> durable_{0};
 };
@@ -884,9 +886,7 @@ Status Db::ReadOutboxFloor() {
 
 void Db::NoteOutboxTrimmed(uint64_t seq) {
   outbox_filter_->RaiseVisible(seq);
-  uint64_t now = outbox_trim_unsynced_.load(std::memory_order_relaxed);
-  while (now < seq && !outbox_trim_unsynced_.compare_exchange_weak(now, seq, std::memory_order_acq_rel)) {
-  }
+  RaiseTo(&outbox_trim_unsynced_, seq);
 }
 
 uint64_t Db::outbox_floor() const { return outbox_filter_->visible(); }

@@ -38,6 +38,8 @@ void EventSource::Forget(uint64_t seq) {
 }
 
 bool EventSource::ReadFromOutbox(uint64_t from, size_t limit, std::vector<BacklogWindow::Slot>* out) {
+  const size_t first = out->size();
+  auto room = [&] { return out->size() - first < limit; };
   auto hold = [&](uint64_t seq, BacklogWindow::Slot slot) {
     backlog_.Put(seq, slot);
     out->push_back(std::move(slot));
@@ -47,10 +49,12 @@ bool EventSource::ReadFromOutbox(uint64_t from, size_t limit, std::vector<Backlo
   // drop_oldest_types); its slot is null, so the watermark can pass it.
   const uint64_t committed = parts_.committer->last_seq();
   uint64_t expected = from;
-  size_t visited = 0;
   Status s = parts_.db->ScanOutbox(from, limit, [&](uint64_t seq, std::string_view bytes) {
-    ++visited;
-    for (; expected < seq; ++expected) hold(expected, nullptr);
+    // Gaps count against the limit like events: after days of drops one
+    // gap spans most of the outbox, and the caller reads on from where
+    // this read stopped.
+    for (; expected < seq && room(); ++expected) hold(expected, nullptr);
+    if (!room()) return false;
     expected = seq + 1;
     auto event = std::make_shared<Event>();
     Status d = DecodeEnvelope(bytes, max_payload_bytes_, event.get());
@@ -68,9 +72,9 @@ bool EventSource::ReadFromOutbox(uint64_t from, size_t limit, std::vector<Backlo
     return true;
   });
   if (s.ok()) {
-    // Fewer than `limit` found: the scan reached the outbox's end, and
-    // what is missing up to the committed seq is a gap too.
-    for (size_t n = visited; n < limit && expected <= committed; ++n) hold(expected++, nullptr);
+    // Room left: the scan reached the outbox's end, and what is missing up
+    // to the committed seq is a gap too.
+    for (; room() && expected <= committed; ++expected) hold(expected, nullptr);
     return true;
   }
   parts_.log->logger().error("walbus: reading the outbox from seq {} failed (retried): {}", from, s.ToString());

@@ -116,6 +116,27 @@ TEST_F(EventSourceTest, ASeqTrimmedAwayIsANullSlot) {
   EXPECT_EQ(quarantine_.added(), 0u) << "a gap is not a bad entry";
 }
 
+// Days of drops leave one gap over most of the outbox: a read holds no
+// more of it than the limit, gaps and events alike, and the next read
+// goes on from there.
+TEST_F(EventSourceTest, AGapLongerThanTheLimitIsReadInPieces) {
+  Commit(10);
+  EraseOutbox(2, 9);
+  Slots first;
+  ASSERT_TRUE(source_.Read(1, 4, &first));
+  EXPECT_EQ(SeqsOf(first), (std::vector<uint64_t>{1, 0, 0, 0}));
+  Slots second;
+  ASSERT_TRUE(source_.Read(5, 4, &second));
+  EXPECT_EQ(SeqsOf(second), (std::vector<uint64_t>{0, 0, 0, 0}));
+  Slots third;
+  ASSERT_TRUE(source_.Read(9, 4, &third));
+  EXPECT_EQ(SeqsOf(third), (std::vector<uint64_t>{9, 10}));
+  source_.DropBelow(11);       // read again from the outbox, not the window
+  Slots appended = {nullptr};  // a read appends: what *out held does not count
+  ASSERT_TRUE(source_.Read(2, 3, &appended));
+  EXPECT_EQ(appended.size(), 4u);
+}
+
 // Committed seqs missing at the outbox's end (dropped, Options::
 // drop_oldest_types) are gaps too: without them a subscriber would wait
 // there for the next commit.

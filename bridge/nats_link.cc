@@ -31,6 +31,15 @@ Status FromNats(natsStatus s, std::string_view what) {
 
 namespace {
 
+// What the client buffers of this process's writes while it reconnects.
+// Publishes and fetches are requests that wait for their answer, so a few
+// are in flight at most; one that finds the buffer full fails and is
+// retried, and the outbox holds everything else. The client's default
+// allocates 8 MiB per connection at each disconnection (one per relay
+// priority level, one per consumer): address space and commit charge a
+// small device has better uses for.
+constexpr int kReconnectBufferBytes = 64 << 10;
+
 bool IsPort(std::string_view port) {
   if (port.empty() || port.size() > 5 || port.find_first_not_of("0123456789") != std::string_view::npos) return false;
   const int number = std::stoi(std::string(port));
@@ -109,6 +118,7 @@ Status NatsLink::Open(const jetstream::ConnectionOptions& options, std::unique_p
   if (s == NATS_OK && !options.name.empty()) s = natsOptions_SetName(link->nats_options_, options.name.c_str());
   if (s == NATS_OK) s = natsOptions_SetTimeout(link->nats_options_, options.request_timeout.count());
   if (s == NATS_OK) s = natsOptions_SetMaxReconnect(link->nats_options_, -1);
+  if (s == NATS_OK) s = natsOptions_SetReconnectBufSize(link->nats_options_, kReconnectBufferBytes);
   if (s == NATS_OK)
     s = natsOptions_SetReconnectWait(link->nats_options_, std::max<int64_t>(1, options.reconnect_wait.count()));
   if (s == NATS_OK) s = natsOptions_SetDisconnectedCB(link->nats_options_, &NatsLink::OnDisconnected, link.get());

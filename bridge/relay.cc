@@ -319,7 +319,7 @@ class RelayCore {
   struct Journaled {
     uint64_t seq;  // the event's
     std::string key;
-    JournalEntry entry;
+    JournalEntry entry;  // without its message, read again only to republish
   };
 
   // What one check of the journal found.
@@ -332,9 +332,11 @@ class RelayCore {
   // The journal's entries of seqs [low, *until] into *journal, in seq
   // order, stopping early (and lowering *until to the last seq read) once
   // they hold kMaxJournalBytesPerCheck: memory stays bounded however fast
-  // the relay sent within confirm_after. A damaged entry is deleted in
-  // `tx` (nothing to trust or republish). False when a read failed.
-  static constexpr size_t kMaxJournalBytesPerCheck = size_t{4} << 20;
+  // the relay sent within confirm_after. The messages are not held: only
+  // a lost entry needs its own, and a check that held them took 4 MiB of
+  // heap at each pass of a drain. A damaged entry is deleted in `tx`
+  // (nothing to trust or republish). False when a read failed.
+  static constexpr size_t kMaxJournalBytesPerCheck = size_t{1} << 20;
   bool ReadJournal(Transaction& tx, uint64_t low, uint64_t* until, std::vector<Journaled>* journal) {
     size_t bytes = 0;
     for (uint64_t seq = low; seq <= *until; ++seq) {
@@ -351,10 +353,19 @@ class RelayCore {
         (void)tx.Delete(options_.column_family, key);
         continue;
       }
-      bytes += entry->message.size();
+      entry->message = std::string();
+      bytes += sizeof(Journaled) + key.size() + entry->msg_id.size() + entry->nats_subject.size();
       journal->push_back(Journaled{seq, std::move(key), std::move(*entry)});
     }
     return true;
+  }
+
+  // The entry at `key` whole, message included; nullopt when it could not
+  // be read (the check tries again).
+  std::optional<JournalEntry> ReadEntry(Transaction& tx, const std::string& key) {
+    Result<std::optional<std::string>> got = tx.Get(options_.column_family, key);
+    if (!got.ok() || !got->has_value()) return std::nullopt;
+    return DecodeJournalEntry(**got);
   }
 
   // Which entries of `journal` the stream no longer holds (true at the
@@ -423,15 +434,17 @@ class RelayCore {
       report.lost_seqs.push_back(j.seq);
       report.first_stream_seq = std::min(report.first_stream_seq, j.entry.stream_seq);
       report.last_stream_seq = std::max(report.last_stream_seq, j.entry.stream_seq);
-      if (const auto subject = SubjectOf(j.entry)) report.subjects.insert(*subject);
-      JournalEntry again = j.entry;
-      if (!all_repaired || !Republish(&again).ok()) {
+      std::optional<JournalEntry> again = ReadEntry(tx, j.key);
+      if (again) {
+        if (const auto subject = SubjectOf(*again)) report.subjects.insert(*subject);
+      }
+      if (!all_repaired || !again || !Republish(&*again).ok()) {
         all_repaired = false;
         keep(j, j.entry.acked_ms);
         continue;
       }
-      (void)tx.Put(options_.column_family, j.key, EncodeJournalEntry(again));
-      keep(j, again.acked_ms);
+      (void)tx.Put(options_.column_family, j.key, EncodeJournalEntry(*again));
+      keep(j, again->acked_ms);
     }
     const uint64_t new_low = std::min(kept_low.value_or(until + 1), std::max(low, checkpoint + 1));
     if (new_low != low) (void)tx.Put(options_.column_family, keys_.LowMark(), EncodeU64(new_low));

@@ -69,8 +69,8 @@ struct Config {
 double MiB(uint64_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.0); }
 double SecondsSince(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
-// Samples the directory's size and the resident set every 50 ms until
-// stopped, keeping the peaks. A measuring thread of the tool's own.
+// Samples the directory's size, the resident set and the heap every 50 ms
+// until stopped, keeping the peaks. A measuring thread of the tool's own.
 class PeakSampler {
  public:
   explicit PeakSampler(std::string dir) : dir_(std::move(dir)), thread_([this] { Run(); }) {}
@@ -86,6 +86,8 @@ class PeakSampler {
   struct Peaks {
     uint64_t disk = 0;
     double rss_mib = 0;
+    double anon_rss_mib = 0;  // the resident set less the libraries' code
+    double heap_mib = 0;      // what the allocator had handed out and not got back
   };
   // The peaks since the last call (or the start), and a new phase from now.
   Peaks TakePeaks() {
@@ -100,6 +102,8 @@ class PeakSampler {
   void Sample() {
     peaks_.disk = std::max(peaks_.disk, walbus::tools::DirectoryBytes(dir_));
     peaks_.rss_mib = std::max(peaks_.rss_mib, walbus::tools::ResidentMiB());
+    peaks_.anon_rss_mib = std::max(peaks_.anon_rss_mib, walbus::tools::AnonymousResidentMiB());
+    peaks_.heap_mib = std::max(peaks_.heap_mib, walbus::tools::MallocHeapMiB().in_use_mib);
   }
   void Run() {
     std::unique_lock<std::mutex> lock(mu_);
@@ -266,13 +270,15 @@ void PrintResult(const Config& cfg, Committed& committed, const PeakSampler::Pea
               ",\"dropped\":%" PRIu64 ",\"disk_budget_mib\":%" PRIu64
               ",\"offline_disk_peak_mib\":%.2f,\"offline_disk_peak_vs_budget\":%.3f"
               ",\"offline_rss_mib\":%.1f,\"drain_disk_peak_mib\":%.2f,\"drain_disk_peak_vs_budget\":%.3f"
-              ",\"drain_rss_mib\":%.1f,\"relay_priority_overtakes\":%s,\"readings_waiting_when_acks_done\":%" PRIu64
-              ",\"readings_after_last_ack\":%" PRIu64
+              ",\"drain_rss_mib\":%.1f,\"offline_anon_rss_mib\":%.1f,\"drain_anon_rss_mib\":%.1f"
+              ",\"offline_heap_mib\":%.1f,\"drain_heap_mib\":%.1f,\"relay_priority_overtakes\":%s,\"readings_waiting_"
+              "when_acks_done\":%" PRIu64 ",\"readings_after_last_ack\":%" PRIu64
               ",\"acks_seconds\":%.2f,\"drain_seconds\":%.2f"
               ",\"drain_events_per_second\":%.0f,\"offline_seconds\":%.2f}\n",
               cfg.events, total, acks, refused, committed.dropped, cfg.disk_budget_mib, MiB(offline.disk),
               static_cast<double>(offline.disk) / budget, offline.rss_mib, MiB(draining.disk),
-              static_cast<double>(draining.disk) / budget, draining.rss_mib, overtakes ? "true" : "false", waiting,
+              static_cast<double>(draining.disk) / budget, draining.rss_mib, offline.anon_rss_mib,
+              draining.anon_rss_mib, offline.heap_mib, draining.heap_mib, overtakes ? "true" : "false", waiting,
               check.readings_after_last_ack, drain.acks_seconds, drain.seconds,
               static_cast<double>(total) / drain.seconds, offline_seconds);
   std::cerr << "online: acknowledgements all in the stream after " << drain.acks_seconds << " s, with " << waiting

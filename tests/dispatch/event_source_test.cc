@@ -59,6 +59,13 @@ class EventSourceTest : public ::testing::Test {
     return seqs;
   }
 
+  // The seqs a read returns (0: a null slot).
+  std::vector<uint64_t> SeqsRead(uint64_t from, size_t limit) {
+    Slots slots;
+    EXPECT_TRUE(source_.Read(from, limit, &slots));
+    return SeqsOf(slots);
+  }
+
   TempDir dir_;
   testing::StorageHarness storage_{dir_.path(), {}};
   std::shared_ptr<Clock> clock_ = std::make_shared<testing::ManualClock>();
@@ -122,15 +129,9 @@ TEST_F(EventSourceTest, ASeqTrimmedAwayIsANullSlot) {
 TEST_F(EventSourceTest, AGapLongerThanTheLimitIsReadInPieces) {
   Commit(10);
   EraseOutbox(2, 9);
-  Slots first;
-  ASSERT_TRUE(source_.Read(1, 4, &first));
-  EXPECT_EQ(SeqsOf(first), (std::vector<uint64_t>{1, 0, 0, 0}));
-  Slots second;
-  ASSERT_TRUE(source_.Read(5, 4, &second));
-  EXPECT_EQ(SeqsOf(second), (std::vector<uint64_t>{0, 0, 0, 0}));
-  Slots third;
-  ASSERT_TRUE(source_.Read(9, 4, &third));
-  EXPECT_EQ(SeqsOf(third), (std::vector<uint64_t>{9, 10}));
+  EXPECT_EQ(SeqsRead(1, 4), (std::vector<uint64_t>{1, 0, 0, 0}));
+  EXPECT_EQ(SeqsRead(5, 4), (std::vector<uint64_t>{0, 0, 0, 0}));
+  EXPECT_EQ(SeqsRead(9, 4), (std::vector<uint64_t>{9, 10}));
   source_.DropBelow(11);       // read again from the outbox, not the window
   Slots appended = {nullptr};  // a read appends: what *out held does not count
   ASSERT_TRUE(source_.Read(2, 3, &appended));
@@ -143,12 +144,8 @@ TEST_F(EventSourceTest, AGapLongerThanTheLimitIsReadInPieces) {
 TEST_F(EventSourceTest, CommittedSeqsMissingAtTheEndAreNullSlots) {
   Commit(4);
   EraseOutbox(3, 5);
-  Slots slots;
-  ASSERT_TRUE(source_.Read(1, 10, &slots));
-  EXPECT_EQ(SeqsOf(slots), (std::vector<uint64_t>{1, 2, 0, 0}));
-  Slots limited;
-  ASSERT_TRUE(source_.Read(3, 1, &limited));
-  EXPECT_EQ(SeqsOf(limited), (std::vector<uint64_t>{0})) << "within the limit";
+  EXPECT_EQ(SeqsRead(1, 10), (std::vector<uint64_t>{1, 2, 0, 0}));
+  EXPECT_EQ(SeqsRead(3, 1), (std::vector<uint64_t>{0})) << "within the limit";
 }
 
 // A forgotten seq is read from neither cache again: the tail stops before

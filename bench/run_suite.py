@@ -394,6 +394,8 @@ def summarize(res):
     s["offline_rss_mib"] = offline.get("offline_rss_mib")
     s["offline_drain_disk_peak_vs_budget"] = offline.get("drain_disk_peak_vs_budget")
     s["offline_drain_rss_mib"] = offline.get("drain_rss_mib")
+    s["offline_heap_mib"] = offline.get("offline_heap_mib")
+    s["offline_drain_heap_mib"] = offline.get("drain_heap_mib")
     s["offline_committed_events"] = offline.get("committed")
     s["offline_drain_events_per_second"] = offline.get("drain_events_per_second")
     s["relay_priority_overtakes"] = offline.get("relay_priority_overtakes")
@@ -456,6 +458,7 @@ def targets(s):
         at_most("offline_disk_peak_vs_budget", 1, "offline: directory peak over the disk budget"),
         at_most("offline_drain_disk_peak_vs_budget", 1, "offline: directory peak over the disk budget, draining"),
         at_most("offline_rss_mib", 40, "offline: RSS, 16 MiB memory budget (MiB)"),
+        at_most("offline_drain_rss_mib", 56, "offline: RSS draining, 16 MiB memory budget (MiB)"),
         at_least("relay_priority_overtakes", 1, "on reconnection the priority level overtakes the backlog"),
         at_most("idle_wakeups_per_s", 1, "idle bus: wake-ups of its threads per second"),
         at_most("disk_write_amplification", 3, "device bytes written per logical byte at 2,000 events/s"),
@@ -600,6 +603,8 @@ def tables(res, s):
     t.add("  RSS peak offline, 16 MiB memory budget, MiB", s.get("offline_rss_mib"))
     t.add("  directory peak over the budget, draining", s.get("offline_drain_disk_peak_vs_budget"))
     t.add("  RSS peak draining, MiB", s.get("offline_drain_rss_mib"))
+    t.add("  heap peak offline / draining, MiB",
+          f"{fmt(s.get('offline_heap_mib'))} / {fmt(s.get('offline_drain_heap_mib'))}")
     t.add("  events committed before it refused", s.get("offline_committed_events"))
     t.add("  drain rate, events/s", s.get("offline_drain_events_per_second"))
     t.add("  acknowledgements all sent, readings still waiting", s.get("relay_readings_waiting_when_acks_done"))

@@ -360,12 +360,23 @@ class RelayCore {
     return true;
   }
 
-  // The entry at `key` whole, message included; nullopt when it could not
-  // be read (the check tries again).
-  std::optional<JournalEntry> ReadEntry(Transaction& tx, const std::string& key) {
-    Result<std::optional<std::string>> got = tx.Get(options_.column_family, key);
-    if (!got.ok() || !got->has_value()) return std::nullopt;
-    return DecodeJournalEntry(**got);
+  // Counts the lost entry `j` in *report and, when `try_now` (every lost
+  // one before it was repaired: each subject's order), republishes it from
+  // the journal, its message read again, and stores in `tx` what the
+  // server acknowledged. Returns when that was (unix ms); nullopt when it
+  // was not repaired (a later check tries again).
+  std::optional<uint64_t> RepairLost(Transaction& tx, const Journaled& j, bool try_now, CheckReport* report) {
+    report->lost_seqs.push_back(j.seq);
+    report->first_stream_seq = std::min(report->first_stream_seq, j.entry.stream_seq);
+    report->last_stream_seq = std::max(report->last_stream_seq, j.entry.stream_seq);
+    Result<std::optional<std::string>> got = tx.Get(options_.column_family, j.key);
+    std::optional<JournalEntry> again;
+    if (got.ok() && got->has_value()) again = DecodeJournalEntry(**got);
+    if (!again) return std::nullopt;
+    if (const auto subject = SubjectOf(*again)) report->subjects.insert(*subject);
+    if (!try_now || !Republish(&*again).ok()) return std::nullopt;
+    (void)tx.Put(options_.column_family, j.key, EncodeJournalEntry(*again));
+    return again->acked_ms;
   }
 
   // Which entries of `journal` the stream no longer holds (true at the
@@ -431,20 +442,9 @@ class RelayCore {
         }
         continue;
       }
-      report.lost_seqs.push_back(j.seq);
-      report.first_stream_seq = std::min(report.first_stream_seq, j.entry.stream_seq);
-      report.last_stream_seq = std::max(report.last_stream_seq, j.entry.stream_seq);
-      std::optional<JournalEntry> again = ReadEntry(tx, j.key);
-      if (again) {
-        if (const auto subject = SubjectOf(*again)) report.subjects.insert(*subject);
-      }
-      if (!all_repaired || !again || !Republish(&*again).ok()) {
-        all_repaired = false;
-        keep(j, j.entry.acked_ms);
-        continue;
-      }
-      (void)tx.Put(options_.column_family, j.key, EncodeJournalEntry(*again));
-      keep(j, again->acked_ms);
+      const std::optional<uint64_t> repaired_ms = RepairLost(tx, j, all_repaired, &report);
+      if (!repaired_ms) all_repaired = false;
+      keep(j, repaired_ms.value_or(j.entry.acked_ms));
     }
     const uint64_t new_low = std::min(kept_low.value_or(until + 1), std::max(low, checkpoint + 1));
     if (new_low != low) (void)tx.Put(options_.column_family, keys_.LowMark(), EncodeU64(new_low));

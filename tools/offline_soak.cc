@@ -86,7 +86,7 @@ class PeakSampler {
   struct Peaks {
     uint64_t disk = 0;
     double rss_mib = 0;
-    double anon_rss_mib = 0;  // the resident set less the libraries' code
+    double anon_rss_mib = 0;  // heap and stacks: the libraries' code is not in it
     double heap_mib = 0;      // what the allocator had handed out and not got back
   };
   // The peaks since the last call (or the start), and a new phase from now.
@@ -271,8 +271,8 @@ void PrintResult(const Config& cfg, Committed& committed, const PeakSampler::Pea
               ",\"offline_disk_peak_mib\":%.2f,\"offline_disk_peak_vs_budget\":%.3f"
               ",\"offline_rss_mib\":%.1f,\"drain_disk_peak_mib\":%.2f,\"drain_disk_peak_vs_budget\":%.3f"
               ",\"drain_rss_mib\":%.1f,\"offline_anon_rss_mib\":%.1f,\"drain_anon_rss_mib\":%.1f"
-              ",\"offline_heap_mib\":%.1f,\"drain_heap_mib\":%.1f,\"relay_priority_overtakes\":%s,\"readings_waiting_"
-              "when_acks_done\":%" PRIu64 ",\"readings_after_last_ack\":%" PRIu64
+              ",\"offline_heap_mib\":%.1f,\"drain_heap_mib\":%.1f,\"relay_priority_overtakes\":%s"
+              ",\"readings_waiting_when_acks_done\":%" PRIu64 ",\"readings_after_last_ack\":%" PRIu64
               ",\"acks_seconds\":%.2f,\"drain_seconds\":%.2f"
               ",\"drain_events_per_second\":%.0f,\"offline_seconds\":%.2f}\n",
               cfg.events, total, acks, refused, committed.dropped, cfg.disk_budget_mib, MiB(offline.disk),
